@@ -1,0 +1,32 @@
+"""lie_unitary: learning unitary matrices through the Lie algebra u(n).
+
+Hyland & Rätsch, "Learning Unitary Operators with Help From u(n)", AAAI 2017.
+"""
+
+from lie_unitary.algebra import basis
+from lie_unitary.algebra import change_basis
+from lie_unitary.algebra import lambdas_from_original_order
+from lie_unitary.algebra import lambdas_to_original_order
+from lie_unitary.algebra import lambdas_to_skew_hermitian
+from lie_unitary.algebra import lambdas_to_skew_symmetric
+from lie_unitary.algebra import n_from_num_lambdas
+from lie_unitary.algebra import skew_hermitian_to_lambdas
+from lie_unitary.algebra import skew_symmetric_to_lambdas
+from lie_unitary.composition import arjovsky_apply
+from lie_unitary.composition import arjovsky_unitary
+from lie_unitary.expm import expm_skew_hermitian
+from lie_unitary.expm import orthogonal_from_lambdas
+from lie_unitary.expm import unitary_from_lambdas
+from lie_unitary.generators import GENERATORS
+from lie_unitary.generators import random_arjovsky_params
+from lie_unitary.generators import random_unitary
+from lie_unitary.layers import OrthogonalLinear
+from lie_unitary.layers import UnitaryLinear
+from lie_unitary.logm import lambdas_from_unitary
+from lie_unitary.logm import log_unitary
+from lie_unitary.parametrizations import PARAMETRIZATIONS
+from lie_unitary.parametrizations import Parametrization
+from lie_unitary.parametrizations import get_parametrization
+from lie_unitary.parametrizations import polar_unitary
+
+__version__ = "0.1.0"

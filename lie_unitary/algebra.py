@@ -1,0 +1,334 @@
+"""The Lie algebras u(n) and so(n): bases, coefficients <-> matrices, change of basis.
+
+Basis order (the contract of `basis(n)`, paper §2.2), for coefficients λ ∈ R^{n²}:
+
+1. ``n`` diagonal imaginary elements: T = i·e_a e_aᵀ, a = 0..n-1.
+2. ``n(n-1)/2`` symmetric imaginary elements: i at (r, s) and (s, r), r < s.
+3. ``n(n-1)/2`` antisymmetric real elements: +1 at (r, s), -1 at (s, r), r < s.
+
+Pairs (r, s) of blocks 2 and 3 run row-major over the strict upper triangle
+(the order of `numpy.triu_indices(n, 1)`).
+
+The original code (github.com/ratschlab/uRNN) ordered the same elements row-major
+over the n×n grid instead, with the antisymmetric element's +1 in the LOWER
+triangle; `lambdas_to_original_order` / `lambdas_from_original_order` convert.
+
+so(n) coefficients μ ∈ R^{n(n-1)/2} are block 3 alone: real skew-symmetric matrices.
+
+Building a matrix from coefficients is a gather into an n×n array (O(n²)); no dense
+basis is ever summed except in `basis`, which exists for tests and small n.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+__all__ = [
+    "basis",
+    "change_basis",
+    "complex_dtype_for",
+    "lambdas_from_original_order",
+    "lambdas_to_original_order",
+    "lambdas_to_skew_hermitian",
+    "lambdas_to_skew_symmetric",
+    "n_from_num_lambdas",
+    "n_from_num_so_lambdas",
+    "skew_hermitian_to_lambdas",
+    "skew_symmetric_to_lambdas",
+]
+
+
+def n_from_num_lambdas(num: int) -> int:
+  """Returns n such that n² == num.
+
+  Raises:
+    ValueError: if `num` is not the square of a positive integer.
+  """
+  n = math.isqrt(num) if num >= 0 else -1
+  if num < 1 or n * n != num:
+    raise ValueError(
+        f"a u(n) coefficient vector needs n² entries for an integer n ≥ 1; got "
+        f"{num}, which is not a perfect square.")
+  return n
+
+
+def n_from_num_so_lambdas(num: int) -> int:
+  """Returns n such that n(n-1)/2 == num (n ≥ 2).
+
+  Raises:
+    ValueError: if `num` is not a triangular number n(n-1)/2 with n ≥ 2.
+  """
+  n = (1 + math.isqrt(1 + 8 * num)) // 2 if num >= 0 else -1
+  if num < 1 or n * (n - 1) // 2 != num:
+    raise ValueError(
+        f"an so(n) coefficient vector needs n(n-1)/2 entries for an integer "
+        f"n ≥ 2; got {num}.")
+  return n
+
+
+def complex_dtype_for(real_dtype) -> jnp.dtype:
+  """The complex dtype of the same precision: float32 -> complex64, float64 -> complex128."""
+  return jnp.result_type(real_dtype, jnp.complex64)
+
+
+def _as_real_coefficients(lam, what: str) -> jax.Array:
+  """Checks that `lam` is a real array of rank ≥ 1; integers become the default float."""
+  lam = jnp.asarray(lam)
+  if jnp.iscomplexobj(lam):
+    raise ValueError(
+        f"{what} must be REAL coefficients; got dtype {lam.dtype}. "
+        "Complex parameters are pushed uphill by optax (see SPEC §2): store "
+        "real and imaginary parts as separate real arrays.")
+  if lam.ndim < 1:
+    raise ValueError(f"{what} must have rank ≥ 1 (..., num_coefficients); got {lam.shape=}.")
+  if not jnp.issubdtype(lam.dtype, jnp.floating):
+    lam = lam.astype(jnp.result_type(float))
+  return lam
+
+
+def _as_square_matrix(mat, what: str) -> jax.Array:
+  mat = jnp.asarray(mat)
+  if mat.ndim < 2 or mat.shape[-1] != mat.shape[-2]:
+    raise ValueError(f"{what} must be square with shape (..., n, n); got {mat.shape=}.")
+  return mat
+
+
+@functools.lru_cache(maxsize=None)
+def _gather_tables(n: int):
+  """Static index tables for u(n): where each matrix entry reads its coefficient.
+
+  Returns (re_idx, re_sign, im_idx, upper_rows, upper_cols). Index n² points at an
+  appended zero, so Re L = re_sign * λ̂[re_idx] and Im L = λ̂[im_idx] with λ̂ = [λ, 0].
+  """
+  rows, cols = np.triu_indices(n, 1)
+  m = rows.size
+  zero = n * n
+  re_idx = np.full((n, n), zero, np.int32)
+  re_sign = np.zeros((n, n), np.float64)
+  im_idx = np.full((n, n), zero, np.int32)
+  im_idx[np.arange(n), np.arange(n)] = np.arange(n)
+  sym = n + np.arange(m)
+  anti = n + m + np.arange(m)
+  im_idx[rows, cols] = sym
+  im_idx[cols, rows] = sym
+  re_idx[rows, cols] = anti
+  re_idx[cols, rows] = anti
+  re_sign[rows, cols] = 1.0
+  re_sign[cols, rows] = -1.0
+  return re_idx, re_sign, im_idx, rows, cols
+
+
+def lambdas_to_skew_hermitian(lam) -> jax.Array:
+  """L(λ) = Σ_j λ_j T_j, the skew-Hermitian matrix with coefficients λ.
+
+  Args:
+    lam: real array (..., n²), float32 or float64 (integers are promoted).
+
+  Returns:
+    Complex array (..., n, n): complex64 for float32 input, complex128 for float64.
+
+  Raises:
+    ValueError: if `lam` is complex, a scalar, or its last axis is not a perfect square.
+  """
+  lam = _as_real_coefficients(lam, "lam")
+  n = n_from_num_lambdas(lam.shape[-1])
+  re_idx, re_sign, im_idx, _, _ = _gather_tables(n)
+  padded = jnp.concatenate([lam, jnp.zeros(lam.shape[:-1] + (1,), lam.dtype)], axis=-1)
+  re = padded[..., re_idx] * jnp.asarray(re_sign, lam.dtype)
+  im = padded[..., im_idx]
+  return jax.lax.complex(re, im)
+
+
+def skew_hermitian_to_lambdas(skew) -> jax.Array:
+  """Coefficients λ of the skew-Hermitian part (L - Lᴴ)/2 of a square matrix.
+
+  For skew-Hermitian L this inverts `lambdas_to_skew_hermitian` exactly; for any
+  other L it returns the coefficients of its orthogonal projection onto u(n)
+  (the Hermitian part is discarded).
+
+  Args:
+    skew: array (..., n, n), complex (a real input is read as a real matrix).
+
+  Returns:
+    Real array (..., n²) of the matching precision (complex64 -> float32).
+
+  Raises:
+    ValueError: if `skew` is not square.
+  """
+  skew = _as_square_matrix(skew, "skew")
+  n = skew.shape[-1]
+  _, _, _, rows, cols = _gather_tables(n)
+  re, im = jnp.real(skew), jnp.imag(skew)
+  diag = jnp.diagonal(im, axis1=-2, axis2=-1)
+  sym = 0.5 * (im[..., rows, cols] + im[..., cols, rows])
+  anti = 0.5 * (re[..., rows, cols] - re[..., cols, rows])
+  return jnp.concatenate([diag, sym, anti], axis=-1)
+
+
+def lambdas_to_skew_symmetric(mu) -> jax.Array:
+  """A(μ): the real skew-symmetric matrix with so(n) coefficients μ.
+
+  The entry for pair r < s (row-major over the strict upper triangle) is +μ at
+  (r, s) and -μ at (s, r): block 3 of the u(n) basis.
+
+  Args:
+    mu: real array (..., n(n-1)/2).
+
+  Returns:
+    Real array (..., n, n) of the same dtype.
+
+  Raises:
+    ValueError: if `mu` is complex, a scalar, or its length is not n(n-1)/2.
+  """
+  mu = _as_real_coefficients(mu, "mu")
+  n = n_from_num_so_lambdas(mu.shape[-1])
+  rows, cols = np.triu_indices(n, 1)
+  idx = np.full((n, n), rows.size, np.int32)
+  idx[rows, cols] = np.arange(rows.size)
+  idx[cols, rows] = np.arange(rows.size)
+  sign = np.zeros((n, n))
+  sign[rows, cols] = 1.0
+  sign[cols, rows] = -1.0
+  padded = jnp.concatenate([mu, jnp.zeros(mu.shape[:-1] + (1,), mu.dtype)], axis=-1)
+  return padded[..., idx] * jnp.asarray(sign, mu.dtype)
+
+
+def skew_symmetric_to_lambdas(skew) -> jax.Array:
+  """so(n) coefficients of the skew-symmetric part (A - Aᵀ)/2 of a real matrix.
+
+  Args:
+    skew: real array (..., n, n).
+
+  Returns:
+    Real array (..., n(n-1)/2).
+
+  Raises:
+    ValueError: if `skew` is not square, is complex, or n < 2.
+  """
+  skew = _as_square_matrix(skew, "skew")
+  if jnp.iscomplexobj(skew):
+    raise ValueError(f"skew must be a real matrix for so(n); got dtype {skew.dtype}.")
+  n = skew.shape[-1]
+  if n < 2:
+    raise ValueError(f"so(n) needs n ≥ 2; got {skew.shape=}.")
+  rows, cols = np.triu_indices(n, 1)
+  return 0.5 * (skew[..., rows, cols] - skew[..., cols, rows])
+
+
+def basis(n: int, dtype=None) -> jax.Array:
+  """The dense basis T_1..T_{n²} of u(n), in the paper's order (module docstring).
+
+  Built entry by entry, independently of `lambdas_to_skew_hermitian`, so tests can
+  compare the two. Memory is O(n⁴): for tests and small n only.
+
+  Args:
+    n: matrix size, an integer ≥ 1.
+    dtype: complex dtype of the result; default complex128 if x64 is enabled,
+      else complex64.
+
+  Returns:
+    Complex array (n², n, n); element j is T_{j+1}.
+
+  Raises:
+    ValueError: if n is not a positive integer.
+  """
+  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  out = np.zeros((n * n, n, n), np.complex128)
+  for a in range(n):
+    out[a, a, a] = 1j
+  j = n
+  for r in range(n):
+    for s in range(r + 1, n):
+      out[j, r, s] = out[j, s, r] = 1j
+      j += 1
+  for r in range(n):
+    for s in range(r + 1, n):
+      out[j, r, s], out[j, s, r] = 1.0, -1.0
+      j += 1
+  return jnp.asarray(out, dtype=dtype or jnp.result_type(complex))
+
+
+@functools.lru_cache(maxsize=None)
+def _original_order_tables(n: int):
+  """perm, sign with λ_ours = sign * λ_orig[perm]."""
+  rows, cols = np.triu_indices(n, 1)
+  diag = np.arange(n) * (n + 1)           # e = a*n + a
+  sym = rows * n + cols                   # i < j: symmetric imaginary at (r, s)
+  anti = cols * n + rows                  # i > j: +1 at (s, r), the lower triangle
+  perm = np.concatenate([diag, sym, anti]).astype(np.int32)
+  sign = np.ones(n * n)
+  sign[n + rows.size:] = -1.0             # +1 lower vs our +1 upper
+  return perm, sign
+
+
+def lambdas_from_original_order(lam_orig) -> jax.Array:
+  """Converts coefficients from the original code's row-major order to ours.
+
+  The original code indexes e ↦ (i, j) = (e // n, e % n): the diagonal element for
+  i = j, the symmetric imaginary one for i < j, and for i > j the antisymmetric real
+  one with +1 at (i, j) in the LOWER triangle. That is a permutation of our basis
+  with the antisymmetric block negated, so the conversion is a gather and a sign flip.
+
+  Args:
+    lam_orig: real array (..., n²) in the original order.
+
+  Returns:
+    Real array (..., n²) in this library's order, the same dtype.
+
+  Raises:
+    ValueError: as `lambdas_to_skew_hermitian`.
+  """
+  lam_orig = _as_real_coefficients(lam_orig, "lam_orig")
+  perm, sign = _original_order_tables(n_from_num_lambdas(lam_orig.shape[-1]))
+  return lam_orig[..., perm] * jnp.asarray(sign, lam_orig.dtype)
+
+
+def lambdas_to_original_order(lam) -> jax.Array:
+  """The inverse of `lambdas_from_original_order`: our order -> the original code's.
+
+  Args:
+    lam: real array (..., n²) in this library's order.
+
+  Returns:
+    Real array (..., n²) in the original code's row-major order.
+
+  Raises:
+    ValueError: as `lambdas_to_skew_hermitian`.
+  """
+  lam = _as_real_coefficients(lam, "lam")
+  perm, sign = _original_order_tables(n_from_num_lambdas(lam.shape[-1]))
+  inverse = np.argsort(perm)
+  return (lam * jnp.asarray(sign, lam.dtype))[..., inverse]
+
+
+def change_basis(lam_tilde, change) -> jax.Array:
+  """Coefficients in the standard basis from coefficients λ̃ in a new basis (appendix B).
+
+  A new basis V_j = Σ_k M_jk T_k has coefficients λ̃; in the standard basis they are
+  λ = λ̃ᵀ M, i.e. λ_b = Σ_k λ̃_k M_kb.
+
+  Args:
+    lam_tilde: real array (..., d), the coefficients in the new basis.
+    change: real array (d, d), the change-of-basis matrix M (should be invertible).
+
+  Returns:
+    Real array (..., d), the standard-basis coefficients.
+
+  Raises:
+    ValueError: if shapes do not match or either input is complex.
+  """
+  lam_tilde = _as_real_coefficients(lam_tilde, "lam_tilde")
+  change = jnp.asarray(change)
+  if jnp.iscomplexobj(change):
+    raise ValueError(f"change must be a real matrix; got dtype {change.dtype}.")
+  d = lam_tilde.shape[-1]
+  if change.shape != (d, d):
+    raise ValueError(
+        f"change must have shape (d, d) = ({d}, {d}) to match lam_tilde; got {change.shape=}.")
+  return lam_tilde @ change.astype(lam_tilde.dtype)

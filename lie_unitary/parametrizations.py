@@ -1,0 +1,228 @@
+"""Parametrizations of U(n) (and SO(n)) behind one interface (paper §3.3, SPEC §2).
+
+Each `Parametrization` is a bundle of pure functions:
+
+- ``init(key, n, dtype) -> (params, constants)``: ``params`` is a dict of REAL arrays
+  (the trainable leaves: complex quantities are stored as real pairs because optax
+  applies JAX's complex gradient ∂C/∂x - i∂C/∂y as is, which ascends in the imaginary
+  part); ``constants`` is a dict of fixed arrays drawn at init (a permutation, a
+  gradient mask). Both are vmappable over replicates.
+- ``to_unitary(params, constants) -> U``: (n, n) complex (real for the orthogonal ones).
+- ``gradient_mask(params, constants)``: a pytree like ``params`` of 0/1 multipliers,
+  applied to the gradient BEFORE the optimizer (`optax.masked` would pass masked
+  leaves' raw gradients through, and works per leaf, not per entry).
+- ``post_update(params, constants) -> params``: identity except for projection, which
+  replaces the matrix by its closest unitary (orthogonal) matrix, the polar factor.
+- ``num_trainable(n) -> int``.
+
+Available (`PARAMETRIZATIONS`): ``lie_algebra`` (n² coefficients), ``lie_restricted``
+(only 7n randomly chosen coefficients train, the rest keep their N(0, 1) init; paper
+§3.5), ``arjovsky`` (7n), ``projection`` (2n², polar factor after each step),
+``so_algebra`` (n(n-1)/2 so(n) coefficients, real SO(n)) and ``projection_orthogonal``
+(n², real polar factor onto O(n)).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from lie_unitary import composition, expm
+
+__all__ = ["PARAMETRIZATIONS", "Parametrization", "get_parametrization", "polar_unitary"]
+
+Params = dict[str, jax.Array]
+
+
+class Parametrization(NamedTuple):
+  """A parametrization of unitary (or orthogonal) matrices; see the module docstring."""
+  name: str
+  init: Callable[..., tuple[Params, Params]]
+  to_unitary: Callable[[Params, Params], jax.Array]
+  gradient_mask: Callable[[Params, Params], Any]
+  post_update: Callable[[Params, Params], Params]
+  num_trainable: Callable[[int], int]
+  is_orthogonal: bool = False
+
+
+def _check_init_args(n, dtype):
+  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  dtype = jnp.dtype(dtype)
+  if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
+    raise ValueError(f"parameter dtype must be float32 or float64; got {dtype}.")
+  return dtype
+
+
+def _ones_like(params, constants):
+  del constants
+  return jax.tree.map(jnp.ones_like, params)
+
+
+def _identity(params, constants):
+  del constants
+  return params
+
+
+def polar_unitary(matrix) -> jax.Array:
+  """The closest unitary (orthogonal, for real input) matrix: the polar factor P Qᴴ.
+
+  For A = P Σ Qᴴ (SVD) it returns P Qᴴ, which minimises ‖U - A‖_F over unitary U.
+
+  Args:
+    matrix: array (..., n, n), real or complex.
+
+  Returns:
+    Array of the same shape and dtype.
+
+  Raises:
+    ValueError: if `matrix` is not square.
+  """
+  matrix = jnp.asarray(matrix)
+  if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:
+    raise ValueError(f"matrix must be square (..., n, n); got {matrix.shape=}.")
+  p, _, qh = jnp.linalg.svd(matrix, full_matrices=False)
+  return p @ qh
+
+
+# lie_algebra -------------------------------------------------------------------
+
+
+def _lie_init(key, n, dtype=jnp.float32):
+  dtype = _check_init_args(n, dtype)
+  return {"lam": jax.random.normal(key, (n * n,), dtype)}, {}
+
+
+def _lie_to_unitary(params, constants):
+  del constants
+  return expm.unitary_from_lambdas(params["lam"])
+
+
+# lie_restricted -----------------------------------------------------------------
+
+
+def _restricted_init(key, n, dtype=jnp.float32):
+  dtype = _check_init_args(n, dtype)
+  k_lam, k_mask = jax.random.split(key)
+  num = min(7 * n, n * n)
+  chosen = jax.random.choice(k_mask, n * n, (num,), replace=False)
+  mask = jnp.zeros((n * n,), dtype).at[chosen].set(1.0)
+  return {"lam": jax.random.normal(k_lam, (n * n,), dtype)}, {"mask": mask}
+
+
+def _restricted_mask(params, constants):
+  del params
+  return {"lam": constants["mask"]}
+
+
+# arjovsky ------------------------------------------------------------------------
+
+
+def _arjovsky_init(key, n, dtype=jnp.float32):
+  dtype = _check_init_args(n, dtype)
+  k_ang, k_re, k_im, k_perm = jax.random.split(key, 4)
+  params = {
+      "angles": jax.random.normal(k_ang, (3, n), dtype),
+      "reflections_re": jax.random.normal(k_re, (2, n), dtype),
+      "reflections_im": jax.random.normal(k_im, (2, n), dtype),
+  }
+  return params, {"permutation": jax.random.permutation(k_perm, n).astype(jnp.int32)}
+
+
+def _arjovsky_to_unitary(params, constants):
+  return composition.arjovsky_unitary(params["angles"], params["reflections_re"],
+                                      params["reflections_im"], constants["permutation"])
+
+
+# projection ----------------------------------------------------------------------
+
+
+def _projection_init(key, n, dtype=jnp.float32):
+  dtype = _check_init_args(n, dtype)
+  k_re, k_im = jax.random.split(key)
+  # As the original code: a complex N(0,1) + iN(0,1) matrix, not projected before step 1.
+  return {"re": jax.random.normal(k_re, (n, n), dtype),
+          "im": jax.random.normal(k_im, (n, n), dtype)}, {}
+
+
+def _projection_to_unitary(params, constants):
+  del constants
+  return jax.lax.complex(params["re"], params["im"])
+
+
+def _projection_post_update(params, constants):
+  del constants
+  u = polar_unitary(jax.lax.complex(params["re"], params["im"]))
+  return {"re": jnp.real(u), "im": jnp.imag(u)}
+
+
+# so(n) and O(n) -------------------------------------------------------------------
+
+
+def _so_init(key, n, dtype=jnp.float32):
+  dtype = _check_init_args(n, dtype)
+  if n < 2:
+    raise ValueError(f"so(n) needs n ≥ 2; got {n=}.")
+  return {"mu": jax.random.normal(key, (n * (n - 1) // 2,), dtype)}, {}
+
+
+def _so_to_orthogonal(params, constants):
+  del constants
+  return expm.orthogonal_from_lambdas(params["mu"])
+
+
+def _projection_orthogonal_init(key, n, dtype=jnp.float32):
+  dtype = _check_init_args(n, dtype)
+  return {"matrix": jax.random.normal(key, (n, n), dtype)}, {}
+
+
+def _projection_orthogonal_to_matrix(params, constants):
+  del constants
+  return params["matrix"]
+
+
+def _projection_orthogonal_post_update(params, constants):
+  del constants
+  return {"matrix": polar_unitary(params["matrix"])}
+
+
+PARAMETRIZATIONS: dict[str, Parametrization] = {
+    p.name: p for p in (
+        Parametrization("lie_algebra", _lie_init, _lie_to_unitary, _ones_like, _identity,
+                        lambda n: n * n),
+        Parametrization("lie_restricted", _restricted_init, _lie_to_unitary, _restricted_mask,
+                        _identity, lambda n: min(7 * n, n * n)),
+        Parametrization("arjovsky", _arjovsky_init, _arjovsky_to_unitary, _ones_like,
+                        _identity, lambda n: 7 * n),
+        Parametrization("projection", _projection_init, _projection_to_unitary, _ones_like,
+                        _projection_post_update, lambda n: 2 * n * n),
+        Parametrization("so_algebra", _so_init, _so_to_orthogonal, _ones_like, _identity,
+                        lambda n: n * (n - 1) // 2, is_orthogonal=True),
+        Parametrization("projection_orthogonal", _projection_orthogonal_init,
+                        _projection_orthogonal_to_matrix, _ones_like,
+                        _projection_orthogonal_post_update, lambda n: n * n,
+                        is_orthogonal=True),
+    )
+}
+
+
+def get_parametrization(name: str) -> Parametrization:
+  """Looks up a parametrization by name.
+
+  Args:
+    name: one of ``PARAMETRIZATIONS`` ("lie_algebra", "lie_restricted", "arjovsky",
+      "projection", "so_algebra", "projection_orthogonal").
+
+  Returns:
+    The `Parametrization`.
+
+  Raises:
+    ValueError: for an unknown name.
+  """
+  try:
+    return PARAMETRIZATIONS[name]
+  except (KeyError, TypeError):
+    raise ValueError(
+        f"unknown parametrization {name!r}; expected one of {tuple(PARAMETRIZATIONS)}.") from None

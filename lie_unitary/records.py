@@ -1,0 +1,120 @@
+"""Append-only JSONL result records, resume bookkeeping and progress lines.
+
+Both experiments write one JSON object per finished unit of work, flushed and
+fsynced as soon as it is done, so a run killed at any moment loses at most the unit
+in progress; rerunning skips every unit whose key is already on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from typing import Any, Iterable, Sequence
+
+__all__ = ["Progress", "append_records", "finished_keys", "read_records"]
+
+
+def _to_jsonable(value: Any) -> Any:
+  if hasattr(value, "tolist"):  # numpy / jax arrays and scalars
+    value = value.tolist()
+  if isinstance(value, float) and not math.isfinite(value):
+    return repr(value)  # JSON has no NaN/inf; keep them readable rather than invalid
+  if isinstance(value, dict):
+    return {str(k): _to_jsonable(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_to_jsonable(v) for v in value]
+  return value
+
+
+def append_records(path: str | os.PathLike, records: Iterable[dict]) -> None:
+  """Appends records as JSON lines and fsyncs, so they survive a crash right after.
+
+  Arrays become lists; NaN and ±inf become the strings 'nan', 'inf', '-inf'.
+  """
+  lines = "".join(json.dumps(_to_jsonable(r), sort_keys=True) + "\n" for r in records)
+  if not lines:
+    return
+  os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+  with open(path, "a", encoding="utf-8") as f:
+    f.write(lines)
+    f.flush()
+    os.fsync(f.fileno())
+
+
+def read_records(path: str | os.PathLike) -> list[dict]:
+  """Reads every complete record; a half-written last line (a crash) is ignored."""
+  if not os.path.exists(path):
+    return []
+  out = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      line = line.strip()
+      if not line:
+        continue
+      try:
+        out.append(json.loads(line))
+      except json.JSONDecodeError:
+        continue
+  return out
+
+
+def finished_keys(path: str | os.PathLike, fields: Sequence[str]) -> set[tuple]:
+  """The set of tuple(record[f] for f in fields) over records that have all fields."""
+  keys = set()
+  for r in read_records(path):
+    if all(f in r for f in fields):
+      keys.add(tuple(_freeze(r[f]) for f in fields))
+  return keys
+
+
+def _freeze(v):
+  return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
+
+
+def _fmt(seconds: float) -> str:
+  seconds = int(round(seconds))
+  h, rem = divmod(seconds, 3600)
+  m, s = divmod(rem, 60)
+  return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+class Progress:
+  """Prints one line per finished unit: its time, the elapsed total and an ETA.
+
+  The ETA averages over units finished in this process (skipped ones cost nothing).
+  """
+
+  def __init__(self, total: int, printer=print):
+    self.total = total
+    self.done = 0
+    self.start = time.perf_counter()
+    self._print = printer
+
+  def skip(self, label: str) -> None:
+    self.done += 1
+    self._print(f"[{self.done}/{self.total}] {label}: already done, skipped")
+    self.start_unit()
+
+  def start_unit(self) -> None:
+    self._unit_start = time.perf_counter()
+    if not hasattr(self, "_computed"):
+      self._computed = 0
+      self._compute_time = 0.0
+
+  def finish(self, label: str) -> float:
+    """Marks a unit finished; returns its wall time in seconds."""
+    if not hasattr(self, "_unit_start"):
+      self.start_unit()
+    now = time.perf_counter()
+    unit = now - self._unit_start
+    self.done += 1
+    self._computed += 1
+    self._compute_time += unit
+    left = self.total - self.done
+    eta = self._compute_time / self._computed * left
+    self._print(f"[{self.done}/{self.total}] {label}: {unit:.1f}s "
+                f"(elapsed {_fmt(now - self.start)}, ETA {_fmt(eta)})")
+    self._unit_start = now
+    return unit
