@@ -83,38 +83,32 @@ def _fmt(seconds: float) -> str:
 class Progress:
   """Prints one line per finished unit: its time, the elapsed total and an ETA.
 
-  The ETA averages over units finished in this process (skipped ones cost nothing).
+  The ETA averages over units computed in this process; skipped units cost nothing.
   """
 
   def __init__(self, total: int, printer=print):
     self.total = total
     self.done = 0
-    self.start = time.perf_counter()
     self._print = printer
+    self._start = self._unit_start = time.perf_counter()
+    self._computed = 0
+    self._compute_time = 0.0
 
   def skip(self, label: str) -> None:
+    """Marks a unit found finished on disk."""
     self.done += 1
     self._print(f"[{self.done}/{self.total}] {label}: already done, skipped")
-    self.start_unit()
-
-  def start_unit(self) -> None:
     self._unit_start = time.perf_counter()
-    if not hasattr(self, "_computed"):
-      self._computed = 0
-      self._compute_time = 0.0
 
   def finish(self, label: str) -> float:
-    """Marks a unit finished; returns its wall time in seconds."""
-    if not hasattr(self, "_unit_start"):
-      self.start_unit()
+    """Marks a unit computed; prints and returns its wall time in seconds."""
     now = time.perf_counter()
     unit = now - self._unit_start
     self.done += 1
     self._computed += 1
     self._compute_time += unit
-    left = self.total - self.done
-    eta = self._compute_time / self._computed * left
+    eta = self._compute_time / self._computed * (self.total - self.done)
     self._print(f"[{self.done}/{self.total}] {label}: {unit:.1f}s "
-                f"(elapsed {_fmt(now - self.start)}, ETA {_fmt(eta)})")
+                f"(elapsed {_fmt(now - self._start)}, ETA {_fmt(eta)})")
     self._unit_start = now
     return unit
