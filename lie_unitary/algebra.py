@@ -91,6 +91,11 @@ def _as_real_coefficients(lam, what: str) -> jax.Array:
   return lam
 
 
+def _broadcast_to_batch(table, batch_ndim: int) -> jax.Array:
+  """A static table with leading unit axes, so batch broadcasting is explicit."""
+  return jnp.asarray(table).reshape((1,) * batch_ndim + np.shape(table))
+
+
 def _as_square_matrix(mat, what: str) -> jax.Array:
   mat = jnp.asarray(mat)
   if mat.ndim < 2 or mat.shape[-1] != mat.shape[-2]:
@@ -139,7 +144,7 @@ def lambdas_to_skew_hermitian(lam) -> jax.Array:
   n = n_from_num_lambdas(lam.shape[-1])
   re_idx, re_sign, im_idx, _, _ = _gather_tables(n)
   padded = jnp.concatenate([lam, jnp.zeros(lam.shape[:-1] + (1,), lam.dtype)], axis=-1)
-  re = padded[..., re_idx] * jnp.asarray(re_sign, lam.dtype)
+  re = padded[..., re_idx] * _broadcast_to_batch(re_sign.astype(lam.dtype), lam.ndim - 1)
   im = padded[..., im_idx]
   return jax.lax.complex(re, im)
 
@@ -195,7 +200,7 @@ def lambdas_to_skew_symmetric(mu) -> jax.Array:
   sign[rows, cols] = 1.0
   sign[cols, rows] = -1.0
   padded = jnp.concatenate([mu, jnp.zeros(mu.shape[:-1] + (1,), mu.dtype)], axis=-1)
-  return padded[..., idx] * jnp.asarray(sign, mu.dtype)
+  return padded[..., idx] * _broadcast_to_batch(sign.astype(mu.dtype), mu.ndim - 1)
 
 
 def skew_symmetric_to_lambdas(skew) -> jax.Array:
@@ -286,7 +291,7 @@ def lambdas_from_original_order(lam_orig) -> jax.Array:
   """
   lam_orig = _as_real_coefficients(lam_orig, "lam_orig")
   perm, sign = _original_order_tables(n_from_num_lambdas(lam_orig.shape[-1]))
-  return lam_orig[..., perm] * jnp.asarray(sign, lam_orig.dtype)
+  return lam_orig[..., perm] * _broadcast_to_batch(sign.astype(lam_orig.dtype), lam_orig.ndim - 1)
 
 
 def lambdas_to_original_order(lam) -> jax.Array:
@@ -304,7 +309,7 @@ def lambdas_to_original_order(lam) -> jax.Array:
   lam = _as_real_coefficients(lam, "lam")
   perm, sign = _original_order_tables(n_from_num_lambdas(lam.shape[-1]))
   inverse = np.argsort(perm)
-  return (lam * jnp.asarray(sign, lam.dtype))[..., inverse]
+  return (lam * _broadcast_to_batch(sign.astype(lam.dtype), lam.ndim - 1))[..., inverse]
 
 
 def change_basis(lam_tilde, change) -> jax.Array:

@@ -43,7 +43,8 @@ def _check(angles, reflections_re, reflections_im, permutation):
 
 
 def _reflect(x, v):
-  """(I - 2 v vᴴ/‖v‖²) x along the last axis of x."""
+  """(I - 2 v vᴴ/‖v‖²) x for x (B, n), v (n,)."""
+  v = v[None, :]
   coef = jnp.sum(jnp.conj(v) * x, axis=-1, keepdims=True)
   return x - (2.0 / jnp.sum(jnp.abs(v) ** 2)) * coef * v
 
@@ -68,7 +69,9 @@ def arjovsky_apply(x, angles, reflections_re, reflections_im, permutation) -> ja
   x = jnp.asarray(x).astype(jnp.result_type(jnp.asarray(x).dtype, cdtype))
   if x.shape[-1] != angles.shape[1]:
     raise ValueError(f"x must have last axis n={angles.shape[1]}; got {x.shape=}.")
-  d = jnp.exp(1j * angles).astype(x.dtype)
+  batch_shape = x.shape[:-1]
+  x = x.reshape(-1, x.shape[-1])  # (B, n): explicit broadcasting below
+  d = jnp.exp(1j * angles).astype(x.dtype)[:, None, :]
   v = jax.lax.complex(v_re, v_im).astype(x.dtype)
   x = d[0] * x
   x = jnp.fft.fft(x, axis=-1, norm="ortho")
@@ -77,7 +80,7 @@ def arjovsky_apply(x, angles, reflections_re, reflections_im, permutation) -> ja
   x = d[1] * x
   x = jnp.fft.ifft(x, axis=-1, norm="ortho")
   x = _reflect(x, v[1])
-  return d[2] * x
+  return (d[2] * x).reshape(batch_shape + x.shape[-1:])
 
 
 def arjovsky_unitary(angles, reflections_re, reflections_im, permutation) -> jax.Array:

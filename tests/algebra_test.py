@@ -1,0 +1,135 @@
+"""u(n)/so(n) bases and coefficient maps against dense sums and the paper's definitions."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lie_unitary as lu
+
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6])
+def test_skew_hermitian_equals_dense_basis_sum(x64, n):
+  lam = jax.random.normal(jax.random.key(n), (n * n,), jnp.float64)
+  dense = jnp.einsum("j,jab->ab", lam, lu.basis(n))
+  np.testing.assert_array_equal(lu.lambdas_to_skew_hermitian(lam), dense)
+  np.testing.assert_allclose(lu.skew_hermitian_to_lambdas(dense), lam, atol=0)
+
+
+def test_basis_is_the_papers(x64):
+  b = lu.basis(2)
+  i = 1j
+  np.testing.assert_array_equal(b[0], [[i, 0], [0, 0]])
+  np.testing.assert_array_equal(b[1], [[0, 0], [0, i]])
+  np.testing.assert_array_equal(b[2], [[0, i], [i, 0]])     # symmetric imaginary
+  np.testing.assert_array_equal(b[3], [[0, 1], [-1, 0]])    # antisymmetric real
+  b = np.asarray(lu.basis(4))
+  np.testing.assert_array_equal(b, -np.conj(np.swapaxes(b, 1, 2)))  # skew-Hermitian
+  gram = np.real(np.einsum("aij,bij->ab", np.conj(b), b))
+  np.testing.assert_array_equal(gram, np.diag(np.diag(gram)))        # orthogonal, rank n²
+  # Pair order of blocks 2 and 3: row-major over the strict upper triangle.
+  assert b[4 + 1, 0, 2] == 1j and b[4 + 6 + 3, 1, 2] == 1
+
+
+def test_inverse_projects_general_matrices(x64):
+  k1, k2 = jax.random.split(jax.random.key(0))
+  m = jax.lax.complex(jax.random.normal(k1, (2, 4, 4)), jax.random.normal(k2, (2, 4, 4)))
+  skew = 0.5 * (m - jnp.conj(jnp.swapaxes(m, -1, -2)))
+  np.testing.assert_allclose(lu.lambdas_to_skew_hermitian(lu.skew_hermitian_to_lambdas(m)),
+                             skew, atol=1e-15)
+
+
+def test_dtypes_and_batches():
+  lam = jnp.zeros((2, 3, 9), jnp.float32)
+  out = lu.lambdas_to_skew_hermitian(lam)
+  assert out.shape == (2, 3, 3, 3) and out.dtype == jnp.complex64
+  assert lu.skew_hermitian_to_lambdas(out).dtype == jnp.float32
+  assert lu.lambdas_to_skew_hermitian(np.arange(4)).dtype == jnp.complex64
+
+
+def test_vmap_equals_loop():
+  lam = jax.random.normal(jax.random.key(1), (5, 16))
+  loop = jnp.stack([lu.lambdas_to_skew_hermitian(l) for l in lam])
+  np.testing.assert_array_equal(jax.vmap(lu.lambdas_to_skew_hermitian)(lam), loop)
+  np.testing.assert_array_equal(jax.jit(lu.lambdas_to_skew_hermitian)(lam), loop)
+
+
+def test_never_builds_dense_basis():
+  """The jaxpr of L(λ) has no (n², n, n) intermediate: it is an O(n²) gather."""
+  n = 12
+  jaxpr = jax.make_jaxpr(lu.lambdas_to_skew_hermitian)(jnp.zeros(n * n))
+  sizes = [int(np.prod(v.aval.shape)) for eqn in jaxpr.eqns for v in eqn.outvars]
+  assert max(sizes) <= n * n + 1
+
+
+def _original_basis(n):
+  """The original code's basis, built from its description (SPEC §1)."""
+  out = np.zeros((n * n, n, n), complex)
+  for e in range(n * n):
+    i, j = divmod(e, n)
+    if i == j:
+      out[e, i, i] = 1j
+    elif i < j:
+      out[e, i, j] = out[e, j, i] = 1j
+    else:
+      out[e, i, j], out[e, j, i] = 1.0, -1.0
+  return out
+
+
+@pytest.mark.parametrize("n", [1, 3, 5])
+def test_original_order_conversion(x64, n):
+  lam_orig = jax.random.normal(jax.random.key(2), (n * n,), jnp.float64)
+  dense = np.einsum("j,jab->ab", np.asarray(lam_orig), _original_basis(n))
+  ours = lu.lambdas_from_original_order(lam_orig)
+  np.testing.assert_allclose(lu.lambdas_to_skew_hermitian(ours), dense, atol=1e-15)
+  np.testing.assert_array_equal(lu.lambdas_to_original_order(ours), lam_orig)
+  batch = jnp.stack([lam_orig, 2 * lam_orig])
+  np.testing.assert_array_equal(lu.lambdas_to_original_order(lu.lambdas_from_original_order(batch)),
+                                batch)
+
+
+def test_so_coefficients(x64):
+  mu = jax.random.normal(jax.random.key(3), (10,), jnp.float64)
+  a = lu.lambdas_to_skew_symmetric(mu)
+  np.testing.assert_array_equal(a, -a.T)
+  assert a[0, 1] == mu[0] and a[0, 2] == mu[1] and a[1, 2] == mu[4]
+  np.testing.assert_array_equal(lu.skew_symmetric_to_lambdas(a), mu)
+  # so(n) is the antisymmetric block of u(n).
+  lam = jnp.concatenate([jnp.zeros(5 + 10), mu])
+  np.testing.assert_array_equal(lu.lambdas_to_skew_hermitian(lam), a.astype(jnp.complex128))
+
+
+def test_change_basis(x64):
+  d = 9
+  lam_tilde = jax.random.normal(jax.random.key(4), (d,), jnp.float64)
+  m = jax.random.uniform(jax.random.key(5), (d, d), jnp.float64, -5, 5)
+  lam = lu.change_basis(lam_tilde, m)
+  # L is the same matrix in both bases: Σ λ̃_j V_j with V_j = Σ_k M_jk T_k.
+  new_basis = jnp.einsum("jk,kab->jab", m, lu.basis(3))
+  np.testing.assert_allclose(lu.lambdas_to_skew_hermitian(lam),
+                             jnp.einsum("j,jab->ab", lam_tilde, new_basis), atol=1e-12)
+  with pytest.raises(ValueError, match="shape"):
+    lu.change_basis(lam_tilde, m[:, :4])
+
+
+@pytest.mark.parametrize("num", [2, 3, 5, 8, 10, 0])
+def test_non_square_length_raises(num):
+  with pytest.raises(ValueError, match="perfect square"):
+    lu.lambdas_to_skew_hermitian(jnp.zeros(num))
+
+
+def test_bad_inputs_raise():
+  with pytest.raises(ValueError, match="REAL"):
+    lu.lambdas_to_skew_hermitian(jnp.zeros(4, jnp.complex64))
+  with pytest.raises(ValueError, match="square"):
+    lu.skew_hermitian_to_lambdas(jnp.zeros((3, 4), jnp.complex64))
+  with pytest.raises(ValueError, match="n must be a positive integer"):
+    lu.basis(0)
+  with pytest.raises(ValueError, match="n must be a positive integer"):
+    lu.basis(2.0)
+  with pytest.raises(ValueError, match=r"n\(n-1\)/2"):
+    lu.lambdas_to_skew_symmetric(jnp.zeros(5))
+  with pytest.raises(ValueError, match="real"):
+    lu.skew_symmetric_to_lambdas(jnp.zeros((3, 3), jnp.complex64))
