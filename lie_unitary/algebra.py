@@ -31,7 +31,9 @@ import numpy as np
 __all__ = [
     "basis",
     "change_basis",
+    "check_lambdas",
     "complex_dtype_for",
+    "cotangent_to_lambdas",
     "lambdas_from_original_order",
     "lambdas_to_original_order",
     "lambdas_to_skew_hermitian",
@@ -126,6 +128,43 @@ def _gather_tables(n: int):
   re_sign[rows, cols] = 1.0
   re_sign[cols, rows] = -1.0
   return re_idx, re_sign, im_idx, rows, cols
+
+
+def check_lambdas(lam) -> jax.Array:
+  """Validates u(n) coefficients: real, rank ≥ 1, a perfect-square last axis.
+
+  Returns:
+    `lam` as a floating array (integers promoted to the default float).
+
+  Raises:
+    ValueError: if `lam` is complex, a scalar, or its last axis is not a perfect square.
+  """
+  lam = _as_real_coefficients(lam, "lam")
+  n_from_num_lambdas(lam.shape[-1])
+  return lam
+
+
+def cotangent_to_lambdas(cotangent) -> jax.Array:
+  """λ̄_j = Re Σ_ab Ḡ_ab (T_j)_ab: pulls a cotangent of L back to the coefficients.
+
+  This is the transpose of `lambdas_to_skew_hermitian` under JAX's convention for
+  complex cotangents (Ḡ = ∂C/∂Re L - i ∂C/∂Im L), written as gathers so the
+  reverse pass needs no scatter. Only the skew-Hermitian part of Ḡ contributes.
+
+  Args:
+    cotangent: complex array (..., n, n).
+
+  Returns:
+    Real array (..., n²).
+  """
+  n = cotangent.shape[-1]
+  _, _, _, rows, cols = _gather_tables(n)
+  flat = cotangent.reshape(cotangent.shape[:-2] + (n * n,))
+  upper, lower = flat[..., rows * n + cols], flat[..., cols * n + rows]
+  diag = -jnp.imag(flat[..., np.arange(n) * (n + 1)])
+  sym = -jnp.imag(upper + lower)
+  anti = jnp.real(upper - lower)
+  return jnp.concatenate([diag, sym, anti], axis=-1)
 
 
 def lambdas_to_skew_hermitian(lam) -> jax.Array:

@@ -13,6 +13,13 @@ For JAX's cotangent convention (Ḡ = ∂C/∂Re U - i ∂C/∂Im U) the transpo
 K̄ = conj(W) [(Wᵀ Ḡ conj(W)) ∘ F] Wᵀ, and L̄ = (K̄ - K̄ᴴ)/2 because only the
 skew-Hermitian part of L enters the forward pass. Four n×n matmuls, one Hadamard
 product: O(n³) time and O(n²) memory, against the paper's O(n⁵) per-parameter rule.
+
+Implementation: with p = e^{-iθ/2}, Wp = W diag(p) and Wq = conj(W) diag(p), U = Wp Wqᵀ
+and K̄ = conj(W) [(Wpᵀ Ḡ Wq) ∘ S] Wᵀ with the REAL matrix S_ij = sinc(Δ_ij/2): the
+phases of F ride on Wp and Wq, and the only n×n transcendental is one sinc. `unitary_from_lambdas` has its own
+custom_vjp over λ whose reverse pass reads λ̄ straight out of K̄ with gathers
+(`algebra.cotangent_to_lambdas`), skipping the projection and the scatter that the
+transpose of the λ -> L gather would cost.
 """
 
 from __future__ import annotations
@@ -29,43 +36,68 @@ def _mT(x):
   return jnp.swapaxes(x, -1, -2)
 
 
-def _eigh_of_i_skew(skew):
-  """θ, W with i·skew_part(L) = W diag(θ) Wᴴ. eigh symmetrises its input itself."""
+def _spectral_factors(skew):
+  """eigh of i·skew_part(L) = W diag(θ) Wᴴ, returned as θ, W, Wp = W diag(p), Wq = conj(W) diag(p).
+
+  With p = e^{-iθ/2}: U = W diag(p²) Wᴴ = Wp Wqᵀ, and the phase factor of F splits as
+  e^{-i(θ_i+θ_j)/2} = p_i p_j, so the only n×n transcendental left in the reverse
+  rule is the real sinc. eigh symmetrises its input itself.
+  """
   theta, w = jnp.linalg.eigh(1j * skew, symmetrize_input=True)
-  return theta, w
+  p = jnp.exp(-0.5j * theta).astype(w.dtype)[..., None, :]
+  return theta, w, w * p, jnp.conj(w) * p
 
 
-def _expm_from_eig(theta, w):
-  phase = jnp.exp(-1j * theta).astype(w.dtype)
-  return (w * phase[..., None, :]) @ jnp.conj(_mT(w))
+def _spectral_cotangent(theta, w, wp, wq, g):
+  """K̄ = conj(W) [(Wᵀ Ḡ conj(W)) ∘ F] Wᵀ = conj(W) [(Wpᵀ Ḡ Wq) ∘ S] Wᵀ, S_ij = sinc(Δ_ij/2).
+
+  Not yet projected onto u(n): callers project (or read coefficients, which projects).
+  """
+  half_gap = 0.5 * (theta[..., :, None] - theta[..., None, :])
+  # jnp.sinc(x) = sin(πx)/(πx): exact at Δ = 0, no 0/0 for (near-)equal eigenvalues.
+  sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, theta.dtype))
+  inner = (_mT(wp) @ g @ wq) * sinc.astype(wp.dtype)
+  return jnp.conj(w) @ inner @ _mT(w)
+
+
+def _forward(skew):
+  theta, w, wp, wq = _spectral_factors(skew)
+  return wp @ _mT(wq), (theta, w, wp, wq)
 
 
 @jax.custom_vjp
 def _expm_skew_hermitian(skew):
-  return _expm_from_eig(*_eigh_of_i_skew(skew))
+  return _forward(skew)[0]
 
 
 def _expm_fwd(skew):
-  theta, w = _eigh_of_i_skew(skew)
-  return _expm_from_eig(theta, w), (theta, w)
+  return _forward(skew)
 
 
 def _expm_bwd(res, g):
-  theta, w = res
-  real_dtype = theta.dtype
-  half_sum = 0.5 * (theta[..., :, None] + theta[..., None, :])
-  half_gap = 0.5 * (theta[..., :, None] - theta[..., None, :])
-  # sinc(Δ/2) with jnp.sinc(x) = sin(πx)/(πx): no 0/0 on (near-)equal eigenvalues.
-  sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, real_dtype))
-  f = jax.lax.complex(jnp.cos(half_sum) * sinc, -jnp.sin(half_sum) * sinc)
-  w_conj = jnp.conj(w)
-  inner = (_mT(w) @ g @ w_conj) * f
-  k_bar = w_conj @ inner @ _mT(w)
+  k_bar = _spectral_cotangent(*res, g)
   # Only the skew-Hermitian part of L reaches the output: project the cotangent.
   return (0.5 * (k_bar - jnp.conj(_mT(k_bar))),)
 
 
 _expm_skew_hermitian.defvjp(_expm_fwd, _expm_bwd)
+
+
+@jax.custom_vjp
+def _unitary_from_lambdas(lam):
+  return _forward(algebra.lambdas_to_skew_hermitian(lam))[0]
+
+
+def _unitary_fwd(lam):
+  return _forward(algebra.lambdas_to_skew_hermitian(lam))
+
+
+def _unitary_bwd(res, g):
+  # λ̄_j = Re Σ K̄ ∘ T_j: a gather of the entries of K̄, no projection or scatter needed.
+  return (algebra.cotangent_to_lambdas(_spectral_cotangent(*res, g)),)
+
+
+_unitary_from_lambdas.defvjp(_unitary_fwd, _unitary_bwd)
 
 
 def expm_skew_hermitian(skew) -> jax.Array:
@@ -112,7 +144,8 @@ def unitary_from_lambdas(lam) -> jax.Array:
   Raises:
     ValueError: if `lam` is complex or its last axis is not a perfect square.
   """
-  return expm_skew_hermitian(algebra.lambdas_to_skew_hermitian(lam))
+  lam = algebra.check_lambdas(lam)
+  return _unitary_from_lambdas(lam)
 
 
 def orthogonal_from_lambdas(mu) -> jax.Array:
