@@ -35,6 +35,7 @@ __all__ = [
     "complex_dtype_for",
     "cotangent_to_lambdas",
     "lambdas_from_original_order",
+    "lambdas_to_hermitian",
     "lambdas_to_original_order",
     "lambdas_to_skew_hermitian",
     "lambdas_to_skew_symmetric",
@@ -167,6 +168,16 @@ def cotangent_to_lambdas(cotangent) -> jax.Array:
   return jnp.concatenate([diag, sym, anti], axis=-1)
 
 
+def _real_and_imaginary_parts(lam):
+  """Re L(λ), Im L(λ) by two gathers from [λ, 0] (O(n²), no dense basis)."""
+  lam = _as_real_coefficients(lam, "lam")
+  n = n_from_num_lambdas(lam.shape[-1])
+  re_idx, re_sign, im_idx, _, _ = _gather_tables(n)
+  padded = jnp.concatenate([lam, jnp.zeros(lam.shape[:-1] + (1,), lam.dtype)], axis=-1)
+  re = padded[..., re_idx] * _broadcast_to_batch(re_sign.astype(lam.dtype), lam.ndim - 1)
+  return re, padded[..., im_idx]
+
+
 def lambdas_to_skew_hermitian(lam) -> jax.Array:
   """L(λ) = Σ_j λ_j T_j, the skew-Hermitian matrix with coefficients λ.
 
@@ -179,13 +190,23 @@ def lambdas_to_skew_hermitian(lam) -> jax.Array:
   Raises:
     ValueError: if `lam` is complex, a scalar, or its last axis is not a perfect square.
   """
-  lam = _as_real_coefficients(lam, "lam")
-  n = n_from_num_lambdas(lam.shape[-1])
-  re_idx, re_sign, im_idx, _, _ = _gather_tables(n)
-  padded = jnp.concatenate([lam, jnp.zeros(lam.shape[:-1] + (1,), lam.dtype)], axis=-1)
-  re = padded[..., re_idx] * _broadcast_to_batch(re_sign.astype(lam.dtype), lam.ndim - 1)
-  im = padded[..., im_idx]
-  return jax.lax.complex(re, im)
+  return jax.lax.complex(*_real_and_imaginary_parts(lam))
+
+
+def lambdas_to_hermitian(lam) -> jax.Array:
+  """i·L(λ), the Hermitian matrix whose eigh gives the spectrum of L(λ) (no extra pass).
+
+  Args:
+    lam: real array (..., n²).
+
+  Returns:
+    Complex array (..., n, n), Hermitian: Re = -Im L, Im = Re L.
+
+  Raises:
+    ValueError: as `lambdas_to_skew_hermitian`.
+  """
+  re, im = _real_and_imaginary_parts(lam)
+  return jax.lax.complex(-im, re)
 
 
 def skew_hermitian_to_lambdas(skew) -> jax.Array:

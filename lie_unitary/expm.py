@@ -36,14 +36,14 @@ def _mT(x):
   return jnp.swapaxes(x, -1, -2)
 
 
-def _spectral_factors(skew):
-  """eigh of i·skew_part(L) = W diag(θ) Wᴴ, returned as θ, W, Wp = W diag(p), Wq = conj(W) diag(p).
+def _spectral_factors(hermitian, symmetrize):
+  """eigh(i·L) = W diag(θ) Wᴴ, returned as θ, W, Wp = W diag(p), Wq = conj(W) diag(p).
 
   With p = e^{-iθ/2}: U = W diag(p²) Wᴴ = Wp Wqᵀ, and the phase factor of F splits as
   e^{-i(θ_i+θ_j)/2} = p_i p_j, so the only n×n transcendental left in the reverse
-  rule is the real sinc. eigh symmetrises its input itself.
+  rule is the real sinc. `hermitian` is i·L; eigh symmetrises it if asked.
   """
-  theta, w = jnp.linalg.eigh(1j * skew, symmetrize_input=True)
+  theta, w = jnp.linalg.eigh(hermitian, symmetrize_input=symmetrize)
   p = jnp.exp(-0.5j * theta).astype(w.dtype)[..., None, :]
   return theta, w, w * p, jnp.conj(w) * p
 
@@ -60,18 +60,18 @@ def _spectral_cotangent(theta, w, wp, wq, g):
   return jnp.conj(w) @ inner @ _mT(w)
 
 
-def _forward(skew):
-  theta, w, wp, wq = _spectral_factors(skew)
+def _forward(hermitian, symmetrize=True):
+  theta, w, wp, wq = _spectral_factors(hermitian, symmetrize)
   return wp @ _mT(wq), (theta, w, wp, wq)
 
 
 @jax.custom_vjp
 def _expm_skew_hermitian(skew):
-  return _forward(skew)[0]
+  return _forward(1j * skew)[0]
 
 
 def _expm_fwd(skew):
-  return _forward(skew)
+  return _forward(1j * skew)
 
 
 def _expm_bwd(res, g):
@@ -83,13 +83,14 @@ def _expm_bwd(res, g):
 _expm_skew_hermitian.defvjp(_expm_fwd, _expm_bwd)
 
 
+# i·L(λ) is Hermitian by construction: no symmetrising pass before eigh.
 @jax.custom_vjp
 def _unitary_from_lambdas(lam):
-  return _forward(algebra.lambdas_to_skew_hermitian(lam))[0]
+  return _forward(algebra.lambdas_to_hermitian(lam), symmetrize=False)[0]
 
 
 def _unitary_fwd(lam):
-  return _forward(algebra.lambdas_to_skew_hermitian(lam))
+  return _forward(algebra.lambdas_to_hermitian(lam), symmetrize=False)
 
 
 def _unitary_bwd(res, g):

@@ -133,3 +133,18 @@ def test_bad_inputs_raise():
     lu.lambdas_to_skew_symmetric(jnp.zeros(5))
   with pytest.raises(ValueError, match="real"):
     lu.skew_symmetric_to_lambdas(jnp.zeros((3, 3), jnp.complex64))
+
+
+def test_hermitian_is_i_times_skew_hermitian():
+  lam = jax.random.normal(jax.random.key(8), (2, 16))
+  np.testing.assert_allclose(lu.algebra.lambdas_to_hermitian(lam),
+                             1j * lu.lambdas_to_skew_hermitian(lam), atol=0)
+
+
+def test_cotangent_to_lambdas_is_the_transpose_of_the_gather(x64):
+  lam = jax.random.normal(jax.random.key(9), (25,), jnp.float64)
+  k1, k2 = jax.random.split(jax.random.key(10))
+  g = jax.lax.complex(jax.random.normal(k1, (5, 5), jnp.float64),
+                      jax.random.normal(k2, (5, 5), jnp.float64))
+  _, vjp = jax.vjp(lu.lambdas_to_skew_hermitian, lam)
+  np.testing.assert_allclose(lu.algebra.cotangent_to_lambdas(g), vjp(g)[0], atol=1e-14)
