@@ -26,6 +26,7 @@ from lie_unitary.logm import lambdas_from_unitary
 from lie_unitary.logm import log_unitary
 from lie_unitary.parametrizations import PARAMETRIZATIONS
 from lie_unitary.parametrizations import Parametrization
+from lie_unitary.parametrizations import apply_gradient_mask
 from lie_unitary.parametrizations import get_parametrization
 from lie_unitary.parametrizations import polar_unitary
 

@@ -31,7 +31,8 @@ import jax.numpy as jnp
 
 from lie_unitary import composition, expm
 
-__all__ = ["PARAMETRIZATIONS", "Parametrization", "get_parametrization", "polar_unitary"]
+__all__ = ["PARAMETRIZATIONS", "Parametrization", "apply_gradient_mask", "get_parametrization",
+           "polar_unitary"]
 
 Params = dict[str, jax.Array]
 
@@ -85,6 +86,36 @@ def polar_unitary(matrix) -> jax.Array:
     raise ValueError(f"matrix must be square (..., n, n); got {matrix.shape=}.")
   p, _, qh = jnp.linalg.svd(matrix, full_matrices=False)
   return p @ qh
+
+
+def apply_gradient_mask(grads, mask):
+  """Multiplies a gradient pytree entrywise by a 0/1 mask pytree of the same shapes.
+
+  This is how `lie_restricted` trains only some coefficients: masked entries get a
+  zero gradient before the optimizer, so no optimizer moves them. (`optax.masked`
+  does not do this: its mask is per leaf, and masked leaves pass their raw gradient.)
+
+  Args:
+    grads: pytree of arrays.
+    mask: pytree with the same structure and leaf shapes (0/1 entries).
+
+  Returns:
+    The masked gradients, same structure and dtypes as `grads`.
+
+  Raises:
+    ValueError: if the structures or any leaf shapes differ.
+  """
+  g_leaves, g_tree = jax.tree.flatten(grads)
+  m_leaves, m_tree = jax.tree.flatten(mask)
+  if g_tree != m_tree:
+    raise ValueError(f"gradient mask structure {m_tree} does not match gradients {g_tree}.")
+  for path_g, (g, m) in zip(jax.tree_util.tree_flatten_with_path(grads)[0],
+                            zip(g_leaves, m_leaves)):
+    if jnp.shape(g) != jnp.shape(m):
+      raise ValueError(
+          f"gradient mask for {jax.tree_util.keystr(path_g[0])} has shape {jnp.shape(m)}, "
+          f"but the gradient has shape {jnp.shape(g)}.")
+  return jax.tree.map(lambda g, m: g * m.astype(g.dtype), grads, mask)
 
 
 # lie_algebra -------------------------------------------------------------------

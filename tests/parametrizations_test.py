@@ -54,7 +54,7 @@ def test_lie_restricted_trains_only_masked_coefficients():
   state = opt.init(params)
   new = params
   for _ in range(3):
-    g = jax.tree.map(jnp.multiply, jax.grad(loss)(new), p.gradient_mask(new, constants))
+    g = lu.apply_gradient_mask(jax.grad(loss)(new), p.gradient_mask(new, constants))
     updates, state = opt.update(g, state, new)
     new = optax.apply_updates(new, updates)
   changed = np.asarray(new["lam"] != params["lam"])
@@ -103,3 +103,11 @@ def test_bad_arguments_raise():
     p.init(jax.random.key(0), 3, jnp.complex64)
   with pytest.raises(ValueError, match="square"):
     lu.polar_unitary(jnp.zeros((2, 3)))
+
+
+def test_gradient_mask_of_wrong_size_raises():
+  grads = {"lam": jnp.ones(16)}
+  with pytest.raises(ValueError, match=r"mask for \['lam'\] has shape \(9,\)"):
+    lu.apply_gradient_mask(grads, {"lam": jnp.ones(9)})
+  with pytest.raises(ValueError, match="structure"):
+    lu.apply_gradient_mask(grads, {"mu": jnp.ones(16)})
