@@ -106,6 +106,20 @@ def _as_square_matrix(mat, what: str) -> jax.Array:
   return mat
 
 
+def as_complex_square(mat, what: str) -> jax.Array:
+  """Checks that `mat` is (..., n, n) and promotes it to the complex dtype of its precision.
+
+  Raises:
+    ValueError: naming `what`, if `mat` is not square.
+  """
+  mat = _as_square_matrix(mat, what)
+  if not jnp.iscomplexobj(mat):
+    if not jnp.issubdtype(mat.dtype, jnp.floating):
+      mat = mat.astype(jnp.result_type(float))
+    mat = mat.astype(complex_dtype_for(mat.dtype))
+  return mat
+
+
 @functools.lru_cache(maxsize=None)
 def _gather_tables(n: int):
   """Static index tables for u(n): where each matrix entry reads its coefficient.

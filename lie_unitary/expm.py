@@ -123,13 +123,7 @@ def expm_skew_hermitian(skew) -> jax.Array:
   Raises:
     ValueError: if `skew` is not a square matrix (rank < 2 or unequal last axes).
   """
-  skew = jnp.asarray(skew)
-  if skew.ndim < 2 or skew.shape[-1] != skew.shape[-2]:
-    raise ValueError(f"skew must be square with shape (..., n, n); got {skew.shape=}.")
-  if not jnp.iscomplexobj(skew):
-    if not jnp.issubdtype(skew.dtype, jnp.floating):
-      skew = skew.astype(jnp.result_type(float))
-    skew = skew.astype(algebra.complex_dtype_for(skew.dtype))
+  skew = algebra.as_complex_square(skew, "skew")
   return _expm_skew_hermitian(skew)
 
 

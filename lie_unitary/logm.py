@@ -50,13 +50,7 @@ def log_unitary(u) -> jax.Array:
   The result is only defined up to the branch cut: an eigenvalue at exactly -1 maps
   to ±iπ. Not meant to be differentiated.
   """
-  u = jnp.asarray(u)
-  if u.ndim < 2 or u.shape[-1] != u.shape[-2]:
-    raise ValueError(f"u must be square with shape (..., n, n); got {u.shape=}.")
-  if not jnp.iscomplexobj(u):
-    if not jnp.issubdtype(u.dtype, jnp.floating):
-      u = u.astype(jnp.result_type(float))
-    u = u.astype(algebra.complex_dtype_for(u.dtype))
+  u = algebra.as_complex_square(u, "u")
   log_a, off_a = _log_with(u, _MIXING[0])
   log_b, off_b = _log_with(u, _MIXING[1])
   return jnp.where((off_a <= off_b)[..., None, None], log_a, log_b)
