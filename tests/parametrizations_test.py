@@ -29,14 +29,15 @@ def test_interface(name):
   mask = p.gradient_mask(params, constants)
   assert jax.tree.structure(mask) == jax.tree.structure(params)
   assert sum(float(jnp.sum(m)) for m in jax.tree.leaves(mask)) == p.num_trainable(n)
-  projected = p.post_update(params, constants)
-  u = p.to_unitary(projected, constants)
+  projected = jax.jit(p.post_update)(params, constants)
+  u = jax.jit(p.to_unitary)(projected, constants)
   assert u.shape == (n, n)
   assert jnp.iscomplexobj(u) != p.is_orthogonal
   assert _is_unitary(u, 2e-5)
   # Gradients of a real loss flow to every trainable leaf and are finite.
   x = jnp.ones((n, 2), u.dtype)
-  g = jax.grad(lambda q: jnp.sum(jnp.abs(p.to_unitary(q, constants) @ x) ** 2 * jnp.arange(n)[:, None]))(params)
+  weights = jnp.arange(n, dtype=jnp.float32)[:, None]
+  g = jax.jit(jax.grad(lambda q: jnp.sum(jnp.abs(p.to_unitary(q, constants) @ x) ** 2 * weights)))(params)
   assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree.leaves(g))
   # vmap over replicate keys.
   batched, _ = jax.vmap(lambda k: p.init(k, n))(jax.random.split(jax.random.key(1), 3))
