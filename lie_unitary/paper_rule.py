@@ -13,7 +13,7 @@ import jax.numpy as jnp
 
 from lie_unitary import algebra
 
-__all__ = ["paper_jacobian", "paper_gradient"]
+__all__ = ["gradient_from_jacobian", "paper_gradient", "paper_jacobian", "paper_unitary_and_jacobian"]
 
 
 def paper_jacobian(lam) -> jax.Array:
@@ -29,6 +29,24 @@ def paper_jacobian(lam) -> jax.Array:
 
   Raises:
     ValueError: if `lam` is complex, not rank 1, or its length is not a perfect square.
+  """
+  return paper_unitary_and_jacobian(lam)[1]
+
+
+def paper_unitary_and_jacobian(lam) -> tuple[jax.Array, jax.Array]:
+  """U(λ) and all dU/dλ_a from ONE eigh, as the paper's pipeline computes them.
+
+  One eigh also matters on CPU: two independent batched LAPACK calls in one program
+  can deadlock jaxlib's intra-op thread pool (see the README).
+
+  Args:
+    lam: real array (n²,).
+
+  Returns:
+    (U, jac): complex (n, n) and (n², n, n).
+
+  Raises:
+    ValueError: as `paper_jacobian`.
   """
   lam = jnp.asarray(lam)
   if lam.ndim != 1:
@@ -47,7 +65,21 @@ def paper_jacobian(lam) -> jax.Array:
   sym = 1j * (outer(cols, rows) + outer(rows, cols))
   anti = outer(rows, cols) - outer(cols, rows)
   v = jnp.concatenate([diag, sym, anti], axis=0) * f[None]
-  return w @ v @ jnp.conj(w.T)
+  u = (w * jnp.exp(-1j * theta)[None, :]) @ jnp.conj(w.T)
+  return u, w @ v @ jnp.conj(w.T)
+
+
+def gradient_from_jacobian(jac, cotangent) -> jax.Array:
+  """∂C/∂λ_a = Re Σ_ij Ḡ_ij (dU/dλ_a)_ij for JAX's cotangent Ḡ of U (∂C/∂Re U - i ∂C/∂Im U).
+
+  Args:
+    jac: complex (n², n, n), from `paper_jacobian`.
+    cotangent: complex (n, n).
+
+  Returns:
+    Real array (n²,).
+  """
+  return jnp.real(jnp.einsum("aij,ij->a", jac, jnp.asarray(cotangent)))
 
 
 def paper_gradient(lam, cotangent) -> jax.Array:
@@ -60,5 +92,4 @@ def paper_gradient(lam, cotangent) -> jax.Array:
   Returns:
     Real array (n²,).
   """
-  jac = paper_jacobian(lam)
-  return jnp.real(jnp.einsum("aij,ij->a", jac, jnp.asarray(cotangent)))
+  return gradient_from_jacobian(paper_jacobian(lam), cotangent)

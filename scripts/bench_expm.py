@@ -68,9 +68,9 @@ def _methods(x, y):
     return loss_of_u(jax.scipy.linalg.expm(lu.lambdas_to_skew_hermitian(lam)))
 
   def paper(lam):
-    u = lu.unitary_from_lambdas(lam)  # the forward value; its gradient comes from the paper rule
-    value, g_u = jax.value_and_grad(loss_of_u)(jax.lax.stop_gradient(u))
-    return value, paper_rule.paper_gradient(lam, g_u)
+    u, jac = paper_rule.paper_unitary_and_jacobian(lam)  # one eigh for both
+    value, g_u = jax.value_and_grad(loss_of_u)(u)
+    return value, paper_rule.gradient_from_jacobian(jac, g_u)
 
   def floor(lam):
     theta, w = jnp.linalg.eigh(1j * lu.lambdas_to_skew_hermitian(lam))
