@@ -1,0 +1,106 @@
+r"""Training throughput (examples/s) of every RNN model, as one table (issue 4).
+
+One example = one sequence through forward + backward + optimizer step, all jitted
+as a single training step (the same loss, model and optimizer as training; a fixed
+batch already on the device), timed after warm-up until `--min_seconds` have passed.
+Ratios: to the LSTM(30), to the ruRNN of the paper's size for the task (n = 512
+adding, 128 memory), and to 'free', the guRNN's recurrence with an unconstrained
+2n×2n matrix (the speed limit of this recurrence).
+
+  flock /tmp/lie_unitary_bench.lock env OPENBLAS_NUM_THREADS=1 \
+      python scripts/bench_rnn.py            # T = 100 and 1000, adding and memory
+  python scripts/bench_rnn.py --quick        # T = 100 only, shorter timings (~1 min)
+
+Runs unchanged on GPU (the backend is whatever jax picks). Timing on a machine shared
+with other jobs is noisy: run it under the flock above and report that.
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import sys  # noqa: E402
+import time  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import optax  # noqa: E402
+
+import configs.rnn as rnn_configs  # noqa: E402
+from lie_unitary import rnn_training, tasks  # noqa: E402
+
+_QUICK = flags.DEFINE_bool("quick", False, "T = 100 only and shorter timings.")
+_TASKS = flags.DEFINE_list("tasks", ["adding", "memory"], "Tasks to time.")
+_TS = flags.DEFINE_list("T", ["100", "1000"], "Sequence lengths (--quick: 100 only).")
+_BATCH = flags.DEFINE_integer("batch_size", 20, "Sequences per step.")
+_MIN_SECONDS = flags.DEFINE_float("min_seconds", 2.0, "Timing per row (--quick: 0.5).")
+
+# (row label, model, hidden size); -1 = the paper's size for the task.
+ROWS = (("guRNN(30)", "gurnn_beta", 30), ("free(30)", "free", 30), ("LSTM(30)", "lstm", 30),
+        ("IRNN(30)", "irnn", 30), ("tanh(30)", "tanh", 30), ("ruRNN(128)", "urnn", 128),
+        ("ruRNN(512)", "urnn", 512))
+
+
+def examples_per_second(task: str, T: int, model: str, hidden_size: int, batch_size: int,
+                        min_seconds: float) -> float:
+  """Times the jitted training step of one model; returns sequences per second."""
+  config = rnn_configs.get_config(task)
+  config.hidden_size, config.batch_size, config.num_seeds = hidden_size, batch_size, 1
+  hp = rnn_training.resolve_hparams(config, model, T)
+  exp = rnn_training.make_experiment(hp)
+  optimizer = rnn_training.make_optimizer(hp)
+  key = jax.random.key(0)
+  state = jax.tree.map(lambda a: a[0], exp.init(key[None]))
+  x, targets = tasks.get_task(task).sample(jax.random.fold_in(key, 1), batch_size, T)
+
+  def step(state, key):
+    loss, grads = jax.value_and_grad(exp.loss_fn)(state.params, x, targets, key)
+    updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+    return rnn_training.TrainState(optax.apply_updates(state.params, updates), opt_state), loss
+
+  step = jax.jit(step, donate_argnums=0)
+  for i in range(3):  # compile and warm up
+    state, loss = step(state, jax.random.fold_in(key, i))
+  jax.block_until_ready(loss)
+  steps, start = 0, time.perf_counter()
+  while True:
+    for _ in range(10):
+      state, loss = step(state, jax.random.fold_in(key, steps))
+      steps += 1
+    jax.block_until_ready(loss)
+    seconds = time.perf_counter() - start
+    if seconds >= min_seconds:
+      return steps * batch_size / seconds
+
+
+def main(argv):
+  del argv
+  quick = _QUICK.value
+  min_seconds = 0.5 if quick else _MIN_SECONDS.value
+  Ts = [100] if quick else [int(t) for t in _TS.value]
+  print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), "
+        f"batch {_BATCH.value}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}")
+  header = ("| task | T | model | examples/s | × LSTM(30) | × ruRNN (paper's n) | "
+            "× free(30) |")
+  lines = [header, "|---|---|---|---|---|---|---|"]
+  for task in _TASKS.value:
+    task = tasks.get_task(task).name
+    urnn_label = "ruRNN(512)" if task == "adding" else "ruRNN(128)"
+    for T in Ts:
+      rate = {}
+      for label, model, size in ROWS:
+        rate[label] = examples_per_second(task, T, model, size, _BATCH.value, min_seconds)
+        print(f"  {task} T={T} {label}: {rate[label]:,.0f} examples/s", flush=True)
+      for label, _, _ in ROWS:
+        r = rate[label]
+        lines.append(f"| {task} | {T} | {label} | {r:,.0f} | {r / rate['LSTM(30)']:.2f} | "
+                     f"{r / rate[urnn_label]:.2f} | {r / rate['free(30)']:.2f} |")
+  print("\n".join(lines))
+
+
+if __name__ == "__main__":
+  app.run(main)

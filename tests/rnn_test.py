@@ -1,0 +1,164 @@
+"""Tests of the recurrent cells and the sequence model (paper §4, SPEC §4)."""
+
+import math
+
+import flax.linen as nn
+import jax
+from jax.extend import core as jex_core
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import lie_unitary as lu
+from lie_unitary import rnn, tasks
+
+
+def _executed_eigh_count(jaxpr, multiplier=1) -> int:
+  """eigh equations in a (closed) jaxpr, each weighted by how often its loop runs it."""
+  count = 0
+  for eqn in jaxpr.eqns:
+    if eqn.primitive.name == "eigh":
+      count += multiplier
+    inner = multiplier * (eqn.params["length"] if eqn.primitive.name == "scan" else 1)
+    if eqn.primitive.name == "while":
+      inner = multiplier * 10**6  # unknown trip count: make any eigh in it count a lot
+    for value in eqn.params.values():
+      for sub in value if isinstance(value, (tuple, list)) else (value,):
+        if isinstance(sub, jex_core.ClosedJaxpr):
+          count += _executed_eigh_count(sub.jaxpr, inner)
+        elif isinstance(sub, jex_core.Jaxpr):
+          count += _executed_eigh_count(sub, inner)
+  return count
+
+
+def _loss_and_grad(model, params, x, y):
+  def loss(p):
+    return tasks.adding_loss(model.apply(p, x, jax.random.key(7))[:, 0], y)
+  return jax.value_and_grad(loss)(params)
+
+
+def test_one_eigh_per_forward_and_backward_pass():
+  T = 50
+  x, y = tasks.adding_batch(jax.random.key(0), 4, T)
+  model = rnn.SequenceModel(rnn.GURNNCell(6, beta=1.4), 1)
+  params = model.init(jax.random.key(1), x, jax.random.key(2))
+  closed = jax.make_jaxpr(lambda p: _loss_and_grad(model, p, x, y))(params)
+  assert _executed_eigh_count(closed.jaxpr) == 1
+  forward = jax.make_jaxpr(lambda p: model.apply(p, x, jax.random.key(7)))(params)
+  assert _executed_eigh_count(forward.jaxpr) == 1
+  # The compiled program has exactly one eigh kernel (a LAPACK heevd custom call on CPU).
+  hlo = jax.jit(lambda p: _loss_and_grad(model, p, x, y)).lower(params).compile().as_text()
+  calls = [l for l in hlo.splitlines() if "custom-call(" in l and "custom_call_target" in l
+           and ("heevd" in l or "eigh" in l.lower() or "syevd" in l)]
+  if jax.default_backend() == "cpu":
+    assert len(calls) == 1, calls
+
+
+def test_eigh_counter_sees_per_step_eigh_under_nn_rnn():
+  # The same cell scanned by nn.RNN forms U at every step: the counter must notice,
+  # or the test above could not fail.
+  T = 50
+  x, _ = tasks.adding_batch(jax.random.key(0), 4, T)
+  cell = rnn.GURNNCell(6)
+  layer = nn.RNN(cell)
+  carry = cell.initialize_carry(jax.random.key(3), x[:, 0].shape)
+  params = layer.init(jax.random.key(1), x, initial_carry=carry)
+  closed = jax.make_jaxpr(lambda p: layer.apply(p, x, initial_carry=carry))(params)
+  assert _executed_eigh_count(closed.jaxpr) >= T
+  # (Under jax.grad, JAX's scan partial evaluation happens to hoist some loop-invariant
+  # work out of nn.RNN's loop; SequenceModel does not rely on that.)
+
+
+def test_sequence_model_matches_nn_rnn():
+  x, _ = tasks.memory_batch(jax.random.key(0), 3, 6)
+  for cell in (rnn.GURNNCell(5, beta=1.05, activation="tanh"), rnn.URNNCell(8),
+               rnn.SimpleRNNCell.irnn(7), rnn.SimpleRNNCell.tanh_rnn(7)):
+    model = rnn.SequenceModel(cell, 9, readout="all")
+    params = model.init(jax.random.key(1), x, jax.random.key(2))
+    out = model.apply(params, x, jax.random.key(4))
+    assert out.shape == (3, 26, 9)
+    carry = cell.initialize_carry(jax.random.key(4), x[:, 0].shape)
+    hs = nn.RNN(cell).apply({"params": {"cell": params["params"]["cell"]}}, x, initial_carry=carry)
+    ref = nn.Dense(9).apply({"params": params["params"]["readout"]}, hs)
+    np.testing.assert_allclose(out, ref, atol=2e-5, err_msg=type(cell).__name__)
+
+
+def test_gurnn_step_is_the_complex_recurrence():
+  n, D, beta = 5, 3, 1.4
+  cell = rnn.GURNNCell(n, beta=beta, activation="tanh")
+  h = jax.random.normal(jax.random.key(0), (4, 2 * n))
+  x = jax.random.normal(jax.random.key(1), (4, D))
+  params = cell.init(jax.random.key(2), h, x)
+  new, out = cell.apply(params, h, x)
+  p = params["params"]
+  u = lu.unitary_from_lambdas(p["lam"])
+  hc = h[:, :n] + 1j * h[:, n:]
+  uh = beta * hc @ u.T
+  pre_re = jnp.real(uh) + x @ p["v_re"]["kernel"] + p["v_re"]["bias"]
+  pre_im = jnp.imag(uh) + x @ p["v_im"]["kernel"] + p["v_im"]["bias"]
+  np.testing.assert_allclose(new, jnp.tanh(jnp.concatenate([pre_re, pre_im], -1)), atol=1e-5)
+  np.testing.assert_array_equal(new, out)
+  # β = 1: the transition is orthogonal (a unitary matrix as a real block matrix).
+  m = cell.apply(params, method=lambda c: c.transition()) / beta
+  np.testing.assert_allclose(m.T @ m, np.eye(2 * n), atol=1e-5)
+
+
+def test_urnn_step_is_modrelu_of_the_composition():
+  n, D = 8, 2
+  cell = rnn.URNNCell(n, permutation_seed=3)
+  h = jax.random.normal(jax.random.key(0), (4, 2 * n))
+  x = jax.random.normal(jax.random.key(1), (4, D))
+  params = cell.init(jax.random.key(2), h, x)
+  new, _ = cell.apply(params, h, x)
+  p = params["params"]
+  perm = np.random.RandomState(3).permutation(n)
+  u = lu.arjovsky_unitary(p["angles"], p["reflections_re"], p["reflections_im"], perm)
+  z = (h[:, :n] + 1j * h[:, n:]) @ u.T + x @ (p["v_re"]["kernel"] + 1j * p["v_im"]["kernel"])
+  ref = rnn.modrelu(z, p["bias"])
+  np.testing.assert_allclose(new, jnp.concatenate([jnp.real(ref), jnp.imag(ref)], -1),
+                             atol=1e-5)
+  assert np.all(np.abs(p["bias"]) <= 0.01)
+  # modReLU: zero where |z| + b < 0, else the phase of z kept and the modulus shifted.
+  z = jnp.array([0.3 + 0.4j, 0.001 + 0j])
+  out = rnn.modrelu(z, jnp.array([-0.1, -0.1]), eps=0.0)
+  np.testing.assert_allclose(out, [0.4 / 0.5 * (0.3 + 0.4j), 0.0], atol=1e-6)
+
+
+def test_irnn_init():
+  cell = rnn.SimpleRNNCell.irnn(30)
+  params = cell.init(jax.random.key(0), jnp.zeros((1, 30)), jnp.zeros((1, 2)))["params"]
+  np.testing.assert_array_equal(params["w"], np.eye(30))
+  assert 0.5e-3 < float(jnp.std(params["v"]["kernel"])) < 2e-3
+
+
+def test_random_initial_state():
+  n = 30
+  cell = rnn.GURNNCell(n)
+  h0 = cell.initialize_carry(jax.random.key(0), (1000, 2))
+  s = math.sqrt(3 / (2 * n))
+  assert h0.shape == (1000, 2 * n) and float(jnp.max(jnp.abs(h0))) <= s
+  assert abs(float(jnp.std(h0)) - s / math.sqrt(3)) < 0.01   # U(-s, s) has std s/√3
+  x, _ = tasks.adding_batch(jax.random.key(1), 2, 5)
+  model = rnn.SequenceModel(cell, 1)
+  params = model.init(jax.random.key(2), x, jax.random.key(3))
+  a = model.apply(params, x, jax.random.key(4))
+  assert not np.allclose(a, model.apply(params, x, jax.random.key(5)))   # redrawn per key
+  np.testing.assert_array_equal(a, model.apply(params, x, jax.random.key(4)))
+  with pytest.raises(ValueError, match="carry_key"):
+    model.apply(params, x)
+  zeros = rnn.SequenceModel(rnn.GURNNCell(n, h0="zeros"), 1)
+  np.testing.assert_array_equal(zeros.apply(params, x, jax.random.key(4)),
+                                zeros.apply(params, x, jax.random.key(5)))
+
+
+def test_lstm_and_bad_arguments():
+  x, _ = tasks.adding_batch(jax.random.key(0), 2, 5)
+  model = rnn.SequenceModel(nn.OptimizedLSTMCell(4), 1)
+  params = model.init(jax.random.key(1), x)
+  assert model.apply(params, x).shape == (2, 1)
+  with pytest.raises(ValueError, match="readout"):
+    rnn.SequenceModel(nn.OptimizedLSTMCell(4), 1, readout="first").init(jax.random.key(1), x)
+  with pytest.raises(ValueError, match="h0"):
+    rnn.GURNNCell(4, h0="learned").init(jax.random.key(0), jnp.zeros((1, 8)), x[:, 0])
+  with pytest.raises(ValueError, match="activation"):
+    rnn.GURNNCell(4, activation="gelu").init(jax.random.key(0), jnp.zeros((1, 8)), x[:, 0])
