@@ -71,15 +71,22 @@ def test_eigh_counter_sees_per_step_eigh_under_nn_rnn():
 
 def test_sequence_model_matches_nn_rnn():
   x, _ = tasks.memory_batch(jax.random.key(0), 3, 6)
-  for cell in (rnn.GURNNCell(5, beta=1.05, activation="tanh"), rnn.URNNCell(8),
-               rnn.SimpleRNNCell.irnn(7), rnn.SimpleRNNCell.tanh_rnn(7)):
+  # The two scan paths: the hand-written recurrence (guRNN, and the IRNN / tanh RNN
+  # through the same code) and nn.scan over `step` (ruRNN).
+  for cell in (rnn.GURNNCell(5, beta=1.05, activation="tanh"), rnn.URNNCell(8)):
     model = rnn.SequenceModel(cell, 9, readout="all")
-    params = model.init(jax.random.key(1), x, jax.random.key(2))
-    out = model.apply(params, x, jax.random.key(4))
+    params = jax.jit(model.init)(jax.random.key(1), x, jax.random.key(2))
+    out = jax.jit(model.apply)(params, x, jax.random.key(4))
     assert out.shape == (3, 26, 9)
     carry = cell.initialize_carry(jax.random.key(4), x[:, 0].shape)
-    hs = nn.RNN(cell).apply({"params": {"cell": params["params"]["cell"]}}, x, initial_carry=carry)
-    ref = nn.Dense(9).apply({"params": params["params"]["readout"]}, hs)
+
+    @jax.jit
+    def ref_apply(params):
+      hs = nn.RNN(cell).apply({"params": {"cell": params["params"]["cell"]}}, x,
+                              initial_carry=carry)
+      return nn.Dense(9).apply({"params": params["params"]["readout"]}, hs)
+
+    ref = ref_apply(params)
     np.testing.assert_allclose(out, ref, atol=2e-5, err_msg=type(cell).__name__)
 
 
@@ -140,15 +147,16 @@ def test_random_initial_state():
   assert abs(float(jnp.std(h0)) - s / math.sqrt(3)) < 0.01   # U(-s, s) has std s/√3
   x, _ = tasks.adding_batch(jax.random.key(1), 2, 5)
   model = rnn.SequenceModel(cell, 1)
-  params = model.init(jax.random.key(2), x, jax.random.key(3))
-  a = model.apply(params, x, jax.random.key(4))
-  assert not np.allclose(a, model.apply(params, x, jax.random.key(5)))   # redrawn per key
-  np.testing.assert_array_equal(a, model.apply(params, x, jax.random.key(4)))
+  params = jax.jit(model.init)(jax.random.key(2), x, jax.random.key(3))
+  apply = jax.jit(model.apply)
+  a = apply(params, x, jax.random.key(4))
+  assert not np.allclose(a, apply(params, x, jax.random.key(5)))   # redrawn per key
+  np.testing.assert_array_equal(a, apply(params, x, jax.random.key(4)))
   with pytest.raises(ValueError, match="carry_key"):
     model.apply(params, x)
-  zeros = rnn.SequenceModel(rnn.GURNNCell(n, h0="zeros"), 1)
-  np.testing.assert_array_equal(zeros.apply(params, x, jax.random.key(4)),
-                                zeros.apply(params, x, jax.random.key(5)))
+  zeros = jax.jit(rnn.SequenceModel(rnn.GURNNCell(n, h0="zeros"), 1).apply)
+  np.testing.assert_array_equal(zeros(params, x, jax.random.key(4)),
+                                zeros(params, x, jax.random.key(5)))
 
 
 def test_lstm_and_bad_arguments():
@@ -162,3 +170,54 @@ def test_lstm_and_bad_arguments():
     rnn.GURNNCell(4, h0="learned").init(jax.random.key(0), jnp.zeros((1, 8)), x[:, 0])
   with pytest.raises(ValueError, match="activation"):
     rnn.GURNNCell(4, activation="gelu").init(jax.random.key(0), jnp.zeros((1, 8)), x[:, 0])
+
+
+@pytest.mark.parametrize("activation", ["relu", "tanh", "identity"])
+def test_elementwise_recurrence_gradient_matches_autodiff(activation):
+  k = jax.random.split(jax.random.key(0), 4)
+  L, B, H = 9, 3, 5
+  w = jax.random.normal(k[0], (H, H), jnp.float64 if jax.config.x64_enabled else jnp.float32)
+  w = w / math.sqrt(H) * 1.3
+  h0 = jax.random.normal(k[1], (B, H))
+  p = jax.random.normal(k[2], (L, B, H))
+  weights = jax.random.normal(k[3], (L, B, H))
+  f = {"relu": nn.relu, "tanh": jnp.tanh, "identity": lambda a: a}[activation]
+
+  def reference(w, h0, p):
+    def body(h, p_t):
+      h = f(h @ w + p_t)
+      return h, h
+    return jax.lax.scan(body, h0, p)[1]
+
+  def loss(fn, *args):
+    return jnp.sum(jnp.sin(fn(*args)) * weights)
+
+  ours = jax.grad(lambda *a: loss(lambda *b: rnn.elementwise_recurrence(*b, activation), *a),
+                  argnums=(0, 1, 2))(w, h0, p)
+  ref = jax.grad(lambda *a: loss(reference, *a), argnums=(0, 1, 2))(w, h0, p)
+  np.testing.assert_allclose(rnn.elementwise_recurrence(w, h0, p, activation),
+                             reference(w, h0, p), atol=1e-5)
+  for a, b in zip(ours, ref):
+    assert float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b)) < 1e-5
+  with pytest.raises(ValueError, match="expected"):
+    rnn.elementwise_recurrence(w, h0, p[:, :, :2], activation)
+
+
+def test_sequence_model_gradient_matches_nn_scan_path():
+  # The fast path (hand-written VJP) against plain autodiff through nn.RNN.
+  x, y = tasks.adding_batch(jax.random.key(0), 3, 8)
+  cell = rnn.GURNNCell(4, beta=1.4)
+  model = rnn.SequenceModel(cell, 1)
+  params = model.init(jax.random.key(1), x, jax.random.key(2))
+  carry = cell.initialize_carry(jax.random.key(4), x[:, 0].shape)
+
+  def ref_loss(p):
+    hs = nn.RNN(cell).apply({"params": {"cell": p["params"]["cell"]}}, x, initial_carry=carry)
+    out = nn.Dense(1).apply({"params": p["params"]["readout"]}, hs[:, -1])
+    return tasks.adding_loss(out[:, 0], y)
+
+  ours = jax.jit(jax.grad(
+      lambda p: tasks.adding_loss(model.apply(p, x, jax.random.key(4))[:, 0], y)))
+  ref = jax.jit(jax.grad(ref_loss))
+  for a, b in zip(jax.tree.leaves(ours(params)), jax.tree.leaves(ref(params))):
+    np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
