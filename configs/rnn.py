@@ -44,6 +44,8 @@ def get_config(variant: str = "adding") -> ml_collections.ConfigDict:
   c.activation = ""
   # guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), redrawn each update) or 'zeros'.
   c.h0 = "random"
+  # Standard deviation of the guRNN's λ at init (N(0, std²) as the paper: 1); 0 = λ = 0, U = I.
+  c.lambda_init_std = 1.0
   # Updates (batches) per seed; 50,000 = 10 epochs of 100,000 sequences as the paper.
   c.num_updates = 50_000
   # Independent seeds per unit, trained as one vmapped program.

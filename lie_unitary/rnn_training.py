@@ -74,6 +74,7 @@ class HParams:
   seed: int
   eval_seed: int
   unroll: int = 1
+  lambda_init_std: float = 1.0
 
 
 def resolve_hparams(config, model: str, T: int) -> HParams:
@@ -112,7 +113,7 @@ def resolve_hparams(config, model: str, T: int) -> HParams:
       num_updates=config.num_updates, val_every=config.val_every, val_size=config.val_size,
       eval_size=config.eval_size, eval_batch_size=config.eval_batch_size,
       num_seeds=config.num_seeds, seed=config.seed, eval_seed=config.eval_seed,
-      unroll=config.unroll)
+      unroll=config.unroll, lambda_init_std=config.lambda_init_std)
 
 
 def make_model(hp: HParams) -> rnn.SequenceModel:
@@ -120,8 +121,10 @@ def make_model(hp: HParams) -> rnn.SequenceModel:
   task = tasks.get_task(hp.task)
   n = hp.hidden_size
   if hp.model in ("gurnn", "gurnn_beta", "free"):
+    lambda_init = (nn.initializers.normal(stddev=hp.lambda_init_std) if hp.lambda_init_std > 0
+                   else nn.initializers.zeros)
     cell = rnn.GURNNCell(n, beta=hp.beta, activation=hp.activation, h0=hp.h0,
-                         unconstrained=hp.model == "free")
+                         unconstrained=hp.model == "free", lambda_init=lambda_init)
   elif hp.model == "urnn":
     cell = rnn.URNNCell(n, h0=hp.h0)
   elif hp.model == "lstm":

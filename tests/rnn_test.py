@@ -13,6 +13,15 @@ import lie_unitary as lu
 from lie_unitary import rnn, tasks
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _fast_compiles():
+  # These tests are dominated by XLA compile time; results do not depend on it.
+  previous = jax.config.read("jax_disable_most_optimizations")
+  jax.config.update("jax_disable_most_optimizations", True)
+  yield
+  jax.config.update("jax_disable_most_optimizations", previous)
+
+
 def _executed_eigh_count(jaxpr, multiplier=1) -> int:
   """eigh equations in a (closed) jaxpr, each weighted by how often its loop runs it."""
   count = 0
