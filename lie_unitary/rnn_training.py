@@ -278,6 +278,10 @@ def _load_checkpoint(path, state):
   with open(path, "rb") as f:
     blob = flax.serialization.from_bytes(
         {"state": jax.device_get(state), "update": 0, "elapsed": 0.0}, f.read())
+  shapes = lambda tree: [np.shape(x) for x in jax.tree.leaves(tree)]
+  if shapes(blob["state"]) != shapes(state):
+    raise ValueError(f"checkpoint {path} does not fit this config (num_seeds, hidden_size?): "
+                     "use another workdir or delete it.")
   return (jax.tree.map(jnp.asarray, blob["state"]), int(blob["update"]),
           float(blob["elapsed"]))
 
@@ -335,6 +339,8 @@ def train_unit(hp: HParams, workdir: str, printer=print) -> list[dict]:
     val = np.asarray(exp.evaluate(state.params, "val", hp.val_size))
     log("val", {"val_loss": val})
   last_ckpt = update
+  # A checkpoint (and a progress line) about every 5% of the run.
+  ckpt_every = hp.val_every * max(1, hp.num_updates // (20 * hp.val_every))
   while update < hp.num_updates:
     t0 = time.perf_counter()
     num = min(hp.val_every, hp.num_updates - update)
@@ -343,8 +349,7 @@ def train_unit(hp: HParams, workdir: str, printer=print) -> list[dict]:
     elapsed += time.perf_counter() - t0
     update += num
     log("val", {"val_loss": val, "train_loss": np.asarray(train_loss)})
-    if update - last_ckpt >= hp.val_every * max(1, hp.num_updates // hp.val_every // 20) \
-        or update >= hp.num_updates:
+    if update - last_ckpt >= ckpt_every or update >= hp.num_updates:
       _save_checkpoint(ckpt, state, update, elapsed)
       last_ckpt = update
       rate = update / max(elapsed, 1e-9)
