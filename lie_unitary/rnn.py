@@ -410,9 +410,12 @@ def _has_fast_path(cell) -> bool:
 class SequenceModel(nn.Module):
   """A cell scanned over a sequence, then a linear readout (with bias) of its outputs.
 
-  The cell's `transition()` (if it has one) is computed once per call and broadcast
-  into the scan. `readout='last'` maps the last step's output to (B, K) (adding);
-  `readout='all'` maps every step's output to (B, L, K) (memory).
+  Cells of this module: `transition()` and `project_inputs()` run once per call; the
+  guRNN, `free`, IRNN and tanh RNN then run `elementwise_recurrence` (hand-written
+  reverse pass), the ruRNN `nn.scan` over `step` with the transition broadcast. Any
+  other `nn.RNNCellBase` (flax's LSTM cells) is `nn.scan`-ed as is.
+  `readout='last'` maps the last step's output to (B, K) (adding); `readout='all'`
+  maps every step's output to (B, L, K) (memory).
 
   Attributes:
     cell: an `nn.RNNCellBase` (any of this module's cells, or flax's LSTM cells).

@@ -78,7 +78,7 @@ def _table(task, T, units) -> list[str]:
     status = "" if finals else " (unfinished, subsample)"
     lines.append(f"| {_label(model, lopt)}{status} | {len(unit['curves'])} | "
                  + " | ".join(_fmt(c) for c in cells)
-                 + f" | {_fmt(original)} | {upd} | {_fmt(secs)} |")
+                 + f" | {_fmt(original)} | {upd} | {'—' if secs is None else f'{secs:.0f}'} |")
   return lines + [""]
 
 
