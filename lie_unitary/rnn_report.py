@@ -31,7 +31,9 @@ _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm
 
 def _label(model, lambda_optimizer):
   name = _LABELS.get(model, model)
-  return name + (" (λ: SGD)" if lambda_optimizer == "sgd" and model.startswith("gurnn") else "")
+  # The configs' default is the original code's plain SGD on λ; mark the alternative.
+  return name + (" (λ: RMSProp)" if lambda_optimizer == "rmsprop" and model.startswith("gurnn")
+                 else "")
 
 
 def _float(v):
@@ -53,7 +55,7 @@ def summarize(recs: list[dict]) -> dict:
 
 
 def _fmt(x):
-  return "—" if x is None else (f"{x:.3g}" if np.isfinite(x) else str(x))
+  return "—" if x is None else (f"{x:.4g}" if np.isfinite(x) else str(x))
 
 
 def _table(task, T, units) -> list[str]:
