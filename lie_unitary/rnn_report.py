@@ -100,6 +100,8 @@ def _figure(path, task, T, units):
       ax.plot(common, med, color=color, lw=1.5, label=_label(model, lopt))
   ax.axhline(tasks.get_task(task).baseline(T), color="k", ls=":", lw=1, label="random baseline")
   ax.set_yscale("log")
+  # Keep divergent runs (the IRNN on memory reaches 1e15) from flattening the others.
+  ax.set_ylim(top=min(ax.get_ylim()[1], 20 * tasks.get_task(task).baseline(T)))
   ax.set_xlabel("updates (batches of 20)")
   ax.set_ylabel("validation " + ("MSE" if task == "adding" else "cross-entropy"))
   ax.set_title(f"{task} problem, T = {T}")
