@@ -28,6 +28,7 @@ import jax
 import jax.numpy as jnp
 
 from lie_unitary import algebra
+from lie_unitary.precision import matmul as mm
 
 __all__ = ["expm_skew_hermitian", "orthogonal_from_lambdas", "unitary_from_lambdas"]
 
@@ -56,13 +57,13 @@ def _spectral_cotangent(theta, w, wp, wq, g):
   half_gap = 0.5 * (theta[..., :, None] - theta[..., None, :])
   # jnp.sinc(x) = sin(πx)/(πx): exact at Δ = 0, no 0/0 for (near-)equal eigenvalues.
   sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, theta.dtype))
-  inner = (_mT(wp) @ g @ wq) * sinc.astype(wp.dtype)
-  return jnp.conj(w) @ inner @ _mT(w)
+  inner = mm(mm(_mT(wp), g), wq) * sinc.astype(wp.dtype)
+  return mm(mm(jnp.conj(w), inner), _mT(w))
 
 
 def _forward(hermitian, symmetrize=True):
   theta, w, wp, wq = _spectral_factors(hermitian, symmetrize)
-  return wp @ _mT(wq), (theta, w, wp, wq)
+  return mm(wp, _mT(wq)), (theta, w, wp, wq)
 
 
 @jax.custom_vjp

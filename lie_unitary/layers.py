@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 
 from lie_unitary import expm
+from lie_unitary.precision import matmul as mm
 
 __all__ = ["OrthogonalLinear", "UnitaryLinear"]
 
@@ -20,7 +21,8 @@ class UnitaryLinear(nn.Module):
 
   Input is complex (..., n), or real (..., 2n) holding [Re x, Im x] when
   ``real_pairs`` is set (the output then has the same layout). U is computed once per
-  call, however many leading batch dimensions x has.
+  call, however many leading batch dimensions x has, and applied at HIGHEST matmul
+  precision so the map stays norm-preserving on GPU/TPU (see `lie_unitary.precision`).
 
   Attributes:
     features: n, the size of the complex vectors.
@@ -54,7 +56,7 @@ class UnitaryLinear(nn.Module):
             f"{x.shape=}, {x.dtype=}.")
       u = self.unitary()
       re, im = x[..., :n], x[..., n:]
-      out = jax.lax.complex(re, im).astype(u.dtype) @ u.T
+      out = mm(jax.lax.complex(re, im).astype(u.dtype), u.T)
       return jnp.concatenate([jnp.real(out), jnp.imag(out)], axis=-1)
     if not jnp.iscomplexobj(x):
       raise ValueError(
@@ -62,7 +64,7 @@ class UnitaryLinear(nn.Module):
           "[Re, Im] pairs set real_pairs=True; for real vectors use OrthogonalLinear.")
     if x.shape[-1] != n:
       raise ValueError(f"expected input (..., {n}); got {x.shape=}.")
-    return x @ self.unitary().T
+    return mm(x, self.unitary().T)
 
 
 class OrthogonalLinear(nn.Module):
@@ -94,4 +96,4 @@ class OrthogonalLinear(nn.Module):
       raise ValueError(
           f"OrthogonalLinear expects real input (..., {self.features}); got {x.shape=}, "
           f"{x.dtype=}.")
-    return x @ self.orthogonal().T
+    return mm(x, self.orthogonal().T)

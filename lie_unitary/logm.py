@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from lie_unitary import algebra
+from lie_unitary.precision import matmul as mm
 
 __all__ = ["log_unitary", "lambdas_from_unitary"]
 
@@ -27,11 +28,11 @@ def _log_with(u, c):
   uh = jnp.conj(_mT(u))
   herm = 0.5 * (u + uh) + (c / 2j) * (u - uh)
   _, w = jnp.linalg.eigh(herm)
-  d = jnp.conj(_mT(w)) @ u @ w
+  d = mm(mm(jnp.conj(_mT(w)), u), w)
   diag = jnp.diagonal(d, axis1=-2, axis2=-1)
   off = jnp.sum(jnp.abs(d) ** 2, axis=(-2, -1)) - jnp.sum(jnp.abs(diag) ** 2, axis=-1)
   phases = jnp.angle(diag)  # principal branch, (-π, π]
-  log = (w * (1j * phases).astype(w.dtype)[..., None, :]) @ jnp.conj(_mT(w))
+  log = mm(w * (1j * phases).astype(w.dtype)[..., None, :], jnp.conj(_mT(w)))
   return log, off
 
 

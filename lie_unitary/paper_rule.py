@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from lie_unitary import algebra
+from lie_unitary.precision import matmul as mm
 
 __all__ = ["gradient_from_jacobian", "paper_gradient", "paper_jacobian", "paper_unitary_and_jacobian"]
 
@@ -65,8 +66,8 @@ def paper_unitary_and_jacobian(lam) -> tuple[jax.Array, jax.Array]:
   sym = 1j * (outer(cols, rows) + outer(rows, cols))
   anti = outer(rows, cols) - outer(cols, rows)
   v = jnp.concatenate([diag, sym, anti], axis=0) * f[None]
-  u = (w * jnp.exp(-1j * theta)[None, :]) @ jnp.conj(w.T)
-  return u, w @ v @ jnp.conj(w.T)
+  u = mm(w * jnp.exp(-1j * theta)[None, :], jnp.conj(w.T))
+  return u, mm(mm(w, v), jnp.conj(w.T))
 
 
 def gradient_from_jacobian(jac, cotangent) -> jax.Array:

@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 
 from lie_unitary import composition, expm
+from lie_unitary.precision import matmul as mm
 
 __all__ = ["PARAMETRIZATIONS", "Parametrization", "apply_gradient_mask", "get_parametrization",
            "polar_unitary"]
@@ -85,7 +86,7 @@ def polar_unitary(matrix) -> jax.Array:
   if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:
     raise ValueError(f"matrix must be square (..., n, n); got {matrix.shape=}.")
   p, _, qh = jnp.linalg.svd(matrix, full_matrices=False)
-  return p @ qh
+  return mm(p, qh)
 
 
 def apply_gradient_mask(grads, mask):
