@@ -272,7 +272,8 @@ def make_train(task: TaskSpec, train: TrainSpec,
     ``train_fn(key, replicate)``: key is the task's PRNG key (per n), replicate an
     int32 scalar. Returns a dict with ``test_loss`` and ``final_val_loss`` (scalars,
     full sets) and ``val_curve`` (C,) with C = 1 + num_epochs·steps_per_epoch/val_every:
-    the subsample validation loss at step 0, val_every, 2·val_every, ...
+    the subsample validation loss at step 0, val_every, 2·val_every, ..., and
+    ``params``, the final parameters.
 
   Raises:
     ValueError: for an unknown approach or optimizer, or a step count that does not
@@ -329,6 +330,7 @@ def make_train(task: TaskSpec, train: TrainSpec,
         test_loss=dataset_loss(matrix, keys.test, task.num_test, target, task),
         final_val_loss=dataset_loss(matrix, keys.val, task.num_val, target, task),
         val_curve=jnp.concatenate([initial[None], vals_ExC.reshape(-1)]),
+        params=state.params,
     )
 
   return train_fn
