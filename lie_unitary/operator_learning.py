@@ -117,6 +117,18 @@ def _replicate_keys(key, replicate) -> _Keys:
   return _Keys(*jax.random.split(jax.random.fold_in(key, replicate), len(_Keys._fields)))
 
 
+def _after(value, *deps):
+  """`value`, but only once `deps` are computed (a data dependency via a barrier).
+
+  jaxlib's CPU LAPACK kernels (eigh, qr, svd, solve) split a batch over XLA's
+  intra-op thread pool and block until it is done; two such kernels running at
+  once on a 2-thread pool wait on each other forever (observed at n ≥ 14 with 18
+  replicates). Chaining every LAPACK call after the previous one keeps at most one
+  in flight per program.
+  """
+  return jax.lax.optimization_barrier((value, deps))[0]
+
+
 def _dtypes(task: TaskSpec):
   real = jnp.dtype(task.real_dtype)
   return real, (real if task.field == "real" else algebra.complex_dtype_for(real))
@@ -156,10 +168,14 @@ def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
           task.lie_target_std * jax.random.normal(k, (task.n * task.n,), real))
     return lambda k: generators.random_unitary(k, task.n, method, cplx)
 
-  branches = [branch(m) for m in task.generators]
-  if len(branches) == 1:
-    return branches[0](key)
-  return jax.lax.switch(generator_index, branches, key)
+  # Every generator is built (under vmap a switch would do so anyway) one after the
+  # other (see `_after`), and the replicate's one is selected.
+  outs = []
+  for method in task.generators:
+    outs.append(branch(method)(_after(key, *outs)))
+  if len(outs) == 1:
+    return outs[0]
+  return jnp.stack(outs)[generator_index]
 
 
 def example_pairs(key, indices, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
@@ -297,6 +313,7 @@ def make_train(task: TaskSpec, train: TrainSpec,
     keys = _replicate_keys(key, replicate)
     target = make_target(keys.target, replicate % len(task.generators), task)
     params, constants = param.init(keys.init, task.n, real)
+    params = _after(params, target)  # no LAPACK call overlaps another (`_after`)
     to_matrix = _to_matrix_fn(param, constants, change_of_basis)
     mask = param.gradient_mask(params, constants)
     val_x, val_y = example_pairs(keys.val, jnp.arange(min(task.val_subsample, task.num_val)),
@@ -315,15 +332,17 @@ def make_train(task: TaskSpec, train: TrainSpec,
 
     def chunk(state, idx_SxB):
       state, _ = jax.lax.scan(step, state, idx_SxB)
-      return state, loss_fn(state.params, val_x, val_y)
+      val = loss_fn(state.params, val_x, val_y)
+      return _after(state, val), val
 
     def epoch(state, e):
       order = jax.random.permutation(jax.random.fold_in(keys.order, e), task.num_train)
       order = order[:chunks * train.val_every * train.batch_size].astype(jnp.int32)
       return jax.lax.scan(chunk, state, order.reshape(chunks, train.val_every, -1))
 
-    state = TrainState(params, optimizer.init(params))
     initial = loss_fn(params, val_x, val_y)
+    params = _after(params, initial)
+    state = TrainState(params, optimizer.init(params))
     state, vals_ExC = jax.lax.scan(epoch, state, jnp.arange(train.num_epochs))
     matrix = to_matrix(state.params)
     return dict(
@@ -350,8 +369,9 @@ def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
     keys = _replicate_keys(key, replicate)
     g = replicate % len(task.generators)
     target = make_target(keys.target, g, task)
-    matrices = dict(true=target, rand=make_target(keys.rand, g, task),
-                    lstsq=least_squares_fit(keys.train, target, task))
+    rand = make_target(_after(keys.rand, target), g, task)
+    lstsq = least_squares_fit(_after(keys.train, rand), target, task)
+    matrices = dict(true=target, rand=rand, lstsq=lstsq)
     return {
         name: dict(test_loss=dataset_loss(m, keys.test, task.num_test, target, task),
                    final_val_loss=dataset_loss(m, keys.val, task.num_val, target, task))
