@@ -100,8 +100,13 @@ def _cell(values, paper=None) -> str:
 
 
 def _groups(results):
-  """Standard-basis results grouped by the trained settings' optimizer (baselines shared)."""
-  trained = [r for r in results if r["optimizer"] != "none" and not r.get("basis_scale")]
+  """Standard-basis results grouped by the trained settings' optimizer (baselines shared).
+
+  A change-of-basis sweep (some basis_scale > 0) gets its own grid instead.
+  """
+  if any(r.get("basis_scale") for r in results):
+    return {}
+  trained = [r for r in results if r["optimizer"] != "none"]
   baselines = [r for r in results if r["optimizer"] == "none"]
   groups = collections.defaultdict(list)
   for r in trained:
@@ -255,14 +260,18 @@ def write_report(workdir: str) -> list[str]:
       cells = [_cell([float(r["test_loss"]) for r in basis
                       if r["basis_scale"] == c and r["learning_rate"] == lr]) for lr in lrs]
       lines.append(f"| {c:g} | " + " | ".join(cells) + " |")
+    for a in ("true", "rand"):
+      vals = [float(r["test_loss"]) for r in results if r["approach"] == a]
+      if vals:
+        lines.append(f"\n{a}: {_cell(vals)}")
     lines.append("")
     grid = os.path.join(workdir, "basis_change.png")
     if _basis_grid(workdir, grid):
       written.append(grid)
       lines += ["![appendix B grid](basis_change.png)", ""]
   fig = os.path.join(workdir, "figure2.png")
-  standard = [r for r in results if not r.get("basis_scale")]
-  if _figure2(standard, fig):
+  basis_sweep = any(r.get("basis_scale") for r in results)
+  if not basis_sweep and _figure2(results, fig):
     written.append(fig)
     lines += ["## Figure 2", "", "![figure 2](figure2.png)", ""]
   path = os.path.join(workdir, "report.md")

@@ -11,9 +11,9 @@ basis_change.png for the appendix-B variant) are written. See configs/learn_unit
 for the variants and docs/reproduction.md for commands, runtimes and results.
 
 OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS, whose thread
-pool fights XLA's on few cores (SPEC §5). On several hosts, call
-`jax.distributed.initialize()` first (set LIE_UNITARY_DISTRIBUTED=1): replicates are
-then sharded over every host's devices and process 0 writes the records.
+pool fights XLA's on few cores (SPEC §5). On several hosts set LIE_UNITARY_DISTRIBUTED=1
+(the launcher calls `jax.distributed.initialize()`): replicates are then sharded over
+every host's devices and process 0 writes the records (docs/reproduction.md).
 """
 
 import os
@@ -39,7 +39,12 @@ def main(argv):
   import jax  # pylint: disable=import-outside-toplevel
   from lie_unitary import operator_sweep, report  # pylint: disable=import-outside-toplevel
   if os.environ.get("LIE_UNITARY_DISTRIBUTED") == "1":
-    jax.distributed.initialize()
+    # Auto-detected on SLURM, Open MPI, TPU pods; otherwise set JAX_COORDINATOR_ADDRESS
+    # and these two (docs/reproduction.md, "Multi-host use").
+    num = os.environ.get("LIE_UNITARY_NUM_PROCESSES")
+    pid = os.environ.get("LIE_UNITARY_PROCESS_ID")
+    jax.distributed.initialize(num_processes=int(num) if num else None,
+                               process_id=int(pid) if pid else None)
   if not _REPORT_ONLY.value:
     if _CONFIG.value is None:
       raise app.UsageError("--config is required unless --report_only.")
