@@ -3,29 +3,35 @@
 Variants (``--config=configs/learn_unitary.py:VARIANT``); any field can be narrowed
 from the command line, e.g. ``--config.n_values=(6,) --config.num_replicates=3``.
 Runs write WORKDIR/results.jsonl and WORKDIR/curves.jsonl, resume where they stopped,
-and end by rendering WORKDIR/report.md (``scripts/report.py --workdir=...`` re-renders).
-Wall times are for 2 CPU cores with 1 JAX CPU device (docs/reproduction.md).
+and end by rendering WORKDIR/report.md (``--report_only`` re-renders it).
+Wall times: 2 shared CPU cores, 1 JAX CPU device, other jobs running (docs/reproduction.md).
 
 - table1: Table 1 as the paper ran it: SGD lr 1e-3, batches of 20, 18 replicates
   (generators lie/qr/composition cycled), n ∈ {3, 6, 8, 14, 20}, projection,
   arjovsky, lie_algebra, plus true, rand and the least-squares fit.
     python scripts/learn_unitary.py --config=configs/learn_unitary.py:table1 \
         --workdir=runs/table1
-  Epochs per n: see `num_epochs` below (the counts that land in the paper's band).
-  About 50 min. One epoch per n (the speed target): add
-  ``--config.num_epochs='((0,1),)'``: about 12 min.
-- table1_rmsprop: the same with RMSProp (decay 0.9), one epoch per n. About 12 min.
+  Epochs per n: `num_epochs` below, 1/1/3/3/4 at n = 3/6/8/14/20: with them
+  lie_algebra and arjovsky land in the band of the paper's Tables 1-2 at every n.
+  Measured with --config.num_replicates=9: 21 min; 18 replicates: about twice.
+  One epoch per n, 18 replicates (the speed target): add
+  ``--config.num_epochs='((0,1),)'`` (time in docs/reproduction.md).
+- table1_rmsprop: the same with RMSProp (decay 0.9), one epoch per n. Not yet run
+  here; as long as table1 at one epoch.
 - table2: arjovsky vs lie_restricted vs lie_algebra at n ∈ {8, 14, 20}, SGD, the
-  same epochs as table1. About 35 min.
+  same epochs as table1. Run it with table1's --workdir: arjovsky and lie_algebra
+  are then reused and only lie_restricted trains (9 replicates: about 10 min).
 - basis_change: appendix B at n = 6: rows c ∈ {0, 5, 10, 20} (M ~ U(-c, c), drawn
   once per c), columns lr = 1e-3 / {1, 5²/2, 10²/2, 20²/2} as the original code, target
-  λ ~ N(0, 0.01²), 3 replicates, one epoch. About 5 min.
+  λ ~ N(0, 0.01²), 3 replicates, one epoch. Measured: 3.5 min.
 - large: n ∈ {32, 64, 128}, haar targets, all approaches, RMSProp, 3 replicates,
-  one epoch: what the paper could not afford. About 1 h 30 min.
+  one epoch: what the paper could not afford. Not yet run here; estimated from
+  per-step costs at about 1-2 h on 2 cores.
 - orthogonal: real SO(n) targets (haar, lie) with real x and noise, so(n)
   coefficients vs projection onto O(n), n ∈ {6, 20, 64}, RMSProp, 6 replicates,
-  one epoch. About 15 min.
-- smoke: a tiny table1 (n ∈ {3, 4}, 2,000 pairs, 3 replicates) in seconds; the
+  one epoch. Not yet run here; estimated 15-30 min.
+- smoke: a tiny table1 (n ∈ {3, 4}, 2,000 pairs, 3 replicates): about a minute,
+  nearly all compilation; the
   tests use it.
 """
 
@@ -35,7 +41,7 @@ VARIANTS = ("table1", "table1_rmsprop", "table2", "basis_change", "large", "orth
             "smoke")
 
 # Epochs per n that reproduce the paper's Table 1 band with SGD lr 1e-3 (see
-# docs/reproduction.md; SPEC §3: one epoch is too few for n ≥ 14).
+# docs/reproduction.md; one epoch is too few from n = 8 on).
 _TABLE1_EPOCHS = ((3, 1), (6, 1), (8, 3), (14, 3), (20, 4))
 
 
