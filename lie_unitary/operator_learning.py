@@ -167,7 +167,7 @@ def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
   Args:
     key: PRNG key.
     generator_index: int32 scalar (may be traced, e.g. ``replicate % G``): all
-      generators are built and one is selected by `lax.switch`.
+      generators are built, one after the other, and this one is selected.
     task: the `TaskSpec`.
 
   Returns:

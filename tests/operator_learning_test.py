@@ -114,3 +114,15 @@ def test_change_of_basis_needs_lie_algebra_and_steps_must_divide():
     ol.make_train(task, ol.TrainSpec("arjovsky", val_every=33))
   with pytest.raises(ValueError, match="field"):
     ol.make_train(task, ol.TrainSpec("so_algebra", val_every=25))
+
+
+def test_orthogonal_training_on_real_data():
+  task = ol.TaskSpec(n=3, field="real", generators=("haar", "lie"), **_SMALL)
+  train = ol.TrainSpec("so_algebra", optimizer="rmsprop", learning_rate=5e-2, num_epochs=2,
+                       val_every=25)
+  out = jax.jit(lambda r: ol.make_train(task, train)(jax.random.key(2), r))(jnp.int32(0))
+  curve = np.asarray(out["val_curve"])
+  assert curve[-1] < 0.2 * curve[0]
+  r = np.asarray(lu.orthogonal_from_lambdas(out["params"]["mu"]), np.float64)
+  np.testing.assert_allclose(r @ r.T, np.eye(3), atol=1e-5)
+  np.testing.assert_allclose(np.linalg.det(r), 1.0, atol=1e-5)
