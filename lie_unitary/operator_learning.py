@@ -1,0 +1,415 @@
+"""Learning a unitary operator from noisy pairs y = Ux + ε (paper §3, SPEC §3).
+
+Everything here is a pure function of PRNG keys, written for ONE replicate and
+batched by the caller with `jax.vmap` (see `lie_unitary.sweep`):
+
+- Data are never stored. Training pair i of a replicate is regenerated from
+  ``fold_in(train_key, i)``: x ∈ Cⁿ with real and imaginary parts ~ N(0, 1) and
+  y = Ux + ε with real and imaginary parts of ε ~ N(0, noise_std²) (real x and ε for
+  real orthogonal targets). An epoch is a pass over the fixed set of `num_train`
+  pairs in a fresh random order (a permutation drawn per epoch), in batches.
+- `make_train(task, train)` returns ``train_fn(key, replicate) -> dict`` that draws
+  the target (generator ``generators[replicate % len(generators)]``), initialises the
+  parametrization, runs ``lax.scan`` over epochs × validation chunks × steps (the
+  gradient is multiplied by the parametrization's 0/1 mask BEFORE the optimizer, then
+  ``post_update`` runs, e.g. the polar projection), logs the validation loss on a
+  fixed subsample every `val_every` steps, and ends with the losses on the full
+  validation and test sets.
+- `make_baselines(task)` returns ``baselines_fn(key, replicate) -> dict`` with the
+  ``true`` (the target), ``rand`` (a fresh matrix from the same generator) and
+  ``lstsq`` (closed-form least squares on the training pairs, unconstrained) losses.
+
+The loss is the mean over pairs of the squared l2 norm ‖Ûx − y‖² (complex: the sum
+of squared real and imaginary parts). Matrices act on column vectors; a batch of
+row vectors x_BxN is mapped to x_BxN @ Uᵀ.
+
+Shape letters: B batch, N = n, P pairs, C validation points, E epochs.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from lie_unitary import algebra, expm, generators, parametrizations
+
+__all__ = [
+    "BASELINES", "COMPLEX_GENERATORS", "REAL_GENERATORS", "TaskSpec", "TrainSpec",
+    "change_of_basis_matrix", "dataset_loss", "example_pairs", "least_squares_fit", "make_baselines",
+    "make_optimizer", "make_target", "make_train", "noise_floor", "squared_error_loss",
+    "validation_steps",
+]
+
+BASELINES = ("true", "rand", "lstsq")
+COMPLEX_GENERATORS = generators.GENERATORS
+REAL_GENERATORS = ("haar", "lie")
+_EVAL_CHUNK = 10_000  # pairs per chunk when evaluating a whole data set
+
+
+class TaskSpec(NamedTuple):
+  """Static description of the task (hashable; closed over by jitted code).
+
+  Attributes:
+    n: matrix size.
+    field: "complex" (U(n) targets, complex x) or "real" (SO(n) targets, real x).
+    generators: target generators cycled over replicates.
+    num_train: training pairs per replicate (10⁶ in the paper).
+    num_val: validation pairs (10⁵).
+    num_test: test pairs (10⁵).
+    val_subsample: the first this many validation pairs are used for the curve.
+    noise_std: standard deviation of each real component of ε (0.01).
+    lie_target_std: std of the target λ for the "lie" generator (1; 0.01 in app. B).
+    real_dtype: "float32" or "float64"; complex data use the matching complex dtype.
+  """
+  n: int
+  field: str = "complex"
+  generators: tuple[str, ...] = ("lie", "qr", "composition")
+  num_train: int = 1_000_000
+  num_val: int = 100_000
+  num_test: int = 100_000
+  val_subsample: int = 10_000
+  noise_std: float = 0.01
+  lie_target_std: float = 1.0
+  real_dtype: str = "float32"
+
+
+class TrainSpec(NamedTuple):
+  """Static description of one training setting.
+
+  Attributes:
+    approach: a parametrization name (`lie_unitary.PARAMETRIZATIONS`).
+    optimizer: "sgd" or "rmsprop".
+    learning_rate: step size.
+    rmsprop_decay: RMSProp's decay of the squared-gradient average.
+    batch_size: pairs per step.
+    num_epochs: passes over the training pairs.
+    val_every: steps between validation-loss points (divides steps per epoch).
+    basis_scale: appendix B: 0 for the standard basis, else c > 0 with the trained
+      coefficients λ̃ mapped to λ = λ̃ᵀ M (only for "lie_algebra"); M is passed to
+      `make_train`.
+  """
+  approach: str
+  optimizer: str = "sgd"
+  learning_rate: float = 1e-3
+  rmsprop_decay: float = 0.9
+  batch_size: int = 20
+  num_epochs: int = 1
+  val_every: int = 250
+  basis_scale: float = 0.0
+
+
+class _Keys(NamedTuple):
+  target: jax.Array
+  train: jax.Array
+  val: jax.Array
+  test: jax.Array
+  rand: jax.Array
+  init: jax.Array
+  order: jax.Array
+
+
+def _replicate_keys(key, replicate) -> _Keys:
+  """Named keys of one replicate; the same for every approach (paired comparisons)."""
+  return _Keys(*jax.random.split(jax.random.fold_in(key, replicate), len(_Keys._fields)))
+
+
+def _after(value, *deps):
+  """`value`, made data-dependent on `deps` so it is computed only after them.
+
+  jaxlib's CPU LAPACK kernels (eigh, qr, svd, lu) split a batch over XLA's
+  intra-op thread pool and block until it is done; two such kernels running at
+  once on a 2-thread pool wait on each other forever (observed at n ≥ 14 with
+  9-18 replicates). Chaining every LAPACK call after the previous one keeps at
+  most one in flight per program. `lax.optimization_barrier` is NOT enough: XLA
+  removes it before the CPU runtime schedules thunks. Instead every leaf of
+  `value` gets a zero added that XLA cannot prove to be zero: [Σ|deps| < -1]
+  (false for any real input, NaN included).
+  """
+  leaves = jax.tree.leaves(deps)
+  if not leaves:
+    return value
+  flag = sum(jnp.sum(jnp.abs(d)) for d in leaves) < -1
+
+  def add(x):
+    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
+      data = jax.random.key_data(x)
+      return jax.random.wrap_key_data(data + flag.astype(data.dtype),
+                                      impl=jax.random.key_impl(x))
+    return x + flag.astype(x.dtype)
+
+  return jax.tree.map(add, value)
+
+
+def _dtypes(task: TaskSpec):
+  real = jnp.dtype(task.real_dtype)
+  return real, (real if task.field == "real" else algebra.complex_dtype_for(real))
+
+
+def _real_target(key, n, method, real, lie_std):
+  if method == "haar":
+    q = jax.random.orthogonal(key, n, dtype=real)
+    # Flip the first column where det = -1: exactly Haar on SO(n).
+    sign = jnp.sign(jnp.linalg.det(q)).astype(real)
+    return q.at[:, 0].multiply(sign)
+  if method == "lie":
+    return expm.orthogonal_from_lambdas(
+        lie_std * jax.random.normal(key, (n * (n - 1) // 2,), real))
+  raise ValueError(f"unknown real generator {method!r}; expected one of {REAL_GENERATORS}.")
+
+
+def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
+  """The target matrix from generator ``task.generators[generator_index]``.
+
+  Args:
+    key: PRNG key.
+    generator_index: int32 scalar (may be traced, e.g. ``replicate % G``): all
+      generators are built, one after the other, and this one is selected.
+    task: the `TaskSpec`.
+
+  Returns:
+    (n, n) unitary (complex) or special orthogonal (real, for ``field="real"``).
+  """
+  real, cplx = _dtypes(task)
+
+  def branch(method):
+    if task.field == "real":
+      return lambda k: _real_target(k, task.n, method, real, task.lie_target_std)
+    if method == "lie":
+      return lambda k: expm.unitary_from_lambdas(
+          task.lie_target_std * jax.random.normal(k, (task.n * task.n,), real))
+    return lambda k: generators.random_unitary(k, task.n, method, cplx)
+
+  # Every generator is built (under vmap a switch would do so anyway) one after the
+  # other (see `_after`), and the replicate's one is selected.
+  outs = []
+  for method in task.generators:
+    outs.append(branch(method)(_after(key, *outs)))
+  if len(outs) == 1:
+    return outs[0]
+  return jnp.stack(outs)[generator_index]
+
+
+def example_pairs(key, indices, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
+  """Regenerates pairs (x_i, y_i = U x_i + ε_i) from their indices.
+
+  Args:
+    key: the data set's PRNG key (train, validation or test of one replicate).
+    indices: int array (P,), pair indices; pair i depends only on fold_in(key, i).
+    target: (n, n) matrix U.
+    task: the `TaskSpec`.
+
+  Returns:
+    x_PxN, y_PxN: complex (real for ``field="real"``) arrays of the data dtype.
+  """
+  real, cplx = _dtypes(task)
+  parts = 4 if task.field == "complex" else 2
+  z = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i), (parts, task.n), real))(
+      indices)
+  if task.field == "complex":
+    x_PxN = jax.lax.complex(z[:, 0], z[:, 1])
+    eps_PxN = jax.lax.complex(z[:, 2], z[:, 3]) * jnp.asarray(task.noise_std, real)
+  else:
+    x_PxN, eps_PxN = z[:, 0], z[:, 1] * jnp.asarray(task.noise_std, real)
+  return x_PxN, (x_PxN @ target.T.astype(cplx) + eps_PxN).astype(cplx)
+
+
+def squared_error_loss(matrix, x_PxN, y_PxN) -> jax.Array:
+  """Mean over pairs of ‖matrix·x − y‖² (squared complex l2 norm); a real scalar."""
+  err = x_PxN @ matrix.T - y_PxN
+  return jnp.mean(jnp.sum(jnp.real(err) ** 2 + jnp.imag(err) ** 2, axis=-1))
+
+
+def _scan_over_pairs(key, num, target, task, fn, init):
+  """Folds fn(carry, x, y) over the pairs 0..num-1 in chunks (bounded memory)."""
+  size = min(num, _EVAL_CHUNK)
+  full = num // size
+
+  def body(carry, c):
+    x, y = example_pairs(key, c * size + jnp.arange(size), target, task)
+    return fn(carry, x, y), None
+
+  carry, _ = jax.lax.scan(body, init, jnp.arange(full))
+  if num % size:
+    x, y = example_pairs(key, full * size + jnp.arange(num - full * size), target, task)
+    carry = fn(carry, x, y)
+  return carry
+
+
+def dataset_loss(matrix, key, num: int, target, task: TaskSpec) -> jax.Array:
+  """`squared_error_loss` of `matrix` over pairs 0..num-1 of a data set (chunked)."""
+  real, _ = _dtypes(task)
+  total = _scan_over_pairs(
+      key, num, target, task,
+      lambda s, x, y: s + squared_error_loss(matrix, x, y) * x.shape[0],
+      jnp.zeros((), real))
+  return total / num
+
+
+def least_squares_fit(key, target, task: TaskSpec) -> jax.Array:
+  """The unconstrained A minimising Σ_i ‖A x_i − y_i‖² over the training pairs.
+
+  Aᵀ = (XᴴX)⁻¹ XᴴY with X, Y the stacked rows, accumulated chunk by chunk.
+
+  Returns:
+    (n, n) matrix of the data dtype.
+  """
+  _, cplx = _dtypes(task)
+  zeros = jnp.zeros((task.n, task.n), cplx)
+
+  def acc(carry, x, y):
+    xx, xy = carry
+    xh = jnp.conj(x).T
+    return xx + xh @ x, xy + xh @ y
+
+  xx, xy = _scan_over_pairs(key, task.num_train, target, task, acc, (zeros, zeros))
+  return jnp.linalg.solve(xx, xy).T
+
+
+def make_optimizer(train: TrainSpec) -> optax.GradientTransformation:
+  """optax SGD (as the paper ran it) or RMSProp (decay 0.9, no momentum)."""
+  if train.optimizer == "sgd":
+    return optax.sgd(train.learning_rate)
+  if train.optimizer == "rmsprop":
+    return optax.rmsprop(train.learning_rate, decay=train.rmsprop_decay)
+  raise ValueError(f"unknown optimizer {train.optimizer!r}; expected 'sgd' or 'rmsprop'.")
+
+
+class TrainState(NamedTuple):
+  params: dict
+  opt_state: optax.OptState
+
+
+def _to_matrix_fn(param, constants, change):
+  if change is None:
+    return lambda p: param.to_unitary(p, constants)
+  return lambda p: expm.unitary_from_lambdas(algebra.change_basis(p["lam"], change))
+
+
+def make_train(task: TaskSpec, train: TrainSpec,
+               change_of_basis=None) -> Callable[[jax.Array, jax.Array], dict]:
+  """Builds one replicate's whole training run as a pure function.
+
+  Args:
+    task: the `TaskSpec`.
+    train: the `TrainSpec`.
+    change_of_basis: appendix B only: real (n², n²) M, with the trained λ̃ mapped to
+      λ = λ̃ᵀ M; requires ``train.approach == "lie_algebra"``. None: standard basis.
+
+  Returns:
+    ``train_fn(key, replicate)``: key is the task's PRNG key (per n), replicate an
+    int32 scalar. Returns a dict with ``test_loss`` and ``final_val_loss`` (scalars,
+    full sets) and ``val_curve`` (C,) with C = 1 + num_epochs·steps_per_epoch/val_every:
+    the subsample validation loss at step 0, val_every, 2·val_every, ..., and
+    ``params``, the final parameters.
+
+  Raises:
+    ValueError: for an unknown approach or optimizer, or a step count that does not
+      split into validation chunks.
+  """
+  param = parametrizations.get_parametrization(train.approach)
+  if param.is_orthogonal != (task.field == "real"):
+    raise ValueError(f"approach {train.approach!r} does not fit field {task.field!r}.")
+  if change_of_basis is not None and train.approach != "lie_algebra":
+    raise ValueError(f"a change of basis needs approach 'lie_algebra'; got {train.approach!r}.")
+  steps_per_epoch = task.num_train // train.batch_size
+  if steps_per_epoch < 1 or steps_per_epoch % train.val_every:
+    raise ValueError(
+        f"steps per epoch (num_train // batch_size = {steps_per_epoch}) must be a positive "
+        f"multiple of val_every = {train.val_every}.")
+  chunks = steps_per_epoch // train.val_every
+  optimizer = make_optimizer(train)
+  real, _ = _dtypes(task)
+
+  def train_fn(key, replicate):
+    keys = _replicate_keys(key, replicate)
+    target = make_target(keys.target, replicate % len(task.generators), task)
+    params, constants = param.init(keys.init, task.n, real)
+    params = _after(params, target)  # no LAPACK call overlaps another (`_after`)
+    to_matrix = _to_matrix_fn(param, constants, change_of_basis)
+    mask = param.gradient_mask(params, constants)
+    val_x, val_y = example_pairs(keys.val, jnp.arange(min(task.val_subsample, task.num_val)),
+                                 target, task)
+
+    def loss_fn(p, x, y):
+      return squared_error_loss(to_matrix(p), x, y)
+
+    def step(state, idx_B):
+      x, y = example_pairs(keys.train, idx_B, target, task)
+      grads = jax.grad(loss_fn)(state.params, x, y)
+      grads = jax.tree.map(jnp.multiply, grads, mask)  # lie_restricted: frozen entries
+      updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+      p = param.post_update(optax.apply_updates(state.params, updates), constants)
+      return TrainState(p, opt_state), None
+
+    def chunk(state, idx_SxB):
+      state, _ = jax.lax.scan(step, state, idx_SxB)
+      val = loss_fn(state.params, val_x, val_y)
+      return _after(state, val), val
+
+    def epoch(state, e):
+      order = jax.random.permutation(jax.random.fold_in(keys.order, e), task.num_train)
+      order = order[:chunks * train.val_every * train.batch_size].astype(jnp.int32)
+      return jax.lax.scan(chunk, state, order.reshape(chunks, train.val_every, -1))
+
+    initial = loss_fn(params, val_x, val_y)
+    params = _after(params, initial)
+    state = TrainState(params, optimizer.init(params))
+    state, vals_ExC = jax.lax.scan(epoch, state, jnp.arange(train.num_epochs))
+    matrix = to_matrix(state.params)
+    return dict(
+        test_loss=dataset_loss(matrix, keys.test, task.num_test, target, task),
+        final_val_loss=dataset_loss(matrix, keys.val, task.num_val, target, task),
+        val_curve=jnp.concatenate([initial[None], vals_ExC.reshape(-1)]),
+        params=state.params,
+    )
+
+  return train_fn
+
+
+def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
+  """Builds the baselines of one replicate as a pure function.
+
+  Returns:
+    ``baselines_fn(key, replicate)`` (same keys and targets as `make_train`) giving
+    ``{name: {"test_loss": scalar, "final_val_loss": scalar}}`` for name in
+    `BASELINES`: ``true`` (the target), ``rand`` (an independent draw from the same
+    generator) and ``lstsq`` (the least-squares fit on the training pairs).
+  """
+
+  def baselines_fn(key, replicate):
+    keys = _replicate_keys(key, replicate)
+    g = replicate % len(task.generators)
+    target = make_target(keys.target, g, task)
+    rand = make_target(_after(keys.rand, target), g, task)
+    lstsq = least_squares_fit(_after(keys.train, rand), target, task)
+    matrices = dict(true=target, rand=rand, lstsq=lstsq)
+    return {
+        name: dict(test_loss=dataset_loss(m, keys.test, task.num_test, target, task),
+                   final_val_loss=dataset_loss(m, keys.val, task.num_val, target, task))
+        for name, m in matrices.items()
+    }
+
+  return baselines_fn
+
+
+def change_of_basis_matrix(key, n: int, scale: float, dtype=jnp.float32) -> jax.Array:
+  """Appendix B's M: identity for scale 0, else entries ~ U(−scale, scale), (n², n²)."""
+  if scale == 0:
+    return jnp.eye(n * n, dtype=dtype)
+  return jax.random.uniform(key, (n * n, n * n), dtype, -scale, scale)
+
+
+def validation_steps(train: TrainSpec, task: TaskSpec) -> np.ndarray:
+  """Step numbers of the `val_curve` entries: 0, val_every, 2·val_every, ..."""
+  total = train.num_epochs * (task.num_train // train.batch_size)
+  return np.arange(0, total + 1, train.val_every)
+
+
+def noise_floor(task: TaskSpec) -> float:
+  """E‖ε‖² = (2n for complex, n for real) · noise_std²: the loss of the true U."""
+  return (2 if task.field == "complex" else 1) * task.n * task.noise_std ** 2
+
