@@ -247,8 +247,12 @@ def run_experiment(config, workdir: str, devices=None, printer=print) -> int:
     ValueError: from `validate_config`, before any compute.
   """
   validate_config(config)
-  if config.dtype == "complex128" and not jax.config.jax_enable_x64:
-    jax.config.update("jax_enable_x64", True)
+  # complex128 needs x64 for this run only: a context, not a global switch.
+  with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
+    return _run_validated(config, workdir, devices, printer)
+
+
+def _run_validated(config, workdir, devices, printer) -> int:
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
