@@ -16,3 +16,12 @@ def strict_rank_promotion():
   """Makes implicit rank promotion an error, so broadcasting bugs cannot hide."""
   with jax.numpy_rank_promotion("raise"):
     yield
+
+
+@pytest.fixture(scope="module")
+def fast_compiles():
+  """For compile-bound modules: XLA skips most optimisations (results do not change)."""
+  previous = jax.config.read("jax_disable_most_optimizations")
+  jax.config.update("jax_disable_most_optimizations", True)
+  yield
+  jax.config.update("jax_disable_most_optimizations", previous)

@@ -13,13 +13,7 @@ import lie_unitary as lu
 from lie_unitary import rnn, tasks
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _fast_compiles():
-  # These tests are dominated by XLA compile time; results do not depend on it.
-  previous = jax.config.read("jax_disable_most_optimizations")
-  jax.config.update("jax_disable_most_optimizations", True)
-  yield
-  jax.config.update("jax_disable_most_optimizations", previous)
+pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
 def _executed_eigh_count(jaxpr, multiplier=1) -> int:

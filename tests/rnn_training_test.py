@@ -16,13 +16,7 @@ from lie_unitary import records, rnn_report, rnn_training
 ALL_MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _fast_compiles():
-  # These tests are dominated by XLA compile time; results do not depend on it.
-  previous = jax.config.read("jax_disable_most_optimizations")
-  jax.config.update("jax_disable_most_optimizations", True)
-  yield
-  jax.config.update("jax_disable_most_optimizations", previous)
+pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
 @pytest.fixture(scope="module")
