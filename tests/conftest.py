@@ -1,7 +1,18 @@
-"""Shared fixtures: float64 on request, and strict rank promotion for library tests."""
+"""Shared fixtures: float64 on request, strict rank promotion, compile-bound modules.
+
+Every test runs with HIGHEST default matmul precision, so that the tests' own reference
+products (UᴴU, dense compositions, Padé expm) are exact on GPU/TPU too, where the
+default float32 precision is reduced (TF32). The library sets its own precision.
+"""
 
 import jax
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _exact_reference_matmuls():
+  with jax.default_matmul_precision("highest"):
+    yield
 
 
 @pytest.fixture
