@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from lie_unitary import algebra
+from lie_unitary import sequencing
 from lie_unitary.precision import matmul as mm
 
 __all__ = ["log_unitary", "lambdas_from_unitary"]
@@ -53,7 +54,9 @@ def log_unitary(u) -> jax.Array:
   """
   u = algebra.as_complex_square(u, "u")
   log_a, off_a = _log_with(u, _MIXING[0])
-  log_b, off_b = _log_with(u, _MIXING[1])
+  # The second eigh waits for the first: two batched eighs in flight at once can
+  # deadlock jaxlib's CPU thread pool (`lie_unitary.sequencing`).
+  log_b, off_b = _log_with(sequencing.after(u, log_a), _MIXING[1])
   return jnp.where((off_a <= off_b)[..., None, None], log_a, log_b)
 
 

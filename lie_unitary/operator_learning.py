@@ -36,6 +36,7 @@ import numpy as np
 import optax
 
 from lie_unitary import algebra, expm, generators, parametrizations
+from lie_unitary.sequencing import after as _after
 
 __all__ = [
     "BASELINES", "COMPLEX_GENERATORS", "REAL_GENERATORS", "TaskSpec", "TrainSpec",
@@ -115,33 +116,6 @@ class _Keys(NamedTuple):
 def _replicate_keys(key, replicate) -> _Keys:
   """Named keys of one replicate; the same for every approach (paired comparisons)."""
   return _Keys(*jax.random.split(jax.random.fold_in(key, replicate), len(_Keys._fields)))
-
-
-def _after(value, *deps):
-  """`value`, made data-dependent on `deps` so it is computed only after them.
-
-  jaxlib's CPU LAPACK kernels (eigh, qr, svd, lu) split a batch over XLA's
-  intra-op thread pool and block until it is done; two such kernels running at
-  once on a 2-thread pool wait on each other forever (observed at n ≥ 14 with
-  9-18 replicates). Chaining every LAPACK call after the previous one keeps at
-  most one in flight per program. `lax.optimization_barrier` is NOT enough: XLA
-  removes it before the CPU runtime schedules thunks. Instead every leaf of
-  `value` gets a zero added that XLA cannot prove to be zero: [Σ|deps| < -1]
-  (false for any real input, NaN included).
-  """
-  leaves = jax.tree.leaves(deps)
-  if not leaves:
-    return value
-  flag = sum(jnp.sum(jnp.abs(d)) for d in leaves) < -1
-
-  def add(x):
-    if jnp.issubdtype(x.dtype, jax.dtypes.prng_key):
-      data = jax.random.key_data(x)
-      return jax.random.wrap_key_data(data + flag.astype(data.dtype),
-                                      impl=jax.random.key_impl(x))
-    return x + flag.astype(x.dtype)
-
-  return jax.tree.map(add, value)
 
 
 def _dtypes(task: TaskSpec):

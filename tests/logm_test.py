@@ -41,3 +41,24 @@ def test_complex64_and_errors():
   np.testing.assert_allclose(lu.unitary_from_lambdas(lam), u, atol=2e-5)
   with pytest.raises(ValueError, match="square"):
     lu.log_unitary(jnp.zeros((2, 3), jnp.complex64))
+
+
+def test_after_keeps_values_and_orders_the_two_eighs():
+  from lie_unitary import sequencing
+  u = lu.random_unitary(jax.random.key(3), 4, "haar")
+  key = jax.random.key(0)
+  out_u, out_key = sequencing.after((u, key), jnp.float32(jnp.nan))
+  np.testing.assert_array_equal(out_u, u)
+  np.testing.assert_array_equal(jax.random.key_data(out_key), jax.random.key_data(key))
+  # In log_unitary the second eigh's input depends on the first eigh's output.
+  jaxpr = jax.make_jaxpr(lu.log_unitary)(u)
+  eighs = [i for i, e in enumerate(jaxpr.eqns)
+           if "eigh" in str(e.primitive) or e.params.get("name") == "eigh"]
+  assert len(eighs) == 2
+  first_out = set(map(id, jaxpr.eqns[eighs[0]].outvars))
+  # Walk forward from the first eigh: its outputs must reach the second eigh's inputs.
+  reached = set(first_out)
+  for e in jaxpr.eqns[eighs[0] + 1:eighs[1] + 1]:
+    if any(id(v) in reached for v in e.invars if hasattr(v, "aval")):
+      reached.update(map(id, e.outvars))
+  assert any(id(v) in reached for v in jaxpr.eqns[eighs[1]].invars)
