@@ -29,5 +29,11 @@ from lie_unitary.parametrizations import Parametrization
 from lie_unitary.parametrizations import apply_gradient_mask
 from lie_unitary.parametrizations import get_parametrization
 from lie_unitary.parametrizations import polar_unitary
+from lie_unitary.rnn import GURNNCell
+from lie_unitary.rnn import SequenceModel
+from lie_unitary.rnn import SimpleRNNCell
+from lie_unitary.rnn import URNNCell
+from lie_unitary.tasks import adding_batch
+from lie_unitary.tasks import memory_batch
 
 __version__ = "0.1.0"
