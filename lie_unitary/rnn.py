@@ -135,7 +135,23 @@ def _complex_block(u) -> jax.Array:
   return jnp.block([[a, b], [-b, a]])
 
 
-class GURNNCell(nn.RNNCellBase):
+class _ElementwiseRecurrence:
+  """`step` and `scan` for cells whose recurrence is h = f(h_prev @ transition + projected)."""
+
+  def step(self, carry_BxH, projected_BxH, transition):
+    """h = f(h_prev @ transition + projected): the recurrence proper, (..., H) -> (..., H)."""
+    h = _activation(self.activation)(carry_BxH @ transition + projected_BxH)
+    return h, h
+
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
+    """All steps at once (time-major), with the fast reverse pass of
+    `elementwise_recurrence`: -> (final carry (B, H), outputs (L, B, H))."""
+    hs = elementwise_recurrence(transition, carry_BxH, projected_LxBxH, self.activation,
+                                unroll)
+    return hs[-1], hs
+
+
+class GURNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
   """The general unitary RNN cell: h_t = f(β U h_{t-1} + V x_t + b), U = U(λ).
 
   The state is real of size 2n, [Re h, Im h]; U acts as the complex product (the real
@@ -194,18 +210,6 @@ class GURNNCell(nn.RNNCellBase):
   def project_inputs(self, x_BxD):
     """[V_re x + b_re, V_im x + b_im]: real (..., D) -> (..., 2n); any leading axes."""
     return jnp.concatenate([self.v_re(x_BxD), self.v_im(x_BxD)], -1)
-
-  def step(self, carry_BxH, projected_BxH, transition):
-    """h = f(h_prev @ (β M) + projected): the recurrence proper, (..., 2n) -> (..., 2n)."""
-    h = _activation(self.activation)(carry_BxH @ transition + projected_BxH)
-    return h, h
-
-  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
-    """All steps at once (time-major), with the fast reverse pass of
-    `elementwise_recurrence`: -> (final carry (B, H), outputs (L, B, H))."""
-    hs = elementwise_recurrence(transition, carry_BxH, projected_LxBxH, self.activation,
-                                unroll)
-    return hs[-1], hs
 
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., 2n) real, x (..., D) real -> (new carry, output = new carry).
@@ -318,7 +322,7 @@ class URNNCell(nn.RNNCellBase):
     return 1
 
 
-class SimpleRNNCell(nn.RNNCellBase):
+class SimpleRNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
   """h_t = f(W h_{t-1} + V x_t + b), real: the IRNN and the tanh RNN.
 
   IRNN (Le et al. 2015): f = relu, W = I at init, V ~ N(0, 0.001²)
@@ -363,18 +367,6 @@ class SimpleRNNCell(nn.RNNCellBase):
   def project_inputs(self, x_BxD):
     """V x + b: real (..., D) -> (..., n); any leading axes."""
     return self.v(x_BxD)
-
-  def step(self, carry_BxH, projected_BxH, transition):
-    """h = f(h_prev @ W + projected), (..., n) -> (..., n)."""
-    h = _activation(self.activation)(carry_BxH @ transition + projected_BxH)
-    return h, h
-
-  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
-    """All steps at once (time-major), with the fast reverse pass of
-    `elementwise_recurrence`: -> (final carry (B, H), outputs (L, B, H))."""
-    hs = elementwise_recurrence(transition, carry_BxH, projected_LxBxH, self.activation,
-                                unroll)
-    return hs[-1], hs
 
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., n), x (..., D) real -> (new carry, output = new carry)."""
