@@ -135,6 +135,22 @@ def _complex_block(u) -> jax.Array:
   return jnp.block([[a, b], [-b, a]])
 
 
+class _ComplexPairState:
+  """Carry of [Re h, Im h] (2n reals), U(±sqrt(3/(2n))) at random or zeros (``h0``)."""
+
+  @nn.nowrap
+  def initialize_carry(self, rng, input_shape):
+    """(..., 2n) initial state for inputs of shape (..., D): random or zeros."""
+    shape = tuple(input_shape[:-1]) + (2 * self.features,)
+    if self.h0 == "zeros":
+      return jnp.zeros(shape, self.param_dtype)
+    return _uniform_h0(rng, shape, math.sqrt(3.0 / (2 * self.features)), self.param_dtype)
+
+  @property
+  def num_feature_axes(self) -> int:
+    return 1
+
+
 class _ElementwiseRecurrence:
   """`step` and `scan` for cells whose recurrence is h = f(h_prev @ transition + projected)."""
 
@@ -151,7 +167,7 @@ class _ElementwiseRecurrence:
     return hs[-1], hs
 
 
-class GURNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
+class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   """The general unitary RNN cell: h_t = f(β U h_{t-1} + V x_t + b), U = U(λ).
 
   The state is real of size 2n, [Re h, Im h]; U acts as the complex product (the real
@@ -219,18 +235,6 @@ class GURNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
     """
     return self.step(carry_BxH, self.project_inputs(x_BxD), self.transition())
 
-  @nn.nowrap
-  def initialize_carry(self, rng, input_shape):
-    """(..., 2n) initial state for inputs of shape (..., D): random or zeros."""
-    shape = tuple(input_shape[:-1]) + (2 * self.features,)
-    if self.h0 == "zeros":
-      return jnp.zeros(shape, self.param_dtype)
-    return _uniform_h0(rng, shape, math.sqrt(3.0 / (2 * self.features)), self.param_dtype)
-
-  @property
-  def num_feature_axes(self) -> int:
-    return 1
-
 
 def modrelu(z, bias, eps: float = 1e-5) -> jax.Array:
   """modReLU(z) = relu(|z| + b) z / |z| (Arjovsky et al. 2016), smooth at z = 0.
@@ -247,7 +251,7 @@ def modrelu(z, bias, eps: float = 1e-5) -> jax.Array:
   return z * (nn.relu(norm + bias) / norm).astype(z.dtype)
 
 
-class URNNCell(nn.RNNCellBase):
+class URNNCell(_ComplexPairState, nn.RNNCellBase):
   """Arjovsky et al.'s restricted unitary RNN (ruRNN): h_t = modReLU(U h_{t-1} + V x_t).
 
   U = D3 R2 F⁻¹ D2 Π R1 F D1 (7n reals, applied in O(n log n) by
@@ -308,18 +312,6 @@ class URNNCell(nn.RNNCellBase):
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., 2n) real, x (..., D) real -> (new carry, output = new carry)."""
     return self.step(carry_BxH, self.project_inputs(x_BxD))
-
-  @nn.nowrap
-  def initialize_carry(self, rng, input_shape):
-    """(..., 2n) initial state for inputs of shape (..., D): random or zeros."""
-    shape = tuple(input_shape[:-1]) + (2 * self.features,)
-    if self.h0 == "zeros":
-      return jnp.zeros(shape, self.param_dtype)
-    return _uniform_h0(rng, shape, math.sqrt(3.0 / (2 * self.features)), self.param_dtype)
-
-  @property
-  def num_feature_axes(self) -> int:
-    return 1
 
 
 class SimpleRNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
