@@ -17,6 +17,7 @@ rate). `run_experiment(config, workdir)` runs them through `sweep.run_settings`
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from typing import NamedTuple
@@ -27,6 +28,7 @@ import numpy as np
 
 from lie_unitary import operator_learning as ol
 from lie_unitary import sweep
+from lie_unitary import workers
 
 __all__ = ["KEY_FIELDS", "Setting", "epochs_for", "run_experiment", "settings",
            "validate_config"]
@@ -258,6 +260,12 @@ def _run_validated(config, workdir, devices, printer) -> int:
     with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
       json.dump(json.loads(config.to_json()), f, indent=1, sort_keys=True)
   todo = settings(config)
+  claim = workers.claimer_from_env()
+  if claim is not None:
+    # Worker processes share the settings: longest first (steps × n, baselines last),
+    # so that no long setting starts alone at the end.
+    todo = sorted(todo, key=lambda s: s.num_epochs * s.n, reverse=True)
+    printer = functools.partial(_prefixed, printer, workers.worker_prefix())
   printer(f"{len(todo)} settings × {config.num_replicates} replicates on "
           f"{len(devices) if devices else jax.device_count()} device(s) → {workdir}")
   return sweep.run_settings(
@@ -265,5 +273,9 @@ def _run_validated(config, workdir, devices, printer) -> int:
       run=lambda s: _run_setting(config, s, devices),
       results_path=os.path.join(workdir, "results.jsonl"),
       curves_path=os.path.join(workdir, "curves.jsonl"), key_fields=KEY_FIELDS,
-      printer=printer)
+      claim=claim, printer=printer)
+
+
+def _prefixed(printer, prefix, line):
+  printer(prefix + line)
 

@@ -7,6 +7,7 @@ in progress; rerunning skips every unit whose key is already on disk.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import math
 import os
@@ -38,9 +39,14 @@ def append_records(path: str | os.PathLike, records: Iterable[dict]) -> None:
     return
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "a", encoding="utf-8") as f:
-    f.write(lines)
-    f.flush()
-    os.fsync(f.fileno())
+    # Worker processes (lie_unitary.workers) append to the same file: one at a time.
+    fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+      f.write(lines)
+      f.flush()
+      os.fsync(f.fileno())
+    finally:
+      fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def read_records(path: str | os.PathLike) -> list[dict]:
@@ -83,21 +89,23 @@ def _fmt(seconds: float) -> str:
 class Progress:
   """Prints one line per finished unit: its time, the elapsed total and an ETA.
 
-  The ETA averages over units computed in this process; skipped units cost nothing.
+  The ETA averages over units computed in this process; skipped units cost nothing;
+  with `parallel` worker processes sharing the units it is divided by their number.
   """
 
-  def __init__(self, total: int, printer=print):
+  def __init__(self, total: int, printer=print, parallel: int = 1):
     self.total = total
+    self._parallel = max(1, parallel)
     self.done = 0
     self._print = printer
     self._start = self._unit_start = time.perf_counter()
     self._computed = 0
     self._compute_time = 0.0
 
-  def skip(self, label: str) -> None:
-    """Marks a unit found finished on disk."""
+  def skip(self, label: str, reason: str = "already done") -> None:
+    """Marks a unit found finished on disk (or taken by another worker process)."""
     self.done += 1
-    self._print(f"[{self.done}/{self.total}] {label}: already done, skipped")
+    self._print(f"[{self.done}/{self.total}] {label}: {reason}, skipped")
     self._unit_start = time.perf_counter()
 
   def finish(self, label: str) -> float:
@@ -107,7 +115,7 @@ class Progress:
     self.done += 1
     self._computed += 1
     self._compute_time += unit
-    eta = self._compute_time / self._computed * (self.total - self.done)
+    eta = self._compute_time / self._computed * (self.total - self.done) / self._parallel
     self._print(f"[{self.done}/{self.total}] {label}: {unit:.1f}s "
                 f"(elapsed {_fmt(now - self._start)}, ETA {_fmt(eta)})")
     self._unit_start = now

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lie_unitary import records, rnn, tasks
+from lie_unitary import records, rnn, tasks, workers
 
 __all__ = [
     "MODELS", "HParams", "TrainState", "make_experiment", "make_model", "make_optimizer",
@@ -363,16 +363,37 @@ def train_unit(hp: HParams, workdir: str, printer=print) -> list[dict]:
   return log("final", {"val_loss": val, "test_loss": test})
 
 
+# Relative cost per step and state unit² (matmul widths: LSTM 4 gates, the complex
+# pair 2n) to start the longest units first when worker processes share them.
+_COST = {"lstm": 8, "gurnn": 4, "gurnn_beta": 4, "free": 4, "urnn": 4, "irnn": 1, "tanh": 1}
+
+
+def _cost(hp: HParams) -> float:
+  return hp.num_updates * hp.T * hp.num_seeds * hp.hidden_size ** 2 * _COST[hp.model]
+
+
 def train_and_evaluate(config, workdir: str, printer=print) -> None:
-  """Runs every unit of `config` (see `units`) into `workdir`, skipping finished ones."""
+  """Runs every unit of `config` (see `units`) into `workdir`, skipping finished ones.
+
+  In a worker process of `lie_unitary.workers` (the launcher's ``--num_workers``),
+  takes only the units no other worker has claimed, longest first.
+  """
   os.makedirs(workdir, exist_ok=True)
   all_units = units(config)
-  progress = records.Progress(len(all_units), printer)
+  claim = workers.claimer_from_env()
+  if claim is not None:
+    all_units = sorted(all_units, key=_cost, reverse=True)
+    prefix, base_printer = workers.worker_prefix(), printer
+    printer = lambda line: base_printer(prefix + line)
+  progress = records.Progress(len(all_units), printer, workers.num_workers())
   results = os.path.join(workdir, "results.jsonl")
   for hp in all_units:
     finals = {k for k in records.finished_keys(results, KEY_FIELDS) if k[0] == "final"}
     if all(_key("final", hp, s, hp.num_updates) in finals for s in range(hp.num_seeds)):
       progress.skip(_unit_name(hp))
+      continue
+    if claim is not None and not claim(_unit_name(hp)):
+      progress.skip(_unit_name(hp), "taken by another worker")
       continue
     train_unit(hp, workdir, printer)
     progress.finish(_unit_name(hp))

@@ -10,7 +10,9 @@ always gets the same keys and results whatever the device count.
 `run_settings` is the resumable loop over settings shared by experiments: it skips
 settings whose records are already in the JSONL file, runs the rest, appends their
 records (fsynced) and prints one progress line per setting with its time and ETA.
-A run killed at any moment loses at most the setting in progress.
+A run killed at any moment loses at most the setting in progress. Several worker
+processes can share the settings (`lie_unitary.workers`, the launchers'
+``--num_workers``): each takes the next unclaimed one.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from lie_unitary import records as records_lib
+from lie_unitary import workers
 
 __all__ = ["padded_size", "replicate_sharding", "run_replicates", "run_settings"]
 
@@ -71,7 +74,7 @@ def run_settings(settings: Sequence[Any], *, label: Callable[[Any], str],
                  expected_keys: Callable[[Any], Sequence[tuple]],
                  run: Callable[[Any], tuple[list[dict], list[dict]]],
                  results_path: str, curves_path: str | None, key_fields: Sequence[str],
-                 printer=print) -> int:
+                 claim: Callable[[str], bool] | None = None, printer=print) -> int:
   """The resumable loop over settings.
 
   Args:
@@ -84,17 +87,22 @@ def run_settings(settings: Sequence[Any], *, label: Callable[[Any], str],
     results_path: the JSONL file of results (the resume marker).
     curves_path: JSONL file for the curve records (written before the results), or None.
     key_fields: record fields that identify one result.
+    claim: in a worker process (`lie_unitary.workers`), ``claim(label) -> bool``
+      says whether this worker takes an unfinished setting (False: another has it).
     printer: where progress lines go.
 
   Returns:
     The number of settings computed (not skipped).
   """
   done = records_lib.finished_keys(results_path, key_fields)
-  progress = records_lib.Progress(len(settings), printer)
+  progress = records_lib.Progress(len(settings), printer, workers.num_workers())
   computed = 0
   for setting in settings:
     if all(tuple(k) in done for k in expected_keys(setting)):
       progress.skip(label(setting))
+      continue
+    if claim is not None and not claim(label(setting)):
+      progress.skip(label(setting), "taken by another worker")
       continue
     start = time.perf_counter()
     results, curves = run(setting)

@@ -104,6 +104,30 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
     np.testing.assert_allclose(c["val_loss"], curves_1[c["replicate"]]["val_loss"], rtol=1e-4)
 
 
+def test_two_worker_processes_share_the_settings_and_equal_one_process(smoke_run, tmp_path):
+  workdir, _, _ = smoke_run
+  env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
+  proc = subprocess.run(
+      [sys.executable, "scripts/learn_unitary.py", "--config=configs/learn_unitary.py:smoke",
+       "--config.n_values=(3,)", "--config.approaches=('true','rand','lstsq','lie_algebra')",
+       f"--workdir={tmp_path}", "--num_workers=2"],
+      env=env, cwd=_ROOT, capture_output=True, text=True, timeout=300)
+  assert proc.returncode == 0, proc.stderr[-2000:]
+  # Each setting ran in exactly one worker; both workers started.
+  for w in ("[worker 0/2]", "[worker 1/2]"):
+    assert w in proc.stdout
+  assert proc.stdout.count("taken by another worker") == 2
+  assert not any(name.startswith(".claims-") for name in os.listdir(tmp_path))
+  key = lambda r: (r["approach"], r["replicate"])  # noqa: E731
+  recs = records.read_records(tmp_path / "results.jsonl")
+  assert sorted(key(r) for r in recs) == sorted(
+      (a, r) for a in ("true", "rand", "lstsq", "lie_algebra") for r in range(3))
+  single = {key(r): r for r in records.read_records(os.path.join(workdir, "results.jsonl"))}
+  for r in recs:
+    np.testing.assert_allclose(r["test_loss"], single[key(r)]["test_loss"], rtol=1e-5)
+  assert os.path.exists(tmp_path / "report.md")  # the parent wrote it after the workers
+
+
 @pytest.mark.parametrize("field,value,match", [
     ("approaches", ("lie_algebra", "bogus"), "config.approaches"),
     ("n_values", (0, 3), "config.n_values"),

@@ -140,3 +140,21 @@ def test_report_and_script(smoke_run):
        "--report_only"], capture_output=True, text=True, cwd=root,
       env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu"}, check=True)
   assert "report.md" in out.stdout
+
+
+def test_a_worker_skips_units_claimed_by_another(tmp_path, monkeypatch):
+  # Simulates worker 1 of 2 (lie_unitary.workers) after worker 0 claimed the LSTM.
+  claims = tmp_path / "claims"
+  claims.mkdir()
+  (claims / "adding_T10_lstm_sgd").touch()
+  monkeypatch.setenv("LIE_UNITARY_WORKER", "1/2")
+  monkeypatch.setenv("LIE_UNITARY_CLAIMS_DIR", str(claims))
+  config = rnn_configs.get_config("smoke")
+  config.model, config.num_updates, config.num_seeds = "lstm,tanh", 20, 1
+  lines = []
+  rnn_training.train_and_evaluate(config, str(tmp_path / "w"), printer=lines.append)
+  assert any(l.startswith("[worker 1/2]") and "lstm" in l and "taken by another worker" in l
+             for l in lines), lines
+  recs = records.read_records(tmp_path / "w" / "results.jsonl")
+  assert {r["model"] for r in recs} == {"tanh"}
+  assert (claims / "adding_T10_tanh_sgd").exists()
