@@ -132,6 +132,17 @@ def _uniform_h0(rng, shape, scale, dtype):
   return jax.random.uniform(rng, shape, dtype, -scale, scale)
 
 
+def _halves(init: Initializer) -> Initializer:
+  """Initializer of a (D, 2n) kernel [A | B] with A and B drawn as two (D, n) kernels."""
+
+  def initializer(key, shape, dtype=jnp.float32):
+    k_re, k_im = jax.random.split(key)
+    half = (*shape[:-1], shape[-1] // 2)
+    return jnp.concatenate([init(k_re, half, dtype), init(k_im, half, dtype)], -1)
+
+  return initializer
+
+
 def _complex_block(u) -> jax.Array:
   """M (2n, 2n) real with [a, b] @ M = [Re, Im] of (a + ib) @ uᵀ, i.e. of U h."""
   a, b = jnp.real(u).T, jnp.imag(u).T
@@ -175,8 +186,9 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
 
   The state is real of size 2n, [Re h, Im h]; U acts as the complex product (the real
   block matrix [[Re U, -Im U], [Im U, Re U]]), with no transition bias. The input
-  enters through two real Dense layers V_re, V_im (Glorot-uniform kernels, zero
-  biases), and f acts elementwise on the 2n real vector (SPEC §4, as the original code).
+  enters through V_re, V_im held as one real Dense layer ``v`` with kernel
+  [V_re | V_im] (D, 2n) (each half Glorot-uniform as a (D, n) matrix) and zero bias,
+  and f acts elementwise on the 2n real vector (SPEC §4, as the original code).
 
   Attributes:
     features: n, the number of complex units (state size 2n, n² coefficients λ).
@@ -210,10 +222,10 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       self.w = self.param("w", nn.initializers.orthogonal(), (2 * n, 2 * n), self.param_dtype)
     else:
       self.lam = self.param("lam", self.lambda_init, (n * n,), self.param_dtype)
-    self.v_re = nn.Dense(n, kernel_init=self.kernel_init, param_dtype=self.param_dtype,
-                         name="v_re")
-    self.v_im = nn.Dense(n, kernel_init=self.kernel_init, param_dtype=self.param_dtype,
-                         name="v_im")
+    # V = [V_re | V_im] as ONE (D, 2n) kernel, each half initialised as its own
+    # (D, n) matrix: one matmul gives [Re, Im] with no concatenation of outputs.
+    self.v = nn.Dense(2 * n, kernel_init=_halves(self.kernel_init),
+                      param_dtype=self.param_dtype, name="v")
 
   def unitary(self) -> jax.Array:
     """U(λ), complex (n, n). Only for the constrained cell."""
@@ -228,7 +240,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
 
   def project_inputs(self, x_BxD):
     """[V_re x + b_re, V_im x + b_im]: real (..., D) -> (..., 2n); any leading axes."""
-    return jnp.concatenate([self.v_re(x_BxD), self.v_im(x_BxD)], -1)
+    return self.v(x_BxD)
 
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., 2n) real, x (..., D) real -> (new carry, output = new carry).
@@ -258,8 +270,8 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
   """Arjovsky et al.'s restricted unitary RNN (ruRNN): h_t = modReLU(U h_{t-1} + V x_t).
 
   U = D3 R2 F⁻¹ D2 Π R1 F D1 (7n reals, applied in O(n log n) by
-  `lie_unitary.arjovsky_apply`); V complex (n, D) held as two real Dense kernels
-  without bias; modReLU bias ~ U(±0.01). The complex state is held as real pairs
+  `lie_unitary.arjovsky_apply`); V complex (n, D) held as one real Dense kernel
+  [Re V | Im V] (D, 2n) without bias; modReLU bias ~ U(±0.01). The complex state is held as real pairs
   [Re h, Im h] (..., 2n). Angles ~ U(-π, π), reflections ~ U(±sqrt(6/(2+2n))), Π a
   fixed random permutation drawn from `permutation_seed` (a constant, not a parameter).
 
@@ -286,10 +298,8 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
     self.reflections_re = self.param("reflections_re", uniform(-s, s), (2, n), self.param_dtype)
     self.reflections_im = self.param("reflections_im", uniform(-s, s), (2, n), self.param_dtype)
     self.bias = self.param("bias", uniform(-0.01, 0.01), (n,), self.param_dtype)
-    self.v_re = nn.Dense(n, use_bias=False, kernel_init=self.kernel_init,
-                         param_dtype=self.param_dtype, name="v_re")
-    self.v_im = nn.Dense(n, use_bias=False, kernel_init=self.kernel_init,
-                         param_dtype=self.param_dtype, name="v_im")
+    self.v = nn.Dense(2 * n, use_bias=False, kernel_init=_halves(self.kernel_init),
+                      param_dtype=self.param_dtype, name="v")
 
   def transition(self):
     """Nothing to precompute: U is applied as a product of O(n) factors at each step."""
@@ -297,7 +307,7 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
 
   def project_inputs(self, x_BxD):
     """[Re, Im] of V x: real (..., D) -> (..., 2n); any leading axes."""
-    return jnp.concatenate([self.v_re(x_BxD), self.v_im(x_BxD)], -1)
+    return self.v(x_BxD)
 
   def step(self, carry_BxH, projected_BxH, transition=None):
     """h = modReLU(U h_prev + V x) from the projected input, (..., 2n) -> (..., 2n)."""
@@ -444,7 +454,8 @@ class SequenceModel(nn.Module):
       # Per forward pass, not per step: the transition (the guRNN's U: one eigh) and
       # the input projection of all steps at once; the scan runs only the recurrence.
       transition = self.cell.transition()
-      projected_LxBxH = jnp.swapaxes(self.cell.project_inputs(x_BxLxD), 0, 1)
+      # Time-major before projecting: transposing (B, L, D) is cheaper than (B, L, H).
+      projected_LxBxH = self.cell.project_inputs(jnp.swapaxes(x_BxLxD, 0, 1))
       if hasattr(self.cell, "scan") and carry.ndim == 2:  # h = f(h W + p): hand-written VJP
         carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll)
         return self._readout(y_LxBxH)

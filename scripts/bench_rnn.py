@@ -1,8 +1,9 @@
 r"""Training throughput (examples/s) of every RNN model, as one table (issue 4).
 
-One example = one sequence through forward + backward + optimizer step, all jitted
-as a single training step (the same loss, model and optimizer as training; a fixed
-batch already on the device), timed after warm-up. All rows of a (task, T) are
+One example = one sequence through forward + backward + optimizer step (the same
+loss, model and optimizer as training; a fixed batch already on the device), timed
+after warm-up, `--steps_per_call` steps per jitted call in a `fori_loop` as training
+runs them (so Python's per-call dispatch, ~0.1-0.2 ms, is not counted). All rows of a (task, T) are
 compiled first and then timed round-robin (`--rounds`, together `--min_seconds` per
 row); each row keeps its best round, so bursts of load from other processes hit all
 rows alike rather than distorting one ratio.
@@ -30,6 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
 import configs.rnn as rnn_configs  # noqa: E402
@@ -42,6 +44,8 @@ _BATCH = flags.DEFINE_integer("batch_size", 20, "Sequences per step.")
 _MIN_SECONDS = flags.DEFINE_float("min_seconds", 3.0, "Timing per row, all rounds "
                                    "together (--quick: 1).")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Round-robin timing rounds; the best counts.")
+_STEPS = flags.DEFINE_integer("steps_per_call", 10, "Training steps per jitted call (a "
+                              "fori_loop, as training runs them; 1 = Python dispatch per step).")
 
 # (row label, model, hidden size); -1 = the paper's size for the task.
 ROWS = (("guRNN(30)", "gurnn_beta", 30), ("free(30)", "free", 30), ("LSTM(30)", "lstm", 30),
@@ -49,8 +53,9 @@ ROWS = (("guRNN(30)", "gurnn_beta", 30), ("free(30)", "free", 30), ("LSTM(30)", 
         ("ruRNN(512)", "urnn", 512))
 
 
-def make_timer(task: str, T: int, model: str, hidden_size: int, batch_size: int):
-  """Compiles and warms up one model's jitted training step; returns a function
+def make_timer(task: str, T: int, model: str, hidden_size: int, batch_size: int,
+               steps_per_call: int = 10):
+  """Compiles and warms up one model's jitted training loop; returns a function
   `seconds -> examples/s` that times it for (at least) that long."""
   config = rnn_configs.get_config(task)
   config.hidden_size, config.batch_size, config.num_seeds = hidden_size, batch_size, 1
@@ -61,28 +66,33 @@ def make_timer(task: str, T: int, model: str, hidden_size: int, batch_size: int)
   state = [jax.tree.map(lambda a: a[0], exp.init(key[None]))]
   x, targets = tasks.get_task(task).sample(jax.random.fold_in(key, 1), batch_size, T)
 
-  def step(state, key):
-    loss, grads = jax.value_and_grad(exp.loss_fn)(state.params, x, targets, key)
+  def step(u, carry):
+    state, _ = carry
+    loss, grads = jax.value_and_grad(exp.loss_fn)(state.params, x, targets,
+                                                  jax.random.fold_in(key, u))
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
     return rnn_training.TrainState(optax.apply_updates(state.params, updates), opt_state), loss
 
-  step = jax.jit(step, donate_argnums=0)
+  # `steps_per_call` updates per call inside one jitted loop, as training runs them
+  # (chunks of `val_every` in a `fori_loop`): Python's dispatch is not timed.
+  steps = jax.jit(lambda state, start: jax.lax.fori_loop(
+      start, start + steps_per_call, step, (state, jnp.float32(0))), donate_argnums=0)
   counter = [0]
 
   def run(num):
     for _ in range(num):
-      state[0], loss = step(state[0], jax.random.fold_in(key, counter[0]))
-      counter[0] += 1
+      state[0], loss = steps(state[0], counter[0])
+      counter[0] += steps_per_call
     jax.block_until_ready(loss)
 
-  run(3)  # compile and warm up
+  run(2)  # compile and warm up
 
   def timer(seconds):
-    steps, start = 0, time.perf_counter()
+    calls, start = 0, time.perf_counter()
     while time.perf_counter() - start < seconds:
-      run(5)
-      steps += 5
-    return steps * batch_size / (time.perf_counter() - start)
+      run(1)
+      calls += 1
+    return calls * steps_per_call * batch_size / (time.perf_counter() - start)
 
   return timer
 
@@ -110,7 +120,7 @@ def main(argv):
     for T in Ts:
       # Compile every row first, then time them round-robin and keep each row's best
       # round, so that a burst of load from other processes hits all rows alike.
-      timers = {label: make_timer(task, T, model, size, _BATCH.value)
+      timers = {label: make_timer(task, T, model, size, _BATCH.value, _STEPS.value)
                 for label, model, size in ROWS}
       rate = {label: 0.0 for label in timers}
       for _ in range(_ROUNDS.value):

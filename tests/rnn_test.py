@@ -104,8 +104,9 @@ def test_gurnn_step_is_the_complex_recurrence():
   u = lu.unitary_from_lambdas(p["lam"])
   hc = h[:, :n] + 1j * h[:, n:]
   uh = beta * hc @ u.T
-  pre_re = jnp.real(uh) + x @ p["v_re"]["kernel"] + p["v_re"]["bias"]
-  pre_im = jnp.imag(uh) + x @ p["v_im"]["kernel"] + p["v_im"]["bias"]
+  v, b = p["v"]["kernel"], p["v"]["bias"]
+  pre_re = jnp.real(uh) + x @ v[:, :n] + b[:n]
+  pre_im = jnp.imag(uh) + x @ v[:, n:] + b[n:]
   np.testing.assert_allclose(new, jnp.tanh(jnp.concatenate([pre_re, pre_im], -1)), atol=1e-5)
   np.testing.assert_array_equal(new, out)
   # β = 1: the transition is orthogonal (a unitary matrix as a real block matrix).
@@ -123,7 +124,7 @@ def test_urnn_step_is_modrelu_of_the_composition():
   p = params["params"]
   perm = np.random.RandomState(3).permutation(n)
   u = lu.arjovsky_unitary(p["angles"], p["reflections_re"], p["reflections_im"], perm)
-  z = (h[:, :n] + 1j * h[:, n:]) @ u.T + x @ (p["v_re"]["kernel"] + 1j * p["v_im"]["kernel"])
+  z = (h[:, :n] + 1j * h[:, n:]) @ u.T + x @ (p["v"]["kernel"][:, :n] + 1j * p["v"]["kernel"][:, n:])
   ref = rnn.modrelu(z, p["bias"])
   np.testing.assert_allclose(new, jnp.concatenate([jnp.real(ref), jnp.imag(ref)], -1),
                              atol=1e-5)
@@ -224,3 +225,17 @@ def test_sequence_model_gradient_matches_nn_scan_path():
   ref = jax.jit(jax.grad(ref_loss))
   for a, b in zip(jax.tree.leaves(ours(params)), jax.tree.leaves(ref(params))):
     np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
+
+
+def test_input_kernel_halves_are_glorot_for_d_by_n():
+  # V = [V_re | V_im] (D, 2n): each half drawn as a Glorot-uniform (D, n) matrix.
+  n, D = 50, 3
+  cell = rnn.GURNNCell(n)
+  params = cell.init(jax.random.key(0), jnp.zeros((1, 2 * n)), jnp.zeros((1, D)))
+  v = params["params"]["v"]["kernel"]
+  assert v.shape == (D, 2 * n)
+  bound = np.sqrt(6 / (D + n))
+  for half in (v[:, :n], v[:, n:]):
+    assert np.abs(half).max() <= bound
+    assert np.abs(half).max() > np.sqrt(6 / (D + 2 * n))  # not the (D, 2n) Glorot scale
+  assert not np.allclose(v[:, :n], v[:, n:])
