@@ -112,3 +112,25 @@ def test_gradient_mask_of_wrong_size_raises():
     lu.apply_gradient_mask(grads, {"lam": jnp.ones(9)})
   with pytest.raises(ValueError, match="structure"):
     lu.apply_gradient_mask(grads, {"mu": jnp.ones(16)})
+
+
+@pytest.mark.parametrize("det,expected", [(1.0, 0.0), (-1.0, 4.0)])
+def test_projection_orthogonal_stays_in_its_component_of_o_n(x64, det, expected):
+  # Gradient steps on ‖W - U‖²_F (the population loss E‖(W - U)x‖² for x ~ N(0, I)),
+  # each followed by the polar projection, never change det W. For an SO(n) target U
+  # the best W with det = -1 reflects one direction of U: ‖W - U‖²_F = 2² = 4.
+  n = 5
+  p = lu.get_parametrization("projection_orthogonal")
+  target = lu.orthogonal_from_lambdas(jax.random.normal(jax.random.key(0), (n * (n - 1) // 2,),
+                                                        jnp.float64))
+  params, constants = p.init(jax.random.key(1), n, jnp.float64)
+  w = lu.polar_unitary(params["matrix"])
+  if np.sign(np.linalg.det(w)) != det:
+    w = w.at[0].multiply(-1.0)
+  params = {"matrix": w}
+  loss = lambda prm: jnp.sum((p.to_unitary(prm, constants) - target) ** 2)
+  for _ in range(400):
+    g = jax.grad(loss)(params)
+    params = p.post_update(jax.tree.map(lambda a, b: a - 0.05 * b, params, g), constants)
+  np.testing.assert_allclose(np.linalg.det(params["matrix"]), det, atol=1e-10)
+  np.testing.assert_allclose(loss(params), expected, atol=1e-6)
