@@ -15,7 +15,10 @@ Wall times: 2 shared CPU cores, 1 JAX CPU device, other jobs running (docs/repro
   lie_algebra and arjovsky land in the band of the paper's Tables 1-2 at every n.
   Measured with --config.num_replicates=9: 21 min; 18 replicates: about twice.
   One epoch per n, 18 replicates (the speed target): add
-  ``--config.num_epochs='((0,1),)'`` (time in docs/reproduction.md).
+  ``--config.num_epochs='((0,1),)' --num_workers=2``: 9m14s on 2 CPU cores (one
+  process: ≈ 18 min of CPU).
+  On a CPU add ``--num_workers=2`` (or the core count) to any variant: worker
+  processes share its settings (README, "Using every core of a CPU for a sweep").
 - table1_rmsprop: the same with RMSProp (decay 0.9), one epoch per n. Measured
   with --config.n_values='(6,20)' --config.num_replicates=6: 2m51s; the full
   variant is as long as table1 at one epoch.
@@ -30,7 +33,7 @@ Wall times: 2 shared CPU cores, 1 JAX CPU device, other jobs running (docs/repro
   per-step costs at about 1-2 h on 2 cores.
 - orthogonal: real SO(n) targets (haar, lie) with real x and noise, so(n)
   coefficients vs projection onto O(n), n ∈ {6, 20, 64}, RMSProp, 6 replicates,
-  one epoch. Not yet run here; estimated 15-30 min.
+  one epoch. Measured: 8m43s with one process (docs/reproduction.md).
 - smoke: a tiny table1 (n ∈ {3, 4}, 2,000 pairs, 3 replicates): about a minute,
   nearly all compilation; the
   tests use it.
