@@ -262,9 +262,10 @@ def _run_validated(config, workdir, devices, printer) -> int:
   todo = settings(config)
   claim = workers.claimer_from_env()
   if claim is not None:
-    # Worker processes share the settings: longest first (steps × n, baselines last),
-    # so that no long setting starts alone at the end.
-    todo = sorted(todo, key=lambda s: s.num_epochs * s.n, reverse=True)
+    # Worker processes share the settings: longest first (epochs × n; the baselines
+    # regenerate the training set once, about half an epoch), so that no long setting
+    # starts alone at the end.
+    todo = sorted(todo, key=lambda s: (s.num_epochs or 0.5) * s.n, reverse=True)
     printer = functools.partial(_prefixed, printer, workers.worker_prefix())
   printer(f"{len(todo)} settings × {config.num_replicates} replicates on "
           f"{len(devices) if devices else jax.device_count()} device(s) → {workdir}")
