@@ -17,7 +17,6 @@ rate). `run_experiment(config, workdir)` runs them through `sweep.run_settings`
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from typing import NamedTuple
@@ -266,7 +265,8 @@ def _run_validated(config, workdir, devices, printer) -> int:
     # regenerate the training set once, about half an epoch), so that no long setting
     # starts alone at the end.
     todo = sorted(todo, key=lambda s: (s.num_epochs or 0.5) * s.n, reverse=True)
-    printer = functools.partial(_prefixed, printer, workers.worker_prefix())
+    prefix, base_printer = workers.worker_prefix(), printer
+    printer = lambda line: base_printer(prefix + line)
   printer(f"{len(todo)} settings × {config.num_replicates} replicates on "
           f"{len(devices) if devices else jax.device_count()} device(s) → {workdir}")
   return sweep.run_settings(
@@ -275,8 +275,4 @@ def _run_validated(config, workdir, devices, printer) -> int:
       results_path=os.path.join(workdir, "results.jsonl"),
       curves_path=os.path.join(workdir, "curves.jsonl"), key_fields=KEY_FIELDS,
       claim=claim, printer=printer)
-
-
-def _prefixed(printer, prefix, line):
-  printer(prefix + line)
 
