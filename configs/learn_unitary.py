@@ -19,9 +19,9 @@ Wall times: 2 shared CPU cores, 1 JAX CPU device, other jobs running (docs/repro
   process: ≈ 18 min of CPU).
   On a CPU add ``--num_workers=2`` (or the core count) to any variant: worker
   processes share its settings (README, "Using every core of a CPU for a sweep").
-- table1_rmsprop: the same with RMSProp (decay 0.9), one epoch per n. Measured
-  with --config.n_values='(6,20)' --config.num_replicates=6: 2m51s; the full
-  variant is as long as table1 at one epoch.
+- table1_rmsprop: the same with RMSProp (decay 0.9), one epoch per n; as long as
+  table1 at one epoch (9-10 min with --num_workers=2). Measured with
+  --config.num_replicates=6 (results in docs/reproduction.md).
 - table2: arjovsky vs lie_restricted vs lie_algebra at n ∈ {8, 14, 20}, SGD, the
   same epochs as table1. Run it with table1's --workdir: arjovsky and lie_algebra
   are then reused and only lie_restricted trains (9 replicates: about 10 min).
