@@ -29,7 +29,8 @@ import sys
 import tempfile
 from typing import Callable, Sequence
 
-__all__ = ["claimer_from_env", "is_worker", "num_workers", "run_workers", "worker_prefix"]
+__all__ = ["claimer_from_env", "is_worker", "num_workers", "run_sweep", "run_workers",
+           "worker_prefix"]
 
 _ENV_WORKER = "LIE_UNITARY_WORKER"  # "i/N" in a worker process
 _ENV_CLAIMS = "LIE_UNITARY_CLAIMS_DIR"  # the launch's claim directory
@@ -108,3 +109,25 @@ def run_workers(num_workers: int, workdir: str, argv: Sequence[str] | None = Non
   if failed:
     raise RuntimeError(f"{', '.join(failed)} failed; finished units are recorded, rerun "
                        "the same command to resume.")
+
+
+def run_sweep(num_workers: int, workdir: str, check: Callable[[], object],
+              sweep: Callable[[], object]) -> bool:
+  """A launcher's sweep: in this process (N = 1, or in a worker) or as N workers.
+
+  Args:
+    num_workers: the launcher's ``--num_workers``.
+    workdir: the run's folder.
+    check: validates the config; called before spawning, so a bad config fails once
+      here rather than in every worker.
+    sweep: runs (or resumes) the sweep in this process.
+
+  Returns:
+    Whether this process should write the report (False in a worker: its parent does).
+  """
+  if num_workers > 1 and not is_worker():
+    check()
+    run_workers(num_workers, workdir)
+  else:
+    sweep()
+  return not is_worker()

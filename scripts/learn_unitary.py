@@ -51,13 +51,11 @@ def main(argv):
   if not _REPORT_ONLY.value:
     if _CONFIG.value is None:
       raise app.UsageError("--config is required unless --report_only.")
-    if _NUM_WORKERS.value > 1 and not workers.is_worker():
-      operator_sweep.validate_config(_CONFIG.value)  # fail here, not in every worker
-      workers.run_workers(_NUM_WORKERS.value, _WORKDIR.value)
-    else:
-      operator_sweep.run_experiment(_CONFIG.value, _WORKDIR.value)
-  if workers.is_worker():
-    return  # the parent writes the report once every worker is done
+    if not workers.run_sweep(
+        _NUM_WORKERS.value, _WORKDIR.value,
+        check=lambda: operator_sweep.validate_config(_CONFIG.value),
+        sweep=lambda: operator_sweep.run_experiment(_CONFIG.value, _WORKDIR.value)):
+      return  # a worker: the parent writes the report once every worker is done
   if jax.process_index() == 0:
     for path in report.write_report(_WORKDIR.value):
       print(f"wrote {path}")

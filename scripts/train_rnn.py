@@ -39,13 +39,10 @@ def main(argv):
   if not _REPORT_ONLY.value:
     if _CONFIG.value is None:
       raise app.UsageError("--config is required unless --report_only.")
-    if _NUM_WORKERS.value > 1 and not workers.is_worker():
-      rnn_training.units(_CONFIG.value)  # a bad model or T fails here, not in every worker
-      workers.run_workers(_NUM_WORKERS.value, _WORKDIR.value)
-    else:
-      rnn_training.train_and_evaluate(_CONFIG.value, _WORKDIR.value)
-  if workers.is_worker():
-    return  # the parent writes the report once every worker is done
+    if not workers.run_sweep(
+        _NUM_WORKERS.value, _WORKDIR.value, check=lambda: rnn_training.units(_CONFIG.value),
+        sweep=lambda: rnn_training.train_and_evaluate(_CONFIG.value, _WORKDIR.value)):
+      return  # a worker: the parent writes the report once every worker is done
   for path in rnn_report.write_report(_WORKDIR.value):
     print(f"wrote {path}")
 
