@@ -47,12 +47,16 @@ def get_config(variant: str = "adding") -> ml_collections.ConfigDict:
   c.hidden_size = -1
   # β in front of U: -1 = the paper's (gurnn 1; gurnn_beta and free 1.4 adding / 1.05 memory).
   c.beta = -1.0
-  # guRNN nonlinearity: '' = the paper's (relu adding, tanh memory), or relu / tanh.
+  # guRNN nonlinearity: '' = the paper's (relu adding, tanh memory), or relu / tanh /
+  # modrelu (per complex unit, beyond the paper: the copy task at long T).
   c.activation = ""
   # guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), redrawn each update) or 'zeros'.
   c.h0 = "random"
   # Standard deviation of the guRNN's λ at init (N(0, std²) as the paper: 1); 0 = λ = 0, U = I.
   c.lambda_init_std = 1.0
+  # guRNN λ init: 'normal' (N(0, lambda_init_std²), the paper) or 'phases' (U = diag(e^{iθ}),
+  # θ ~ U(-π, π): Henaff et al.'s init for the copy task).
+  c.lambda_init = "normal"
   # Updates (batches) per seed; 50,000 = 10 epochs of 100,000 sequences as the paper.
   c.num_updates = 50_000
   # Independent seeds per unit, trained as one vmapped program.
@@ -65,6 +69,9 @@ def get_config(variant: str = "adding") -> ml_collections.ConfigDict:
   # the original code; on memory T = 100 it reached 0.0045 where 'rmsprop' plateaued
   # near 0.025, see docs/rnn.md) or 'rmsprop' (the same RMSProp as the rest).
   c.lambda_optimizer = "sgd"
+  # Learning rate of λ: -1 = the same as learning_rate (later unitary-RNN work uses a
+  # smaller one for the recurrent matrix, e.g. expRNN on copy: 2e-4 and 2e-5).
+  c.lambda_learning_rate = -1.0
   # Gradient clipping by value: -1 = the paper's ([-1, 1] for lstm/irnn/tanh, none
   # for the unitary models and free), 0 = off.
   c.clip_value = -1.0

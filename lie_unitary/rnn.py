@@ -30,8 +30,8 @@ import numpy as np
 from lie_unitary import composition, expm
 
 __all__ = [
-    "GURNNCell", "SimpleRNNCell", "SequenceModel", "URNNCell", "elementwise_recurrence",
-    "modrelu",
+    "GURNNCell", "SimpleRNNCell", "SequenceModel", "URNNCell", "diagonal_phases_init",
+    "elementwise_recurrence", "modrelu",
 ]
 
 Initializer = Callable[..., jax.Array]
@@ -143,6 +143,37 @@ def _halves(init: Initializer) -> Initializer:
   return initializer
 
 
+def diagonal_phases_init(minval: float = -math.pi, maxval: float = math.pi) -> Initializer:
+  """Initializer of λ (n²,) giving U = diag(e^{iθ}), θ ~ U(minval, maxval) (Henaff et al.).
+
+  The n diagonal coefficients (the first n in `lie_unitary.basis` order) are the
+  phases θ; all others are 0. A unitary analogue of the block-rotation init that
+  later orthogonal-RNN work (Henaff et al. 2016, expRNN) uses on the copy task:
+  every complex unit starts as an independent, norm-preserving rotation.
+
+  Returns:
+    An initializer `(key, shape, dtype) -> λ`; raises ValueError if `shape` is not
+    (n²,) for an integer n.
+  """
+
+  def initializer(key, shape, dtype=jnp.float32):
+    n = math.isqrt(shape[-1]) if len(shape) == 1 else -1
+    if n < 1 or n * n != shape[-1]:
+      raise ValueError(f"λ must have shape (n²,); got {shape}.")
+    theta = jax.random.uniform(key, (n,), dtype, minval, maxval)
+    return jnp.concatenate([theta, jnp.zeros((n * n - n,), dtype)])
+
+  return initializer
+
+
+def _modrelu_pairs(pre_BxH, bias_n, eps: float = 1e-5):
+  """modReLU on a complex vector held as real pairs [Re z, Im z] (..., 2n)."""
+  n = bias_n.shape[-1]
+  norm = jnp.sqrt(pre_BxH[..., :n] ** 2 + pre_BxH[..., n:] ** 2 + eps)
+  scale = nn.relu(norm + bias_n) / norm
+  return pre_BxH * jnp.concatenate([scale, scale], axis=-1)
+
+
 def _complex_block(u) -> jax.Array:
   """M (2n, 2n) real with [a, b] @ M = [Re, Im] of (a + ib) @ uᵀ, i.e. of U h."""
   a, b = jnp.real(u).T, jnp.imag(u).T
@@ -189,11 +220,16 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   enters through V_re, V_im held as one real Dense layer ``v`` with kernel
   [V_re | V_im] (D, 2n) (each half Glorot-uniform as a (D, n) matrix) and zero bias,
   and f acts elementwise on the 2n real vector (SPEC §4, as the original code).
+  Beyond the paper, f = 'modrelu' acts on each complex unit (Arjovsky et al.'s
+  modReLU, with a bias ``modrelu_bias`` (n,) ~ U(±0.01)): it keeps the phase and,
+  where |z| + b > 0, nearly the modulus, so a unitary U can carry a state over
+  thousands of steps (the copy task at T = 1000).
 
   Attributes:
     features: n, the number of complex units (state size 2n, n² coefficients λ).
     beta: the scale β of U (1 for guRNN₁; 1.4 adding / 1.05 memory for guRNN_β).
-    activation: 'relu', 'tanh' or 'identity'.
+    activation: 'relu', 'tanh', 'identity' (elementwise on the 2n reals) or
+      'modrelu' (per complex unit; its scan uses autodiff, ~1.3x slower).
     h0: 'random' (U(±sqrt(3/(2n))) per sequence, from the key given to
       `initialize_carry`: pass a fresh key per forward pass) or 'zeros'.
     unconstrained: replace U by a free real 2n×2n matrix (orthogonal init): the same
@@ -216,8 +252,13 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       raise ValueError(f"features must be ≥ 1; got {self.features}.")
     if self.h0 not in ("random", "zeros"):
       raise ValueError(f"h0 must be 'random' or 'zeros'; got {self.h0!r}.")
-    _activation(self.activation)
     n = self.features
+    if self.activation == "modrelu":
+      self.modrelu_bias = self.param(
+          "modrelu_bias", lambda k, shape, dtype: jax.random.uniform(k, shape, dtype, -0.01, 0.01),
+          (n,), self.param_dtype)
+    else:
+      _activation(self.activation)
     if self.unconstrained:
       self.w = self.param("w", nn.initializers.orthogonal(), (2 * n, 2 * n), self.param_dtype)
     else:
@@ -241,6 +282,26 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   def project_inputs(self, x_BxD):
     """[V_re x + b_re, V_im x + b_im]: real (..., D) -> (..., 2n); any leading axes."""
     return self.v(x_BxD)
+
+  def step(self, carry_BxH, projected_BxH, transition):
+    """h = f(h_prev @ transition + projected), f elementwise or modReLU per unit."""
+    if self.activation != "modrelu":
+      return super().step(carry_BxH, projected_BxH, transition)
+    h = _modrelu_pairs(carry_BxH @ transition + projected_BxH, self.modrelu_bias)
+    return h, h
+
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
+    """All steps (time-major) -> (final carry (B, H), outputs (L, B, H)); modReLU
+    through `lax.scan` and autodiff, the others through `elementwise_recurrence`."""
+    if self.activation != "modrelu":
+      return super().scan(carry_BxH, projected_LxBxH, transition, unroll)
+    bias = self.modrelu_bias  # read outside the loop: the body is a pure function
+
+    def body(h, p):
+      h = _modrelu_pairs(h @ transition + p, bias)
+      return h, h
+
+    return jax.lax.scan(body, carry_BxH, projected_LxBxH, unroll=unroll)
 
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., 2n) real, x (..., D) real -> (new carry, output = new carry).
@@ -456,7 +517,7 @@ class SequenceModel(nn.Module):
       transition = self.cell.transition()
       # Time-major before projecting: transposing (B, L, D) is cheaper than (B, L, H).
       projected_LxBxH = self.cell.project_inputs(jnp.swapaxes(x_BxLxD, 0, 1))
-      if hasattr(self.cell, "scan") and carry.ndim == 2:  # h = f(h W + p): hand-written VJP
+      if hasattr(self.cell, "scan") and carry.ndim == 2:  # the cell's own all-steps loop
         carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll)
         return self._readout(y_LxBxH)
       scan = nn.scan(_step_body, variable_broadcast="params", split_rngs={"params": False},

@@ -74,6 +74,8 @@ class HParams:
   eval_seed: int
   unroll: int = 1
   lambda_init_std: float = 1.0
+  lambda_init: str = "normal"
+  lambda_learning_rate: float = -1.0
 
 
 def resolve_hparams(config, model: str, T: int) -> HParams:
@@ -94,6 +96,8 @@ def resolve_hparams(config, model: str, T: int) -> HParams:
   if config.lambda_optimizer not in ("rmsprop", "sgd"):
     raise ValueError(f"lambda_optimizer must be 'rmsprop' or 'sgd'; got "
                      f"{config.lambda_optimizer!r}.")
+  if config.lambda_init not in ("normal", "phases"):
+    raise ValueError(f"lambda_init must be 'normal' or 'phases'; got {config.lambda_init!r}.")
   auto = lambda value, default: default if value < 0 else value
   size = _URNN_SIZE[task] if model == "urnn" else 30
   beta = _BETA[task] if model in ("gurnn_beta", "free") else 1.0
@@ -105,6 +109,8 @@ def resolve_hparams(config, model: str, T: int) -> HParams:
       task=task, model=model, T=int(T), hidden_size=int(auto(config.hidden_size, size)),
       beta=float(auto(config.beta, beta)), activation=activation, h0=config.h0,
       learning_rate=float(auto(config.learning_rate, lr)),
+      lambda_learning_rate=float(auto(config.lambda_learning_rate,
+                                      auto(config.learning_rate, lr))),
       lambda_optimizer=config.lambda_optimizer,
       clip_value=float(auto(config.clip_value, clip)), rmsprop_decay=config.rmsprop_decay,
       rmsprop_eps=config.rmsprop_eps, rmsprop_initial_scale=config.rmsprop_initial_scale,
@@ -112,7 +118,8 @@ def resolve_hparams(config, model: str, T: int) -> HParams:
       num_updates=config.num_updates, val_every=config.val_every, val_size=config.val_size,
       eval_size=config.eval_size, eval_batch_size=config.eval_batch_size,
       num_seeds=config.num_seeds, seed=config.seed, eval_seed=config.eval_seed,
-      unroll=config.unroll, lambda_init_std=config.lambda_init_std)
+      unroll=config.unroll, lambda_init_std=config.lambda_init_std,
+      lambda_init=config.lambda_init)
 
 
 def make_model(hp: HParams) -> rnn.SequenceModel:
@@ -120,8 +127,12 @@ def make_model(hp: HParams) -> rnn.SequenceModel:
   task = tasks.get_task(hp.task)
   n = hp.hidden_size
   if hp.model in ("gurnn", "gurnn_beta", "free"):
-    lambda_init = (nn.initializers.normal(stddev=hp.lambda_init_std) if hp.lambda_init_std > 0
-                   else nn.initializers.zeros)
+    if hp.lambda_init == "phases":
+      lambda_init = rnn.diagonal_phases_init()
+    elif hp.lambda_init_std > 0:
+      lambda_init = nn.initializers.normal(stddev=hp.lambda_init_std)
+    else:
+      lambda_init = nn.initializers.zeros
     cell = rnn.GURNNCell(n, beta=hp.beta, activation=hp.activation, h0=hp.h0,
                          unconstrained=hp.model == "free", lambda_init=lambda_init)
   elif hp.model == "urnn":
@@ -142,18 +153,21 @@ def _is_lambda(path) -> bool:
 
 
 def make_optimizer(hp: HParams) -> optax.GradientTransformation:
-  """RMSProp (no momentum) on everything, optionally clipped by value first; with
-  `lambda_optimizer='sgd'` the guRNN's λ gets plain SGD at the same learning rate
-  (as the original code), unclipped."""
-  rest = optax.rmsprop(hp.learning_rate, decay=hp.rmsprop_decay, eps=hp.rmsprop_eps,
-                       initial_scale=hp.rmsprop_initial_scale)
+  """RMSProp (no momentum) on everything, optionally clipped by value first. The
+  guRNN's λ, unclipped, gets `lambda_optimizer` at `lambda_learning_rate`: plain SGD
+  (as the original code) or its own RMSProp; with RMSProp at the shared learning rate
+  it is simply part of the rest."""
+  rmsprop = lambda lr: optax.rmsprop(lr, decay=hp.rmsprop_decay, eps=hp.rmsprop_eps,
+                                     initial_scale=hp.rmsprop_initial_scale)
+  rest = rmsprop(hp.learning_rate)
   if hp.clip_value > 0:
     rest = optax.chain(optax.clip(hp.clip_value), rest)
-  if hp.lambda_optimizer == "rmsprop":
+  if hp.lambda_optimizer == "rmsprop" and hp.lambda_learning_rate == hp.learning_rate:
     return rest
+  lam = (optax.sgd if hp.lambda_optimizer == "sgd" else rmsprop)(hp.lambda_learning_rate)
   labels = lambda params: jax.tree_util.tree_map_with_path(
       lambda path, _: "lambda" if _is_lambda(path) else "rest", params)
-  return optax.multi_transform({"rest": rest, "lambda": optax.sgd(hp.learning_rate)}, labels)
+  return optax.multi_transform({"rest": rest, "lambda": lam}, labels)
 
 
 class TrainState(NamedTuple):
@@ -300,6 +314,7 @@ def units(config) -> list[HParams]:
 def _hparam_fields(hp: HParams) -> dict:
   return {"hidden_size": hp.hidden_size, "beta": hp.beta, "activation": hp.activation,
           "learning_rate": hp.learning_rate, "clip_value": hp.clip_value,
+          "lambda_learning_rate": hp.lambda_learning_rate, "lambda_init": hp.lambda_init,
           "batch_size": hp.batch_size}
 
 

@@ -239,3 +239,54 @@ def test_input_kernel_halves_are_glorot_for_d_by_n():
     assert np.abs(half).max() <= bound
     assert np.abs(half).max() > np.sqrt(6 / (D + 2 * n))  # not the (D, 2n) Glorot scale
   assert not np.allclose(v[:, :n], v[:, n:])
+
+
+def test_gurnn_modrelu_step_is_modrelu_of_the_complex_recurrence():
+  n, D = 5, 3
+  cell = rnn.GURNNCell(n, activation="modrelu")
+  h = jax.random.normal(jax.random.key(0), (4, 2 * n))
+  x = jax.random.normal(jax.random.key(1), (4, D))
+  params = cell.init(jax.random.key(2), h, x)
+  new, _ = cell.apply(params, h, x)
+  p = params["params"]
+  assert np.all(np.abs(p["modrelu_bias"]) <= 0.01)
+  u = lu.unitary_from_lambdas(p["lam"])
+  v, b = p["v"]["kernel"], p["v"]["bias"]
+  z = ((h[:, :n] + 1j * h[:, n:]) @ u.T + x @ (v[:, :n] + 1j * v[:, n:])
+       + (b[:n] + 1j * b[n:]))
+  ref = rnn.modrelu(z, p["modrelu_bias"])
+  np.testing.assert_allclose(new, jnp.concatenate([jnp.real(ref), jnp.imag(ref)], -1),
+                             atol=1e-5)
+
+
+def test_gurnn_modrelu_sequence_model_matches_nn_rnn_with_gradients():
+  # SequenceModel scans modReLU with lax.scan (one eigh); nn.RNN calls the cell per step.
+  x, y = tasks.adding_batch(jax.random.key(0), 3, 8)
+  cell = rnn.GURNNCell(4, activation="modrelu", h0="zeros")
+  model = rnn.SequenceModel(cell, 1)
+  params = model.init(jax.random.key(1), x)
+  carry = cell.initialize_carry(None, x[:, 0].shape)
+
+  def ref_loss(p):
+    hs = nn.RNN(cell).apply({"params": {"cell": p["params"]["cell"]}}, x, initial_carry=carry)
+    out = nn.Dense(1).apply({"params": p["params"]["readout"]}, hs[:, -1])
+    return tasks.adding_loss(out[:, 0], y)
+
+  loss = lambda p: tasks.adding_loss(model.apply(p, x)[:, 0], y)
+  np.testing.assert_allclose(loss(params), ref_loss(params), rtol=1e-5)
+  ours, ref = jax.jit(jax.grad(loss))(params), jax.jit(jax.grad(ref_loss))(params)
+  for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(ref)):
+    np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
+  closed = jax.make_jaxpr(jax.grad(loss))(params)
+  assert _executed_eigh_count(closed.jaxpr) == 1
+
+
+def test_diagonal_phases_init_gives_a_diagonal_unitary():
+  n = 6
+  lam = rnn.diagonal_phases_init()(jax.random.key(0), (n * n,))
+  theta = lam[:n]
+  assert np.all(np.abs(theta) <= np.pi) and np.ptp(theta) > 1.0
+  np.testing.assert_allclose(lu.unitary_from_lambdas(lam), np.diag(np.exp(1j * theta)),
+                             atol=1e-5)
+  with pytest.raises(ValueError, match="n²"):
+    rnn.diagonal_phases_init()(jax.random.key(0), (7,))

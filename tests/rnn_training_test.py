@@ -115,6 +115,15 @@ def test_lambda_optimizer(lambda_optimizer):
   np.testing.assert_allclose(updates["cell"]["v"], ref["cell"]["v"])
   expected = -1e-3 * 0.5 if lambda_optimizer == "sgd" else ref["cell"]["lam"]
   np.testing.assert_allclose(updates["cell"]["lam"], expected, rtol=1e-6)
+  # Its own learning rate: λ's step scales with it, the rest's does not.
+  config.lambda_learning_rate = 1e-5
+  opt = rnn_training.make_optimizer(rnn_training.resolve_hparams(config, "gurnn", 100))
+  updates, _ = opt.update(grads, opt.init(params), params)
+  np.testing.assert_allclose(updates["cell"]["v"], ref["cell"]["v"])
+  np.testing.assert_allclose(updates["cell"]["lam"], np.asarray(expected) / 100, rtol=1e-5)
+  config.lambda_init = "uniform"
+  with pytest.raises(ValueError, match="lambda_init"):
+    rnn_training.resolve_hparams(config, "gurnn", 100)
 
 
 def test_clipping_by_value_for_lstm():
