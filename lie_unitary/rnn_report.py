@@ -42,11 +42,13 @@ def _float(v):
 
 def summarize(recs: list[dict]) -> dict:
   """Groups records: {(task, T): {(model, lambda_optimizer): {'curves': {seed: (u, v)},
-  'final': [records]}}}."""
+  'final': [records], 'batch_sizes': set}}}."""
   out = collections.defaultdict(lambda: collections.defaultdict(
-      lambda: {"curves": collections.defaultdict(dict), "final": {}}))
+      lambda: {"curves": collections.defaultdict(dict), "final": {}, "batch_sizes": set()}))
   for r in recs:
     unit = out[(r["task"], r["T"])][(r["model"], r["lambda_optimizer"])]
+    if "batch_size" in r:
+      unit["batch_sizes"].add(r["batch_size"])
     if r["kind"] == "val":
       unit["curves"][r["seed"]][r["update"]] = _float(r["val_loss"])
     elif r["kind"] == "final":
@@ -102,7 +104,9 @@ def _figure(path, task, T, units):
   ax.set_yscale("log")
   # Keep divergent runs (the IRNN on memory reaches 1e15) from flattening the others.
   ax.set_ylim(top=min(ax.get_ylim()[1], 20 * tasks.get_task(task).baseline(T)))
-  ax.set_xlabel("updates (batches of 20)")
+  batch_sizes = set().union(*(unit.get("batch_sizes", set()) for unit in units.values()))
+  ax.set_xlabel(f"updates (batches of {batch_sizes.pop()})" if len(batch_sizes) == 1
+                else "updates")
   ax.set_ylabel("validation " + ("MSE" if task == "adding" else "cross-entropy"))
   ax.set_title(f"{task} problem, T = {T}")
   ax.legend(fontsize=8)
