@@ -72,6 +72,9 @@ def get_config(variant: str = "adding") -> ml_collections.ConfigDict:
   # Learning rate of λ: -1 = the same as learning_rate (later unitary-RNN work uses a
   # smaller one for the recurrent matrix, e.g. expRNN on copy: 2e-4 and 2e-5).
   c.lambda_learning_rate = -1.0
+  # Updates (comma-separated) at which every learning rate is multiplied by lr_drop_factor.
+  c.lr_drops = ""
+  c.lr_drop_factor = 0.1
   # Gradient clipping by value: -1 = the paper's ([-1, 1] for lstm/irnn/tanh, none
   # for the unitary models and free), 0 = off.
   c.clip_value = -1.0

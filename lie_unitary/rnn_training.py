@@ -76,6 +76,8 @@ class HParams:
   lambda_init_std: float = 1.0
   lambda_init: str = "normal"
   lambda_learning_rate: float = -1.0
+  lr_drops: tuple[int, ...] = ()
+  lr_drop_factor: float = 0.1
 
 
 def resolve_hparams(config, model: str, T: int) -> HParams:
@@ -119,7 +121,8 @@ def resolve_hparams(config, model: str, T: int) -> HParams:
       eval_size=config.eval_size, eval_batch_size=config.eval_batch_size,
       num_seeds=config.num_seeds, seed=config.seed, eval_seed=config.eval_seed,
       unroll=config.unroll, lambda_init_std=config.lambda_init_std,
-      lambda_init=config.lambda_init)
+      lambda_init=config.lambda_init, lr_drops=tuple(_parse_list(config.lr_drops, int)),
+      lr_drop_factor=float(config.lr_drop_factor))
 
 
 def make_model(hp: HParams) -> rnn.SequenceModel:
@@ -235,6 +238,11 @@ def _make_experiment(hp: HParams) -> Experiment:
       loss, grads = jax.value_and_grad(loss_fn)(state.params, x, targets,
                                                 jax.random.fold_in(carry_key, u))
       updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+      if hp.lr_drops:
+        # Every optimizer here ends in "× learning rate", so scaling the updates is
+        # scaling the learning rate; the optimizer state (and checkpoints) are unchanged.
+        scale = hp.lr_drop_factor ** sum((u >= d).astype(jnp.float32) for d in hp.lr_drops)
+        updates = jax.tree.map(lambda x: x * scale.astype(x.dtype), updates)
       return TrainState(optax.apply_updates(state.params, updates), opt_state), loss_sum + loss
 
     state, loss_sum = jax.lax.fori_loop(start, start + num, step, (state, jnp.float32(0)))
@@ -315,6 +323,7 @@ def _hparam_fields(hp: HParams) -> dict:
   return {"hidden_size": hp.hidden_size, "beta": hp.beta, "activation": hp.activation,
           "learning_rate": hp.learning_rate, "clip_value": hp.clip_value,
           "lambda_learning_rate": hp.lambda_learning_rate, "lambda_init": hp.lambda_init,
+          "lr_drops": list(hp.lr_drops), "lr_drop_factor": hp.lr_drop_factor,
           "batch_size": hp.batch_size}
 
 

@@ -126,6 +126,22 @@ def test_lambda_optimizer(lambda_optimizer):
     rnn_training.resolve_hparams(config, "gurnn", 100)
 
 
+def test_lr_drops_scale_every_update_after_them():
+  # Factor 0 from update 1 on: three updates leave the parameters where one left them.
+  config = rnn_configs.get_config("smoke")
+  hp = rnn_training.resolve_hparams(config, "gurnn", 10)
+  config.lr_drops, config.lr_drop_factor = "1", 0.0
+  dropped = rnn_training.resolve_hparams(config, "gurnn", 10)
+  assert dropped.lr_drops == (1,)
+  keys = rnn_training._seed_keys(hp)
+  run = lambda h, num: rnn_training.make_experiment(h).train_chunk(
+      rnn_training.make_experiment(h).init(keys), keys, 0, num)[0].params
+  one, three, three_dropped = run(hp, 1), run(hp, 3), run(dropped, 3)
+  for a, b, c in zip(*map(jax.tree.leaves, (one, three_dropped, three))):
+    np.testing.assert_array_equal(a, b)
+  assert not np.allclose(jax.tree.leaves(one)[0], jax.tree.leaves(three)[0])
+
+
 def test_clipping_by_value_for_lstm():
   hp = rnn_training.resolve_hparams(rnn_configs.get_config("adding"), "lstm", 100)
   opt = rnn_training.make_optimizer(hp)
