@@ -46,6 +46,20 @@ def test_smoke_loss_finite_and_decreasing(smoke_run, model):
     assert final[0]["T"] == 10 and final[0]["task"] == "adding"
 
 
+def test_smoke_copy_long_setting(tmp_path):
+  # The copy_long recipe (modReLU, diagonal phases, its own λ learning rate) at smoke size.
+  long = rnn_configs.get_config("copy_long")
+  config = rnn_configs.get_config("smoke")
+  for field in ("activation", "lambda_init", "lambda_optimizer", "lambda_learning_rate", "h0"):
+    config[field] = long[field]
+  config.model, config.num_seeds = "gurnn", 1
+  rnn_training.train_and_evaluate(config, str(tmp_path), printer=lambda *_: None)
+  recs = records.read_records(os.path.join(tmp_path, "results.jsonl"))
+  val = {r["update"]: r["val_loss"] for r in recs if r["kind"] == "val"}
+  assert recs[-1]["activation"] == "modrelu" and recs[-1]["lambda_init"] == "phases"
+  assert all(np.isfinite(v) for v in val.values()) and val[60] < val[0], val
+
+
 def test_seeds_differ(smoke_run):
   _, _, recs = smoke_run
   finals = [r["val_loss"] for r in recs if r["kind"] == "final" and r["model"] == "gurnn"]
