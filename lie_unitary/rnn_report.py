@@ -29,11 +29,25 @@ _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm
            "irnn": "IRNN", "tanh": "tanh RNN", "free": "free 2n×2n RNN"}
 
 
-def _label(model, lambda_optimizer):
+def _setting_notes(record) -> tuple[str, ...]:
+  """What a guRNN record changed from the paper's cell: modReLU, the λ init."""
+  notes = []
+  if record.get("activation") == "modrelu":
+    notes.append("modReLU")
+  if record.get("lambda_init") == "phases":
+    notes.append("phases init")
+  elif record.get("lambda_init_std") == 0:
+    notes.append("U = I init")
+  return tuple(notes)
+
+
+def _label(model, lambda_optimizer, notes=()):
   name = _LABELS.get(model, model)
+  if not model.startswith("gurnn"):
+    return name
   # The configs' default is the original code's plain SGD on λ; mark the alternative.
-  return name + (" (λ: RMSProp)" if lambda_optimizer == "rmsprop" and model.startswith("gurnn")
-                 else "")
+  notes = list(notes) + (["λ: RMSProp"] if lambda_optimizer == "rmsprop" else [])
+  return name + (f" ({', '.join(notes)})" if notes else "")
 
 
 def _float(v):
@@ -42,13 +56,15 @@ def _float(v):
 
 def summarize(recs: list[dict]) -> dict:
   """Groups records: {(task, T): {(model, lambda_optimizer): {'curves': {seed: (u, v)},
-  'final': [records], 'batch_sizes': set}}}."""
+  'final': [records], 'batch_sizes': set, 'notes': the setting's label notes}}}."""
   out = collections.defaultdict(lambda: collections.defaultdict(
-      lambda: {"curves": collections.defaultdict(dict), "final": {}, "batch_sizes": set()}))
+      lambda: {"curves": collections.defaultdict(dict), "final": {}, "batch_sizes": set(),
+               "notes": ()}))
   for r in recs:
     unit = out[(r["task"], r["T"])][(r["model"], r["lambda_optimizer"])]
     if "batch_size" in r:
       unit["batch_sizes"].add(r["batch_size"])
+    unit["notes"] = _setting_notes(r)
     if r["kind"] == "val":
       unit["curves"][r["seed"]][r["update"]] = _float(r["val_loss"])
     elif r["kind"] == "final":
@@ -80,7 +96,7 @@ def _table(task, T, units) -> list[str]:
       secs = None
     original = ORIGINAL_FINAL_VAL.get((task, model)) if T == 100 else None
     status = "" if finals else " (unfinished, subsample)"
-    lines.append(f"| {_label(model, lopt)}{status} | {len(unit['curves'])} | "
+    lines.append(f"| {_label(model, lopt, unit['notes'])}{status} | {len(unit['curves'])} | "
                  + " | ".join(_fmt(c) for c in cells)
                  + f" | {_fmt(original)} | {upd} | {'—' if secs is None else f'{secs:.0f}'} |")
   return lines + [""]
@@ -99,7 +115,7 @@ def _figure(path, task, T, units):
     common = sorted(set.intersection(*(set(u for u, _ in c) for c in curves))) if curves else []
     if common:
       med = [np.median([dict(c)[u] for c in curves]) for u in common]
-      ax.plot(common, med, color=color, lw=1.5, label=_label(model, lopt))
+      ax.plot(common, med, color=color, lw=1.5, label=_label(model, lopt, unit["notes"]))
   ax.axhline(tasks.get_task(task).baseline(T), color="k", ls=":", lw=1, label="random baseline")
   ax.set_yscale("log")
   # Keep divergent runs (the IRNN on memory reaches 1e15) from flattening the others.

@@ -323,6 +323,7 @@ def _hparam_fields(hp: HParams) -> dict:
   return {"hidden_size": hp.hidden_size, "beta": hp.beta, "activation": hp.activation,
           "learning_rate": hp.learning_rate, "clip_value": hp.clip_value,
           "lambda_learning_rate": hp.lambda_learning_rate, "lambda_init": hp.lambda_init,
+          "lambda_init_std": hp.lambda_init_std,
           "lr_drops": list(hp.lr_drops), "lr_drop_factor": hp.lr_drop_factor,
           "batch_size": hp.batch_size}
 

@@ -58,6 +58,10 @@ def test_smoke_copy_long_setting(tmp_path):
   val = {r["update"]: r["val_loss"] for r in recs if r["kind"] == "val"}
   assert recs[-1]["activation"] == "modrelu" and recs[-1]["lambda_init"] == "phases"
   assert all(np.isfinite(v) for v in val.values()) and val[60] < val[0], val
+  # The report names the setting, not just the model.
+  rnn_report.write_report(str(tmp_path))
+  report = open(os.path.join(tmp_path, "report.md")).read()
+  assert "guRNN₁ (modReLU, phases init, λ: RMSProp)" in report, report
 
 
 def test_seeds_differ(smoke_run):
