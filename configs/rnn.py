@@ -21,10 +21,11 @@ vmapped program, and a rerun skips finished units and resumes unfinished ones.
 - copy_long: memory task at T = 1000 and 2000 (beyond the paper; baselines 0.0204 and
   0.0103): guRNN₁ n = 64, modReLU, diagonal-phases λ init, batch 128, h0 = 0, RMSProp
   lr 2e-4 (λ 2e-5). Measured (1 seed, 2 shared cores): T = 1000 val 3.8e-5 after 1,800
-  updates (18 min); T = 2000 val 5.5e-5 after 2,500 updates (51 min).
+  updates (18 min; seed 1: 5.8e-5); T = 2000 val 5.5e-5 after 2,500 updates (51 min).
 - adding_long: adding task at T = 750 and 1000 (beyond the paper; target MSE ≤ 1e-3):
   guRNN₁ from U = I, relu, λ in RMSProp, lr ÷10 at 45k and 65k of 80,000 updates.
-  Measured (1 seed): val MSE 3.1e-4 (T = 750, 17 min) and 3.7e-4 (T = 1000, 28 min).
+  Measured: val MSE 3.1e-4 (T = 750, 17 min) and 3.7e-4 / 8.1e-4 (T = 1000,
+  seeds 0 / 1, 20-28 min each).
 - smoke: a few seconds per model on the adding task at T = 10 (tests use it).
 
 On a CPU, `--num_workers=2` (or the core count) trains the units in parallel
