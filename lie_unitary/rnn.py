@@ -166,7 +166,10 @@ def diagonal_phases_init(minval: float = -math.pi, maxval: float = math.pi) -> I
   return initializer
 
 
-def _modrelu_pairs(pre_BxH, bias_n, eps: float = 1e-5):
+_MODRELU_EPS = 1e-5  # under the square root of |z|²: finite gradients at z = 0
+
+
+def _modrelu_pairs(pre_BxH, bias_n, eps: float = _MODRELU_EPS):
   """modReLU on a complex vector held as real pairs [Re z, Im z] (..., 2n)."""
   n = bias_n.shape[-1]
   norm = jnp.sqrt(pre_BxH[..., :n] ** 2 + pre_BxH[..., n:] ** 2 + eps)
@@ -200,7 +203,7 @@ def _modrelu_recurrence_bwd(unroll, res, ct_hs):
   n = bias.shape[-1]
   h_prev = jnp.concatenate([h0[None], hs[:-1]], axis=0)
   pre = h_prev @ transition + projected  # (L, B, 2n): one batched matmul, off the loop
-  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + 1e-5)
+  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + _MODRELU_EPS)
   active = (r + bias > 0).astype(pre.dtype)
   s = nn.relu(r + bias) / r
   coef = (active - s) / (r * r)
@@ -359,7 +362,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     return self.step(carry_BxH, self.project_inputs(x_BxD), self.transition())
 
 
-def modrelu(z, bias, eps: float = 1e-5) -> jax.Array:
+def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
   """modReLU(z) = relu(|z| + b) z / |z| (Arjovsky et al. 2016), smooth at z = 0.
 
   Args:

@@ -10,7 +10,9 @@ Times, in one run and round-robin (best of `--rounds`), the training step of:
                 (no U = W e^{-iθ} Wᴴ, no spectral VJP): the floor of ANY cell that
                 needs one eigh per update, whatever the rest costs.
 
-Only 'guRNN' trains the model; the other two are stand-ins for timing. Prints µs per
+  guRNN, modReLU the guRNN with modReLU per complex unit (the copy_long cell).
+
+Only the two guRNN rows train the model; the other two are stand-ins for timing. Prints µs per
 update and each row's examples/s ratio to 'free'.
 
   flock /tmp/lie_unitary_bench.lock env OPENBLAS_NUM_THREADS=1 \
@@ -64,17 +66,20 @@ def _unitary_replaced_by(fn):
     rnn_training._make_experiment.cache_clear()
 
 
-ROWS = (("free", "free", None), ("guRNN", "gurnn_beta", None),
-        ("no eigh", "gurnn_beta", _no_eigh), ("eigh only", "gurnn_beta", _eigh_only))
+# (label, model, stand-in for U, activation ('' = the paper's for the task)).
+ROWS = (("free", "free", None, ""), ("guRNN", "gurnn_beta", None, ""),
+        ("no eigh", "gurnn_beta", _no_eigh, ""), ("eigh only", "gurnn_beta", _eigh_only, ""),
+        ("guRNN, modReLU", "gurnn_beta", None, "modrelu"))
 
 
 def main(argv):
   del argv
   task, T, batch = FLAGS.tasks[0], int(FLAGS.T[0]), FLAGS.batch_size
   timers = {}
-  for label, model, patch in ROWS:
+  for label, model, patch, activation in ROWS:
     with _unitary_replaced_by(patch):
-      timers[label] = bench_rnn.make_timer(task, T, model, 30, batch, FLAGS.steps_per_call)
+      timers[label] = bench_rnn.make_timer(task, T, model, 30, batch, FLAGS.steps_per_call,
+                                           activation)
   rate = {label: 0.0 for label in timers}
   for _ in range(FLAGS.rounds):
     for label, timer in timers.items():

@@ -54,11 +54,12 @@ ROWS = (("guRNN(30)", "gurnn_beta", 30), ("free(30)", "free", 30), ("LSTM(30)", 
 
 
 def make_timer(task: str, T: int, model: str, hidden_size: int, batch_size: int,
-               steps_per_call: int = 10):
+               steps_per_call: int = 10, activation: str = ""):
   """Compiles and warms up one model's jitted training loop; returns a function
   `seconds -> examples/s` that times it for (at least) that long."""
   config = rnn_configs.get_config(task)
   config.hidden_size, config.batch_size, config.num_seeds = hidden_size, batch_size, 1
+  config.activation = activation  # '' = the paper's for the task
   hp = rnn_training.resolve_hparams(config, model, T)
   exp = rnn_training.make_experiment(hp)
   optimizer = rnn_training.make_optimizer(hp)
