@@ -20,8 +20,8 @@ from lie_unitary.expm import unitary_from_lambdas
 from lie_unitary.generators import GENERATORS
 from lie_unitary.generators import random_arjovsky_params
 from lie_unitary.generators import random_unitary
-from lie_unitary.layers import OrthogonalLinear
-from lie_unitary.layers import UnitaryLinear
+from lie_unitary.nn.linear import OrthogonalLinear
+from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.logm import lambdas_from_unitary
 from lie_unitary.logm import log_unitary
 from lie_unitary.parametrizations import PARAMETRIZATIONS
@@ -29,11 +29,11 @@ from lie_unitary.parametrizations import Parametrization
 from lie_unitary.parametrizations import apply_gradient_mask
 from lie_unitary.parametrizations import get_parametrization
 from lie_unitary.parametrizations import polar_unitary
-from lie_unitary.rnn import GURNNCell
-from lie_unitary.rnn import SequenceModel
-from lie_unitary.rnn import SimpleRNNCell
-from lie_unitary.rnn import URNNCell
-from lie_unitary.tasks import adding_batch
-from lie_unitary.tasks import memory_batch
+from lie_unitary.nn.rnn import GURNNCell
+from lie_unitary.nn.rnn import SequenceModel
+from lie_unitary.nn.rnn import SimpleRNNCell
+from lie_unitary.nn.rnn import URNNCell
+from lie_unitary.experiments.rnn.tasks import adding_batch
+from lie_unitary.experiments.rnn.tasks import memory_batch
 
 __version__ = "0.1.0"

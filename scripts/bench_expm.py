@@ -31,7 +31,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import lie_unitary as lu  # noqa: E402
-from lie_unitary import benchmark  # noqa: E402
+from lie_unitary.experiments import benchmark  # noqa: E402
 from lie_unitary import paper_rule  # noqa: E402
 
 _N = flags.DEFINE_list("n_values", ["8", "20", "32", "64", "128", "256"], "Matrix sizes n.")

@@ -26,7 +26,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import sys  # noqa: E402
 import time  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # configs/
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
@@ -34,8 +33,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
-import configs.rnn as rnn_configs  # noqa: E402
-from lie_unitary import rnn_training, tasks  # noqa: E402
+from lie_unitary.experiments.rnn import config as rnn_configs  # noqa: E402
+from lie_unitary.experiments.rnn import tasks  # noqa: E402
+from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "T = 100 only and shorter timings.")
 _TASKS = flags.DEFINE_list("tasks", ["adding", "memory"], "Tasks to time.")

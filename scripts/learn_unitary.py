@@ -1,13 +1,13 @@
 r"""Learns unitary operators y = Ux + ε and writes the report (paper §3, Tables 1-2).
 
-  python scripts/learn_unitary.py --config=configs/learn_unitary.py:table1 \
+  python scripts/learn_unitary.py --config=lie_unitary/experiments/operators/config.py:table1 \
       --workdir=runs/table1
   python scripts/learn_unitary.py --workdir=runs/table1 --report_only
 
 Results go to WORKDIR/results.jsonl (one record per n, approach, generator,
 replicate) and WORKDIR/curves.jsonl as the run goes; rerunning with the same workdir
 skips finished settings. At the end WORKDIR/report.md, figure2.png (and
-basis_change.png for the appendix-B variant) are written. See configs/learn_unitary.py
+basis_change.png for the appendix-B variant) are written. See lie_unitary/experiments/operators/config.py
 for the variants and docs/reproduction.md for commands, runtimes and results.
 
 OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS, whose thread
@@ -24,7 +24,7 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "configs/learn_unitary.py:VARIANT",
+_CONFIG = config_flags.DEFINE_config_file("config", None, "lie_unitary/experiments/operators/config.py:VARIANT",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of results.jsonl, curves.jsonl, "
                                "report.md and the figures.")
@@ -40,7 +40,9 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   import jax  # pylint: disable=import-outside-toplevel
-  from lie_unitary import operator_sweep, report, workers  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments import workers  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.operators import experiment as operator_sweep  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.operators import report  # pylint: disable=import-outside-toplevel
   if os.environ.get("LIE_UNITARY_DISTRIBUTED") == "1":
     # Auto-detected on SLURM, Open MPI, TPU pods; otherwise set JAX_COORDINATOR_ADDRESS
     # and these two (docs/reproduction.md, "Multi-host use").

@@ -1,11 +1,11 @@
 r"""Trains RNNs on the adding / memory problems and writes the report (paper §4, Figure 3).
 
-  python scripts/train_rnn.py --config=configs/rnn.py:memory --workdir=runs/memory
+  python scripts/train_rnn.py --config=lie_unitary/experiments/rnn/config.py:memory --workdir=runs/memory
   python scripts/train_rnn.py --workdir=runs/memory --report_only
 
 Results go to WORKDIR/results.jsonl as the run goes (rerun to resume); at the end
 WORKDIR/report.md and one Figure-3-style PNG per (task, T) are written. See
-configs/rnn.py for the variants and docs/rnn.md for commands, runtimes and results.
+lie_unitary/experiments/rnn/config.py for the variants and docs/rnn.md for commands, runtimes and results.
 
 OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS, whose thread
 pool fights XLA's on few cores (SPEC §5).
@@ -19,9 +19,11 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 from ml_collections import config_flags  # noqa: E402
 
-from lie_unitary import rnn_report, rnn_training, workers  # noqa: E402
+from lie_unitary.experiments import workers  # noqa: E402
+from lie_unitary.experiments.rnn import report as rnn_report  # noqa: E402
+from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
 
-_CONFIG = config_flags.DEFINE_config_file("config", None, "configs/rnn.py:VARIANT",
+_CONFIG = config_flags.DEFINE_config_file("config", None, "lie_unitary/experiments/rnn/config.py:VARIANT",
                                           lock_config=True)
 _WORKDIR = flags.DEFINE_string("workdir", None, "Directory of results.jsonl, checkpoints, "
                                "report.md and the figures.")

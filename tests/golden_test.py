@@ -17,7 +17,7 @@ import sys
 import numpy as np
 import pytest
 
-from lie_unitary import records
+from lie_unitary.experiments import records
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
@@ -28,7 +28,7 @@ _RTOL = 1e-6
 
 
 def _operator_config(kind):
-  from configs import learn_unitary as cfg_lib  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.operators import config as cfg_lib  # pylint: disable=import-outside-toplevel
   c = cfg_lib.get_config("smoke")
   c.n_values = (3,)
   c.num_replicates = 2
@@ -53,7 +53,7 @@ def _operator_config(kind):
 
 def operator_metrics(kind, workdir):
   """{(approach, replicate): (val loss after 1 step, after 50, test loss)}."""
-  from lie_unitary import operator_sweep  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.operators import experiment as operator_sweep  # pylint: disable=import-outside-toplevel
   operator_sweep.run_experiment(_operator_config(kind), workdir, printer=lambda *_: None)
   out = {}
   for c in records.read_records(os.path.join(workdir, "curves.jsonl")):
@@ -64,7 +64,7 @@ def operator_metrics(kind, workdir):
 
 
 def _rnn_config(kind):
-  from configs import rnn as rnn_configs  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.rnn import config as rnn_configs  # pylint: disable=import-outside-toplevel
   c = rnn_configs.get_config("smoke")
   c.num_updates, c.val_every = 50, 1
   if kind == "models":
@@ -84,7 +84,7 @@ def _rnn_config(kind):
 
 def rnn_metrics(kind, workdir):
   """{(model, seed): (train loss of step 1, val loss after 1 step, after 50, test loss)}."""
-  from lie_unitary import rnn_training  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.rnn import training as rnn_training  # pylint: disable=import-outside-toplevel
   rnn_training.train_and_evaluate(_rnn_config(kind), workdir, printer=lambda *_: None)
   recs = records.read_records(os.path.join(workdir, "results.jsonl"))
   out = {}

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from lie_unitary import records
+from lie_unitary.experiments import records
 
 
 def test_append_read_and_resume_keys(tmp_path):

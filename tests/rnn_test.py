@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 import lie_unitary as lu
-from lie_unitary import rnn, tasks
+from lie_unitary.experiments.rnn import tasks
+from lie_unitary.nn import rnn
 
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")

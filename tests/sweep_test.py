@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lie_unitary import records, sweep
+from lie_unitary.experiments import records, sweep
 
 
 def test_padded_size():

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lie_unitary import tasks
+from lie_unitary.experiments.rnn import tasks
 
 
 @pytest.mark.parametrize("T", [2, 7, 100])

@@ -4,14 +4,14 @@ import os
 
 import pytest
 
-from lie_unitary import workers
+from lie_unitary.experiments import workers
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # A worker: claims what it can of six units, writes them and the worker count to
 # OUT/w{i}.txt; worker 1 exits with the code given.
 _PROBE = """
 import os, sys
-from lie_unitary import workers
+from lie_unitary.experiments import workers
 i = workers.worker_prefix().split()[1].split('/')[0]
 claim = workers.claimer_from_env()
 taken = ''.join(u for u in 'abcdef' if claim(u))

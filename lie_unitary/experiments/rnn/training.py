@@ -31,7 +31,9 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lie_unitary import records, rnn, tasks, workers
+from lie_unitary.experiments import records, workers
+from lie_unitary.experiments.rnn import tasks
+from lie_unitary.nn import rnn
 
 __all__ = [
     "MODELS", "HParams", "TrainState", "make_experiment", "make_model", "make_optimizer",

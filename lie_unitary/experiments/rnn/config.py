@@ -1,19 +1,19 @@
 """RNNs on the adding and memory problems (paper §4, Figure 3; SPEC §4).
 
-Variants (`--config=configs/rnn.py:VARIANT`), any field overridable, e.g.
+Variants (`--config=lie_unitary/experiments/rnn/config.py:VARIANT`), any field overridable, e.g.
 `--config.model=lstm --config.num_seeds=1`. `model` and `T` are comma-separated
 lists: every (model, T) pair is one unit, all `num_seeds` seeds of a unit train as one
 vmapped program, and a rerun skips finished units and resumes unfinished ones.
 
 - adding: T = 100, guRNN_β (β = 1.4, relu), 3 seeds, 50,000 updates of batch 20.
     OPENBLAS_NUM_THREADS=1 python scripts/train_rnn.py \
-        --config=configs/rnn.py:adding --workdir=runs/adding
+        --config=lie_unitary/experiments/rnn/config.py:adding --workdir=runs/adding
   ~7 min on 2 shared CPU cores; measured: median final val MSE 0.0047 (best 0.0028);
   target ≤ 0.01 (the original run: 0.0100).
   Figure 3 (left): --config.model=gurnn,lstm,irnn,tanh --config.num_seeds=1 into the same
   workdir (1-5 min per model; add urnn for the ruRNN, n = 512: ~1.5 h).
 - memory: T = 100, guRNN_β (β = 1.05, tanh), 3 seeds, 50,000 updates.
-    ... --config=configs/rnn.py:memory --workdir=runs/memory
+    ... --config=lie_unitary/experiments/rnn/config.py:memory --workdir=runs/memory
   ~7 min; measured: median final val cross-entropy 0.0045 (best 0.0039; the original
   run: 0.0058); with --config.lambda_optimizer=rmsprop it plateaus near 0.025.
   Figure 3 (right): the same --config.model list (urnn: n = 128, ~25 min). LSTM and tanh

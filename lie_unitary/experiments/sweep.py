@@ -25,8 +25,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lie_unitary import records as records_lib
-from lie_unitary import workers
+from lie_unitary.experiments import records as records_lib
+from lie_unitary.experiments import workers
 
 __all__ = ["padded_size", "replicate_sharding", "run_replicates", "run_settings"]
 

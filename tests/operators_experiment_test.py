@@ -1,6 +1,6 @@
 """End to end: the smoke config through the launcher's library entry point.
 
-Runs `configs/learn_unitary.py:smoke` (narrowed to n = 3) once per module: records
+Runs `lie_unitary/experiments/operators/config.py:smoke` (narrowed to n = 3) once per module: records
 are written, the report is rendered, a rerun skips everything, the same run sharded
 over 4 forced host devices (a subprocess: XLA_FLAGS must be set before jax starts)
 gives the same results, and bad configs fail before any compute, naming the field.
@@ -14,8 +14,10 @@ import sys
 import numpy as np
 import pytest
 
-from configs import learn_unitary as cfg_lib
-from lie_unitary import operator_sweep, records, report
+from lie_unitary.experiments.operators import config as cfg_lib
+from lie_unitary.experiments import records
+from lie_unitary.experiments.operators import experiment as operator_sweep
+from lie_unitary.experiments.operators import report
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -81,8 +83,8 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
   script = (
       "import jax, sys\n"
       "assert jax.device_count() == 4, jax.devices()\n"
-      "from configs import learn_unitary as c\n"
-      "from lie_unitary import operator_sweep\n"
+      "from lie_unitary.experiments.operators import config as c\n"
+      "from lie_unitary.experiments.operators import experiment as operator_sweep\n"
       "cfg = c.get_config('smoke'); cfg.n_values = (3,)\n"
       "cfg.approaches = ('true', 'lie_algebra')\n"
       "operator_sweep.run_experiment(cfg, sys.argv[1])\n")
@@ -108,7 +110,7 @@ def test_two_worker_processes_share_the_settings_and_equal_one_process(smoke_run
   workdir, _, _ = smoke_run
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
   proc = subprocess.run(
-      [sys.executable, "scripts/learn_unitary.py", "--config=configs/learn_unitary.py:smoke",
+      [sys.executable, "scripts/learn_unitary.py", "--config=lie_unitary/experiments/operators/config.py:smoke",
        "--config.n_values=(3,)", "--config.approaches=('true','rand','lstsq','lie_algebra')",
        f"--workdir={tmp_path}", "--num_workers=2"],
       env=env, cwd=_ROOT, capture_output=True, text=True, timeout=300)
@@ -150,7 +152,7 @@ def test_bad_config_values_fail_before_compute(field, value, match, tmp_path):
 def test_unknown_config_key_fails_in_the_launcher_naming_it(tmp_path):
   env = dict(os.environ, PYTHONPATH=_ROOT)
   proc = subprocess.run(
-      [sys.executable, "scripts/learn_unitary.py", "--config=configs/learn_unitary.py:smoke",
+      [sys.executable, "scripts/learn_unitary.py", "--config=lie_unitary/experiments/operators/config.py:smoke",
        "--config.no_such_field=1", f"--workdir={tmp_path}"],
       env=env, cwd=_ROOT, capture_output=True, text=True, timeout=120)
   assert proc.returncode != 0 and "no_such_field" in proc.stderr

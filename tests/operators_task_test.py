@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import lie_unitary as lu
-from lie_unitary import operator_learning as ol
+from lie_unitary.experiments.operators import task as ol
 
 _SMALL = dict(num_train=2_000, num_val=500, num_test=500, val_subsample=200)
 

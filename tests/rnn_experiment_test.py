@@ -10,8 +10,10 @@ import numpy as np
 import optax
 import pytest
 
-from configs import rnn as rnn_configs
-from lie_unitary import records, rnn_report, rnn_training
+from lie_unitary.experiments.rnn import config as rnn_configs
+from lie_unitary.experiments import records
+from lie_unitary.experiments.rnn import report as rnn_report
+from lie_unitary.experiments.rnn import training as rnn_training
 
 ALL_MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
 

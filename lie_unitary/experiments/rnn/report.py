@@ -14,7 +14,8 @@ import os
 
 import numpy as np
 
-from lie_unitary import records, tasks
+from lie_unitary.experiments import records
+from lie_unitary.experiments.rnn import tasks
 
 __all__ = ["ORIGINAL_FINAL_VAL", "summarize", "write_report"]
 

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-from lie_unitary import records as records_lib
+from lie_unitary.experiments import records as records_lib
 
 __all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "bootstrap_ci", "bootstrap_mean_se",
            "load_results", "write_report"]

@@ -25,9 +25,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lie_unitary import operator_learning as ol
-from lie_unitary import sweep
-from lie_unitary import workers
+from lie_unitary.experiments.operators import task as ol
+from lie_unitary.experiments import sweep
+from lie_unitary.experiments import workers
 
 __all__ = ["KEY_FIELDS", "Setting", "epochs_for", "run_experiment", "settings",
            "validate_config"]
@@ -236,7 +236,7 @@ def run_experiment(config, workdir: str, devices=None, printer=print) -> int:
   """Validates the config, then runs (or resumes) every setting into `workdir`.
 
   Args:
-    config: a `configs/learn_unitary.py` ConfigDict.
+    config: a `lie_unitary/experiments/operators/config.py` ConfigDict.
     workdir: output folder (created).
     devices: devices to shard replicates over; default all (`jax.devices()`).
     printer: progress lines.

@@ -1,6 +1,6 @@
 """Learning unitary operators y = Ux + ε (paper §3, Tables 1-2, Figure 2, appendix B).
 
-Variants (``--config=configs/learn_unitary.py:VARIANT``); any field can be narrowed
+Variants (``--config=lie_unitary/experiments/operators/config.py:VARIANT``); any field can be narrowed
 from the command line, e.g. ``--config.n_values=(6,) --config.num_replicates=3``.
 Runs write WORKDIR/results.jsonl and WORKDIR/curves.jsonl, resume where they stopped,
 and end by rendering WORKDIR/report.md (``--report_only`` re-renders it).
@@ -9,7 +9,7 @@ Wall times: 2 shared CPU cores, 1 JAX CPU device, other jobs running (docs/repro
 - table1: Table 1 as the paper ran it: SGD lr 1e-3, batches of 20, 18 replicates
   (generators lie/qr/composition cycled), n ∈ {3, 6, 8, 14, 20}, projection,
   arjovsky, lie_algebra, plus true, rand and the least-squares fit.
-    python scripts/learn_unitary.py --config=configs/learn_unitary.py:table1 \
+    python scripts/learn_unitary.py --config=lie_unitary/experiments/operators/config.py:table1 \
         --workdir=runs/table1
   Epochs per n: `num_epochs` below, 1/1/3/3/4 at n = 3/6/8/14/20: with them
   lie_algebra and arjovsky land in the band of the paper's Tables 1-2 at every n.

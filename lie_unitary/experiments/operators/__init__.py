@@ -1,0 +1,1 @@
+"""Learning a unitary operator from noisy pairs (paper §3)."""

@@ -1,0 +1,1 @@
+"""Unitary RNNs on the adding and memory problems (paper §4)."""
