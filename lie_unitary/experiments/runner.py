@@ -41,7 +41,7 @@ from lie_unitary.experiments import checkpoints, interrupts, provenance, records
 from lie_unitary.experiments.units import Unit
 
 __all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "get_family",
-           "train_and_evaluate"]
+           "holds_results", "run_units", "train_and_evaluate"]
 
 FAMILIES = {"operators": "lie_unitary.experiments.operators.experiment",
             "rnn": "lie_unitary.experiments.rnn.experiment"}
@@ -309,3 +309,8 @@ def _run_workers(family_name, config, workdir, count, units, printer, stop, tens
   return RunSummary(computed=computed, skipped=len(units) - computed,
                     interrupted=stop.requested() or computed < len(units))
 
+
+
+def holds_results(workdir: str, family_name: str) -> bool:
+  """Whether `workdir` has a launch of `family_name` (for ``--report_only``)."""
+  return any(l.get("family") == family_name for l in provenance.read_launches(workdir))

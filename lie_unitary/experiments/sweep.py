@@ -7,17 +7,13 @@ devices (`jax.devices()`: every local device, and every host's devices after
 with extra replicate indices whose results are computed and dropped, so replicate r
 always gets the same keys and results whatever the device count.
 
-`run_settings` is the resumable loop over settings shared by experiments: it skips
-settings whose records are already in the JSONL file, runs the rest, appends their
-records (fsynced) and prints one progress line per setting with its time and ETA.
-A run killed at any moment loses at most the setting in progress. Several worker
-processes can share the settings (`lie_unitary.workers`, the launchers'
-``--num_workers``): each takes the next unclaimed one.
+`ReplicateMap` does the same for a computation split into several calls (a
+training run in chunks with a checkpoint between them): the state stays sharded
+on the devices between calls.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable, Sequence
 
 import jax
@@ -25,10 +21,8 @@ import numpy as np
 from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from lie_unitary.experiments import records as records_lib
-from lie_unitary.experiments import workers
 
-__all__ = ["padded_size", "replicate_sharding", "run_replicates", "run_settings"]
+__all__ = ["ReplicateMap", "gather", "padded_size", "replicate_sharding", "run_replicates"]
 
 AXIS = "replicate"
 
@@ -70,49 +64,58 @@ def run_replicates(fn: Callable[[jax.Array], Any], num_replicates: int,
   return jax.tree.map(lambda a: np.asarray(a)[:num_replicates], out)
 
 
-def run_settings(settings: Sequence[Any], *, label: Callable[[Any], str],
-                 expected_keys: Callable[[Any], Sequence[tuple]],
-                 run: Callable[[Any], tuple[list[dict], list[dict]]],
-                 results_path: str, curves_path: str | None, key_fields: Sequence[str],
-                 claim: Callable[[str], bool] | None = None, printer=print) -> int:
-  """The resumable loop over settings.
+def gather(tree: Any, num_replicates: int) -> Any:
+  """A sharded pytree with a leading replicate axis as numpy arrays [:num_replicates],
+  identical on every host."""
+  if jax.process_count() > 1:
+    tree = multihost_utils.process_allgather(tree, tiled=True)
+  return jax.tree.map(lambda a: np.asarray(a)[:num_replicates], tree)
+
+
+class ReplicateMap:
+  """Maps per-replicate functions over all replicates, sharded, call after call.
+
+  ``rmap(fn, *state, *scalars)`` runs ``jit(vmap(fn))`` over the (padded) replicate
+  ids and the leading axis of each `state` pytree, with extra scalar arguments
+  broadcast; outputs keep the replicate axis, sharded like the inputs, so they can
+  be fed to the next call. Each distinct `fn` is compiled once (cached on the
+  function object and its static arguments).
 
   Args:
-    settings: the units of work, in order.
-    label: a setting's progress label.
-    expected_keys: the record keys (tuples over `key_fields`) a finished setting has
-      written; a setting is skipped when all of them are in `results_path`.
-    run: computes a setting; returns (result records, curve records). The results
-      carry a ``seconds`` field if `run` sets it; otherwise the setting's wall time.
-    results_path: the JSONL file of results (the resume marker).
-    curves_path: JSONL file for the curve records (written before the results), or None.
-    key_fields: record fields that identify one result.
-    claim: in a worker process (`lie_unitary.workers`), ``claim(label) -> bool``
-      says whether this worker takes an unfinished setting (False: another has it).
-    printer: where progress lines go.
-
-  Returns:
-    The number of settings computed (not skipped).
+    num_replicates: R ≥ 1.
+    devices: the devices to shard over; default `jax.devices()` (all hosts).
   """
-  done = records_lib.finished_keys(results_path, key_fields)
-  progress = records_lib.Progress(len(settings), printer, workers.num_workers())
-  computed = 0
-  for setting in settings:
-    if all(tuple(k) in done for k in expected_keys(setting)):
-      progress.skip(label(setting))
-      continue
-    if claim is not None and not claim(label(setting)):
-      progress.skip(label(setting), "taken by another worker")
-      continue
-    start = time.perf_counter()
-    results, curves = run(setting)
-    seconds = time.perf_counter() - start
-    for r in results:
-      r.setdefault("seconds", seconds)
-    if jax.process_index() == 0:
-      if curves_path is not None:
-        records_lib.append_records(curves_path, curves)
-      records_lib.append_records(results_path, results)
-    progress.finish(label(setting))
-    computed += 1
-  return computed
+
+  def __init__(self, num_replicates: int, devices: Sequence[jax.Device] | None = None):
+    self.num_replicates = num_replicates
+    self.sharding = replicate_sharding(devices)
+    self.padded = padded_size(num_replicates, self.sharding.mesh.size)
+    ids = np.arange(self.padded, dtype=np.int32)
+    self.ids = jax.make_array_from_callback((self.padded,), self.sharding,
+                                            lambda index: ids[index])
+    self._compiled = {}
+
+  def __call__(self, fn: Callable, *args, num_state: int = 0, static: tuple = ()) -> Any:
+    """Runs ``fn(replicate, *args[:num_state] (per replicate), *args[num_state:], *static)``.
+
+    Args:
+      fn: a pure per-replicate function.
+      *args: `num_state` pytrees with a leading replicate axis, then scalars
+        broadcast to every replicate (traced: changing them does not recompile).
+      num_state: how many of `args` carry the replicate axis.
+      static: Python values passed last, baked into the compiled program.
+
+    Returns:
+      fn's outputs with a leading (padded) replicate axis, sharded.
+    """
+    key = (fn, num_state, len(args), static)
+    if key not in self._compiled:
+      in_axes = (0,) + (0,) * num_state + (None,) * (len(args) - num_state)
+      body = lambda *a: fn(*a, *static)  # noqa: E731
+      self._compiled[key] = jax.jit(jax.vmap(body, in_axes=in_axes),
+                                    out_shardings=self.sharding)
+    return self._compiled[key](self.ids, *args)
+
+  def gather(self, tree: Any) -> Any:
+    """`gather(tree, num_replicates)`: numpy, padding dropped."""
+    return gather(tree, self.num_replicates)

@@ -1,42 +1,51 @@
-"""The operator-learning experiment: config → settings → records (paper §3).
+"""The operator-learning family of the runner: config → units → records (paper §3).
 
-`validate_config(config)` checks every field before any compute and names the bad
-one. `settings(config)` lists the units of work: per n, one ``baselines`` setting
-(true, rand, lstsq together) and one setting per (approach, basis scale, learning
-rate). `run_experiment(config, workdir)` runs them through `sweep.run_settings`
-(replicates vmapped and sharded; resume; progress lines) and writes
+`validate_config(config)` checks every field before anything is written and names
+the bad one. `units(config)` lists the units of work: per n, one ``baselines``
+unit (true, rand and the least-squares fit together) and one unit per (approach,
+basis scale, learning rate), each covering every replicate as one vmapped program
+sharded over all devices. A unit's identity (`lie_unitary.experiments.units`) hashes
+every field that changes its numbers, so rerunning with another seed, noise level
+or data size computes new units beside the old ones.
 
-- ``WORKDIR/results.jsonl``: one record per (n, approach, generator, replicate, ...)
-  with ``test_loss``, ``final_val_loss``, ``steps``, ``seconds`` (wall time of the
-  setting's program, all replicates together, compilation included) and the
-  setting's fields;
-- ``WORKDIR/curves.jsonl``: the validation curve of each trained record
-  (``val_steps``, ``val_loss``);
-- ``WORKDIR/config.json``: the config of the last run.
+`run_unit` trains in chunks of validation intervals (one jitted call each), prints a
+progress line at most every `_PROGRESS_SECONDS`, checkpoints the sharded state
+(orbax) at most every `_CHECKPOINT_SECONDS` and on a stop request, and resumes from
+the checkpoint after a crash. It writes
+
+- ``WORKDIR/results.jsonl``: kind "final", one record per (approach, replicate) with
+  ``test_loss``, ``final_val_loss``, ``step`` (training steps), ``seconds`` (wall
+  time of the unit, all replicates together, compilation included), ``generator``
+  and the unit's fields;
+- ``WORKDIR/curves.jsonl``: kind "curve", the validation curve of each trained
+  replicate (``val_steps``, ``val_loss``).
+
+Use it through `train_and_evaluate(config, workdir)` or the launcher
+``python -m lie_unitary.experiments.operators --config=VARIANT --workdir=DIR``.
 """
 
 from __future__ import annotations
 
-import json
-import os
+import math
+import time
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lie_unitary.experiments import runner, sweep
+from lie_unitary.experiments.operators import config as config_lib
+from lie_unitary.experiments.operators import report
 from lie_unitary.experiments.operators import task as ol
-from lie_unitary.experiments import sweep
-from lie_unitary.experiments import workers
+from lie_unitary.experiments.units import Unit
 
-__all__ = ["KEY_FIELDS", "Setting", "epochs_for", "run_experiment", "settings",
-           "validate_config"]
+__all__ = ["NAME", "Setting", "epochs_for", "run_unit", "settings", "train_and_evaluate",
+           "units", "validate_config", "write_report"]
 
-KEY_FIELDS = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
-              "basis_scale")
+NAME = "operators"
 _COMPLEX_APPROACHES = ("lie_algebra", "lie_restricted", "arjovsky", "projection")
 _REAL_APPROACHES = ("so_algebra", "projection_orthogonal")
-_BASIS_KEY = 1_000_003  # fold_in tag of the change-of-basis matrices
 
 
 class Setting(NamedTuple):
@@ -49,7 +58,7 @@ class Setting(NamedTuple):
 
 
 def _fail(field, value, why):
-  raise ValueError(f"config.{field} = {value!r}: {why}")
+  raise runner.ConfigError(f"config.{field} = {value!r}: {why}")
 
 
 def _is_int(v):
@@ -70,9 +79,15 @@ def validate_config(config) -> None:
   """Checks every field of a learn_unitary config; raises before any compute.
 
   Raises:
-    ValueError: naming the first bad field (unknown approach or generator, n < 1,
-      step counts that do not divide, ...).
+    runner.ConfigError: naming the first bad field (a key the config does not have,
+      an unknown approach or generator, n < 1, step counts that do not divide, ...)
+      and the valid choices.
   """
+  known = set(config_lib.get_config("smoke").keys())
+  unknown = sorted(set(config.keys()) - known)
+  if unknown:
+    raise runner.ConfigError(f"config has no field {unknown[0]!r}; the fields are "
+                             f"{sorted(known)}.")
   field = config.field
   if field not in ("complex", "real"):
     _fail("field", field, "expected 'complex' or 'real'.")
@@ -151,20 +166,59 @@ def settings(config) -> list[Setting]:
   return out
 
 
+_PROGRESS_SECONDS = 15.0  # at most one progress line per unit this often
+_CHECKPOINT_SECONDS = 60.0  # a crash loses at most about this much of a unit
+_CHUNKS_PER_RUN = 20  # jitted calls per unit (bounded below by one validation interval)
+_BASIS_KEY = 1_000_003  # fold_in tag of the change-of-basis matrices
+
+_TASK_FIELDS = ("field", "generators", "num_train", "num_val", "num_test", "val_subsample",
+                "noise_std", "lie_target_std", "dtype", "seed", "num_replicates")
+_TRAIN_FIELDS = ("optimizer", "rmsprop_decay", "batch_size", "val_every")
+
+
 def _task(config, n) -> ol.TaskSpec:
-  return ol.TaskSpec(
-      n=n, field=config.field, generators=tuple(config.generators),
-      num_train=config.num_train, num_val=config.num_val, num_test=config.num_test,
-      val_subsample=config.val_subsample, noise_std=float(config.noise_std),
-      lie_target_std=float(config.lie_target_std),
-      real_dtype="float64" if config.dtype == "complex128" else "float32")
+  fields = {f: config[f] for f in ol.TaskSpec._fields if f in config}
+  fields["generators"] = tuple(config.generators)
+  return ol.TaskSpec(n=n, real_dtype="float64" if config.dtype == "complex128" else "float32",
+                     **fields)
 
 
 def _train_spec(config, s: Setting) -> ol.TrainSpec:
-  return ol.TrainSpec(
-      approach=s.approach, optimizer=config.optimizer, learning_rate=s.learning_rate,
-      rmsprop_decay=float(config.rmsprop_decay), batch_size=config.batch_size,
-      num_epochs=s.num_epochs, val_every=config.val_every, basis_scale=s.basis_scale)
+  fields = {f: config[f] for f in ol.TrainSpec._fields if f in config}
+  fields.update(approach=s.approach, learning_rate=s.learning_rate, num_epochs=s.num_epochs,
+                basis_scale=s.basis_scale)
+  return ol.TrainSpec(**fields)
+
+
+def _approaches_of(config, s: Setting) -> tuple[str, ...]:
+  if s.approach == "baselines":
+    return tuple(a for a in ol.BASELINES if a in config.approaches)
+  return (s.approach,)
+
+
+def _fields(config, s: Setting) -> dict:
+  """Every setting that changes this unit's numbers (its identity)."""
+  fields = {"family": NAME, "n": s.n, **{f: config[f] for f in _TASK_FIELDS}}
+  fields["generators"] = tuple(config.generators)
+  if s.approach == "baselines":
+    return dict(fields, approach="baselines", baselines=_approaches_of(config, s))
+  return dict(fields, **{f: config[f] for f in _TRAIN_FIELDS}, approach=s.approach,
+              num_epochs=s.num_epochs, learning_rate=s.learning_rate,
+              basis_scale=s.basis_scale)
+
+
+def _steps(config, s: Setting) -> int:
+  return s.num_epochs * (config.num_train // config.batch_size)
+
+
+def units(config) -> list[Unit]:
+  """The units of `config` (validated), smallest n first, baselines first at each n."""
+  out = []
+  for s in settings(config):
+    # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
+    out.append(Unit(name=_label(s), fields=_fields(config, s), target_step=_steps(config, s),
+                    cost=(s.num_epochs or 0.5) * s.n, spec=s))
+  return out
 
 
 def _setting_key(config, n):
@@ -180,51 +234,6 @@ def _change_of_basis(config, s: Setting, task: ol.TaskSpec):
   return ol.change_of_basis_matrix(key, s.n, s.basis_scale, jnp.dtype(task.real_dtype))
 
 
-def _approaches_of(config, s: Setting) -> tuple[str, ...]:
-  if s.approach == "baselines":
-    return tuple(a for a in ol.BASELINES if a in config.approaches)
-  return (s.approach,)
-
-
-def _expected_keys(config, s: Setting):
-  optimizer = "none" if s.approach == "baselines" else config.optimizer
-  return [(s.n, a, r, optimizer, s.learning_rate, s.num_epochs, s.basis_scale)
-          for a in _approaches_of(config, s) for r in range(config.num_replicates)]
-
-
-def _run_setting(config, s: Setting, devices):
-  task = _task(config, s.n)
-  key = _setting_key(config, s.n)
-  gens = tuple(config.generators)
-  common = dict(n=s.n, field=config.field, learning_rate=s.learning_rate,
-                num_epochs=s.num_epochs, basis_scale=s.basis_scale,
-                num_replicates=config.num_replicates, dtype=config.dtype)
-  results, curves = [], []
-  if s.approach == "baselines":
-    out = sweep.run_replicates(lambda r: ol.make_baselines(task)(key, r),
-                               config.num_replicates, devices)
-    for a in _approaches_of(config, s):
-      for r in range(config.num_replicates):
-        results.append(dict(common, approach=a, optimizer="none", replicate=r,
-                            generator=gens[r % len(gens)], steps=0,
-                            test_loss=float(out[a]["test_loss"][r]),
-                            final_val_loss=float(out[a]["final_val_loss"][r])))
-    return results, curves
-  train = _train_spec(config, s)
-  fn = ol.make_train(task, train, _change_of_basis(config, s, task))
-  out = sweep.run_replicates(lambda r: fn(key, r), config.num_replicates, devices)
-  val_steps = ol.validation_steps(train, task)
-  for r in range(config.num_replicates):
-    rec = dict(common, approach=s.approach, optimizer=config.optimizer, replicate=r,
-               generator=gens[r % len(gens)], steps=int(val_steps[-1]),
-               test_loss=float(out["test_loss"][r]),
-               final_val_loss=float(out["final_val_loss"][r]))
-    results.append(rec)
-    curves.append(dict({k: rec[k] for k in KEY_FIELDS + ("generator",)},
-                       val_steps=val_steps, val_loss=out["val_curve"][r]))
-  return results, curves
-
-
 def _label(s: Setting) -> str:
   if s.approach == "baselines":
     return f"n={s.n} baselines"
@@ -232,47 +241,118 @@ def _label(s: Setting) -> str:
   return f"n={s.n} {s.approach} epochs={s.num_epochs} lr={s.learning_rate:.3g}{extra}"
 
 
-def run_experiment(config, workdir: str, devices=None, printer=print) -> int:
-  """Validates the config, then runs (or resumes) every setting into `workdir`.
+def _per_call(intervals_per_epoch: int, total_intervals: int) -> int:
+  """Validation intervals per jitted call: about 1/20 of the run, dividing an epoch."""
+  want = max(1, math.ceil(total_intervals / _CHUNKS_PER_RUN))
+  return max(d for d in range(1, intervals_per_epoch + 1)
+             if intervals_per_epoch % d == 0 and d <= want)
 
-  Args:
-    config: a `lie_unitary/experiments/operators/config.py` ConfigDict.
-    workdir: output folder (created).
-    devices: devices to shard replicates over; default all (`jax.devices()`).
-    printer: progress lines.
 
-  Returns:
-    The number of settings computed in this call (0 when everything was done).
+def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
+  """Computes one unit (all replicates), resuming from its checkpoint; writes records."""
+  # complex128 needs x64 for this unit only: a context, not a global switch.
+  with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
+    start = time.perf_counter()
+    s = unit.spec
+    gens = tuple(config.generators)
+    rmap = sweep.ReplicateMap(config.num_replicates)
+    task = _task(config, s.n)
+    key = _setting_key(config, s.n)
+    common = dict(kind="final", step=unit.target_step)
+    if s.approach == "baselines":
+      out = rmap.gather(rmap(lambda r, k: ol.make_baselines(task)(k, r), key))
+      seconds = time.perf_counter() - start
+      ctx.write([dict(common, approach=a, optimizer="none", replicate=r, learning_rate=0.0,
+                      num_epochs=0, basis_scale=0.0, generator=gens[r % len(gens)],
+                      test_loss=float(out[a]["test_loss"][r]),
+                      final_val_loss=float(out[a]["final_val_loss"][r]),
+                      seconds=round(seconds, 3))
+                 for a in _approaches_of(config, s) for r in range(config.num_replicates)])
+      return
+    train = _train_spec(config, s)
+    trainer = _replicate_first(ol.make_trainer(task, train, _change_of_basis(config, s, task)))
+    curve, state, elapsed = _train_chunks(config, unit, ctx, rmap, trainer, key)
+    out = rmap.gather(rmap(trainer.finish, state, key, num_state=1))
+    seconds = elapsed + time.perf_counter() - start
+    val_steps = ol.validation_steps(train, task)
+    ctx.write([dict(common, approach=s.approach, replicate=r, generator=gens[r % len(gens)],
+                    test_loss=float(out["test_loss"][r]),
+                    final_val_loss=float(out["final_val_loss"][r]), seconds=round(seconds, 3))
+               for r in range(config.num_replicates)])
+    ctx.write([dict(kind="curve", step=unit.target_step, approach=s.approach, replicate=r,
+                    generator=gens[r % len(gens)], val_steps=val_steps,
+                    val_loss=curve[:, r])
+               for r in range(config.num_replicates)], file="curves.jsonl")
+
+
+def _replicate_first(t: ol.Trainer) -> ol.Trainer:
+  """The trainer's pieces with the replicate index first, as `ReplicateMap` calls them."""
+  return t._replace(
+      init=lambda r, key: t.init(key, r),
+      chunk=lambda r, state, key, epoch, first, num: t.chunk(state, key, r, epoch, first, num),
+      finish=lambda r, state, key: t.finish(state, key, r))
+
+
+def _train_chunks(config, unit, ctx, rmap, trainer, key):
+  """Runs every validation interval in jitted chunks; returns (curve (C, R), state,
+  seconds spent before this process resumed)."""
+  per_epoch = trainer.intervals_per_epoch
+  total = per_epoch * trainer.num_epochs
+  per_call = _per_call(per_epoch, total)
+  state, initial = rmap(trainer.init, key)
+  curve = np.full((total + 1, rmap.num_replicates), np.nan)
+  curve[0] = rmap.gather(initial)
+  done, elapsed = 0, 0.0
+  ckpt = ctx.checkpointer()
+  try:
+    if ckpt.latest_step() is not None:
+      state, meta = ckpt.restore(state)
+      done, elapsed = int(meta["intervals"]), float(meta["elapsed"])
+      curve[:done + 1] = np.asarray(meta["curve"], np.float64)
+      ctx.printer(f"{unit.name}: resumed at step {done * config.val_every} "
+                  f"({elapsed:.0f}s so far)")
+    t0 = last_ckpt = last_line = time.perf_counter()
+
+    def save():
+      ckpt.save(done, state, {"intervals": done, "elapsed": elapsed + time.perf_counter() - t0,
+                              "curve": np.where(np.isnan(curve[:done + 1]), None,
+                                                curve[:done + 1]).tolist()})
+
+    while done < total:
+      epoch, first = divmod(done, per_epoch)
+      state, vals = rmap(trainer.chunk, state, key, jnp.int32(epoch), jnp.int32(first),
+                         num_state=1, static=(per_call,))
+      curve[done + 1:done + 1 + per_call] = rmap.gather(vals).T
+      done += per_call
+      now = time.perf_counter()
+      if now - last_line >= _PROGRESS_SECONDS and done < total:
+        rate = (now - t0) / max(done, 1)
+        ctx.printer(f"{unit.name}: step {done * config.val_every}/{total * config.val_every}, "
+                    f"val loss median {np.median(curve[done]):.4g}, "
+                    f"ETA {(total - done) * rate:.0f}s")
+        last_line = now
+      if ctx.stop.requested() or (now - last_ckpt >= _CHECKPOINT_SECONDS and done < total):
+        save()
+        last_ckpt = now
+        ctx.check_stop()
+    return curve, state, elapsed
+  finally:
+    ckpt.close()
+
+
+def write_report(workdir: str) -> list[str]:
+  """Renders WORKDIR/report.md and the figures from the current results."""
+  return report.write_report(workdir)
+
+
+def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
+  """Runs (or resumes) every unit of a learn-unitary config into `workdir`.
+
+  Keyword arguments go to `lie_unitary.experiments.runner.train_and_evaluate`
+  (num_workers, printer, tensorboard, handle_signals).
 
   Raises:
-    ValueError: from `validate_config`, before any compute.
+    runner.ConfigError: a bad config field, before anything is written.
   """
-  validate_config(config)
-  # complex128 needs x64 for this run only: a context, not a global switch.
-  with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
-    return _run_validated(config, workdir, devices, printer)
-
-
-def _run_validated(config, workdir, devices, printer) -> int:
-  os.makedirs(workdir, exist_ok=True)
-  if jax.process_index() == 0:
-    with open(os.path.join(workdir, "config.json"), "w", encoding="utf-8") as f:
-      json.dump(json.loads(config.to_json()), f, indent=1, sort_keys=True)
-  todo = settings(config)
-  claim = workers.claimer_from_env()
-  if claim is not None:
-    # Worker processes share the settings: longest first (epochs × n; the baselines
-    # regenerate the training set once, about half an epoch), so that no long setting
-    # starts alone at the end.
-    todo = sorted(todo, key=lambda s: (s.num_epochs or 0.5) * s.n, reverse=True)
-    prefix, base_printer = workers.worker_prefix(), printer
-    printer = lambda line: base_printer(prefix + line)
-  printer(f"{len(todo)} settings × {config.num_replicates} replicates on "
-          f"{len(devices) if devices else jax.device_count()} device(s) → {workdir}")
-  return sweep.run_settings(
-      todo, label=_label, expected_keys=lambda s: _expected_keys(config, s),
-      run=lambda s: _run_setting(config, s, devices),
-      results_path=os.path.join(workdir, "results.jsonl"),
-      curves_path=os.path.join(workdir, "curves.jsonl"), key_fields=KEY_FIELDS,
-      claim=claim, printer=printer)
-
+  import sys  # pylint: disable=import-outside-toplevel
+  return runner.train_and_evaluate(sys.modules[__name__], config, workdir, **kwargs)

@@ -36,12 +36,14 @@ import numpy as np
 import optax
 
 from lie_unitary import algebra, expm, generators, parametrizations
+from lie_unitary.experiments import training
 from lie_unitary.sequencing import after as _after
 
 __all__ = [
-    "BASELINES", "COMPLEX_GENERATORS", "REAL_GENERATORS", "TaskSpec", "TrainSpec",
-    "change_of_basis_matrix", "dataset_loss", "example_pairs", "least_squares_fit", "make_baselines",
-    "make_optimizer", "make_target", "make_train", "noise_floor", "squared_error_loss",
+    "BASELINES", "COMPLEX_GENERATORS", "REAL_GENERATORS", "ReplicateState", "TaskSpec", "TrainSpec", "Trainer",
+    "change_of_basis_matrix", "dataset_loss", "example_pairs", "least_squares_fit",
+    "make_baselines", "make_optimizer", "make_target", "make_train", "make_trainer",
+    "noise_floor", "squared_error_loss",
     "validation_steps",
 ]
 
@@ -244,17 +246,13 @@ def least_squares_fit(key, target, task: TaskSpec) -> jax.Array:
 
 
 def make_optimizer(train: TrainSpec) -> optax.GradientTransformation:
-  """optax SGD (as the paper ran it) or RMSProp (decay 0.9, no momentum)."""
-  if train.optimizer == "sgd":
-    return optax.sgd(train.learning_rate)
-  if train.optimizer == "rmsprop":
-    return optax.rmsprop(train.learning_rate, decay=train.rmsprop_decay)
-  raise ValueError(f"unknown optimizer {train.optimizer!r}; expected 'sgd' or 'rmsprop'.")
+  """optax SGD (as the paper ran it) or RMSProp (decay 0.9, no momentum).
 
-
-class TrainState(NamedTuple):
-  params: dict
-  opt_state: optax.OptState
+  Raises:
+    ValueError: for an unknown optimizer.
+  """
+  return training.make_optimizer(train.optimizer, train.learning_rate,
+                                 rmsprop_decay=train.rmsprop_decay)
 
 
 def _to_matrix_fn(param, constants, change):
@@ -263,9 +261,47 @@ def _to_matrix_fn(param, constants, change):
   return lambda p: expm.unitary_from_lambdas(algebra.change_basis(p["lam"], change))
 
 
-def make_train(task: TaskSpec, train: TrainSpec,
-               change_of_basis=None) -> Callable[[jax.Array, jax.Array], dict]:
-  """Builds one replicate's whole training run as a pure function.
+class ReplicateState(NamedTuple):
+  """What a replicate carries from one chunk of training to the next.
+
+  Attributes:
+    train: parameters and optimizer state.
+    target: the (n, n) target matrix.
+    constants: the parametrization's fixed arrays (masks, permutations).
+    mask: the 0/1 gradient mask (ones for unrestricted parametrizations).
+  """
+  train: training.TrainState
+  target: jax.Array
+  constants: dict
+  mask: dict
+
+
+class Trainer(NamedTuple):
+  """One replicate's training, in pieces that can run as separate jitted calls.
+
+  Attributes:
+    init: ``(key, replicate) -> (ReplicateState, initial validation loss)``.
+    chunk: ``(state, key, replicate, epoch, first, num) -> (state, vals (num,))``:
+      validation intervals first..first+num-1 of `epoch` (each `val_every` steps,
+      then the subsample validation loss). `num` must be static under jit.
+    finish: ``(state, key, replicate) -> dict(test_loss, final_val_loss)`` on the
+      full test and validation sets.
+    intervals_per_epoch: validation intervals in one epoch.
+    num_epochs: epochs.
+  """
+  init: Callable
+  chunk: Callable
+  finish: Callable
+  intervals_per_epoch: int
+  num_epochs: int
+
+
+def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trainer:
+  """Builds one replicate's training as init / chunk / finish pure functions.
+
+  `init` draws the target and the initial parameters; the state it returns carries
+  them, so the pieces can run as separate programs (with a checkpoint of the state
+  between them) and give the numbers of one uninterrupted run.
 
   Args:
     task: the `TaskSpec`.
@@ -274,15 +310,11 @@ def make_train(task: TaskSpec, train: TrainSpec,
       λ = λ̃ᵀ M; requires ``train.approach == "lie_algebra"``. None: standard basis.
 
   Returns:
-    ``train_fn(key, replicate)``: key is the task's PRNG key (per n), replicate an
-    int32 scalar. Returns a dict with ``test_loss`` and ``final_val_loss`` (scalars,
-    full sets) and ``val_curve`` (C,) with C = 1 + num_epochs·steps_per_epoch/val_every:
-    the subsample validation loss at step 0, val_every, 2·val_every, ..., and
-    ``params``, the final parameters.
+    A `Trainer`.
 
   Raises:
-    ValueError: for an unknown approach or optimizer, or a step count that does not
-      split into validation chunks.
+    ValueError: for an unknown approach or optimizer, an approach that does not fit
+      the field, or a step count that does not split into validation intervals.
   """
   param = parametrizations.get_parametrization(train.approach)
   if param.is_orthogonal != (task.field == "real"):
@@ -294,22 +326,35 @@ def make_train(task: TaskSpec, train: TrainSpec,
     raise ValueError(
         f"steps per epoch (num_train // batch_size = {steps_per_epoch}) must be a positive "
         f"multiple of val_every = {train.val_every}.")
-  chunks = steps_per_epoch // train.val_every
+  intervals = steps_per_epoch // train.val_every
   optimizer = make_optimizer(train)
   real, _ = _dtypes(task)
 
-  def train_fn(key, replicate):
+  def loss_fn_for(constants):
+    to_matrix = _to_matrix_fn(param, constants, change_of_basis)
+    return to_matrix, lambda p, x, y: squared_error_loss(to_matrix(p), x, y)  # noqa: E731
+
+  def val_pairs(keys, target):
+    return example_pairs(keys.val, jnp.arange(min(task.val_subsample, task.num_val)), target,
+                         task)
+
+  def init(key, replicate):
     keys = _replicate_keys(key, replicate)
     target = make_target(keys.target, replicate % len(task.generators), task)
     params, constants = param.init(keys.init, task.n, real)
     params = _after(params, target)  # no LAPACK call overlaps another (`_after`)
-    to_matrix = _to_matrix_fn(param, constants, change_of_basis)
     mask = param.gradient_mask(params, constants)
-    val_x, val_y = example_pairs(keys.val, jnp.arange(min(task.val_subsample, task.num_val)),
-                                 target, task)
+    _, loss_fn = loss_fn_for(constants)
+    initial = loss_fn(params, *val_pairs(keys, target))
+    params = _after(params, initial)
+    state = training.TrainState(params, optimizer.init(params))
+    return ReplicateState(state, target, constants, mask), initial
 
-    def loss_fn(p, x, y):
-      return squared_error_loss(to_matrix(p), x, y)
+  def chunk(carry, key, replicate, epoch, first, num):
+    keys = _replicate_keys(key, replicate)
+    target, constants, mask = carry.target, carry.constants, carry.mask
+    _, loss_fn = loss_fn_for(constants)
+    val = val_pairs(keys, target)
 
     def step(state, idx_B):
       x, y = example_pairs(keys.train, idx_B, target, task)
@@ -317,29 +362,58 @@ def make_train(task: TaskSpec, train: TrainSpec,
       grads = jax.tree.map(jnp.multiply, grads, mask)  # lie_restricted: frozen entries
       updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
       p = param.post_update(optax.apply_updates(state.params, updates), constants)
-      return TrainState(p, opt_state), None
+      return training.TrainState(p, opt_state), None
 
-    def chunk(state, idx_SxB):
+    def interval(state, idx_SxB):
       state, _ = jax.lax.scan(step, state, idx_SxB)
-      val = loss_fn(state.params, val_x, val_y)
-      return _after(state, val), val
+      v = loss_fn(state.params, *val)
+      return _after(state, v), v
 
-    def epoch(state, e):
-      order = jax.random.permutation(jax.random.fold_in(keys.order, e), task.num_train)
-      order = order[:chunks * train.val_every * train.batch_size].astype(jnp.int32)
-      return jax.lax.scan(chunk, state, order.reshape(chunks, train.val_every, -1))
+    per_interval = train.val_every * train.batch_size
+    order = jax.random.permutation(jax.random.fold_in(keys.order, epoch), task.num_train)
+    order = jax.lax.dynamic_slice_in_dim(order, first * per_interval, num * per_interval)
+    state, vals = jax.lax.scan(interval, carry.train,
+                               order.astype(jnp.int32).reshape(num, train.val_every, -1))
+    return carry._replace(train=state), vals
 
-    initial = loss_fn(params, val_x, val_y)
-    params = _after(params, initial)
-    state = TrainState(params, optimizer.init(params))
-    state, vals_ExC = jax.lax.scan(epoch, state, jnp.arange(train.num_epochs))
-    matrix = to_matrix(state.params)
-    return dict(
-        test_loss=dataset_loss(matrix, keys.test, task.num_test, target, task),
-        final_val_loss=dataset_loss(matrix, keys.val, task.num_val, target, task),
-        val_curve=jnp.concatenate([initial[None], vals_ExC.reshape(-1)]),
-        params=state.params,
-    )
+  def finish(carry, key, replicate):
+    keys = _replicate_keys(key, replicate)
+    to_matrix, _ = loss_fn_for(carry.constants)
+    matrix = to_matrix(carry.train.params)
+    target = carry.target
+    return dict(test_loss=dataset_loss(matrix, keys.test, task.num_test, target, task),
+                final_val_loss=dataset_loss(matrix, keys.val, task.num_val, target, task))
+
+  return Trainer(init, chunk, finish, intervals, train.num_epochs)
+
+
+def make_train(task: TaskSpec, train: TrainSpec,
+               change_of_basis=None) -> Callable[[jax.Array, jax.Array], dict]:
+  """Builds one replicate's whole training run as one pure function.
+
+  Args:
+    task: the `TaskSpec`.
+    train: the `TrainSpec`.
+    change_of_basis: as in `make_trainer`.
+
+  Returns:
+    ``train_fn(key, replicate)``: key is the task's PRNG key (per n), replicate an
+    int32 scalar. Returns a dict with ``test_loss`` and ``final_val_loss`` (scalars,
+    full sets) and ``val_curve`` (C,) with C = 1 + num_epochs·steps_per_epoch/val_every:
+    the subsample validation loss at step 0, val_every, 2·val_every, ..., and
+    ``params``, the final parameters.
+
+  Raises:
+    ValueError: as `make_trainer`.
+  """
+  trainer = make_trainer(task, train, change_of_basis)
+
+  def train_fn(key, replicate):
+    state, initial = trainer.init(key, replicate)
+    epoch = lambda s, e: trainer.chunk(s, key, replicate, e, 0, trainer.intervals_per_epoch)  # noqa: E731
+    state, vals_ExC = jax.lax.scan(epoch, state, jnp.arange(trainer.num_epochs))
+    return dict(trainer.finish(state, key, replicate), params=state.train.params,
+                val_curve=jnp.concatenate([initial[None], vals_ExC.reshape(-1)]))
 
   return train_fn
 
