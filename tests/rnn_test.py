@@ -132,3 +132,17 @@ def test_gurnn_modrelu_sequence_model_matches_nn_rnn_with_gradients():
   closed = jax.make_jaxpr(jax.grad(loss))(params)
   assert _executed_eigh_count(closed.jaxpr) == 1
 
+
+def test_nn_rnn_without_init_key_reuses_one_initial_state():
+  # flax.linen.RNN draws the initial carry from a FIXED key when init_key is None: with
+  # a random h0 the "random" state is then the same at every training step. Pass a key
+  # folded with the step (docs/nn.md).
+  x, _ = tasks.adding_batch(jax.random.key(0), 2, 5)
+  layer = nn.RNN(lnn.GURNNCell(3))
+  params = layer.init(jax.random.key(1), x, init_key=jax.random.key(2))
+  apply = jax.jit(layer.apply)
+  np.testing.assert_array_equal(apply(params, x), apply(params, x))
+  np.testing.assert_array_equal(apply(params, x), apply(params, x, init_key=jax.random.key(0)))
+  key = jax.random.key(3)
+  a = apply(params, x, init_key=jax.random.fold_in(key, 0))
+  assert not np.allclose(a, apply(params, x, init_key=jax.random.fold_in(key, 1)))
