@@ -29,10 +29,10 @@ from lie_unitary.parametrizations import Parametrization
 from lie_unitary.parametrizations import apply_gradient_mask
 from lie_unitary.parametrizations import get_parametrization
 from lie_unitary.parametrizations import polar_unitary
-from lie_unitary.nn.rnn import GURNNCell
-from lie_unitary.nn.rnn import SequenceModel
-from lie_unitary.nn.rnn import SimpleRNNCell
-from lie_unitary.nn.rnn import URNNCell
+from lie_unitary.nn.cells import GURNNCell
+from lie_unitary.nn.sequence import SequenceModel
+from lie_unitary.nn.cells import SimpleRNNCell
+from lie_unitary.nn.cells import URNNCell
 from lie_unitary.experiments.rnn.tasks import adding_batch
 from lie_unitary.experiments.rnn.tasks import memory_batch
 

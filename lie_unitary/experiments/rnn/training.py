@@ -33,7 +33,7 @@ import optax
 
 from lie_unitary.experiments import records, workers
 from lie_unitary.experiments.rnn import tasks
-from lie_unitary.nn import rnn
+from lie_unitary import nn as lnn
 
 __all__ = [
     "MODELS", "HParams", "TrainState", "make_experiment", "make_model", "make_optimizer",
@@ -127,30 +127,30 @@ def resolve_hparams(config, model: str, T: int) -> HParams:
       lr_drop_factor=float(config.lr_drop_factor))
 
 
-def make_model(hp: HParams) -> rnn.SequenceModel:
+def make_model(hp: HParams) -> lnn.SequenceModel:
   """The `SequenceModel` (cell + scan + readout) of `hp.model` for `hp.task`."""
   task = tasks.get_task(hp.task)
   n = hp.hidden_size
   if hp.model in ("gurnn", "gurnn_beta", "free"):
     if hp.lambda_init == "phases":
-      lambda_init = rnn.diagonal_phases_init()
+      lambda_init = lnn.diagonal_phases_init()
     elif hp.lambda_init_std > 0:
       lambda_init = nn.initializers.normal(stddev=hp.lambda_init_std)
     else:
       lambda_init = nn.initializers.zeros
-    cell = rnn.GURNNCell(n, beta=hp.beta, activation=hp.activation, h0=hp.h0,
+    cell = lnn.GURNNCell(n, beta=hp.beta, activation=hp.activation, h0=hp.h0,
                          unconstrained=hp.model == "free", lambda_init=lambda_init)
   elif hp.model == "urnn":
-    cell = rnn.URNNCell(n, h0=hp.h0)
+    cell = lnn.URNNCell(n, h0=hp.h0)
   elif hp.model == "lstm":
     cell = nn.OptimizedLSTMCell(n)
   elif hp.model == "irnn":
-    cell = rnn.SimpleRNNCell.irnn(n)
+    cell = lnn.SimpleRNNCell.irnn(n)
   elif hp.model == "tanh":
-    cell = rnn.SimpleRNNCell.tanh_rnn(n)
+    cell = lnn.SimpleRNNCell.tanh_rnn(n)
   else:
     raise ValueError(f"unknown model {hp.model!r}; choose from {MODELS}.")
-  return rnn.SequenceModel(cell, task.output_size, task.readout, unroll=hp.unroll)
+  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=hp.unroll)
 
 
 def _is_lambda(path) -> bool:

@@ -1,24 +1,24 @@
-"""Recurrent cells (guRNN, ruRNN, IRNN, tanh RNN) and a sequence model (paper §4, SPEC §4).
+"""The recurrent cells of paper §4: guRNN, ruRNN, IRNN and tanh RNN, as flax modules.
 
 Every cell is a flax `nn.RNNCellBase` with `initialize_carry(rng, input_shape)` and
-`__call__(carry, x_t) -> (carry, y_t)`, so `nn.RNN(cell)` scans it. Each also splits
-its step in three: `transition()` (per-forward-pass constants: the guRNN's β·U(λ) as a
-real 2n×2n block matrix, one eigh), `project_inputs(x)` (V x + b, for all steps at
-once) and `step(carry, projected_t, transition)` (the recurrence proper).
-`SequenceModel` calls the first two ONCE per batch of sequences and scans only
-`step`, so a forward pass has one eigh and the backward pass sums the per-step
-cotangents of U before one spectral VJP. (`__call__`, used by `nn.RNN`, forms U at
-every step: correct, but T eighs per sequence batch.)
+`__call__(carry, x_t) -> (carry, y_t)`, so `flax.linen.RNN(cell)` scans it. Each also
+splits its step in three, the fast-path contract of `lie_unitary.nn.FastPathCell`:
+`transition()` (per-forward-pass constants: the guRNN's β·U(λ) as a real 2n×2n block
+matrix, one eigh), `project_inputs(x)` (V x + b, for all steps at once) and
+`step(carry, projected_t, transition)` (the recurrence proper). The guRNN, IRNN and
+tanh RNN add `scan(...)`, all steps at once through a loop of
+`lie_unitary.nn.recurrence` with a hand-written reverse pass (`ScanningCell`).
+`SequenceModel` uses these; `__call__`, used by `nn.RNN`, forms U at every step:
+correct, but T eighs per sequence batch.
 
 The cells' states are real. Complex states (guRNN, ruRNN) are held as real pairs
-[Re h, Im h] of size 2n, as the original code did (SPEC §2: trainable leaves are real).
+[Re h, Im h] of size 2n, as the original code did, so every trainable leaf is real.
 
 Letters in names: B batch, L steps, D input features, H state size, K outputs.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Callable
 
@@ -28,104 +28,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from lie_unitary import composition, expm
+from lie_unitary.nn import recurrence
 
-__all__ = [
-    "GURNNCell", "SimpleRNNCell", "SequenceModel", "URNNCell", "diagonal_phases_init",
-    "elementwise_recurrence", "modrelu",
-]
+__all__ = ["GURNNCell", "SimpleRNNCell", "URNNCell", "diagonal_phases_init"]
 
 Initializer = Callable[..., jax.Array]
-_ACTIVATIONS = {"relu": nn.relu, "tanh": jnp.tanh, "identity": lambda x: x}
-
-
-def _activation(name: str):
-  if name not in _ACTIVATIONS:
-    raise ValueError(f"unknown activation {name!r}; choose from {sorted(_ACTIVATIONS)}.")
-  return _ACTIVATIONS[name]
-
-
-def _activation_derivative_from_output(name: str, h):
-  """f'(a) written in h = f(a): relu (h > 0), tanh 1 - h², identity 1."""
-  if name == "relu":
-    return (h > 0).astype(h.dtype)
-  if name == "tanh":
-    return 1 - h * h
-  return jnp.ones_like(h)
-
-
-def _recurrence_forward(transition, h0, projected, activation, unroll):
-  f = _activation(activation)
-
-  def body(h, p):
-    h = f(h @ transition + p)
-    return h, h
-
-  return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
-def _recurrence(transition, h0, projected, activation, unroll):
-  return _recurrence_forward(transition, h0, projected, activation, unroll)
-
-
-def _recurrence_fwd(transition, h0, projected, activation, unroll):
-  hs = _recurrence_forward(transition, h0, projected, activation, unroll)
-  return hs, (transition, h0, hs)
-
-
-def _recurrence_bwd(activation, unroll, res, ct_hs):
-  transition, h0, hs = res
-  fprime = _activation_derivative_from_output(activation, hs)
-  transition_t = transition.T
-
-  def body(delta_next, inputs):
-    ct_h, d = inputs
-    delta = (ct_h + delta_next @ transition_t) * d
-    return delta, delta
-
-  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, fprime),
-                                     reverse=True, unroll=unroll)
-  # W̄ = Σ_t h_{t-1}ᵀ δ_t as one (H, L·B) @ (L·B, H) matmul: XLA's CPU dot is ~2.5×
-  # faster on this 2-D form than on the einsum contracting two axes (measured).
-  H = h0.shape[-1]
-  ct_transition = (h0.T @ deltas[0]
-                   + hs[:-1].reshape(-1, H).T @ deltas[1:].reshape(-1, H))
-  return ct_transition, delta_first @ transition_t, deltas
-
-
-_recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
-
-
-def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: str = "relu",
-                           unroll: int = 1) -> jax.Array:
-  """All states of h_t = f(h_{t-1} @ W + p_t), t = 1..L, with a hand-written reverse pass.
-
-  The reverse pass runs one loop of δ_t = (h̄_t + δ_{t+1} Wᵀ) ⊙ f'(a_t) (one small
-  matmul per step) and forms W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop,
-  where autodiff of `lax.scan` accumulates it step by step (measured ~20-25% faster
-  for the whole recurrence at L = 100, B = 20, H = 60 on 2 CPU cores).
-  A `jax.custom_vjp`: reverse mode only.
-
-  Args:
-    transition_HxH: real (H, H) W (row-vector convention: h @ W).
-    h0_BxH: real (B, H) initial state.
-    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
-    activation: 'relu', 'tanh' or 'identity'.
-    unroll: steps per loop iteration.
-
-  Returns:
-    Real (L, B, H): h_1..h_L.
-
-  Raises:
-    ValueError: on mismatched shapes or an unknown activation.
-  """
-  _activation(activation)
-  H = transition_HxH.shape[-1]
-  if (transition_HxH.shape != (H, H) or h0_BxH.ndim != 2 or h0_BxH.shape[-1] != H
-      or projected_LxBxH.ndim != 3 or projected_LxBxH.shape[1:] != h0_BxH.shape):
-    raise ValueError(f"expected (H, H), (B, H), (L, B, H); got {transition_HxH.shape=}, "
-                     f"{h0_BxH.shape=}, {projected_LxBxH.shape=}.")
-  return _recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation, unroll)
 
 
 def _uniform_h0(rng, shape, scale, dtype):
@@ -166,68 +73,6 @@ def diagonal_phases_init(minval: float = -math.pi, maxval: float = math.pi) -> I
   return initializer
 
 
-_MODRELU_EPS = 1e-5  # under the square root of |z|²: finite gradients at z = 0
-
-
-def _modrelu_pairs(pre_BxH, bias_n, eps: float = _MODRELU_EPS):
-  """modReLU on a complex vector held as real pairs [Re z, Im z] (..., 2n)."""
-  n = bias_n.shape[-1]
-  norm = jnp.sqrt(pre_BxH[..., :n] ** 2 + pre_BxH[..., n:] ** 2 + eps)
-  scale = nn.relu(norm + bias_n) / norm
-  return pre_BxH * jnp.concatenate([scale, scale], axis=-1)
-
-
-def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll):
-  def body(h, p):
-    h = _modrelu_pairs(h @ transition + p, bias)
-    return h, h
-
-  return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def _modrelu_recurrence(transition, h0, projected, bias, unroll):
-  return _modrelu_recurrence_forward(transition, h0, projected, bias, unroll)
-
-
-def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
-  hs = _modrelu_recurrence_forward(transition, h0, projected, bias, unroll)
-  return hs, (transition, h0, hs, projected, bias)
-
-
-def _modrelu_recurrence_bwd(unroll, res, ct_hs):
-  # Per complex unit z = (x, y), r = sqrt(x² + y² + eps), s = relu(r + b) / r, out = s z:
-  # Jᵀ v = s v + (1[r + b > 0] - s) / r² · z (z·v) (J is symmetric), and
-  # ∂out/∂b · v = 1[r + b > 0] / r · (z·v). The pre-activations are recomputed from hs.
-  transition, h0, hs, projected, bias = res
-  n = bias.shape[-1]
-  h_prev = jnp.concatenate([h0[None], hs[:-1]], axis=0)
-  pre = h_prev @ transition + projected  # (L, B, 2n): one batched matmul, off the loop
-  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + _MODRELU_EPS)
-  active = (r + bias > 0).astype(pre.dtype)
-  s = nn.relu(r + bias) / r
-  coef = (active - s) / (r * r)
-  transition_t = transition.T
-
-  def body(delta_next, inputs):
-    ct_h, z, s_t, coef_t = inputs
-    v = ct_h + delta_next @ transition_t
-    zv = z[..., :n] * v[..., :n] + z[..., n:] * v[..., n:]
-    two = lambda a: jnp.concatenate([a, a], axis=-1)
-    delta = two(s_t) * v + two(coef_t * zv) * z
-    return delta, (delta, zv)
-
-  delta_first, (deltas, zvs) = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
-                                            reverse=True, unroll=unroll)
-  H = h0.shape[-1]
-  ct_transition = h_prev.reshape(-1, H).T @ deltas.reshape(-1, H)
-  ct_bias = jnp.sum(active / r * zvs, axis=(0, 1))
-  return ct_transition, delta_first @ transition_t, deltas, ct_bias
-
-
-_modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
-
-
 def _complex_block(u) -> jax.Array:
   """M (2n, 2n) real with [a, b] @ M = [Re, Im] of (a + ib) @ uᵀ, i.e. of U h."""
   a, b = jnp.real(u).T, jnp.imag(u).T
@@ -239,7 +84,11 @@ class _ComplexPairState:
 
   @nn.nowrap
   def initialize_carry(self, rng, input_shape):
-    """(..., 2n) initial state for inputs of shape (..., D): random or zeros."""
+    """(..., 2n) initial state of param_dtype for inputs of shape (..., D).
+
+    U(±sqrt(3/(2n))) drawn from `rng` (h0 = 'random'; pass a fresh key per forward
+    pass) or zeros (h0 = 'zeros', `rng` unused).
+    """
     shape = tuple(input_shape[:-1]) + (2 * self.features,)
     if self.h0 == "zeros":
       return jnp.zeros(shape, self.param_dtype)
@@ -247,6 +96,7 @@ class _ComplexPairState:
 
   @property
   def num_feature_axes(self) -> int:
+    """1: the state has one feature axis (the last)."""
     return 1
 
 
@@ -255,14 +105,15 @@ class _ElementwiseRecurrence:
 
   def step(self, carry_BxH, projected_BxH, transition):
     """h = f(h_prev @ transition + projected): the recurrence proper, (..., H) -> (..., H)."""
-    h = _activation(self.activation)(carry_BxH @ transition + projected_BxH)
+    f = recurrence.elementwise_activation(self.activation)
+    h = f(carry_BxH @ transition + projected_BxH)
     return h, h
 
   def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
     """All steps at once (time-major), with the fast reverse pass of
     `elementwise_recurrence`: -> (final carry (B, H), outputs (L, B, H))."""
-    hs = elementwise_recurrence(transition, carry_BxH, projected_LxBxH, self.activation,
-                                unroll)
+    hs = recurrence.elementwise_recurrence(transition, carry_BxH, projected_LxBxH,
+                                           self.activation, unroll)
     return hs[-1], hs
 
 
@@ -273,7 +124,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   block matrix [[Re U, -Im U], [Im U, Re U]]), with no transition bias. The input
   enters through V_re, V_im held as one real Dense layer ``v`` with kernel
   [V_re | V_im] (D, 2n) (each half Glorot-uniform as a (D, n) matrix) and zero bias,
-  and f acts elementwise on the 2n real vector (SPEC §4, as the original code).
+  and f acts elementwise on the 2n real vector (paper §4, as the original code).
   Beyond the paper, f = 'modrelu' acts on each complex unit (Arjovsky et al.'s
   modReLU, with a bias ``modrelu_bias`` (n,) ~ U(±0.01)): it keeps the phase and,
   where |z| + b > 0, nearly the modulus, so a unitary U can carry a state over
@@ -292,6 +143,10 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     lambda_init: initializer of λ (n²,), N(0, 1) by default as the paper.
     kernel_init: initializer of V_re and V_im.
     param_dtype: float32 (U complex64) or float64.
+
+  Raises (at `init` / `apply`):
+    ValueError: features < 1, an unknown h0 or activation, or `unitary()` of an
+      unconstrained cell.
   """
   features: int
   beta: float = 1.0
@@ -313,7 +168,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
           "modrelu_bias", lambda k, shape, dtype: jax.random.uniform(k, shape, dtype, -0.01, 0.01),
           (n,), self.param_dtype)
     else:
-      _activation(self.activation)
+      recurrence.elementwise_activation(self.activation)
     if self.unconstrained:
       self.w = self.param("w", nn.initializers.orthogonal(), (2 * n, 2 * n), self.param_dtype)
     else:
@@ -342,7 +197,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     """h = f(h_prev @ transition + projected), f elementwise or modReLU per unit."""
     if self.activation != "modrelu":
       return super().step(carry_BxH, projected_BxH, transition)
-    h = _modrelu_pairs(carry_BxH @ transition + projected_BxH, self.modrelu_bias)
+    h = recurrence.modrelu_pairs(carry_BxH @ transition + projected_BxH, self.modrelu_bias)
     return h, h
 
   def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
@@ -350,7 +205,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     activation through a loop with a hand-written reverse pass (W̄ as one matmul)."""
     if self.activation != "modrelu":
       return super().scan(carry_BxH, projected_LxBxH, transition, unroll)
-    hs = _modrelu_recurrence(transition, carry_BxH, projected_LxBxH, self.modrelu_bias, unroll)
+    hs = recurrence.modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
+                                       self.modrelu_bias, unroll)
     return hs[-1], hs
 
   def __call__(self, carry_BxH, x_BxD):
@@ -360,21 +216,6 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     and `project_inputs` once per sequence batch and scans `step`.
     """
     return self.step(carry_BxH, self.project_inputs(x_BxD), self.transition())
-
-
-def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
-  """modReLU(z) = relu(|z| + b) z / |z| (Arjovsky et al. 2016), smooth at z = 0.
-
-  Args:
-    z: complex (..., n).
-    bias: real (n,).
-    eps: added under the square root of |z|², so that the gradient is finite at 0.
-
-  Returns:
-    Complex (..., n).
-  """
-  norm = jnp.sqrt(jnp.real(z) ** 2 + jnp.imag(z) ** 2 + eps)
-  return z * (nn.relu(norm + bias) / norm).astype(z.dtype)
 
 
 class URNNCell(_ComplexPairState, nn.RNNCellBase):
@@ -392,6 +233,9 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
     permutation_seed: seed of Π.
     kernel_init: initializer of V's real and imaginary parts.
     param_dtype: float32 or float64.
+
+  Raises (at `init` / `apply`):
+    ValueError: an unknown h0.
   """
   features: int
   h0: str = "random"
@@ -429,7 +273,7 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
     uh = composition.arjovsky_apply(h, self.angles, self.reflections_re, self.reflections_im,
                                     perm)
     vx = jax.lax.complex(projected_BxH[..., :n], projected_BxH[..., n:])
-    z = modrelu(uh + vx, self.bias)
+    z = recurrence.modrelu(uh + vx, self.bias)
     out = jnp.concatenate([jnp.real(z), jnp.imag(z)], axis=-1)
     return out, out
 
@@ -451,6 +295,9 @@ class SimpleRNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
     recurrent_init: initializer of W (n, n).
     kernel_init: initializer of V (D, n).
     param_dtype: float32 or float64.
+
+  Raises (at `init` / `apply`):
+    ValueError: an unknown activation.
   """
   features: int
   activation: str = "tanh"
@@ -461,16 +308,18 @@ class SimpleRNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
   @nn.nowrap
   @classmethod
   def irnn(cls, features: int, **kwargs) -> "SimpleRNNCell":
+    """The IRNN of size `features`: relu, W = I, V ~ N(0, 0.001²); kwargs as the class."""
     return cls(features, "relu", _identity_init,
                nn.initializers.normal(stddev=1e-3), **kwargs)
 
   @nn.nowrap
   @classmethod
   def tanh_rnn(cls, features: int, **kwargs) -> "SimpleRNNCell":
+    """The tanh RNN of size `features`: W orthogonal, V Glorot; kwargs as the class."""
     return cls(features, "tanh", **kwargs)
 
   def setup(self):
-    _activation(self.activation)
+    recurrence.elementwise_activation(self.activation)
     self.w = self.param("w", self.recurrent_init, (self.features, self.features),
                         self.param_dtype)
     self.v = nn.Dense(self.features, kernel_init=self.kernel_init,
@@ -490,97 +339,16 @@ class SimpleRNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
 
   @nn.nowrap
   def initialize_carry(self, rng, input_shape):
+    """Zeros (..., n) of param_dtype for inputs of shape (..., D); `rng` is unused."""
     del rng
     return jnp.zeros(tuple(input_shape[:-1]) + (self.features,), self.param_dtype)
 
   @property
   def num_feature_axes(self) -> int:
+    """1: the state has one feature axis (the last)."""
     return 1
 
 
 def _identity_init(key, shape, dtype=jnp.float32):
   del key
   return jnp.eye(shape[0], shape[1], dtype=dtype)
-
-
-def _cell_body(cell, carry, x_BxD):
-  return cell(carry, x_BxD)
-
-
-def _step_body(cell, carry, projected_BxH, transition):
-  return cell.step(carry, projected_BxH, transition)
-
-
-def _has_fast_path(cell) -> bool:
-  return all(hasattr(cell, m) for m in ("transition", "project_inputs", "step"))
-
-
-class SequenceModel(nn.Module):
-  """A cell scanned over a sequence, then a linear readout (with bias) of its outputs.
-
-  Cells of this module: `transition()` and `project_inputs()` run once per call; the
-  guRNN, `free`, IRNN and tanh RNN then run `elementwise_recurrence` (hand-written
-  reverse pass), the ruRNN `nn.scan` over `step` with the transition broadcast. Any
-  other `nn.RNNCellBase` (flax's LSTM cells) is `nn.scan`-ed as is.
-  `readout='last'` maps the last step's output to (B, K) (adding); `readout='all'`
-  maps every step's output to (B, L, K) (memory).
-
-  Attributes:
-    cell: an `nn.RNNCellBase` (any of this module's cells, or flax's LSTM cells).
-    num_outputs: K.
-    readout: 'last' or 'all'.
-    unroll: time steps per iteration of the compiled loop (`nn.scan`'s unroll).
-  """
-  cell: nn.RNNCellBase
-  num_outputs: int
-  readout: str = "last"
-  unroll: int = 1
-
-  @nn.compact
-  def __call__(self, x_BxLxD, carry_key=None):
-    """Runs the model.
-
-    Args:
-      x_BxLxD: real inputs (B, L, D).
-      carry_key: PRNG key of the initial state (used by cells with a random h0):
-        pass a fresh one per training step and a fixed one for evaluation. Required
-        when the cell draws a random initial state.
-
-    Returns:
-      (B, K) for readout 'last', (B, L, K) for 'all'.
-
-    Raises:
-      ValueError: on a bad readout, input rank, or a random h0 without a key.
-    """
-    if self.readout not in ("last", "all"):
-      raise ValueError(f"readout must be 'last' or 'all'; got {self.readout!r}.")
-    if x_BxLxD.ndim != 3:
-      raise ValueError(f"inputs must be (B, L, D); got {x_BxLxD.shape=}.")
-    if carry_key is None:
-      if getattr(self.cell, "h0", "zeros") == "random":
-        raise ValueError("this cell draws a random initial state: pass carry_key.")
-      carry_key = jax.random.key(0)  # unused by zero-state cells
-    carry = self.cell.initialize_carry(carry_key, x_BxLxD[:, 0].shape)
-    if _has_fast_path(self.cell):
-      # Per forward pass, not per step: the transition (the guRNN's U: one eigh) and
-      # the input projection of all steps at once; the scan runs only the recurrence.
-      transition = self.cell.transition()
-      # Time-major before projecting: transposing (B, L, D) is cheaper than (B, L, H).
-      projected_LxBxH = self.cell.project_inputs(jnp.swapaxes(x_BxLxD, 0, 1))
-      if hasattr(self.cell, "scan") and carry.ndim == 2:  # the cell's own all-steps loop
-        carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll)
-        return self._readout(y_LxBxH)
-      scan = nn.scan(_step_body, variable_broadcast="params", split_rngs={"params": False},
-                     in_axes=(0, nn.broadcast), out_axes=0, unroll=self.unroll)
-      carry, y_LxBxH = scan(self.cell, carry, projected_LxBxH, transition)
-    else:  # any other nn.RNNCellBase (flax's LSTM cells)
-      scan = nn.scan(_cell_body, variable_broadcast="params", split_rngs={"params": False},
-                     in_axes=0, out_axes=0, unroll=self.unroll)
-      carry, y_LxBxH = scan(self.cell, carry, jnp.swapaxes(x_BxLxD, 0, 1))
-    return self._readout(y_LxBxH)
-
-  def _readout(self, y_LxBxH):
-    dense = nn.Dense(self.num_outputs, name="readout")
-    if self.readout == "last":
-      return dense(y_LxBxH[-1])
-    return jnp.swapaxes(dense(y_LxBxH), 0, 1)

@@ -1,0 +1,253 @@
+"""Recurrence kernels with hand-written reverse passes, and the activations they use.
+
+Pure functions of arrays (no flax): the all-steps loops that `SequenceModel` runs for
+the recurrent cells of paper §4 (the guRNN, the unconstrained `free` cell, the IRNN and
+the tanh RNN), and modReLU (Arjovsky et al. 2016) on complex numbers and on complex
+vectors held as real pairs [Re z, Im z].
+
+Both loops compute h_t = f(h_{t-1} @ W + p_t), t = 1..L, time-major, in the row-vector
+convention (h @ W). Their reverse passes run one backward loop for the per-step deltas
+and form W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop, where autodiff of
+`lax.scan` accumulates it step by step. Both are `jax.custom_vjp`: reverse mode only.
+
+Letters in names: B batch, L steps, H state size (2n for complex pairs), n complex units.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+
+__all__ = [
+    "elementwise_activation", "elementwise_recurrence", "modrelu", "modrelu_pairs",
+    "modrelu_recurrence",
+]
+
+_ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "identity": lambda x: x}
+_MODRELU_EPS = 1e-5  # under the square root of |z|²: finite gradients at z = 0
+
+
+def elementwise_activation(name: str) -> Callable[[jax.Array], jax.Array]:
+  """The elementwise activation called `name`.
+
+  Args:
+    name: 'relu', 'tanh' or 'identity'.
+
+  Returns:
+    A function mapping a real array to a real array of the same shape and dtype.
+
+  Raises:
+    ValueError: on an unknown name.
+  """
+  if name not in _ACTIVATIONS:
+    raise ValueError(f"unknown activation {name!r}; choose from {sorted(_ACTIVATIONS)}.")
+  return _ACTIVATIONS[name]
+
+
+def _activation_derivative_from_output(name: str, h):
+  """f'(a) written in h = f(a): relu (h > 0), tanh 1 - h², identity 1."""
+  if name == "relu":
+    return (h > 0).astype(h.dtype)
+  if name == "tanh":
+    return 1 - h * h
+  return jnp.ones_like(h)
+
+
+def _recurrence_forward(transition, h0, projected, activation, unroll):
+  f = elementwise_activation(activation)
+
+  def body(h, p):
+    h = f(h @ transition + p)
+    return h, h
+
+  return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(3, 4))
+def _recurrence(transition, h0, projected, activation, unroll):
+  return _recurrence_forward(transition, h0, projected, activation, unroll)
+
+
+def _recurrence_fwd(transition, h0, projected, activation, unroll):
+  hs = _recurrence_forward(transition, h0, projected, activation, unroll)
+  return hs, (transition, h0, hs)
+
+
+def _recurrence_bwd(activation, unroll, res, ct_hs):
+  transition, h0, hs = res
+  fprime = _activation_derivative_from_output(activation, hs)
+  transition_t = transition.T
+
+  def body(delta_next, inputs):
+    ct_h, d = inputs
+    delta = (ct_h + delta_next @ transition_t) * d
+    return delta, delta
+
+  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, fprime),
+                                     reverse=True, unroll=unroll)
+  # W̄ = Σ_t h_{t-1}ᵀ δ_t as one (H, L·B) @ (L·B, H) matmul: XLA's CPU dot is ~2.5×
+  # faster on this 2-D form than on the einsum contracting two axes (measured).
+  H = h0.shape[-1]
+  ct_transition = (h0.T @ deltas[0]
+                   + hs[:-1].reshape(-1, H).T @ deltas[1:].reshape(-1, H))
+  return ct_transition, delta_first @ transition_t, deltas
+
+
+_recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
+
+
+def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH):
+  H = transition_HxH.shape[-1]
+  if (transition_HxH.shape != (H, H) or h0_BxH.ndim != 2 or h0_BxH.shape[-1] != H
+      or projected_LxBxH.ndim != 3 or projected_LxBxH.shape[1:] != h0_BxH.shape):
+    raise ValueError(f"expected (H, H), (B, H), (L, B, H); got {transition_HxH.shape=}, "
+                     f"{h0_BxH.shape=}, {projected_LxBxH.shape=}.")
+
+
+def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: str = "relu",
+                           unroll: int = 1) -> jax.Array:
+  """All states of h_t = f(h_{t-1} @ W + p_t), t = 1..L, with a hand-written reverse pass.
+
+  The reverse pass runs one loop of δ_t = (h̄_t + δ_{t+1} Wᵀ) ⊙ f'(a_t) (one small
+  matmul per step) and forms W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop,
+  where autodiff of `lax.scan` accumulates it step by step (measured ~20-25% faster
+  for the whole recurrence at L = 100, B = 20, H = 60 on 2 CPU cores).
+  A `jax.custom_vjp`: reverse mode only.
+
+  Args:
+    transition_HxH: real (H, H) W (row-vector convention: h @ W), float32 or float64.
+    h0_BxH: real (B, H) initial state, the same dtype.
+    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
+    activation: 'relu', 'tanh' or 'identity'.
+    unroll: steps per loop iteration (forward and reverse loops).
+
+  Returns:
+    Real (L, B, H), the inputs' dtype: h_1..h_L.
+
+  Raises:
+    ValueError: on mismatched shapes or an unknown activation.
+  """
+  elementwise_activation(activation)
+  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  return _recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation, unroll)
+
+
+def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
+  """modReLU(z) = relu(|z| + b) z / |z| (Arjovsky et al. 2016), smooth at z = 0.
+
+  Zero where |z| + b ≤ 0; elsewhere the phase of z kept and the modulus shifted by b.
+
+  Args:
+    z: complex (..., n), complex64 or complex128.
+    bias: real (n,) b (broadcast against z's last axis).
+    eps: added under the square root of |z|², so that the gradient is finite at 0.
+
+  Returns:
+    Complex (..., n), z's dtype.
+  """
+  norm = jnp.sqrt(jnp.real(z) ** 2 + jnp.imag(z) ** 2 + eps)
+  return z * (jax.nn.relu(norm + bias) / norm).astype(z.dtype)
+
+
+def modrelu_pairs(pre_Bx2n, bias_n, eps: float = _MODRELU_EPS) -> jax.Array:
+  """`modrelu` on complex vectors held as real pairs [Re z, Im z].
+
+  Args:
+    pre_Bx2n: real (..., 2n): the first n entries are Re z, the last n Im z.
+    bias_n: real (n,) b.
+    eps: added under the square root of |z|², so that the gradient is finite at 0.
+
+  Returns:
+    Real (..., 2n), [Re, Im] of modReLU(z), pre_Bx2n's dtype.
+  """
+  n = bias_n.shape[-1]
+  norm = jnp.sqrt(pre_Bx2n[..., :n] ** 2 + pre_Bx2n[..., n:] ** 2 + eps)
+  scale = jax.nn.relu(norm + bias_n) / norm
+  return pre_Bx2n * jnp.concatenate([scale, scale], axis=-1)
+
+
+def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll):
+  def body(h, p):
+    h = modrelu_pairs(h @ transition + p, bias)
+    return h, h
+
+  return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
+def _modrelu_recurrence(transition, h0, projected, bias, unroll):
+  return _modrelu_recurrence_forward(transition, h0, projected, bias, unroll)
+
+
+def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
+  hs = _modrelu_recurrence_forward(transition, h0, projected, bias, unroll)
+  return hs, (transition, h0, hs, projected, bias)
+
+
+def _modrelu_recurrence_bwd(unroll, res, ct_hs):
+  # Per complex unit z = (x, y), r = sqrt(x² + y² + eps), s = relu(r + b) / r, out = s z:
+  # Jᵀ v = s v + (1[r + b > 0] - s) / r² · z (z·v) (J is symmetric), and
+  # ∂out/∂b · v = 1[r + b > 0] / r · (z·v). The pre-activations are recomputed from hs.
+  transition, h0, hs, projected, bias = res
+  n = bias.shape[-1]
+  h_prev = jnp.concatenate([h0[None], hs[:-1]], axis=0)
+  pre = h_prev @ transition + projected  # (L, B, 2n): one batched matmul, off the loop
+  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + _MODRELU_EPS)
+  active = (r + bias > 0).astype(pre.dtype)
+  s = jax.nn.relu(r + bias) / r
+  coef = (active - s) / (r * r)
+  transition_t = transition.T
+
+  def body(delta_next, inputs):
+    ct_h, z, s_t, coef_t = inputs
+    v = ct_h + delta_next @ transition_t
+    zv = z[..., :n] * v[..., :n] + z[..., n:] * v[..., n:]
+    two = lambda a: jnp.concatenate([a, a], axis=-1)
+    delta = two(s_t) * v + two(coef_t * zv) * z
+    return delta, (delta, zv)
+
+  delta_first, (deltas, zvs) = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
+                                            reverse=True, unroll=unroll)
+  H = h0.shape[-1]
+  ct_transition = h_prev.reshape(-1, H).T @ deltas.reshape(-1, H)
+  ct_bias = jnp.sum(active / r * zvs, axis=(0, 1))
+  return ct_transition, delta_first @ transition_t, deltas, ct_bias
+
+
+_modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
+
+
+def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
+                       unroll: int = 1) -> jax.Array:
+  """All states of h_t = modReLU(h_{t-1} @ W + p_t), t = 1..L, with a hand-written reverse pass.
+
+  The states are complex vectors of n units held as real pairs [Re h, Im h] (H = 2n),
+  and modReLU acts on each complex unit (`modrelu_pairs`, eps = 1e-5). The reverse
+  pass recomputes the pre-activations from the saved states with one batched matmul,
+  runs one loop of δ_t = Jᵀ(h̄_t + δ_{t+1} Wᵀ) (J the modReLU Jacobian, symmetric per
+  unit) and forms W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop, and b̄ as one
+  sum. A `jax.custom_vjp`: reverse mode only.
+
+  Args:
+    transition_HxH: real (H, H) W, H = 2n (row-vector convention: h @ W), float32 or
+      float64; for a unitary U acting as h ↦ U h, the block matrix [[Re Uᵀ, Im Uᵀ],
+      [-Im Uᵀ, Re Uᵀ]].
+    h0_BxH: real (B, H) initial state [Re h_0, Im h_0], the same dtype.
+    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
+    bias_n: real (n,), the modReLU bias of each complex unit.
+    unroll: steps per loop iteration (forward and reverse loops).
+
+  Returns:
+    Real (L, B, H), the inputs' dtype: h_1..h_L as [Re, Im] pairs.
+
+  Raises:
+    ValueError: on mismatched shapes, including a bias that is not (H / 2,).
+  """
+  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
+    raise ValueError(f"expected a bias (H / 2,) for states (B, H); got {bias_n.shape=}, "
+                     f"{h0_BxH.shape=}.")
+  return _modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, unroll)

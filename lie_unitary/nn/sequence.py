@@ -1,0 +1,171 @@
+"""A recurrent cell scanned over sequences with a linear readout, and its fast path.
+
+`SequenceModel` runs any `nn.RNNCellBase` over a (B, L, D) batch. A cell that
+follows the `FastPathCell` contract (all of `lie_unitary.nn`'s cells) gets its
+per-forward-pass constants (the guRNN's U(λ): one eigh) and its input projections
+computed ONCE per call, outside the loop over time; a `ScanningCell` also runs all
+steps in its own loop (a hand-written reverse pass). Other cells (flax's LSTM cells)
+are scanned as they are.
+
+Letters in names: B batch, L steps, D input features, H state size, K outputs.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+
+__all__ = ["FastPathCell", "ScanningCell", "SequenceModel"]
+
+
+@runtime_checkable
+class FastPathCell(Protocol):
+  """A recurrent cell whose step splits into per-pass constants, inputs and recurrence.
+
+  A structural type: a cell follows it by having the three methods (no subclassing);
+  `isinstance(cell, FastPathCell)` checks that they are present, not their signatures.
+  Such a cell's step `cell(carry, x_t)` must equal
+  `cell.step(carry, cell.project_inputs(x_t), cell.transition())`: `SequenceModel`
+  calls `transition` and `project_inputs` once per forward pass and loops only over
+  `step`, so the transition's cost (the guRNN's eigh) is paid once per pass, and the
+  backward pass sums the per-step cotangents of the transition before one VJP of it.
+  """
+
+  def transition(self) -> Any:
+    """The per-forward-pass constants of the recurrence.
+
+    Returns:
+      Any pytree that `step` takes as `transition` (the guRNN: β·U(λ) as a real
+      (H, H) block matrix; the IRNN / tanh RNN: W (H, H); the ruRNN: None). Computed
+      once per forward pass and broadcast to every step.
+    """
+
+  def project_inputs(self, x_BxD: jax.Array) -> jax.Array:
+    """The inputs' contributions to the pre-activations, e.g. V x + b.
+
+    Args:
+      x_BxD: real (..., D): any leading axes (SequenceModel passes (L, B, D)).
+
+    Returns:
+      Real (..., H), the same leading axes.
+    """
+
+  def step(self, carry_BxH: jax.Array, projected_BxH: jax.Array,
+           transition: Any) -> tuple[jax.Array, jax.Array]:
+    """One step of the recurrence proper, from an already projected input.
+
+    Args:
+      carry_BxH: the state (B, H) (any leading axes that the cell supports).
+      projected_BxH: `project_inputs` of this step's input, (B, H).
+      transition: what `transition()` returned.
+
+    Returns:
+      (new carry (B, H), output (B, H)).
+    """
+
+
+@runtime_checkable
+class ScanningCell(FastPathCell, Protocol):
+  """A `FastPathCell` that also runs all steps at once in its own loop.
+
+  `SequenceModel` uses `scan` instead of looping over `step` when the carry is (B, H);
+  it must give the same numbers as scanning `step` (the guRNN, IRNN and tanh RNN run a
+  kernel of `lie_unitary.nn.recurrence` there, whose reverse pass is hand-written).
+  """
+
+  def scan(self, carry_BxH: jax.Array, projected_LxBxH: jax.Array, transition: Any,
+           unroll: int = 1) -> tuple[jax.Array, jax.Array]:
+    """All L steps of the recurrence, time-major.
+
+    Args:
+      carry_BxH: the initial state (B, H).
+      projected_LxBxH: `project_inputs` of all steps' inputs, (L, B, H).
+      transition: what `transition()` returned.
+      unroll: steps per iteration of the compiled loop.
+
+    Returns:
+      (final carry (B, H), outputs (L, B, H)).
+    """
+
+
+def _cell_body(cell, carry, x_BxD):
+  return cell(carry, x_BxD)
+
+
+def _step_body(cell, carry, projected_BxH, transition):
+  return cell.step(carry, projected_BxH, transition)
+
+
+class SequenceModel(nn.Module):
+  """A cell scanned over a sequence, then a linear readout (with bias) of its outputs.
+
+  A `FastPathCell` has `transition()` and `project_inputs()` run once per call; a
+  `ScanningCell` (the guRNN, `free`, IRNN and tanh RNN: `elementwise_recurrence` or
+  `modrelu_recurrence`, hand-written reverse passes) then runs its own `scan`, any
+  other `FastPathCell` (the ruRNN) `nn.scan` over `step` with the transition
+  broadcast. Any other `nn.RNNCellBase` (flax's LSTM cells) is `nn.scan`-ed as is.
+  `readout='last'` maps the last step's output to (B, K) (adding); `readout='all'`
+  maps every step's output to (B, L, K) (memory).
+
+  Attributes:
+    cell: an `nn.RNNCellBase` (any of `lie_unitary.nn`'s cells, or flax's LSTM cells).
+    num_outputs: K.
+    readout: 'last' or 'all'.
+    unroll: time steps per iteration of the compiled loop (`nn.scan`'s unroll).
+  """
+  cell: nn.RNNCellBase
+  num_outputs: int
+  readout: str = "last"
+  unroll: int = 1
+
+  @nn.compact
+  def __call__(self, x_BxLxD, carry_key=None):
+    """Runs the model.
+
+    Args:
+      x_BxLxD: real inputs (B, L, D), of the cell's param dtype (float32 or float64).
+      carry_key: PRNG key of the initial state (used by cells with a random h0):
+        pass a fresh one per training step and a fixed one for evaluation. Required
+        when the cell draws a random initial state.
+
+    Returns:
+      Real (B, K) for readout 'last', (B, L, K) for 'all'.
+
+    Raises:
+      ValueError: on a bad readout, input rank, or a random h0 without a key.
+    """
+    if self.readout not in ("last", "all"):
+      raise ValueError(f"readout must be 'last' or 'all'; got {self.readout!r}.")
+    if x_BxLxD.ndim != 3:
+      raise ValueError(f"inputs must be (B, L, D); got {x_BxLxD.shape=}.")
+    if carry_key is None:
+      if getattr(self.cell, "h0", "zeros") == "random":
+        raise ValueError("this cell draws a random initial state: pass carry_key.")
+      carry_key = jax.random.key(0)  # unused by zero-state cells
+    carry = self.cell.initialize_carry(carry_key, x_BxLxD[:, 0].shape)
+    if isinstance(self.cell, FastPathCell):
+      # Per forward pass, not per step: the transition (the guRNN's U: one eigh) and
+      # the input projection of all steps at once; the scan runs only the recurrence.
+      transition = self.cell.transition()
+      # Time-major before projecting: transposing (B, L, D) is cheaper than (B, L, H).
+      projected_LxBxH = self.cell.project_inputs(jnp.swapaxes(x_BxLxD, 0, 1))
+      if isinstance(self.cell, ScanningCell) and carry.ndim == 2:  # the cell's own loop
+        carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll)
+        return self._readout(y_LxBxH)
+      scan = nn.scan(_step_body, variable_broadcast="params", split_rngs={"params": False},
+                     in_axes=(0, nn.broadcast), out_axes=0, unroll=self.unroll)
+      carry, y_LxBxH = scan(self.cell, carry, projected_LxBxH, transition)
+    else:  # any other nn.RNNCellBase (flax's LSTM cells)
+      scan = nn.scan(_cell_body, variable_broadcast="params", split_rngs={"params": False},
+                     in_axes=0, out_axes=0, unroll=self.unroll)
+      carry, y_LxBxH = scan(self.cell, carry, jnp.swapaxes(x_BxLxD, 0, 1))
+    return self._readout(y_LxBxH)
+
+  def _readout(self, y_LxBxH):
+    dense = nn.Dense(self.num_outputs, name="readout")
+    if self.readout == "last":
+      return dense(y_LxBxH[-1])
+    return jnp.swapaxes(dense(y_LxBxH), 0, 1)
