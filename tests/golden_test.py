@@ -53,8 +53,9 @@ def _operator_config(kind):
 
 def operator_metrics(kind, workdir):
   """{(approach, replicate): (val loss after 1 step, after 50, test loss)}."""
-  from lie_unitary.experiments.operators import experiment as operator_sweep  # pylint: disable=import-outside-toplevel
-  operator_sweep.run_experiment(_operator_config(kind), workdir, printer=lambda *_: None)
+  from lie_unitary.experiments.operators import experiment  # pylint: disable=import-outside-toplevel
+  experiment.train_and_evaluate(_operator_config(kind), workdir, printer=lambda *_: None,
+                                handle_signals=False)
   out = {}
   for c in records.read_records(os.path.join(workdir, "curves.jsonl")):
     out[(c["approach"], c["replicate"])] = [c["val_loss"][1], c["val_loss"][50]]
