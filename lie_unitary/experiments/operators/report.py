@@ -1,32 +1,45 @@
-"""Report of the operator-learning runs: tables beside the paper's, Figure 2, appendix B.
+"""Report of the operator-learning runs (paper §3): tables beside the paper's, Figure 2.
 
-`write_report(workdir)` reads WORKDIR/results.jsonl (and curves.jsonl) and writes
-WORKDIR/report.md with
+Built for notebooks as well as for files: `figures` returns
+`matplotlib.figure.Figure` objects built directly (no global figure manager, no
+backend switch: the caller's matplotlib state is left alone), `markdown` returns the
+text, and `write_report(workdir)` writes both: WORKDIR/report.md with
 
-- a results table per (optimizer, epochs-per-n) group: mean ± bootstrap s.e. over
-  replicates for every n and approach, the paper's Table 1 value beside each cell
-  where it has one (our ``lie_restricted`` column is shown beside Table 2's);
+- a results table per (optimizer, learning rate) group of trained records (the
+  baselines shared): mean ± bootstrap s.e. over replicates for every n and approach,
+  the paper's Table 1 value beside each cell where it has one (our ``lie_restricted``
+  column is shown beside Table 2's);
 - Table 2 (arjovsky, lie_restricted, lie_algebra) beside the paper's when
   lie_restricted was run;
-- ``figure2.png``: test loss / rand loss per generator × approach (pooled over n, each
-  loss divided by the mean rand loss at its n) with bootstrap 95% CIs, the scaled
-  true loss dotted; right panel lie_algebra and lie_restricted on a log scale;
-- ``basis_change.png``: the appendix-B grid of validation curves (rows c, columns
-  learning rate) when a basis-change run is present.
+- for real SO(n) targets, how many projection-onto-O(n) replicates ended in the
+  wrong component;
+- the appendix-B grid of final test losses (rows c, columns learning rate) when a
+  change-of-basis sweep is present;
+
+and the figures ``figure2.png`` (test loss / rand loss per generator × approach,
+pooled over n, each loss divided by the mean rand loss at its n, with bootstrap 95%
+CIs, the scaled true loss dotted; right panel lie_algebra and lie_restricted on a log
+scale) and ``basis_change.png`` (the appendix-B grid of validation curves).
+
+Records (see `lie_unitary.experiments.results`): ``results.jsonl`` holds kind
+"final" records with the fields n, field, approach, generator, optimizer ("none" for
+the baselines true / rand / lstsq), learning_rate, num_epochs, basis_scale, replicate
+and the metrics test_loss, final_val_loss; ``curves.jsonl`` kind "curve" records with
+the same fields plus val_steps and val_loss. Only the current units are reported.
 """
 
 from __future__ import annotations
 
 import collections
 import os
-from typing import Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from lie_unitary.experiments import records as records_lib
+from lie_unitary.experiments import results as results_lib
 
-__all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "bootstrap_ci", "bootstrap_mean_se",
-           "load_results", "write_report"]
+__all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "bootstrap_ci", "bootstrap_mean_se", "figures",
+           "markdown", "write_report"]
 
 # Paper Table 1: (mean, s.e.) of the test loss; s.e. None where the paper gives "~".
 PAPER_TABLE1 = {
@@ -49,12 +62,19 @@ PAPER_TABLE2 = {
 }
 _ORDER = ("true", "lstsq", "projection", "projection_orthogonal", "arjovsky",
           "lie_restricted", "so_algebra", "lie_algebra", "rand")
-_KEY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
-        "basis_scale")
 
 
 def bootstrap_mean_se(values: Sequence[float], num: int = 2000, seed: int = 0):
-  """(mean, bootstrap standard error of the mean) of `values`."""
+  """The mean of `values` and the bootstrap standard error of that mean.
+
+  Args:
+    values: the sample (at least one value).
+    num: bootstrap resamples.
+    seed: seed of the resampling (fixed, so a report renders the same twice).
+
+  Returns:
+    ``(mean, s.e.)`` as floats; the s.e. is 0.0 for a single value.
+  """
   values = np.asarray(values, np.float64)
   rng = np.random.default_rng(seed)
   means = values[rng.integers(0, len(values), (num, len(values)))].mean(axis=1)
@@ -62,20 +82,22 @@ def bootstrap_mean_se(values: Sequence[float], num: int = 2000, seed: int = 0):
 
 
 def bootstrap_ci(values: Sequence[float], level: float = 0.95, num: int = 2000, seed: int = 0):
-  """(low, high): the percentile bootstrap confidence interval of the mean."""
+  """The percentile bootstrap confidence interval of the mean of `values`.
+
+  Args:
+    values: the sample (at least one value).
+    level: the interval's coverage.
+    num: bootstrap resamples.
+    seed: seed of the resampling.
+
+  Returns:
+    ``(low, high)`` as floats.
+  """
   values = np.asarray(values, np.float64)
   rng = np.random.default_rng(seed)
   means = values[rng.integers(0, len(values), (num, len(values)))].mean(axis=1)
   alpha = (1 - level) / 2
   return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
-
-
-def load_results(workdir: str) -> list[dict]:
-  """The result records, one per key (a record written twice counts once: the last)."""
-  by_key = {}
-  for r in records_lib.read_records(os.path.join(workdir, "results.jsonl")):
-    by_key[tuple(r.get(k) for k in _KEY)] = r
-  return list(by_key.values())
 
 
 def _fmt(x: float) -> str:
@@ -126,7 +148,7 @@ def _table(results, paper, approaches=None, title="") -> list[str]:
   epochs = collections.defaultdict(set)
   for r in results:
     vals[(r["n"], r["approach"])].append(float(r["test_loss"]))
-    if r["num_epochs"]:
+    if r.get("optimizer") != "none" and r.get("num_epochs"):
       epochs[r["n"]].add(r["num_epochs"])
   lines = [title, "", "| n | epochs | " + " | ".join(cols) + " |",
            "|---|---|" + "---|" * len(cols)]
@@ -135,98 +157,6 @@ def _table(results, paper, approaches=None, title="") -> list[str]:
     ep = ",".join(str(e) for e in sorted(epochs[n])) or "—"
     lines.append(f"| {n} | {ep} | " + " | ".join(cells) + " |")
   return lines + [""]
-
-
-def _figure2(results, path) -> bool:
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-
-  rand = collections.defaultdict(list)
-  for r in results:
-    if r["approach"] == "rand":
-      rand[r["n"]].append(float(r["test_loss"]))
-  if not rand:
-    return False
-  rand_mean = {n: float(np.mean(v)) for n, v in rand.items()}
-  ratios = collections.defaultdict(list)
-  for r in results:
-    if r["n"] in rand_mean and r["approach"] not in ("rand",):
-      ratios[(r["generator"], r["approach"])].append(float(r["test_loss"]) / rand_mean[r["n"]])
-  gens = sorted({g for g, _ in ratios})
-  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq")
-                and any(a == b for _, b in ratios)]
-  if not approaches:
-    return False
-  true_line = np.mean([v for (g, a), vs in ratios.items() if a == "true" for v in vs])
-  fig, axes = plt.subplots(1, 2, figsize=(11, 4), gridspec_kw=dict(width_ratios=(3, 2)))
-
-  def panel(ax, names, log):
-    width = 0.8 / max(len(names), 1)
-    for j, a in enumerate(names):
-      xs, ys, lo, hi = [], [], [], []
-      for i, g in enumerate(gens):
-        v = ratios.get((g, a))
-        if not v:
-          continue
-        low, high = bootstrap_ci(v)
-        xs.append(i + (j - (len(names) - 1) / 2) * width)
-        ys.append(np.mean(v))
-        lo.append(np.mean(v) - low)
-        hi.append(high - np.mean(v))
-      ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=a)
-    ax.axhline(true_line, ls=":", color="k", label="true")
-    ax.set_xticks(range(len(gens)), gens)
-    ax.set_xlabel("generator of U")
-    if log:
-      ax.set_yscale("log")
-    ax.legend(fontsize=8)
-
-  panel(axes[0], approaches, log=False)
-  axes[0].set_ylabel("test loss / rand loss (95% bootstrap CI)")
-  axes[0].set_title("all approaches")
-  zoom = [a for a in ("lie_algebra", "lie_restricted", "so_algebra") if a in approaches]
-  panel(axes[1], zoom or approaches, log=True)
-  axes[1].set_title("lie_algebra (log scale) beside lie_restricted")
-  fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
-  return True
-
-
-def _basis_grid(workdir, path) -> bool:
-  curves = records_lib.read_records(os.path.join(workdir, "curves.jsonl"))
-  curves = [c for c in curves if c.get("approach") == "lie_algebra"]
-  scales = sorted({c["basis_scale"] for c in curves})
-  if len(scales) < 2:
-    return False
-  import matplotlib  # pylint: disable=import-outside-toplevel
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt  # pylint: disable=import-outside-toplevel
-
-  lrs = sorted({c["learning_rate"] for c in curves}, reverse=True)
-  fig, axes = plt.subplots(len(scales), len(lrs), figsize=(3 * len(lrs), 2.4 * len(scales)),
-                           sharex=True, squeeze=False)
-  latest = {}
-  for c in curves:
-    latest[(c["basis_scale"], c["learning_rate"], c["replicate"])] = c
-  for i, s in enumerate(scales):
-    for j, lr in enumerate(lrs):
-      ax = axes[i][j]
-      for (cs, clr, _), c in sorted(latest.items()):
-        if cs == s and clr == lr:
-          ax.plot(c["val_steps"], c["val_loss"], lw=0.8)
-      ax.set_yscale("log")
-      if i == 0:
-        ax.set_title(f"lr = {lr:.3g}", fontsize=9)
-      if j == 0:
-        ax.set_ylabel(f"c = {s:g}\nvalidation loss", fontsize=9)
-      if i == len(scales) - 1:
-        ax.set_xlabel("step")
-  fig.tight_layout()
-  fig.savefig(path, dpi=110)
-  plt.close(fig)
-  return True
 
 
 def _orthogonal_components(results) -> list[str]:
@@ -253,15 +183,162 @@ def _orthogonal_components(results) -> list[str]:
   return lines + [""]
 
 
-def write_report(workdir: str) -> list[str]:
-  """Renders WORKDIR/report.md and the PNG figures; returns the paths written."""
-  results = load_results(workdir)
-  written = []
+_IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
+             "basis_scale")
+
+
+def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
+  """The records of `kind`, one per (unit, setting, replicate): the last written."""
+  by_key = {}
+  for r in results_lib.as_records(recs):
+    if r.get("kind", kind) == kind:
+      by_key[(r.get("unit"),) + tuple(r.get(k) for k in _IDENTITY)] = r
+  return list(by_key.values())
+
+
+def _figure2(results):
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+
+  rand = collections.defaultdict(list)
+  for r in results:
+    if r["approach"] == "rand":
+      rand[r["n"]].append(float(r["test_loss"]))
+  if not rand:
+    return None
+  rand_mean = {n: float(np.mean(v)) for n, v in rand.items()}
+  ratios = collections.defaultdict(list)
+  for r in results:
+    if r["n"] in rand_mean and r["approach"] not in ("rand",):
+      ratios[(r["generator"], r["approach"])].append(float(r["test_loss"]) / rand_mean[r["n"]])
+  gens = sorted({g for g, _ in ratios})
+  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq")
+                and any(a == b for _, b in ratios)]
+  if not approaches:
+    return None
+  true = [v for (_, a), vs in ratios.items() if a == "true" for v in vs]
+  fig = Figure(figsize=(11, 4))
+  axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(3, 2)))
+
+  def panel(ax, names, log):
+    width = 0.8 / max(len(names), 1)
+    for j, a in enumerate(names):
+      xs, ys, lo, hi = [], [], [], []
+      for i, g in enumerate(gens):
+        v = ratios.get((g, a))
+        if not v:
+          continue
+        low, high = bootstrap_ci(v)
+        xs.append(i + (j - (len(names) - 1) / 2) * width)
+        ys.append(np.mean(v))
+        lo.append(np.mean(v) - low)
+        hi.append(high - np.mean(v))
+      ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=a)
+    if true:
+      ax.axhline(np.mean(true), ls=":", color="k", label="true")
+    ax.set_xticks(range(len(gens)), gens)
+    ax.set_xlabel("generator of U")
+    if log:
+      ax.set_yscale("log")
+    ax.legend(fontsize=8)
+
+  panel(axes[0], approaches, log=False)
+  axes[0].set_ylabel("test loss / rand loss (95% bootstrap CI)")
+  axes[0].set_title("all approaches")
+  zoom = [a for a in ("lie_algebra", "lie_restricted", "so_algebra") if a in approaches]
+  panel(axes[1], zoom or approaches, log=True)
+  axes[1].set_title("lie_algebra (log scale) beside lie_restricted")
+  fig.tight_layout()
+  return fig
+
+
+def _basis_grid(curves):
+  curves = [c for c in curves if c.get("approach") == "lie_algebra"]
+  scales = sorted({c["basis_scale"] for c in curves})
+  if len(scales) < 2:
+    return None
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+
+  lrs = sorted({c["learning_rate"] for c in curves}, reverse=True)
+  fig = Figure(figsize=(3 * len(lrs), 2.4 * len(scales)))
+  axes = fig.subplots(len(scales), len(lrs), sharex=True, squeeze=False)
+  for i, s in enumerate(scales):
+    for j, lr in enumerate(lrs):
+      ax = axes[i][j]
+      for c in sorted(curves, key=lambda c: (c["replicate"], str(c.get("unit")))):
+        if c["basis_scale"] == s and c["learning_rate"] == lr:
+          ax.plot(c["val_steps"], [float(v) for v in c["val_loss"]], lw=0.8)
+      ax.set_yscale("log")
+      if i == 0:
+        ax.set_title(f"lr = {lr:.3g}", fontsize=9)
+      if j == 0:
+        ax.set_ylabel(f"c = {s:g}\nvalidation loss", fontsize=9)
+      if i == len(scales) - 1:
+        ax.set_xlabel("step")
+  fig.tight_layout()
+  return fig
+
+
+def figures(results: Any, curves: Any = ()) -> dict:
+  """The report's figures, as `matplotlib.figure.Figure` objects built directly.
+
+  Args:
+    results: the "final" records (``load_results(workdir)``: a list of dicts or a
+      DataFrame); records of other kinds are ignored, and of a record written twice
+      the last counts.
+    curves: the "curve" records (``load_results(workdir, "curves.jsonl")``); may be
+      empty.
+
+  Returns:
+    ``{"figure2": Figure, "basis_change": Figure}``, each key only when drawable:
+    "figure2" for a standard-basis run with rand and at least one trained or
+    projection approach, "basis_change" when the curves hold lie_algebra runs at two
+    or more basis scales c. Show one in a notebook by evaluating it; save with
+    ``fig.savefig(path)``.
+  """
+  results = _latest(results, "final")
+  curves = _latest(curves, "curve")
+  out = {}
+  if results and not any(r.get("basis_scale") for r in results):
+    fig = _figure2(results)
+    if fig is not None:
+      out["figure2"] = fig
+  grid = _basis_grid(curves)
+  if grid is not None:
+    out["basis_change"] = grid
+  return out
+
+
+def markdown(results: Any, *, figure_files: dict | None = None,
+             superseded: Sequence[tuple[str, str]] = (), source: str | None = None) -> str:
+  """The Markdown report: tables beside the paper's, appendix B, SO(n) components.
+
+  Args:
+    results: the "final" records (a list of dicts or a DataFrame, as `load_results`
+      returns them); records of other kinds are ignored, and of a record written
+      twice the last counts.
+    figure_files: ``{figure key: file name}`` of figures saved beside the report
+      (as `write_report` does); each gets an image link. None: no links.
+    superseded: ``(unit_name, unit_id)`` pairs left out of the report because a
+      later launch replaced them (`results.superseded_units`); listed in a note.
+    source: where the records came from, named in the header.
+
+  Returns:
+    The report's text. Trained records are grouped by (optimizer, learning rate) into
+    one table each, the baselines shared by every group; a cell is mean ± bootstrap
+    s.e. over replicates with the paper's value in parentheses (Table 1; Table 2's for
+    lie_restricted). Real SO(n) targets get no paper values (the paper has none) and
+    a count of the projection_orthogonal replicates stuck in the wrong component.
+  """
+  results = _latest(results, "final")
+  figure_files = figure_files or {}
   lines = ["# Learning unitary operators: results", "",
-           f"{len(results)} records from `{os.path.join(workdir, 'results.jsonl')}`. Cells: "
-           "test loss, mean ± bootstrap s.e. over replicates (paper's value in parentheses "
-           "where it has one; its Table 1 for every column, its Table 2 for lie_restricted).",
-           ""]
+           f"{len(results)} records" + (f" from `{source}`" if source else "")
+           + ". Cells: test loss, mean ± bootstrap s.e. over replicates (paper's value in "
+           "parentheses where it has one; its Table 1 for every column, its Table 2 for "
+           "lie_restricted).", ""]
+  if superseded:
+    lines += ["superseded: " + ", ".join(f"{name} ({uid})" for name, uid in superseded)
+              + " (replaced by a later launch; left out).", ""]
   paper = {n: dict(row) for n, row in PAPER_TABLE1.items()}
   for n, row in PAPER_TABLE2.items():
     paper.setdefault(n, {})["lie_restricted"] = row["lie_restricted"]
@@ -278,12 +355,10 @@ def write_report(workdir: str) -> list[str]:
                       title=f"### Table 2 ({opt}) beside the paper's Table 2")
   basis = [r for r in results if r["approach"] == "lie_algebra" and r["optimizer"] != "none"]
   if len({r["basis_scale"] for r in basis}) > 1:
-    lines += ["## Appendix B: change of basis (final test loss)", "",
-              "| c \\ lr | " + " | ".join(f"{lr:.3g}" for lr in
-                                         sorted({r["learning_rate"] for r in basis},
-                                                reverse=True)) + " |"]
     lrs = sorted({r["learning_rate"] for r in basis}, reverse=True)
-    lines.append("|---|" + "---|" * len(lrs))
+    lines += ["## Appendix B: change of basis (final test loss)", "",
+              "| c \\ lr | " + " | ".join(f"{lr:.3g}" for lr in lrs) + " |",
+              "|---|" + "---|" * len(lrs)]
     for c in sorted({r["basis_scale"] for r in basis}):
       cells = [_cell([float(r["test_loss"]) for r in basis
                       if r["basis_scale"] == c and r["learning_rate"] == lr]) for lr in lrs]
@@ -293,16 +368,48 @@ def write_report(workdir: str) -> list[str]:
       if vals:
         lines.append(f"\n{a}: {_cell(vals)}")
     lines.append("")
-    grid = os.path.join(workdir, "basis_change.png")
-    if _basis_grid(workdir, grid):
-      written.append(grid)
-      lines += ["![appendix B grid](basis_change.png)", ""]
-  fig = os.path.join(workdir, "figure2.png")
-  basis_sweep = any(r.get("basis_scale") for r in results)
-  if not basis_sweep and _figure2(results, fig):
-    written.append(fig)
-    lines += ["## Figure 2", "", "![figure 2](figure2.png)", ""]
+    if "basis_change" in figure_files:
+      lines += [f"![appendix B grid]({figure_files['basis_change']})", ""]
+  if "figure2" in figure_files:
+    lines += ["## Figure 2", "", f"![figure 2]({figure_files['figure2']})", ""]
+  return "\n".join(lines) + "\n"
+
+
+def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[str]:
+  """Writes WORKDIR/report.md, figure2.png and basis_change.png (when drawable).
+
+  Args:
+    workdir: the experiment's working directory; the files are written there.
+    results: the "final" records; default: the current ones of
+      WORKDIR/results.jsonl (``results.load_results(workdir, as_frame=False)``),
+      with a note listing the superseded units (given records get no such note).
+    curves: the "curve" records; default: the current ones of WORKDIR/curves.jsonl,
+      none when that file is missing or empty.
+
+  Returns:
+    The paths written: report.md first, then the PNGs.
+
+  Raises:
+    FileNotFoundError, ValueError: `results` is None and the workdir holds no
+      results.jsonl, or no current records in it (see `results.load_results`).
+  """
+  superseded = []
+  if results is None:
+    results = results_lib.load_results(workdir, as_frame=False)
+    superseded = results_lib.superseded_units(workdir)
+  if curves is None:
+    try:
+      curves = results_lib.load_results(workdir, "curves.jsonl", as_frame=False)
+    except (FileNotFoundError, ValueError):
+      curves = []
+  written, files = [], {}
+  for key, fig in figures(results, curves).items():
+    path = os.path.join(workdir, f"{key}.png")
+    fig.savefig(path, dpi=120 if key == "figure2" else 110)
+    files[key] = f"{key}.png"
+    written.append(path)
   path = os.path.join(workdir, "report.md")
   with open(path, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines) + "\n")
+    f.write(markdown(results, figure_files=files, superseded=superseded,
+                     source=os.path.join(workdir, "results.jsonl")))
   return [path] + written

@@ -1,25 +1,36 @@
-"""Figure-3-style plots and a Markdown table from an RNN workdir's results.jsonl.
+"""Figure-3-style plots and a Markdown table of the RNN runs (paper §4).
 
-`write_report(workdir)` writes, for every (task, T) in the records,
-`WORKDIR/figure3_{task}_T{T}.png` (validation loss vs updates: the median over seeds
-per model, every seed faintly, the random baseline dotted) and `WORKDIR/report.md`
-(final full-validation and test losses per model beside the original runs' numbers).
-matplotlib is imported only when a figure is drawn.
+Built for notebooks as well as for files: `figures` returns one
+`matplotlib.figure.Figure` per (task, T), built directly (no global figure manager, no
+backend switch: the caller's matplotlib state is left alone), `markdown` returns the
+table, and `write_report(workdir)` writes ``WORKDIR/figure3_{task}_T{T}.png``
+(validation loss vs training steps: the median over replicates per model, every
+replicate faintly, the random baseline dotted) and ``WORKDIR/report.md`` (final
+full-validation and test losses per model beside the original code's logged runs).
+
+Records (see `lie_unitary.experiments.results`): ``results.jsonl`` holds kind "val"
+records (a validation point during training: val_loss, and train_loss for step > 0)
+and kind "final" records (val_loss and test_loss on the full sets), each with its
+``unit``, ``replicate``, ``step`` and the settings task, model, T, activation,
+lambda_init, lambda_init_std, lambda_optimizer, batch_size, .... Only the current
+units are reported; a row of the table is a unit (a model setting, all its
+replicates).
 """
 
 from __future__ import annotations
 
 import collections
 import os
+from typing import Any, Sequence
 
 import numpy as np
 
-from lie_unitary.experiments import records
+from lie_unitary.experiments import results as results_lib
 from lie_unitary.experiments.rnn import tasks
 
-__all__ = ["ORIGINAL_FINAL_VAL", "summarize", "write_report"]
+__all__ = ["ORIGINAL_FINAL_VAL", "figures", "markdown", "summarize", "write_report"]
 
-# Final validation losses the original runs logged at T = 100 (SPEC §4).
+# Final validation losses of the original code's logged runs at T = 100.
 ORIGINAL_FINAL_VAL = {
     ("adding", "gurnn_beta"): 0.0100, ("adding", "lstm"): 2.4e-4,
     ("adding", "irnn"): 0.0146, ("adding", "urnn"): 0.031,
@@ -55,22 +66,49 @@ def _float(v):
   return float(v)  # records store NaN / inf as the strings 'nan' / 'inf', which float reads
 
 
-def summarize(recs: list[dict]) -> dict:
-  """Groups records: {(task, T): {(model, lambda_optimizer): {'curves': {seed: (u, v)},
-  'final': [records], 'batch_sizes': set, 'notes': the setting's label notes}}}."""
-  out = collections.defaultdict(lambda: collections.defaultdict(
-      lambda: {"curves": collections.defaultdict(dict), "final": {}, "batch_sizes": set(),
-               "notes": ()}))
-  for r in recs:
-    unit = out[(r["task"], r["T"])][(r["model"], r["lambda_optimizer"])]
+def summarize(results: Any) -> dict:
+  """Groups the records by (task, T) and unit, replicates within a unit.
+
+  Args:
+    results: the records (a list of dicts or a DataFrame, as `load_results` returns
+      them); kinds other than "val" and "final" are ignored. Of a record written twice
+      (same unit, kind, replicate and step) the last counts.
+
+  Returns:
+    ``{(task, T): {unit_id: unit}}`` where ``unit`` is a dict with ``'curves'``
+    ``{replicate: {step: val_loss}}``, ``'final'`` ``{replicate: final record}``,
+    ``'batch_sizes'`` (a set), ``'model'``, ``'lambda_optimizer'``, ``'name'`` (the
+    unit_name) and ``'label'`` (e.g. "guRNN₁ (modReLU, phases init, λ: RMSProp)"; a
+    label two units of one (task, T) share gets the unit name appended). Records
+    without a ``unit`` are grouped by (model, lambda_optimizer, label).
+  """
+  out = collections.defaultdict(dict)
+  for r in results_lib.as_records(results):
+    if r.get("kind") not in ("val", "final"):
+      continue
+    label = _label(r["model"], r.get("lambda_optimizer"), _setting_notes(r))
+    uid = r.get("unit") or f"{r['model']}|{r.get('lambda_optimizer')}|{label}"
+    unit = out[(r["task"], r["T"])].setdefault(uid, {
+        "curves": collections.defaultdict(dict), "final": {}, "batch_sizes": set(),
+        "model": r["model"], "lambda_optimizer": r.get("lambda_optimizer"),
+        "name": r.get("unit_name", uid), "label": label})
     if "batch_size" in r:
       unit["batch_sizes"].add(r["batch_size"])
-    unit["notes"] = _setting_notes(r)
     if r["kind"] == "val":
-      unit["curves"][r["seed"]][r["update"]] = _float(r["val_loss"])
-    elif r["kind"] == "final":
-      unit["final"][r["seed"]] = r
-  return out
+      unit["curves"][r["replicate"]][r["step"]] = _float(r["val_loss"])
+    else:
+      unit["final"][r["replicate"]] = r
+  for units in out.values():
+    count = collections.Counter(u["label"] for u in units.values())
+    for u in units.values():
+      if count[u["label"]] > 1:
+        u["label"] += f" [{u['name']}]"
+  return {k: dict(v) for k, v in out.items()}
+
+
+def _ordered(units: dict):
+  return sorted(units.values(), key=lambda u: (u["model"], str(u["lambda_optimizer"]),
+                                                u["label"]))
 
 
 def _fmt(x):
@@ -79,36 +117,37 @@ def _fmt(x):
 
 def _table(task, T, units) -> list[str]:
   lines = [f"### {task}, T = {T} (random baseline {tasks.get_task(task).baseline(T):.4g})", "",
-           "| model | seeds | final val (median) | final val (best) | test (median) | "
-           "original run (val) | updates | wall time (s) |",
+           "| model | replicates | final val (median) | final val (best) | test (median) | "
+           "original run (val) | steps | wall time (s) |",
            "|---|---|---|---|---|---|---|---|"]
-  for (model, lopt), unit in sorted(units.items()):
+  for unit in _ordered(units):
     finals = list(unit["final"].values())
     if finals:
       val = [_float(r["val_loss"]) for r in finals]
       test = [_float(r["test_loss"]) for r in finals]
-      upd = max(r["update"] for r in finals)
-      secs = max(r["seconds"] for r in finals)
+      steps = max(r["step"] for r in finals)
+      secs = max((r["seconds"] for r in finals if "seconds" in r), default=None)
       cells = [np.median(val), np.min(val), np.median(test)]
     else:  # unfinished: the last subsample validation
       last = [c[max(c)] for c in unit["curves"].values() if c]
-      upd = max((max(c) for c in unit["curves"].values() if c), default=0)
+      steps = max((max(c) for c in unit["curves"].values() if c), default=0)
       cells = [np.median(last) if last else None, np.min(last) if last else None, None]
       secs = None
-    original = ORIGINAL_FINAL_VAL.get((task, model)) if T == 100 else None
+    original = ORIGINAL_FINAL_VAL.get((task, unit["model"])) if T == 100 else None
     status = "" if finals else " (unfinished, subsample)"
-    lines.append(f"| {_label(model, lopt, unit['notes'])}{status} | {len(unit['curves'])} | "
+    replicates = len(set(unit["curves"]) | set(unit["final"]))
+    lines.append(f"| {unit['label']}{status} | {replicates} | "
                  + " | ".join(_fmt(c) for c in cells)
-                 + f" | {_fmt(original)} | {upd} | {'—' if secs is None else f'{secs:.0f}'} |")
+                 + f" | {_fmt(original)} | {steps} | "
+                 + ("—" if secs is None else f"{float(secs):.0f}") + " |")
   return lines + [""]
 
 
-def _figure(path, task, T, units):
-  import matplotlib
-  matplotlib.use("Agg")
-  import matplotlib.pyplot as plt
-  fig, ax = plt.subplots(figsize=(6.5, 4.2))
-  for i, ((model, lopt), unit) in enumerate(sorted(units.items())):
+def _figure(task, T, units):
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  fig = Figure(figsize=(6.5, 4.2))
+  ax = fig.subplots()
+  for i, unit in enumerate(_ordered(units)):
     color = f"C{i}"
     curves = [sorted(c.items()) for c in unit["curves"].values() if c]
     for c in curves:
@@ -116,37 +155,109 @@ def _figure(path, task, T, units):
     common = sorted(set.intersection(*(set(u for u, _ in c) for c in curves))) if curves else []
     if common:
       med = [np.median([dict(c)[u] for c in curves]) for u in common]
-      ax.plot(common, med, color=color, lw=1.5, label=_label(model, lopt, unit["notes"]))
-  ax.axhline(tasks.get_task(task).baseline(T), color="k", ls=":", lw=1, label="random baseline")
+      ax.plot(common, med, color=color, lw=1.5, label=unit["label"])
+  baseline = tasks.get_task(task).baseline(T)
+  ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
   ax.set_yscale("log")
   # Keep divergent runs (the IRNN on memory reaches 1e15) from flattening the others.
-  ax.set_ylim(top=min(ax.get_ylim()[1], 20 * tasks.get_task(task).baseline(T)))
-  batch_sizes = set().union(*(unit.get("batch_sizes", set()) for unit in units.values()))
-  ax.set_xlabel(f"updates (batches of {batch_sizes.pop()})" if len(batch_sizes) == 1
-                else "updates")
+  ax.set_ylim(top=min(ax.get_ylim()[1], 20 * baseline))
+  batch_sizes = set().union(*(unit["batch_sizes"] for unit in units.values()))
+  ax.set_xlabel(f"steps (batches of {batch_sizes.pop()})" if len(batch_sizes) == 1
+                else "steps")
   ax.set_ylabel("validation " + ("MSE" if task == "adding" else "cross-entropy"))
   ax.set_title(f"{task} problem, T = {T}")
   ax.legend(fontsize=8)
   fig.tight_layout()
-  fig.savefig(path, dpi=120)
-  plt.close(fig)
+  return fig
 
 
-def write_report(workdir: str, figures: bool = True) -> list[str]:
-  """Writes report.md (and the PNGs) for WORKDIR/results.jsonl; returns the paths."""
-  groups = summarize(records.read_records(os.path.join(workdir, "results.jsonl")))
+def figures(results: Any) -> dict:
+  """One Figure-3-style plot per (task, T), as `matplotlib.figure.Figure` objects.
+
+  Args:
+    results: the records (a list of dicts or a DataFrame, as `load_results` returns
+      them).
+
+  Returns:
+    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against training
+    steps, per unit the median over its replicates (at the steps all of them reached)
+    and every replicate faintly, the task's random baseline dotted. Show one in a
+    notebook by evaluating it; save with ``fig.savefig(path)``.
+
+  Raises:
+    ValueError: a record names a task `lie_unitary.experiments.rnn.tasks` lacks.
+  """
+  return {f"figure3_{task}_T{T}": _figure(task, T, units)
+          for (task, T), units in sorted(summarize(results).items())}
+
+
+def markdown(results: Any, *, figure_files: dict | None = None,
+             superseded: Sequence[tuple[str, str]] = ()) -> str:
+  """The Markdown table of final losses, one section per (task, T), a row per unit.
+
+  Args:
+    results: the records (a list of dicts or a DataFrame, as `load_results` returns
+      them).
+    figure_files: ``{figure key: file name}`` of figures saved beside the report (as
+      `write_report` does); each gets an image link under its table. None: no links.
+    superseded: ``(unit_name, unit_id)`` pairs left out because a later launch
+      replaced them (`results.superseded_units`); listed in a note.
+
+  Returns:
+    The report's text. A row: the model's label (with its setting's notes, e.g.
+    "guRNN₁ (modReLU, phases init, λ: RMSProp)"), the number of replicates, the
+    median and best final validation loss on the full set, the median test loss, the
+    original code's logged final validation loss (T = 100), the steps trained and the
+    wall time. A unit without "final" records shows its last subsample validation,
+    marked unfinished.
+
+  Raises:
+    ValueError: a record names a task `lie_unitary.experiments.rnn.tasks` lacks.
+  """
+  figure_files = figure_files or {}
   lines = ["# RNN results", "",
            "Final losses on the full 10,000-sequence validation and test sets (median and "
-           "best over seeds); 'original run' is the final validation loss the paper's runs "
-           "logged (T = 100 only).", ""]
-  paths = []
-  for (task, T), units in sorted(groups.items()):
+           "best over replicates); 'original run' is the final validation loss the "
+           "original code's logged runs reached (T = 100 only).", ""]
+  if superseded:
+    lines += ["superseded: " + ", ".join(f"{name} ({uid})" for name, uid in superseded)
+              + " (replaced by a later launch; left out).", ""]
+  for (task, T), units in sorted(summarize(results).items()):
     lines += _table(task, T, units)
-    if figures:
-      path = os.path.join(workdir, f"figure3_{task}_T{T}.png")
-      _figure(path, task, T, units)
-      paths.append(path)
+    key = f"figure3_{task}_T{T}"
+    if key in figure_files:
+      lines += [f"![{task}, T = {T}]({figure_files[key]})", ""]
+  return "\n".join(lines)
+
+
+def write_report(workdir: str, results: Any = None) -> list[str]:
+  """Writes WORKDIR/report.md and one figure3_{task}_T{T}.png per (task, T).
+
+  Args:
+    workdir: the experiment's working directory; the files are written there.
+    results: the records; default: the current ones of WORKDIR/results.jsonl
+      (``results.load_results(workdir, as_frame=False)``), with a note listing the
+      superseded units (given records get no such note).
+
+  Returns:
+    The paths written: report.md first, then the PNGs.
+
+  Raises:
+    FileNotFoundError, ValueError: `results` is None and the workdir holds no
+      results.jsonl, or no current records in it (see `results.load_results`).
+  """
+  superseded = []
+  if results is None:
+    results = results_lib.load_results(workdir, as_frame=False)
+    superseded = results_lib.superseded_units(workdir)
+  results = results_lib.as_records(results)
+  paths, files = [], {}
+  for key, fig in figures(results).items():
+    path = os.path.join(workdir, f"{key}.png")
+    fig.savefig(path, dpi=120)
+    files[key] = f"{key}.png"
+    paths.append(path)
   report = os.path.join(workdir, "report.md")
   with open(report, "w", encoding="utf-8") as f:
-    f.write("\n".join(lines))
+    f.write(markdown(results, figure_files=files, superseded=superseded))
   return [report] + paths

@@ -1,0 +1,219 @@
+"""The operator report on synthetic records: tables beside the paper, figures, files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import matplotlib.figure
+import numpy as np
+import pytest
+
+from lie_unitary.experiments import records
+from lie_unitary.experiments.operators import report
+
+_GENERATORS = ("lie", "qr", "composition")
+_TRAINED = {"projection": 9.0, "arjovsky": 6e-4, "lie_algebra": 6e-4}
+
+
+def _unit(n, approach, epochs=1, lr=1e-3, c=0.0, seed=0):
+  name = (f"n={n} baselines" if approach == "baselines"
+          else f"n={n} {approach} epochs={epochs} lr={lr:g}" + (f" c={c:g}" if c else ""))
+  return name, f"{name.replace(' ', '_')}-s{seed}"
+
+
+def _final(n, approach, replicate, test_loss, *, unit, optimizer="sgd", lr=1e-3, epochs=1,
+           c=0.0, field="complex", seed=0):
+  name, uid = unit
+  return dict(unit=uid, unit_name=name, kind="final", replicate=replicate,
+              step=0 if optimizer == "none" else 100 * epochs, n=n, field=field,
+              approach=approach, generator=_GENERATORS[replicate % 3], optimizer=optimizer,
+              learning_rate=lr, num_epochs=epochs, basis_scale=c, seed=seed, noise_std=0.01,
+              num_train=500, test_loss=test_loss, final_val_loss=test_loss, seconds=1.5)
+
+
+def _curve(rec, losses):
+  return dict(rec, kind="curve", val_steps=list(range(0, 25 * len(losses), 25)),
+              val_loss=list(losses))
+
+
+def _table1_records(seed=0, trained_shift=0.0):
+  """Baselines and three trained approaches at n = 3 and 6, three replicates each."""
+  rng = np.random.default_rng(seed)
+  recs, curves, units = [], [], []
+  for n in (3, 6):
+    base = _unit(n, "baselines", seed=seed)
+    units.append(base)
+    for r in range(3):
+      for a, v in (("true", 6e-4), ("lstsq", 7e-4), ("rand", 4.0 * n)):
+        recs.append(_final(n, a, r, v * (1 + 0.01 * rng.standard_normal()), unit=base,
+                           optimizer="none", seed=seed))
+    for a, v in _TRAINED.items():
+      u = _unit(n, a, seed=seed)
+      units.append(u)
+      for r in range(3):
+        rec = _final(n, a, r, v * (1 + 0.01 * rng.standard_normal()) + trained_shift,
+                     unit=u, seed=seed)
+        recs.append(rec)
+        curves.append(_curve(rec, [10.0, 1.0, v]))
+  return recs, curves, units
+
+
+def _write_workdir(wd, launches):
+  """launches: [(records, curves, units)]; each gets a launch file, in order."""
+  for i, (recs, curves, units) in enumerate(launches, 1):
+    os.makedirs(os.path.join(wd, "launches"), exist_ok=True)
+    with open(os.path.join(wd, "launches", f"{i:04d}-2025010{i}T000000.json"), "w") as f:
+      json.dump({"family": "operators", "config": {}, "provenance": {},
+                 "units": [{"id": uid, "name": name} for name, uid in units]}, f)
+    records.append_records(os.path.join(wd, "results.jsonl"), recs)
+    records.append_records(os.path.join(wd, "curves.jsonl"), curves)
+  return wd
+
+
+def test_table_beside_the_paper_and_figure2():
+  recs, curves, _ = _table1_records()
+  text = report.markdown(recs)
+  assert "## Test loss (sgd, lr 0.001)" in text
+  assert "| 3 | 1 |" in text and "(12.5 ± 0.4)" in text  # rand at n = 3, Table 1
+  assert "(24 ± 1)" in text and "(8 ± 1)" in text  # rand at n = 6, projection at n = 3
+  header = next(line for line in text.splitlines() if line.startswith("| n |"))
+  assert header == "| n | epochs | true | lstsq | projection | arjovsky | lie_algebra | rand |"
+  row3 = next(line for line in text.splitlines() if line.startswith("| 3 |"))
+  assert row3.split(" | ")[-1].startswith("12 ± ")  # our rand ≈ 4n beside the paper's
+  figs = report.figures(recs, curves)
+  assert set(figs) == {"figure2"}
+  assert isinstance(figs["figure2"], matplotlib.figure.Figure)
+  assert len(figs["figure2"].axes) == 2
+
+
+def test_groups_by_optimizer_and_learning_rate():
+  recs, _, _ = _table1_records()
+  u = _unit(3, "lie_algebra", lr=1e-2)
+  recs += [_final(3, "lie_algebra", r, 0.5, unit=u, optimizer="rmsprop", lr=1e-2)
+           for r in range(3)]
+  text = report.markdown(recs)
+  assert "## Test loss (sgd, lr 0.001)" in text and "## Test loss (rmsprop, lr 0.01)" in text
+  rms = text.split("## Test loss (rmsprop, lr 0.01)")[1]
+  assert "| n | epochs | true | lstsq | lie_algebra | rand |" in rms  # baselines shared
+
+
+def test_table2_beside_the_paper():
+  recs = []
+  base = _unit(8, "baselines")
+  recs += [_final(8, a, r, v, unit=base, optimizer="none")
+           for r in range(2) for a, v in (("true", 2e-3), ("rand", 31.0))]
+  for a, v in (("arjovsky", 1.2), ("lie_restricted", 1.0), ("lie_algebra", 0.04)):
+    recs += [_final(8, a, r, v, unit=_unit(8, a)) for r in range(2)]
+  text = report.markdown(recs)
+  assert "### Table 2 (sgd) beside the paper's Table 2" in text
+  table2 = text.split("### Table 2")[1]
+  assert "| n | epochs | arjovsky | lie_restricted | lie_algebra |" in table2
+  assert "(1.2 ± 0.1)" in table2 and "(1 ± 0.2)" in table2 and "(0.04 ± 0.01)" in table2
+
+
+def test_a_record_written_twice_counts_once():
+  recs, _, _ = _table1_records()
+  once = report.markdown(recs)
+  assert f"{len(recs)} records" in once
+  assert report.markdown(recs + recs[:5]) == once
+
+
+def test_orthogonal_components_for_real_targets():
+  u = _unit(3, "projection_orthogonal")
+  base = _unit(3, "baselines")
+  recs = [_final(3, "projection_orthogonal", r, v, unit=u, field="real")
+          for r, v in enumerate((4.0006, 0.0006, 0.0007))]
+  recs += [_final(3, "rand", r, 12.0, unit=base, optimizer="none", field="real")
+           for r in range(3)]
+  text = report.markdown(recs)
+  assert "- n = 3: 1 of 3 (their mean test loss 4.001)" in text
+  assert "(12.5 ± 0.4)" not in text  # no paper values for SO(n) targets
+
+
+def test_appendix_b_grid_and_figure():
+  recs, curves = [], []
+  base = _unit(8, "baselines")
+  recs += [_final(8, a, r, v, unit=base, optimizer="none")
+           for r in range(2) for a, v in (("true", 2e-3), ("rand", 31.0))]
+  for c in (0.0, 1.0):
+    for lr in (1e-3, 1e-2):
+      u = _unit(8, "lie_algebra", lr=lr, c=c)
+      for r in range(2):
+        rec = _final(8, "lie_algebra", r, 0.1 + c, unit=u, lr=lr, c=c)
+        recs.append(rec)
+        curves.append(_curve(rec, [10.0, 1.0 + c, 0.1 + c]))
+  text = report.markdown(recs)
+  assert "## Appendix B: change of basis (final test loss)" in text
+  assert "| c \\ lr | 0.01 | 0.001 |" in text
+  assert "| 0 | 0.1 ± " in text and "| 1 | 1.1 ± " in text
+  assert "## Test loss" not in text  # the sweep gets the grid, not the Table-1 layout
+  figs = report.figures(recs, curves)
+  assert set(figs) == {"basis_change"}  # no Figure 2 for a basis sweep
+  assert len(figs["basis_change"].axes) == 4
+
+
+def test_write_report_uses_the_current_units(tmp_path):
+  old = _table1_records(seed=0, trained_shift=100.0)
+  new = _table1_records(seed=1)
+  other = _table1_records(seed=0)  # a launch of n = 8 only, kept beside
+  other_recs = [dict(r, n=8, unit=r["unit"].replace("n=", "m="),
+                     unit_name=r["unit_name"].replace("n=", "m=")) for r in other[0]]
+  other_units = [(name.replace("n=", "m="), uid.replace("n=", "m="))
+                 for name, uid in other[2]]
+  wd = _write_workdir(str(tmp_path), [old, new, (other_recs, [], other_units)])
+  paths = report.write_report(wd)
+  assert paths == [os.path.join(wd, p) for p in ("report.md", "figure2.png")]
+  assert os.path.getsize(paths[1]) > 1000
+  text = open(paths[0], encoding="utf-8").read()
+  assert "superseded: n=3 baselines (n=3_baselines-s0), " in text
+  assert "n=6 lie_algebra epochs=1 lr=0.001 (n=6_lie_algebra_epochs=1_lr=0.001-s0)" in text
+  assert "m=3" not in text.split("superseded:")[1].split("\n")[0]
+  assert f"{len(new[0]) + len(other_recs)} records from" in text
+  assert "| 8 | 1 |" in text and "(31.6 ± 0.6)" in text  # the other launch's n = 8
+  assert "100" not in text.split("## Test loss")[1]  # the superseded shifted losses are out
+  assert "![figure 2](figure2.png)" in text
+
+
+def test_write_report_with_given_records_and_a_basis_sweep(tmp_path):
+  recs, curves = [], []
+  for c in (0.0, 1.0):
+    u = _unit(8, "lie_algebra", c=c)
+    rec = _final(8, "lie_algebra", 0, 0.1, unit=u, c=c)
+    recs.append(rec)
+    curves.append(_curve(rec, [1.0, 0.1]))
+  paths = report.write_report(str(tmp_path), recs, curves)
+  assert paths == [str(tmp_path / "report.md"), str(tmp_path / "basis_change.png")]
+  assert "![appendix B grid](basis_change.png)" in (tmp_path / "report.md").read_text()
+
+
+def test_frames_work_like_lists(tmp_path):
+  pytest.importorskip("pandas")
+  from lie_unitary.experiments import results  # pylint: disable=import-outside-toplevel
+  wd = _write_workdir(str(tmp_path), [_table1_records()])
+  df = results.load_results(wd, as_frame=True)
+  curves = results.load_results(wd, "curves.jsonl", as_frame=True)
+  assert report.markdown(df) == report.markdown(results.load_results(wd, as_frame=False))
+  assert set(report.figures(df, curves)) == {"figure2"}
+
+
+_NOTEBOOK = """
+import sys
+import matplotlib
+matplotlib.use("svg")
+from lie_unitary.experiments.operators import report
+paths = report.write_report(sys.argv[1])
+assert matplotlib.get_backend() == "svg", matplotlib.get_backend()
+assert "matplotlib.pyplot" not in sys.modules
+print(len(paths))
+"""
+
+
+def test_write_report_leaves_the_backend_alone(tmp_path):
+  wd = _write_workdir(str(tmp_path), [_table1_records()])
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  out = subprocess.run([sys.executable, "-c", _NOTEBOOK, wd], capture_output=True, text=True,
+                       env={**os.environ, "PYTHONPATH": root}, check=False)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == "2"
+  assert os.path.getsize(os.path.join(wd, "figure2.png")) > 1000

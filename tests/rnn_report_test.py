@@ -1,0 +1,187 @@
+"""The RNN report on synthetic records: a row per unit with its label, Figure 3, files."""
+
+import json
+import os
+import subprocess
+import sys
+
+import matplotlib.figure
+import pytest
+
+from lie_unitary.experiments import records
+from lie_unitary.experiments.rnn import report
+
+_STEPS = (0, 20, 40)
+
+
+def _unit(task, T, model, seed=0, **settings):
+  name = f"{task} T={T} {model}" + "".join(f" {k}={v}" for k, v in sorted(settings.items()))
+  return name, f"{name.replace(' ', '_')}-s{seed}"
+
+
+def _unit_records(task, T, model, *, final_loss, replicates=2, seed=0, finished=True,
+                  **settings):
+  """'val' records at _STEPS and (when finished) a 'final' per replicate; the unit."""
+  name, uid = _unit(task, T, model, seed, **settings)
+  fields = dict(unit=uid, unit_name=name, task=task, model=model, T=T, hidden_size=8,
+                beta=1.0, activation="relu", h0="zeros", lambda_init="uniform",
+                lambda_init_std=1.0, lambda_optimizer="sgd", learning_rate=1e-3,
+                lambda_learning_rate=1e-3, lr_drops=[], lr_drop_factor=0.1,
+                batch_size=20, num_replicates=replicates, seed=seed)
+  fields.update(settings)
+  recs = []
+  for rep in range(replicates):
+    for i, step in enumerate(_STEPS):
+      val = 1.0 / (i + 1) * final_loss * 3 + 0.01 * rep
+      rec = dict(fields, kind="val", replicate=rep, step=step, val_loss=val, seconds=step)
+      if step:
+        rec["train_loss"] = val * 1.1
+      recs.append(rec)
+    if finished:
+      recs.append(dict(fields, kind="final", replicate=rep, step=_STEPS[-1],
+                       val_loss=final_loss + 0.01 * rep, test_loss=final_loss + 0.02 * rep,
+                       seconds=12.0))
+  return recs, (name, uid)
+
+
+def _launch(wd, number, units):
+  os.makedirs(os.path.join(wd, "launches"), exist_ok=True)
+  with open(os.path.join(wd, "launches", f"{number:04d}-2025010{number}T000000.json"),
+            "w") as f:
+    json.dump({"family": "rnn", "config": {}, "provenance": {},
+               "units": [{"id": uid, "name": name} for name, uid in units]}, f)
+
+
+def _add_launch(wd, number, unit_records):
+  _launch(wd, number, [u for _, u in unit_records])
+  records.append_records(os.path.join(wd, "results.jsonl"),
+                         [r for recs, _ in unit_records for r in recs])
+
+
+def _all_models():
+  return [
+      _unit_records("adding", 10, "gurnn", final_loss=0.05, activation="modrelu",
+                    lambda_init="phases", lambda_optimizer="rmsprop"),
+      _unit_records("adding", 10, "gurnn_beta", final_loss=0.01),
+      _unit_records("adding", 10, "urnn", final_loss=0.03),
+      _unit_records("adding", 10, "lstm", final_loss=2e-4),
+      _unit_records("adding", 10, "irnn", final_loss=0.0146),
+      _unit_records("adding", 10, "tanh", final_loss=0.16),
+      _unit_records("memory", 10, "gurnn_beta", final_loss=0.1),
+  ]
+
+
+def _rows(text):
+  return [line for line in text.splitlines() if line.startswith("| ") and "---" not in line]
+
+
+def test_a_row_per_model_with_its_label():
+  recs = [r for rs, _ in _all_models() for r in rs]
+  text = report.markdown(recs)
+  assert "### adding, T = 10 (random baseline 0.1667)" in text
+  assert "### memory, T = 10 (random baseline 0.6931)" in text
+  for label in ("guRNN_β", "ruRNN", "LSTM", "IRNN", "tanh RNN"):
+    assert f"| {label} | 2 |" in text, text
+  assert "| guRNN₁ (modReLU, phases init, λ: RMSProp) | 2 |" in text
+  lstm = next(r for r in _rows(text) if r.startswith("| LSTM |"))
+  # median / best final val, median test, no original number at T = 10, steps, seconds
+  assert lstm == "| LSTM | 2 | 0.0052 | 0.0002 | 0.0102 | — | 40 | 12 |", lstm
+
+
+def test_original_runs_at_T100():
+  recs, _ = _unit_records("adding", 100, "gurnn_beta", final_loss=0.02)
+  row = next(r for r in _rows(report.markdown(recs)) if r.startswith("| guRNN_β |"))
+  assert "| 0.01 |" in row  # the original code's logged final validation loss
+
+
+def test_unfinished_units_show_the_last_subsample_validation():
+  recs, _ = _unit_records("adding", 10, "lstm", final_loss=0.3, finished=False)
+  row = next(r for r in _rows(report.markdown(recs)) if r.startswith("| LSTM"))
+  assert row.startswith("| LSTM (unfinished, subsample) | 2 | 0.305 | 0.3 | — |"), row
+
+
+def test_two_units_with_one_label_are_told_apart():
+  a, _ = _unit_records("adding", 10, "lstm", final_loss=0.3, learning_rate=1e-3)
+  b, _ = _unit_records("adding", 10, "lstm", final_loss=0.2, learning_rate=1e-2)
+  rows = [r for r in _rows(report.markdown(a + b)) if r.startswith("| LSTM")]
+  assert len(rows) == 2
+  assert any("[adding T=10 lstm learning_rate=0.01]" in r for r in rows), rows
+
+
+def test_a_record_written_twice_counts_once():
+  recs = [r for rs, _ in _all_models() for r in rs]
+  assert report.markdown(recs + recs[-4:]) == report.markdown(recs)
+
+
+def test_figures_per_task_and_T():
+  recs = [r for rs, _ in _all_models() for r in rs]
+  figs = report.figures(recs)
+  assert set(figs) == {"figure3_adding_T10", "figure3_memory_T10"}
+  assert all(isinstance(f, matplotlib.figure.Figure) for f in figs.values())
+  ax = figs["figure3_adding_T10"].axes[0]
+  labels = ax.get_legend_handles_labels()[1]
+  assert labels == ["guRNN₁ (modReLU, phases init, λ: RMSProp)", "guRNN_β", "IRNN", "LSTM",
+                    "tanh RNN", "ruRNN", "random baseline"]
+  assert ax.get_xlabel() == "steps (batches of 20)"
+  median = next(line for line in ax.get_lines() if line.get_label() == "LSTM")
+  assert list(median.get_xdata()) == list(_STEPS)
+  assert list(median.get_ydata()) == pytest.approx([6e-4 + 0.005, 3e-4 + 0.005, 2e-4 + 0.005])
+
+
+def test_figure3_from_several_launches_and_a_superseded_rerun(tmp_path):
+  wd = str(tmp_path)
+  models = _all_models()
+  _add_launch(wd, 1, models[:4])  # gurnn, gurnn_beta, urnn, lstm
+  _add_launch(wd, 2, models[4:6])  # irnn, tanh: other names, so both launches count
+  rerun = _unit_records("adding", 10, "lstm", final_loss=7.0, seed=1)
+  _add_launch(wd, 3, [rerun])  # the LSTM again with another seed
+  paths = report.write_report(wd)
+  assert paths == [os.path.join(wd, "report.md"), os.path.join(wd, "figure3_adding_T10.png")]
+  assert os.path.getsize(paths[1]) > 1000
+  text = open(paths[0], encoding="utf-8").read()
+  assert "superseded: adding T=10 lstm (adding_T=10_lstm-s0)" in text
+  for label in ("guRNN_β", "ruRNN", "IRNN", "tanh RNN"):
+    assert f"| {label} | 2 |" in text
+  lstm = [r for r in _rows(text) if r.startswith("| LSTM")]
+  assert len(lstm) == 1 and lstm[0].startswith("| LSTM | 2 | 7.005 |"), lstm
+  assert "![adding, T = 10](figure3_adding_T10.png)" in text
+  assert "memory" not in text  # never launched here
+
+
+def test_write_report_with_given_records(tmp_path):
+  recs, _ = _unit_records("memory", 10, "urnn", final_loss=0.1)
+  paths = report.write_report(str(tmp_path), recs)
+  assert paths == [str(tmp_path / "report.md"), str(tmp_path / "figure3_memory_T10.png")]
+  assert "| ruRNN | 2 |" in (tmp_path / "report.md").read_text(encoding="utf-8")
+
+
+def test_frames_work_like_lists(tmp_path):
+  pytest.importorskip("pandas")
+  from lie_unitary.experiments import results  # pylint: disable=import-outside-toplevel
+  _add_launch(str(tmp_path), 1, _all_models())
+  df = results.load_results(str(tmp_path), as_frame=True)
+  assert report.markdown(df) == report.markdown(
+      results.load_results(str(tmp_path), as_frame=False))
+  assert set(report.figures(df)) == {"figure3_adding_T10", "figure3_memory_T10"}
+
+
+_NOTEBOOK = """
+import sys
+import matplotlib
+matplotlib.use("svg")
+from lie_unitary.experiments.rnn import report
+paths = report.write_report(sys.argv[1])
+assert matplotlib.get_backend() == "svg", matplotlib.get_backend()
+assert "matplotlib.pyplot" not in sys.modules
+print(len(paths))
+"""
+
+
+def test_write_report_leaves_the_backend_alone(tmp_path):
+  _add_launch(str(tmp_path), 1, _all_models())
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  out = subprocess.run([sys.executable, "-c", _NOTEBOOK, str(tmp_path)], capture_output=True,
+                       text=True, env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu"},
+                       check=False)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.strip() == "3"
