@@ -1,9 +1,10 @@
-"""End to end: the smoke config through the launcher's library entry point.
+"""End to end: the operators family through the runner (smoke config, n = 3).
 
-Runs `lie_unitary/experiments/operators/config.py:smoke` (narrowed to n = 3) once per module: records
-are written, the report is rendered, a rerun skips everything, the same run sharded
-over 4 forced host devices (a subprocess: XLA_FLAGS must be set before jax starts)
-gives the same results, and bad configs fail before any compute, naming the field.
+A module-scoped smoke run writes records, launches and a report; a rerun skips;
+rerunning with changed seed / noise / data size computes new units beside the old;
+a stop request checkpoints and a resume gives the uninterrupted numbers; the same
+run sharded over 4 forced host devices, or shared by 2 worker processes, gives the
+same records; bad configs fail before the workdir exists, naming the field.
 """
 
 import json
@@ -14,68 +15,146 @@ import sys
 import numpy as np
 import pytest
 
+from lie_unitary.experiments import interrupts, provenance, records, results, runner
 from lie_unitary.experiments.operators import config as cfg_lib
-from lie_unitary.experiments import records
-from lie_unitary.experiments.operators import experiment as operator_sweep
-from lie_unitary.experiments.operators import report
+from lie_unitary.experiments.operators import experiment, report
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_QUIET = dict(printer=lambda *_: None, handle_signals=False)
+
+pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
-def _smoke():
+def _smoke(**changes):
   config = cfg_lib.get_config("smoke")
   config.n_values = (3,)
+  config.approaches = ("true", "rand", "lstsq", "lie_algebra")
+  for k, v in changes.items():
+    config[k] = v
   return config
+
+
+def _finals(workdir):
+  return [r for r in records.read_records(os.path.join(workdir, "results.jsonl"))
+          if r["kind"] == "final"]
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("smoke"))
   lines = []
-  computed = operator_sweep.run_experiment(_smoke(), workdir, printer=lines.append)
-  return workdir, computed, lines
+  summary = experiment.train_and_evaluate(_smoke(), workdir, printer=lines.append,
+                                          handle_signals=False)
+  return workdir, summary, lines
 
 
-def test_smoke_writes_one_record_per_replicate_and_sane_losses(smoke_run):
-  workdir, computed, lines = smoke_run
-  assert computed == 4  # baselines, projection, arjovsky, lie_algebra
-  assert sum("ETA" in line for line in lines) == 4
-  recs = records.read_records(os.path.join(workdir, "results.jsonl"))
-  approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_algebra")
+def test_smoke_writes_one_record_per_replicate_with_its_fields(smoke_run):
+  workdir, summary, lines = smoke_run
+  assert summary.computed == 2 and not summary.interrupted  # baselines, lie_algebra
+  assert sum("ETA" in line for line in lines) == 2
+  recs = _finals(workdir)
   assert sorted((r["approach"], r["replicate"]) for r in recs) == sorted(
-      (a, r) for a in approaches for r in range(3))
-  for r in recs:
-    for field in ("n", "approach", "generator", "replicate", "test_loss", "final_val_loss",
-                  "steps", "seconds"):
-      assert field in r
+      (a, r) for a in ("true", "rand", "lstsq", "lie_algebra") for r in range(3))
+  for r in recs:  # the unit's identity and every field that computed it
+    for field in ("unit", "unit_name", "n", "approach", "generator", "replicate", "step",
+                  "test_loss", "final_val_loss", "seconds", "seed", "noise_std", "num_train"):
+      assert field in r, field
   assert [r["generator"] for r in recs if r["approach"] == "true"] == ["lie", "qr",
                                                                          "composition"]
   true = [r["test_loss"] for r in recs if r["approach"] == "true"]
   np.testing.assert_allclose(true, 6e-4, rtol=0.3)  # noise floor 2n·0.01², 500 pairs
-  trained = [r for r in recs if r["optimizer"] == "sgd"]
-  assert all(r["steps"] == 100 for r in trained)
+  assert all(r["step"] == 100 for r in recs if r["approach"] == "lie_algebra")
   curves = records.read_records(os.path.join(workdir, "curves.jsonl"))
-  assert len(curves) == 9 and all(len(c["val_loss"]) == 5 for c in curves)
+  assert len(curves) == 3 and all(len(c["val_loss"]) == 5 for c in curves)
   assert curves[0]["val_steps"] == [0, 25, 50, 75, 100]
+  launch, = provenance.read_launches(workdir)
+  assert launch["family"] == "operators" and launch["config"]["seed"] == 0
+  assert launch["provenance"]["versions"]["jax"] and launch["provenance"]["devices"]
+  assert {u["name"] for u in launch["units"]} == {"n=3 baselines",
+                                                   "n=3 lie_algebra epochs=1 lr=0.001"}
 
 
 def test_report_renders_tables_and_figure(smoke_run):
   workdir, _, _ = smoke_run
-  paths = report.write_report(workdir)
+  paths = experiment.write_report(workdir)
   text = open(os.path.join(workdir, "report.md"), encoding="utf-8").read()
   assert "| 3 | 1 |" in text and "(12.5 ± 0.4)" in text and "lie_algebra" in text
   assert os.path.join(workdir, "figure2.png") in paths
-  assert os.path.getsize(os.path.join(workdir, "figure2.png")) > 1000
 
 
-def test_rerun_skips_finished_settings(smoke_run):
+def test_rerun_skips_finished_units(smoke_run):
   workdir, _, _ = smoke_run
-  path = os.path.join(workdir, "results.jsonl")
-  before = open(path, encoding="utf-8").read()
+  before = open(os.path.join(workdir, "results.jsonl"), encoding="utf-8").read()
   lines = []
-  assert operator_sweep.run_experiment(_smoke(), workdir, printer=lines.append) == 0
-  assert sum("already done" in line for line in lines) == 4
-  assert open(path, encoding="utf-8").read() == before
+  summary = experiment.train_and_evaluate(_smoke(), workdir, printer=lines.append,
+                                          handle_signals=False)
+  assert summary.computed == 0 and summary.skipped == 2
+  assert sum("already done" in line for line in lines) == 2
+  assert open(os.path.join(workdir, "results.jsonl"), encoding="utf-8").read() == before
+  assert len(provenance.read_launches(workdir)) == 2  # every launch kept
+
+
+def test_changed_fields_compute_new_units_beside_the_old(smoke_run, tmp_path):
+  # The same workdir, another seed, noise level and training-set size: nothing is
+  # reused; the report shows the new units and names the superseded ones.
+  old_dir, _, _ = smoke_run
+  workdir = str(tmp_path / "w")
+  os.makedirs(workdir)
+  for name in ("results.jsonl", "curves.jsonl", "finished.jsonl"):
+    with open(os.path.join(old_dir, name), encoding="utf-8") as f, \
+        open(os.path.join(workdir, name), "w", encoding="utf-8") as g:
+      g.write(f.read())
+  os.makedirs(os.path.join(workdir, "launches"))
+  first = sorted(os.listdir(os.path.join(old_dir, "launches")))[0]
+  with open(os.path.join(old_dir, "launches", first), encoding="utf-8") as f, \
+      open(os.path.join(workdir, "launches", first), "w", encoding="utf-8") as g:
+    g.write(f.read())
+  changed = _smoke(seed=5, noise_std=0.5, num_train=1000, approaches=("true", "lie_algebra"))
+  summary = experiment.train_and_evaluate(changed, workdir, **_QUIET)
+  assert summary.computed == 2  # nothing reused
+  recs = _finals(workdir)
+  assert len({r["unit"] for r in recs}) == 4
+  current = results.load_results(workdir, as_frame=False)
+  assert {(r["seed"], r["noise_std"]) for r in current} == {(5, 0.5)}
+  true_new = [r["test_loss"] for r in current if r["approach"] == "true"]
+  np.testing.assert_allclose(true_new, 2 * 3 * 0.5 ** 2, rtol=0.3)  # the new noise floor
+  report.write_report(workdir)
+  assert "superseded" in open(os.path.join(workdir, "report.md"), encoding="utf-8").read()
+
+
+class _StopAfter(interrupts.StopRequest):
+  """A stop request that turns on after `calls` checks (as if Ctrl-C came then)."""
+
+  def __init__(self, calls):
+    super().__init__()
+    self._calls = calls
+
+  def requested(self):
+    self._calls -= 1
+    if self._calls < 0 and not super().requested():
+      self.request("SIGINT")
+    return super().requested()
+
+
+def test_a_stop_checkpoints_and_the_resume_gives_the_same_numbers(smoke_run, tmp_path):
+  workdir, _, _ = smoke_run
+  config = _smoke(approaches=("lie_algebra",))
+  units = experiment.units(config)
+  stopped = runner.run_units(experiment, config, units, str(tmp_path), printer=lambda *_: None,
+                             stop=_StopAfter(1))
+  assert stopped.interrupted and stopped.computed == 0
+  assert os.listdir(tmp_path / "checkpoints")
+  lines = []
+  summary = experiment.train_and_evaluate(config, str(tmp_path), printer=lines.append,
+                                          handle_signals=False)
+  assert summary.computed == 1 and any("resumed at step" in l for l in lines), lines
+  ref = {r["replicate"]: r for r in _finals(workdir) if r["approach"] == "lie_algebra"}
+  for r in _finals(str(tmp_path)):
+    np.testing.assert_allclose(r["test_loss"], ref[r["replicate"]]["test_loss"], rtol=1e-6)
+  curve_ref = {c["replicate"]: c["val_loss"] for c in records.read_records(
+      os.path.join(workdir, "curves.jsonl"))}
+  for c in records.read_records(tmp_path / "curves.jsonl"):
+    np.testing.assert_allclose(c["val_loss"], curve_ref[c["replicate"]], rtol=1e-6)
 
 
 def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
@@ -83,52 +162,43 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
   script = (
       "import jax, sys\n"
       "assert jax.device_count() == 4, jax.devices()\n"
-      "from lie_unitary.experiments.operators import config as c\n"
-      "from lie_unitary.experiments.operators import experiment as operator_sweep\n"
+      "from lie_unitary.experiments.operators import config as c, experiment\n"
       "cfg = c.get_config('smoke'); cfg.n_values = (3,)\n"
       "cfg.approaches = ('true', 'lie_algebra')\n"
-      "operator_sweep.run_experiment(cfg, sys.argv[1])\n")
+      "experiment.train_and_evaluate(cfg, sys.argv[1])\n")
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
              PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
   subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, check=True,
                  cwd=_ROOT, capture_output=True, timeout=300)
   key = lambda r: (r["approach"], r["replicate"])  # noqa: E731
-  sharded = {key(r): r for r in records.read_records(tmp_path / "results.jsonl")}
-  single = {key(r): r for r in records.read_records(os.path.join(workdir, "results.jsonl"))}
+  sharded = {key(r): r for r in _finals(str(tmp_path))}
+  single = {key(r): r for r in _finals(workdir)}
   assert len(sharded) == 6
   for k, r in sharded.items():
     np.testing.assert_allclose(r["test_loss"], single[k]["test_loss"], rtol=1e-4)
     np.testing.assert_allclose(r["final_val_loss"], single[k]["final_val_loss"], rtol=1e-4)
-  curves_s = records.read_records(tmp_path / "curves.jsonl")
-  curves_1 = {c["replicate"]: c for c in records.read_records(
-      os.path.join(workdir, "curves.jsonl")) if c["approach"] == "lie_algebra"}
-  for c in curves_s:
-    np.testing.assert_allclose(c["val_loss"], curves_1[c["replicate"]]["val_loss"], rtol=1e-4)
 
 
-def test_two_worker_processes_share_the_settings_and_equal_one_process(smoke_run, tmp_path):
+def test_two_worker_processes_share_the_units_and_equal_one_process(smoke_run, tmp_path):
   workdir, _, _ = smoke_run
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
   proc = subprocess.run(
-      [sys.executable, "scripts/learn_unitary.py", "--config=lie_unitary/experiments/operators/config.py:smoke",
+      [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke",
        "--config.n_values=(3,)", "--config.approaches=('true','rand','lstsq','lie_algebra')",
        f"--workdir={tmp_path}", "--num_workers=2"],
-      env=env, cwd=_ROOT, capture_output=True, text=True, timeout=300)
+      env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
   assert proc.returncode == 0, proc.stderr[-2000:]
-  # Each setting ran in exactly one worker: the other skipped it (as taken, or as done
-  # if it got there after the records were written); both workers started.
   for w in ("[worker 0/2]", "[worker 1/2]"):
     assert w in proc.stdout
   skips = proc.stdout.count("taken by another worker") + proc.stdout.count("already done")
-  assert skips == 2 and proc.stdout.count("ETA") == 2, proc.stdout  # 2 settings
+  assert skips == 2 and proc.stdout.count("s (elapsed") == 2, proc.stdout
   assert not any(name.startswith(".claims-") for name in os.listdir(tmp_path))
-  key = lambda r: (r["approach"], r["replicate"])  # noqa: E731
-  recs = records.read_records(tmp_path / "results.jsonl")
-  assert sorted(key(r) for r in recs) == sorted(
-      (a, r) for a in ("true", "rand", "lstsq", "lie_algebra") for r in range(3))
-  single = {key(r): r for r in records.read_records(os.path.join(workdir, "results.jsonl"))}
+  single = {(r["approach"], r["replicate"]): r for r in _finals(workdir)}
+  recs = _finals(str(tmp_path))
+  assert len(recs) == 12
   for r in recs:
-    np.testing.assert_allclose(r["test_loss"], single[key(r)]["test_loss"], rtol=1e-5)
+    np.testing.assert_allclose(r["test_loss"], single[(r["approach"], r["replicate"])]
+                               ["test_loss"], rtol=1e-5)
   assert os.path.exists(tmp_path / "report.md")  # the parent wrote it after the workers
 
 
@@ -141,29 +211,64 @@ def test_two_worker_processes_share_the_settings_and_equal_one_process(smoke_run
     ("val_every", 33, "config.val_every"),
     ("basis_scales", (5.0,), "config.basis_scales"),
 ])
-def test_bad_config_values_fail_before_compute(field, value, match, tmp_path):
-  config = _smoke()
+def test_bad_config_values_fail_before_the_workdir_exists(field, value, match, tmp_path):
+  config = _smoke(approaches=("true", "arjovsky", "lie_algebra"))
   config[field] = value
-  with pytest.raises(ValueError, match=match):
-    operator_sweep.run_experiment(config, str(tmp_path / "w"))
+  with pytest.raises(runner.ConfigError, match=match):
+    experiment.train_and_evaluate(config, str(tmp_path / "w"), **_QUIET)
   assert not os.path.exists(tmp_path / "w")
 
 
-def test_unknown_config_key_fails_in_the_launcher_naming_it(tmp_path):
+def test_an_unknown_field_is_named(tmp_path):
+  config = _smoke()
+  config.unlock()
+  config.learning_rte = 0.1
+  with pytest.raises(runner.ConfigError, match="learning_rte"):
+    experiment.train_and_evaluate(config, str(tmp_path / "w"), **_QUIET)
+  assert not os.path.exists(tmp_path / "w")
+
+
+@pytest.mark.parametrize("override,match", [("--config.no_such_field=1", "no_such_field"),
+                                            ("--config.optimizer=adam", "config.optimizer")])
+def test_the_launcher_reports_config_errors_in_one_line(override, match, tmp_path):
   env = dict(os.environ, PYTHONPATH=_ROOT)
   proc = subprocess.run(
-      [sys.executable, "scripts/learn_unitary.py", "--config=lie_unitary/experiments/operators/config.py:smoke",
-       "--config.no_such_field=1", f"--workdir={tmp_path}"],
-      env=env, cwd=_ROOT, capture_output=True, text=True, timeout=120)
-  assert proc.returncode != 0 and "no_such_field" in proc.stderr
-  assert not os.path.exists(tmp_path / "results.jsonl")
+      [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke", override,
+       f"--workdir={tmp_path / 'w'}"], env=env, cwd=str(tmp_path), capture_output=True,
+      text=True, timeout=120)
+  assert proc.returncode != 0 and match in proc.stderr
+  assert "Traceback" not in proc.stderr, proc.stderr
+  assert not os.path.exists(tmp_path / "w" / "results.jsonl")
+
+
+def test_report_only_needs_this_familys_results(tmp_path):
+  env = dict(os.environ, PYTHONPATH=_ROOT)
+  proc = subprocess.run(
+      [sys.executable, "-m", "lie_unitary.experiments.operators", "--report_only",
+       f"--workdir={tmp_path}"], env=env, cwd=str(tmp_path), capture_output=True, text=True,
+      timeout=120)
+  assert proc.returncode != 0 and "holds no operators results" in proc.stderr
+  assert "Traceback" not in proc.stderr
 
 
 def test_every_variant_is_valid_and_documented():
   for variant in cfg_lib.VARIANTS:
     config = cfg_lib.get_config(variant)
-    operator_sweep.validate_config(config)
+    experiment.validate_config(config)
+    assert experiment.units(config)
     assert f":{variant}" in cfg_lib.__doc__ or f"- {variant}:" in cfg_lib.__doc__
   assert json.loads(cfg_lib.get_config("table1").to_json())["num_replicates"] == 18
   with pytest.raises(ValueError, match="variant"):
     cfg_lib.get_config("nope")
+
+
+def test_unit_identity_ignores_nothing_that_computes():
+  base = {u.name: u.id for u in experiment.units(_smoke())}
+  for field, value in (("seed", 1), ("noise_std", 0.02), ("num_train", 1000),
+                       ("learning_rate", 2e-3), ("dtype", "complex128"), ("num_replicates", 2),
+                       ("lie_target_std", 0.5), ("val_subsample", 100)):
+    changed = {u.name: u.id for u in experiment.units(_smoke(**{field: value}))}
+    assert all(changed[n] != base[n] for n in changed if n in base
+               if not (n.endswith("baselines") and field in ("learning_rate", "val_subsample"))
+               ), field
+  assert {u.name: u.id for u in experiment.units(_smoke())} == base  # stable

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from lie_unitary.experiments import records, sweep
+from lie_unitary.experiments import sweep
 
 
 def test_padded_size():
@@ -30,28 +30,19 @@ def test_run_replicates_equals_a_loop_over_replicates():
     np.testing.assert_allclose(out["row"][r], ref["row"], rtol=1e-6)
 
 
-def test_run_settings_skips_finished_settings_and_writes_records(tmp_path):
-  results = str(tmp_path / "results.jsonl")
-  curves = str(tmp_path / "curves.jsonl")
-  calls = []
-  lines = []
+def test_replicate_map_carries_sharded_state_between_calls():
+  rmap = sweep.ReplicateMap(5)
 
-  def run(s):
-    calls.append(s)
-    return [dict(setting=s, replicate=r, value=s * 10 + r) for r in range(2)], \
-           [dict(setting=s, curve=[1.0, 0.5])]
+  def init(r):
+    return {"x": jnp.float32(r) * jnp.ones(3)}
 
-  kwargs = dict(label=lambda s: f"setting {s}",
-                expected_keys=lambda s: [(s, r) for r in range(2)], run=run,
-                results_path=results, curves_path=curves,
-                key_fields=("setting", "replicate"), printer=lines.append)
-  assert sweep.run_settings([0, 1], **kwargs) == 2
-  assert calls == [0, 1] and len(lines) == 2 and "ETA" in lines[0]
-  recs = records.read_records(results)
-  assert [r["value"] for r in recs] == [0, 1, 10, 11]
-  assert all("seconds" in r for r in recs)
-  # Resume: settings 0 and 1 are on disk; only 2 runs.
-  assert sweep.run_settings([0, 1, 2], **kwargs) == 1
-  assert calls == [0, 1, 2]
-  assert "already done" in lines[2] and len(records.read_records(results)) == 6
-  assert len(records.read_records(curves)) == 3
+  def step(r, state, k):
+    return {"x": state["x"] * 2 + k}, jnp.sum(state["x"])
+
+  state = rmap(init)
+  state, total = rmap(step, state, jnp.float32(1), num_state=1)
+  state, total = rmap(step, state, jnp.float32(1), num_state=1)
+  x = rmap.gather(state)["x"]
+  np.testing.assert_allclose(x[:, 0], 4 * np.arange(5) + 3)
+  np.testing.assert_allclose(rmap.gather(total), 3 * (2 * np.arange(5) + 1))
+

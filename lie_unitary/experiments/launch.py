@@ -104,4 +104,14 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
       for path in family.write_report(workdir.value):
         print(f"wrote {path}")
 
-  app.run(run, argv=argv)
+  try:  # a bad flag or override is one line, not a traceback
+    args = flags.FLAGS(argv)
+  except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
+    message = str(e).strip().strip('"').strip("'")
+    sys.stderr.write(f"FATAL flags or config error: {type(e).__name__}: {message}\n")
+    sys.exit(2)
+  try:
+    run(args)
+  except app.UsageError as e:
+    sys.stderr.write(f"FATAL {e}\n")
+    sys.exit(2)
