@@ -15,6 +15,8 @@ import sys
 import numpy as np
 import pytest
 
+import lie_unitary as lu
+from lie_unitary import experiments
 from lie_unitary.experiments import interrupts, provenance, records, results, runner
 from lie_unitary.experiments.operators import config as cfg_lib
 from lie_unitary.experiments.operators import experiment, report
@@ -80,6 +82,28 @@ def test_report_renders_tables_and_figure(smoke_run):
   text = open(os.path.join(workdir, "report.md"), encoding="utf-8").read()
   assert "| 3 | 1 |" in text and "(12.5 ± 0.4)" in text and "lie_algebra" in text
   assert os.path.join(workdir, "figure2.png") in paths
+
+
+def test_trained_parameters_load_for_a_notebook(smoke_run):
+  workdir, _, _ = smoke_run
+  assert experiments.unit_names(workdir) == ["n=3 baselines", "n=3 lie_algebra epochs=1 lr=0.001"]
+  u = experiments.load_unit(workdir, "n=3 lie_algebra epochs=1 lr=0.001")
+  assert u.finished and u.step == 100 and u.fields["seed"] == 0 and u.config["n_values"] == [3]
+  lam = u.state["train"]["params"]["lam"]
+  assert lam.shape == (3, 9)
+  # The saved parameters reproduce the recorded test loss of replicate 0 (its own data).
+  from lie_unitary.experiments.operators import task as ol  # pylint: disable=import-outside-toplevel
+  import jax  # pylint: disable=import-outside-toplevel
+  config = _smoke()
+  t = ol.TaskSpec(n=3, generators=tuple(config.generators), num_train=config.num_train,
+                  num_val=config.num_val, num_test=config.num_test)
+  keys = ol._replicate_keys(jax.random.fold_in(jax.random.key(0), 3), 0)
+  loss = ol.dataset_loss(lu.unitary_from_lambdas(lam[0]), keys.test, t.num_test,
+                         u.state["target"][0], t)
+  rec = [r for r in _finals(workdir) if r["approach"] == "lie_algebra" and r["replicate"] == 0]
+  np.testing.assert_allclose(float(loss), rec[0]["test_loss"], rtol=1e-5)
+  with pytest.raises(FileNotFoundError, match="no launch"):
+    experiments.load_unit(workdir, "n=3 nothing")
 
 
 def test_rerun_skips_finished_units(smoke_run):
@@ -239,6 +263,14 @@ def test_the_launcher_reports_config_errors_in_one_line(override, match, tmp_pat
   assert proc.returncode != 0 and match in proc.stderr
   assert "Traceback" not in proc.stderr, proc.stderr
   assert not os.path.exists(tmp_path / "w" / "results.jsonl")
+
+
+def test_tensorboard_events_beside_the_records(tmp_path):
+  pytest.importorskip("tensorboardX")
+  config = _smoke(approaches=("lie_algebra",))
+  experiment.train_and_evaluate(config, str(tmp_path), tensorboard=True, **_QUIET)
+  folder, = os.listdir(tmp_path / "tensorboard")
+  assert any(f.startswith("events.out.tfevents") for f in os.listdir(tmp_path / "tensorboard" / folder))
 
 
 def test_report_only_needs_this_familys_results(tmp_path):

@@ -46,7 +46,8 @@ class Checkpointer:
     self._manager.wait_until_finished()
 
   def restore(self, like: Any) -> tuple[Any, dict]:
-    """The latest (state, metadata), with `like`'s tree structure, shapes and shardings.
+    """The latest (state, metadata), with `like`'s tree structure, shapes and shardings
+    (``like=None``: as saved, nested dicts/lists of numpy arrays).
 
     Raises:
       FileNotFoundError: when there is no checkpoint.
@@ -56,6 +57,10 @@ class Checkpointer:
     if step is None:
       raise FileNotFoundError(f"no checkpoint in {self.directory}.")
     args = self._ocp.args
+    if like is None:
+      out = self._manager.restore(step, args=args.Composite(
+          state=args.StandardRestore(), meta=args.JsonRestore()))
+      return jax.tree.map(np.asarray, out["state"]), dict(out["meta"])
     abstract = jax.tree.map(self._abstract, like)
     out = self._manager.restore(step, args=args.Composite(
         state=args.StandardRestore(abstract), meta=args.JsonRestore()))

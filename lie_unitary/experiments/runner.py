@@ -37,7 +37,7 @@ from typing import Any, Callable, Protocol, Sequence
 
 import jax
 
-from lie_unitary.experiments import checkpoints, interrupts, provenance, records
+from lie_unitary.experiments import checkpoints, interrupts, metric_writer, provenance, records
 from lie_unitary.experiments.units import Unit
 
 __all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "get_family",
@@ -89,6 +89,7 @@ class UnitContext:
   printer: Callable[[str], None]
   stop: interrupts.StopRequest
   tensorboard: bool = False
+  _writer: Any = dataclasses.field(default=None, repr=False)
 
   def write(self, recs: Sequence[dict], file: str = "results.jsonl") -> None:
     """Appends records (fsynced), each with the unit's id, name and fields; only
@@ -98,6 +99,20 @@ class UnitContext:
     base = {"unit": self.unit.id, "unit_name": self.unit.name, **self.unit.fields}
     records.append_records(os.path.join(self.workdir, file),
                            [{**base, **r} for r in recs])
+
+  def scalars(self, step: int, values: dict) -> None:
+    """TensorBoard scalars under WORKDIR/tensorboard/<unit> when enabled (process 0)."""
+    if not self.tensorboard or jax.process_index() != 0:
+      return
+    if self._writer is None:
+      self._writer = metric_writer.make_writer(
+          os.path.join(self.workdir, "tensorboard", self.unit.slug))
+    self._writer.scalars(int(step), {k: float(v) for k, v in values.items()})
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None
 
   def checkpointer(self) -> checkpoints.Checkpointer:
     """The unit's own checkpoint folder, WORKDIR/checkpoints/<unit id>."""
@@ -169,10 +184,12 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
     try:
       family.run_unit(config, unit, ctx)
     except interrupts.Interrupted:
+      ctx.close()
       printer(f"{unit.name}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
               "command to resume.")
       summary.interrupted = True
       return summary
+    ctx.close()
     if jax.process_index() == 0:
       records.append_records(os.path.join(workdir, FINISHED), [{
           "unit": unit.id, "name": unit.name, "step": unit.target_step,

@@ -314,7 +314,7 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
     t0 = last_ckpt = last_line = time.perf_counter()
 
     def save():
-      ckpt.save(done, state, {"intervals": done, "elapsed": elapsed + time.perf_counter() - t0,
+      ckpt.save(done * config.val_every, state, {"intervals": done, "elapsed": elapsed + time.perf_counter() - t0,
                               "curve": np.where(np.isnan(curve[:done + 1]), None,
                                                 curve[:done + 1]).tolist()})
 
@@ -323,6 +323,8 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
       state, vals = rmap(trainer.chunk, state, key, jnp.int32(epoch), jnp.int32(first),
                          num_state=1, static=(per_call,))
       curve[done + 1:done + 1 + per_call] = rmap.gather(vals).T
+      for i in range(done + 1, done + 1 + per_call):
+        ctx.scalars(i * config.val_every, {"val_loss/median": np.median(curve[i])})
       done += per_call
       now = time.perf_counter()
       if now - last_line >= _PROGRESS_SECONDS and done < total:
@@ -335,6 +337,7 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
         save()
         last_ckpt = now
         ctx.check_stop()
+    save()  # the trained state, for `lie_unitary.experiments.load_unit`
     return curve, state, elapsed
   finally:
     ckpt.close()
