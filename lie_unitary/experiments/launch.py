@@ -47,8 +47,8 @@ def _init_distributed(address, num_processes, process_id, auto):
   import jax  # pylint: disable=import-outside-toplevel
   if not (address or auto):
     return
-  if jax.default_backend() == "cpu" or os.environ.get("JAX_PLATFORMS", "") == "cpu":
-    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  # Collectives between CPU devices of several processes (harmless on GPU/TPU hosts).
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
   jax.distributed.initialize(coordinator_address=address or None,
                              num_processes=num_processes if num_processes > 0 else None,
                              process_id=process_id if process_id >= 0 else None)
