@@ -304,3 +304,26 @@ def test_unit_identity_ignores_nothing_that_computes():
                if not (n.endswith("baselines") and field in ("learning_rate", "val_subsample"))
                ), field
   assert {u.name: u.id for u in experiment.units(_smoke())} == base  # stable
+
+
+def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_0(tmp_path):
+  import signal  # pylint: disable=import-outside-toplevel
+  import time  # pylint: disable=import-outside-toplevel
+  env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+  cmd = [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke",
+         "--config.n_values=(3,)", "--config.approaches=('lie_algebra',)",
+         "--config.num_train=20000", f"--workdir={tmp_path}"]
+  proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
+  first = proc.stdout.readline()  # "1 unit(s) on ..." : the run has started
+  assert "unit(s)" in first, first
+  time.sleep(2)
+  proc.send_signal(signal.SIGINT)
+  out = first + proc.communicate(timeout=300)[0]
+  assert proc.returncode == 0, out
+  assert "SIGINT: stopping after the current chunk" in out and "Traceback" not in out, out
+  assert "stopped; finished units are recorded" in out
+  assert os.listdir(tmp_path / "checkpoints")
+  resumed = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True,
+                           timeout=300)
+  assert resumed.returncode == 0 and "resumed at step" in resumed.stdout, resumed.stdout
