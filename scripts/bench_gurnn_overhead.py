@@ -60,12 +60,12 @@ def _unitary_replaced_by(fn):
   original = rnn.GURNNCell.unitary
   if fn is not None:
     rnn.GURNNCell.unitary = fn
-  rnn_training._make_experiment.cache_clear()  # the compiled step depends on the patch
+  rnn_training.make_experiment.cache_clear()  # the compiled step depends on the patch
   try:
     yield
   finally:
     rnn.GURNNCell.unitary = original
-    rnn_training._make_experiment.cache_clear()
+    rnn_training.make_experiment.cache_clear()
 
 
 # (label, model, stand-in for U, activation ('' = the paper's for the task)).

@@ -56,20 +56,20 @@ def _float(v):
 
 
 def summarize(recs: list[dict]) -> dict:
-  """Groups records: {(task, T): {(model, lambda_optimizer): {'curves': {seed: (u, v)},
+  """Groups records: {(task, T): {(model, lambda_optimizer): {'curves': {replicate: (u, v)},
   'final': [records], 'batch_sizes': set, 'notes': the setting's label notes}}}."""
   out = collections.defaultdict(lambda: collections.defaultdict(
       lambda: {"curves": collections.defaultdict(dict), "final": {}, "batch_sizes": set(),
                "notes": ()}))
   for r in recs:
-    unit = out[(r["task"], r["T"])][(r["model"], r["lambda_optimizer"])]
+    unit = out[(r["task"], r["T"])][(r["model"], r.get("lambda_optimizer"))]
     if "batch_size" in r:
       unit["batch_sizes"].add(r["batch_size"])
     unit["notes"] = _setting_notes(r)
     if r["kind"] == "val":
-      unit["curves"][r["seed"]][r["update"]] = _float(r["val_loss"])
+      unit["curves"][r["replicate"]][r["step"]] = _float(r["val_loss"])
     elif r["kind"] == "final":
-      unit["final"][r["seed"]] = r
+      unit["final"][r["replicate"]] = r
   return out
 
 
@@ -87,7 +87,7 @@ def _table(task, T, units) -> list[str]:
     if finals:
       val = [_float(r["val_loss"]) for r in finals]
       test = [_float(r["test_loss"]) for r in finals]
-      upd = max(r["update"] for r in finals)
+      upd = max(r["step"] for r in finals)
       secs = max(r["seconds"] for r in finals)
       cells = [np.median(val), np.min(val), np.median(test)]
     else:  # unfinished: the last subsample validation
