@@ -1,4 +1,4 @@
-r"""Where the guRNN's unitary constraint spends its time in a training step.
+r"""Where the guRNN's unitary constraint spends its time in a training step (issue 4).
 
 Times, in one run and round-robin (best of `--rounds`), the training step of:
 
@@ -36,7 +36,7 @@ import jax.numpy as jnp  # noqa: E402
 import bench_rnn  # noqa: E402
 from lie_unitary import algebra  # noqa: E402
 from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
-from lie_unitary.nn import cells  # noqa: E402
+from lie_unitary import nn as lnn  # noqa: E402
 
 # The flags are bench_rnn's (--tasks, --T: the first of each; --batch_size,
 # --min_seconds, --rounds, --steps_per_call).
@@ -57,15 +57,15 @@ def _eigh_only(cell):
 @contextlib.contextmanager
 def _unitary_replaced_by(fn):
   """GURNNCell.unitary -> fn while a step is traced (None: unchanged)."""
-  original = cells.GURNNCell.unitary
+  original = lnn.GURNNCell.unitary
   if fn is not None:
-    cells.GURNNCell.unitary = fn
-  rnn_training._make_experiment.cache_clear()  # the compiled step depends on the patch
+    lnn.GURNNCell.unitary = fn
+  rnn_training.make_experiment.cache_clear()  # the compiled step depends on the patch
   try:
     yield
   finally:
-    cells.GURNNCell.unitary = original
-    rnn_training._make_experiment.cache_clear()
+    lnn.GURNNCell.unitary = original
+    rnn_training.make_experiment.cache_clear()
 
 
 # (label, model, stand-in for U, activation ('' = the paper's for the task)).

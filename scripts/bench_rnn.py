@@ -33,7 +33,9 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import optax  # noqa: E402
 
+from lie_unitary.experiments import training  # noqa: E402
 from lie_unitary.experiments.rnn import config as rnn_configs  # noqa: E402
+from lie_unitary.experiments.rnn import experiment as rnn_experiment  # noqa: E402
 from lie_unitary.experiments.rnn import tasks  # noqa: E402
 from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
 
@@ -47,7 +49,7 @@ _ROUNDS = flags.DEFINE_integer("rounds", 3, "Round-robin timing rounds; the best
 _STEPS = flags.DEFINE_integer("steps_per_call", 10, "Training steps per jitted call (a "
                               "fori_loop, as training runs them; 1 = Python dispatch per step).")
 
-# (row label, model, hidden size); -1 = the paper's size for the task.
+# (row label, model, hidden size).
 ROWS = (("guRNN(30)", "gurnn_beta", 30), ("free(30)", "free", 30), ("LSTM(30)", "lstm", 30),
         ("IRNN(30)", "irnn", 30), ("tanh(30)", "tanh", 30), ("ruRNN(128)", "urnn", 128),
         ("ruRNN(512)", "urnn", 512))
@@ -58,13 +60,15 @@ def make_timer(task: str, T: int, model: str, hidden_size: int, batch_size: int,
   """Compiles and warms up one model's jitted training loop; returns a function
   `seconds -> examples/s` that times it for (at least) that long."""
   config = rnn_configs.get_config(task)
-  config.hidden_size, config.batch_size, config.num_seeds = hidden_size, batch_size, 1
-  config.activation = activation  # '' = the paper's for the task
-  hp = rnn_training.resolve_hparams(config, model, T)
-  exp = rnn_training.make_experiment(hp)
-  optimizer = rnn_training.make_optimizer(hp)
+  config.batch_size, config.num_replicates = batch_size, 1
+  config.models[model].hidden_size = hidden_size
+  if activation:  # '' = the paper's for the task
+    config.models[model].activation = activation
+  spec = rnn_experiment.unit_spec(config, model, T)
+  exp = rnn_training.make_experiment(spec)
+  optimizer = rnn_training.make_optimizer(spec)
   key = jax.random.key(0)
-  state = [jax.tree.map(lambda a: a[0], exp.init(key[None]))]
+  state = [jax.tree.map(lambda a: a[0], exp.init(jnp.zeros((1,), jnp.int32)))]
   x, targets = tasks.get_task(task).sample(jax.random.fold_in(key, 1), batch_size, T)
 
   def step(u, carry):
@@ -72,7 +76,7 @@ def make_timer(task: str, T: int, model: str, hidden_size: int, batch_size: int,
     loss, grads = jax.value_and_grad(exp.loss_fn)(state.params, x, targets,
                                                   jax.random.fold_in(key, u))
     updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    return rnn_training.TrainState(optax.apply_updates(state.params, updates), opt_state), loss
+    return training.TrainState(optax.apply_updates(state.params, updates), opt_state), loss
 
   # `steps_per_call` updates per call inside one jitted loop, as training runs them
   # (chunks of `val_every` in a `fori_loop`): Python's dispatch is not timed.

@@ -69,30 +69,32 @@ def _rnn_config(kind):
   c = rnn_configs.get_config("smoke")
   c.num_updates, c.val_every = 50, 1
   if kind == "models":
-    c.model = "gurnn,gurnn_beta,urnn,lstm,irnn,tanh,free"
+    c.model = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
   elif kind == "copy_long":
     long = rnn_configs.get_config("copy_long")
-    for field in ("activation", "lambda_init", "lambda_optimizer", "lambda_learning_rate",
-                  "h0"):
+    for field in ("lambda_init", "lambda_optimizer", "h0"):
       c[field] = long[field]
-    c.model, c.task = "gurnn", "memory"
+    for field in ("activation", "lambda_learning_rate"):
+      c.models.gurnn[field] = long.models.gurnn[field]
+    c.model, c.task = ("gurnn",), "memory"
   elif kind == "lr_drops":
-    c.model = "gurnn"
+    c.model = ("gurnn",)
     c.lambda_optimizer = "rmsprop"
-    c.lr_drops, c.lr_drop_factor = "10,30", 0.5
+    c.lr_drops, c.lr_drop_factor = (10, 30), 0.5
   return c
 
 
 def rnn_metrics(kind, workdir):
-  """{(model, seed): (train loss of step 1, val loss after 1 step, after 50, test loss)}."""
-  from lie_unitary.experiments.rnn import training as rnn_training  # pylint: disable=import-outside-toplevel
-  rnn_training.train_and_evaluate(_rnn_config(kind), workdir, printer=lambda *_: None)
+  """{(model, replicate): (train loss of step 1, val loss after 1 step, after 50, test loss)}."""
+  from lie_unitary.experiments import runner  # pylint: disable=import-outside-toplevel
+  runner.train_and_evaluate("rnn", _rnn_config(kind), workdir, printer=lambda *_: None,
+                            handle_signals=False)
   recs = records.read_records(os.path.join(workdir, "results.jsonl"))
   out = {}
   for r in recs:
-    if r["kind"] == "val" and r["update"] in (1, 50):
-      out[(r["model"], r["seed"], r["update"])] = r
-  finals = {(r["model"], r["seed"]): r for r in recs if r["kind"] == "final"}
+    if r["kind"] == "val" and r["step"] in (1, 50):
+      out[(r["model"], r["replicate"], r["step"])] = r
+  finals = {(r["model"], r["replicate"]): r for r in recs if r["kind"] == "final"}
   return {k: (out[k + (1,)]["train_loss"], out[k + (1,)]["val_loss"],
               out[k + (50,)]["val_loss"], f["test_loss"]) for k, f in finals.items()}
 

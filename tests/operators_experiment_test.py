@@ -322,7 +322,7 @@ def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_0(tmp_path):
   out = first + proc.communicate(timeout=300)[0]
   assert proc.returncode == 0, out
   assert "SIGINT: stopping after the current chunk" in out and "Traceback" not in out, out
-  assert "stopped; finished units are recorded" in out
+  assert "stopped at a checkpoint (SIGINT); rerun the same command to resume" in out
   assert os.listdir(tmp_path / "checkpoints")
   resumed = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True,
                            timeout=300)

@@ -1,4 +1,5 @@
-"""Smoke tests of RNN training: every model, records, resume, optimizers, report."""
+"""The RNN family on the shared runner: every model, records, identity, resume, stops,
+config errors, optimizers, report and launcher (smoke sizes)."""
 
 import os
 import subprocess
@@ -10,113 +11,213 @@ import numpy as np
 import optax
 import pytest
 
+from lie_unitary.experiments import interrupts, records, runner, sweep
+from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import config as rnn_configs
-from lie_unitary.experiments import records
+from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import report as rnn_report
 from lie_unitary.experiments.rnn import training as rnn_training
 
 ALL_MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
-
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+quiet = lambda *_: None  # noqa: E731
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
+
+
+def _run(config, workdir, printer=quiet):
+  return runner.train_and_evaluate(rnn, config, str(workdir), printer=printer,
+                                   handle_signals=False)
+
+
+def _smoke(*models, **fields):
+  config = rnn_configs.get_config("smoke")
+  config.model = models
+  for k, v in fields.items():
+    config[k] = v
+  return config
+
+
+def _records(workdir):
+  return records.read_records(os.path.join(workdir, "results.jsonl"))
+
+
+def _losses(recs, model="gurnn"):
+  """{(kind, replicate, step): (val_loss, train_loss or test_loss)} of one model."""
+  return {(r["kind"], r["replicate"], r["step"]): (r["val_loss"], r.get("train_loss"),
+                                                   r.get("test_loss"))
+          for r in recs if r["model"] == model}
 
 
 @pytest.fixture(scope="module")
 def smoke_run(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("smoke"))
-  config = rnn_configs.get_config("smoke")
-  config.model = ",".join(ALL_MODELS)
-  rnn_training.train_and_evaluate(config, workdir, printer=lambda *_: None)
-  return config, workdir, records.read_records(os.path.join(workdir, "results.jsonl"))
+  config = _smoke(*ALL_MODELS)
+  _run(config, workdir)
+  return config, workdir, _records(workdir)
 
 
 @pytest.mark.parametrize("model", ALL_MODELS)
 def test_smoke_loss_finite_and_decreasing(smoke_run, model):
   config, _, recs = smoke_run
   mine = [r for r in recs if r["model"] == model]
-  for seed in range(config.num_seeds):
-    val = {r["update"]: r["val_loss"] for r in mine if r["kind"] == "val" and r["seed"] == seed}
+  for replicate in range(config.num_replicates):
+    val = {r["step"]: r["val_loss"] for r in mine
+           if r["kind"] == "val" and r["replicate"] == replicate}
     assert sorted(val) == [0, 20, 40, 60]
     assert all(np.isfinite(v) for v in val.values())
     assert val[60] < val[0], val
-    train = {r["update"]: r["train_loss"] for r in mine
-             if r["kind"] == "val" and r["seed"] == seed and r["update"] > 0}
+    train = {r["step"]: r["train_loss"] for r in mine
+             if r["kind"] == "val" and r["replicate"] == replicate and r["step"] > 0}
     assert train[60] < train[20], train
-    final = [r for r in mine if r["kind"] == "final" and r["seed"] == seed]
-    assert len(final) == 1 and final[0]["update"] == 60
+    final = [r for r in mine if r["kind"] == "final" and r["replicate"] == replicate]
+    assert len(final) == 1 and final[0]["step"] == 60
     assert np.isfinite(final[0]["test_loss"]) and np.isfinite(final[0]["val_loss"])
-    assert final[0]["T"] == 10 and final[0]["task"] == "adding"
+    # The shared vocabulary, and the unit's resolved fields.
+    rec = final[0]
+    assert rec["unit"].startswith(rec["unit_name"]) and rec["unit_name"] == f"adding T=10 {model}"
+    assert (rec["T"], rec["task"], rec["hidden_size"], rec["num_replicates"]) == (10, "adding", 8, 2)
+    assert "num_updates" not in rec and "seed" in rec and "update" not in rec
+    assert ("lambda_optimizer" in rec) == (model in ("gurnn", "gurnn_beta"))
 
 
 def test_smoke_copy_long_setting(tmp_path):
   # The copy_long recipe (modReLU, diagonal phases, its own λ learning rate) at smoke size.
   long = rnn_configs.get_config("copy_long")
-  config = rnn_configs.get_config("smoke")
-  for field in ("activation", "lambda_init", "lambda_optimizer", "lambda_learning_rate", "h0"):
+  config = _smoke("gurnn", num_replicates=1)
+  for field in ("lambda_init", "lambda_optimizer", "h0"):
     config[field] = long[field]
-  config.model, config.num_seeds = "gurnn", 1
-  rnn_training.train_and_evaluate(config, str(tmp_path), printer=lambda *_: None)
-  recs = records.read_records(os.path.join(tmp_path, "results.jsonl"))
-  val = {r["update"]: r["val_loss"] for r in recs if r["kind"] == "val"}
+  for field in ("activation", "lambda_learning_rate"):
+    config.models.gurnn[field] = long.models.gurnn[field]
+  _run(config, tmp_path)
+  recs = _records(tmp_path)
+  val = {r["step"]: r["val_loss"] for r in recs if r["kind"] == "val"}
   assert recs[-1]["activation"] == "modrelu" and recs[-1]["lambda_init"] == "phases"
+  assert recs[-1]["lambda_learning_rate"] == 2e-5
   assert all(np.isfinite(v) for v in val.values()) and val[60] < val[0], val
   # The report names the setting, not just the model.
   rnn_report.write_report(str(tmp_path))
-  report = open(os.path.join(tmp_path, "report.md")).read()
+  report = open(os.path.join(tmp_path, "report.md"), encoding="utf-8").read()
   assert "guRNN₁ (modReLU, phases init, λ: RMSProp)" in report, report
 
 
-def test_seeds_differ(smoke_run):
+def test_replicates_differ(smoke_run):
   _, _, recs = smoke_run
   finals = [r["val_loss"] for r in recs if r["kind"] == "final" and r["model"] == "gurnn"]
   assert len(finals) == 2 and finals[0] != finals[1]
 
 
-def test_resume_continues_where_it_stopped(smoke_run, tmp_path):
-  config, _, recs = smoke_run
-  config = rnn_configs.get_config("smoke")
-  config.model = "gurnn"
-  workdir = str(tmp_path)
-  config.num_updates = 40          # "killed" after 40 updates (the checkpoint is at 40)
-  rnn_training.train_and_evaluate(config, workdir, printer=lambda *_: None)
-  config.num_updates = 60          # rerun: resumes from update 40
+def test_extending_resumes_from_the_checkpoint_and_an_identical_rerun_skips(smoke_run,
+                                                                              tmp_path):
+  _, _, recs = smoke_run
+  _run(_smoke("gurnn", num_updates=40), tmp_path)     # a unit finished at update 40
   lines = []
-  rnn_training.train_and_evaluate(config, workdir, printer=lines.append)
-  assert any("resumed at update 40" in l for l in lines), lines
-  resumed = records.read_records(os.path.join(workdir, "results.jsonl"))
-  val = [(r["seed"], r["update"]) for r in resumed if r["kind"] == "val"]
+  _run(_smoke("gurnn", num_updates=60), tmp_path, lines.append)  # extended to 60
+  assert any("resumed at step 40" in l for l in lines), lines
+  got = _losses(_records(tmp_path))
+  val = [k for k in got if k[0] == "val"]
   assert len(val) == len(set(val)) == 2 * 4       # no duplicates, nothing missing
-  # Identical to the uninterrupted run.
-  ref = {(r["seed"], r["update"]): r["val_loss"] for r in recs
-         if r["model"] == "gurnn" and r["kind"] == "val"}
-  for r in resumed:
-    if r["kind"] == "val":
-      np.testing.assert_allclose(r["val_loss"], ref[(r["seed"], r["update"])], rtol=1e-5)
-  # A third run finds everything finished and skips it.
+  # Identical to the uninterrupted run (the same unit: num_updates is not in its id).
+  ref = _losses(recs)
+  assert {r["unit"] for r in _records(tmp_path)} == {
+      r["unit"] for r in recs if r["model"] == "gurnn"}
+  for key, value in got.items():
+    if key[0] == "val" or key[2] == 60:
+      assert value == ref[key], key
   lines = []
-  rnn_training.train_and_evaluate(config, workdir, printer=lines.append)
-  assert any("skipped" in l for l in lines), lines
+  _run(_smoke("gurnn", num_updates=60), tmp_path, lines.append)
+  assert any("already done, skipped" in l for l in lines), lines
+  # Going back below the checkpoint is refused, not silently wrong.
+  with pytest.raises(runner.ConfigError, match="beyond num_updates"):
+    _run(_smoke("gurnn", num_updates=20), tmp_path)
 
 
-def test_hparams_follow_the_paper():
-  memory = rnn_configs.get_config("memory")
-  adding = rnn_configs.get_config("adding")
-  hp = rnn_training.resolve_hparams(memory, "gurnn_beta", 100)
-  assert (hp.beta, hp.activation, hp.hidden_size, hp.clip_value, hp.learning_rate) == (
-      1.05, "tanh", 30, 0.0, 1e-3)
-  hp = rnn_training.resolve_hparams(adding, "gurnn_beta", 100)
-  assert (hp.beta, hp.activation) == (1.4, "relu")
-  assert rnn_training.resolve_hparams(adding, "gurnn", 100).beta == 1.0
-  assert rnn_training.resolve_hparams(adding, "urnn", 100).hidden_size == 512
-  assert rnn_training.resolve_hparams(memory, "urnn", 100).hidden_size == 128
-  irnn = rnn_training.resolve_hparams(adding, "irnn", 100)
+def test_a_changed_learning_rate_is_a_new_unit(tmp_path):
+  config = _smoke("tanh", num_updates=20)
+  _run(config, tmp_path)
+  config.models.tanh.learning_rate = 5e-3
+  lines = []
+  _run(config, tmp_path, lines.append)
+  assert not any("resumed" in l or "skipped" in l for l in lines), lines
+  recs = _records(tmp_path)
+  units = {r["unit"]: r["learning_rate"] for r in recs}
+  assert sorted(units.values()) == [5e-3, 1e-2]
+  for unit in units:   # each computed from step 0, into its own checkpoint folder
+    assert sorted({r["step"] for r in recs if r["unit"] == unit and r["kind"] == "val"}) == [0, 20]
+  assert len(os.listdir(tmp_path / "checkpoints")) == 2
+
+
+def test_a_graceful_stop_checkpoints_and_resumes_to_the_same_numbers(smoke_run, tmp_path):
+  _, _, recs = smoke_run
+  config = _smoke("gurnn")
+  stop = interrupts.StopRequest()
+  stop.request("SIGINT")  # as if Ctrl-C came during the first chunk
+  lines = []
+  summary = runner.run_units(rnn, config, rnn.units(config), str(tmp_path),
+                             printer=lines.append, stop=stop)
+  assert summary.interrupted and summary.computed == 0
+  assert any("stopped at a checkpoint" in l for l in lines), lines
+  (folder,) = os.listdir(tmp_path / "checkpoints")
+  assert "20" in os.listdir(tmp_path / "checkpoints" / folder)
+  assert max(r["step"] for r in _records(tmp_path)) == 20
+  lines = []
+  assert not _run(config, tmp_path, lines.append).interrupted
+  assert any("resumed at step 20" in l for l in lines), lines
+  assert _losses(_records(tmp_path)) == _losses(recs)
+
+
+def test_config_errors_before_the_workdir_exists(tmp_path):
+  workdir = tmp_path / "w"
+  config = _smoke("gurnn")
+  with config.unlocked():
+    config.learning_rate = 1e-3          # was a shared field: now per model
+  with pytest.raises(runner.ConfigError, match="unknown config field 'learning_rate'"):
+    _run(config, workdir)
+  config = _smoke("gurnn")
+  with config.models.unlocked():
+    config.models.gurnn.dropout = 0.5
+  with pytest.raises(runner.ConfigError, match=r"unknown config field 'models\.gurnn\.dropout'"):
+    _run(config, workdir)
+  bad = [("model", ("gru",), "model"), ("model", ("gurnn,lstm",), "--config.model=gurnn"),
+         ("T", (1,), "integers ≥ 2"), ("lambda_optimizer", "adam", "'sgd', 'rmsprop'"),
+         ("eval_size", 50, "multiple of eval_batch_size"), ("lr_drops", (-1,), "lr_drops"),
+         ("num_replicates", 0, "num_replicates")]
+  for field, value, match in bad:
+    config = _smoke("gurnn")
+    config[field] = value
+    with pytest.raises(runner.ConfigError, match=match):
+      _run(config, workdir)
+  config = _smoke("gurnn")
+  config.models.gurnn.activation = "gelu"
+  with pytest.raises(runner.ConfigError, match=r"models\.gurnn\.activation.*'modrelu'"):
+    _run(config, workdir)
+  assert not workdir.exists()
+
+
+def test_the_per_model_table_follows_the_paper():
+  memory, adding = rnn_configs.get_config("memory"), rnn_configs.get_config("adding")
+  spec = rnn.unit_spec(memory, "gurnn_beta", 100)
+  assert (spec.beta, spec.activation, spec.hidden_size, spec.clip_value, spec.learning_rate,
+          spec.task) == (1.05, "tanh", 30, 0.0, 1e-3, "memory")
+  assert (rnn.unit_spec(adding, "gurnn_beta", 100).beta,
+          rnn.unit_spec(adding, "gurnn_beta", 100).activation) == (1.4, "relu")
+  assert rnn.unit_spec(adding, "gurnn", 100).beta == 1.0
+  assert rnn.unit_spec(adding, "free", 100).beta == 1.4
+  assert rnn.unit_spec(adding, "urnn", 100).hidden_size == 512
+  assert rnn.unit_spec(memory, "urnn", 100).hidden_size == 128
+  irnn = rnn.unit_spec(adding, "irnn", 100)
   assert (irnn.learning_rate, irnn.clip_value) == (1e-4, 1.0)
-  assert rnn_training.resolve_hparams(adding, "lstm", 100).clip_value == 1.0
-  for variant in ("adding", "memory", "copy_long", "adding_long", "smoke"):
-    assert rnn_training.units(rnn_configs.get_config(variant))
-  assert [u.T for u in rnn_training.units(rnn_configs.get_config("copy_long"))] == [1000, 2000]
-  with pytest.raises(ValueError, match="unknown model"):
-    rnn_training.resolve_hparams(adding, "gru", 100)
+  assert rnn.unit_spec(adding, "lstm", 100).clip_value == 1.0
+  assert "beta" not in rnn.unit_spec(adding, "lstm", 100)
+  for variant in rnn_configs.VARIANTS:
+    config = rnn_configs.get_config(variant)
+    rnn.validate_config(config)
+    assert rnn.units(config)
+  copy = rnn.units(rnn_configs.get_config("copy_long"))
+  assert [u.spec.T for u in copy] == [1000, 2000]
+  assert (copy[0].spec.hidden_size, copy[0].spec.activation, copy[0].spec.learning_rate,
+          copy[0].spec.lambda_learning_rate) == (64, "modrelu", 2e-4, 2e-5)
+  assert rnn.units(rnn_configs.get_config("adding_long"))[0].spec.lr_drops == (45_000, 65_000)
   with pytest.raises(ValueError, match="variant"):
     rnn_configs.get_config("huge")
 
@@ -125,8 +226,7 @@ def test_hparams_follow_the_paper():
 def test_lambda_optimizer(lambda_optimizer):
   config = rnn_configs.get_config("adding")
   config.lambda_optimizer = lambda_optimizer
-  hp = rnn_training.resolve_hparams(config, "gurnn", 100)
-  opt = rnn_training.make_optimizer(hp)
+  opt = rnn_training.make_optimizer(rnn.unit_spec(config, "gurnn", 100))
   params = {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}
   grads = {"cell": {"lam": jnp.full(4, 0.5), "v": jnp.full(3, 0.5)}}
   updates, _ = opt.update(grads, opt.init(params), params)
@@ -136,35 +236,49 @@ def test_lambda_optimizer(lambda_optimizer):
   expected = -1e-3 * 0.5 if lambda_optimizer == "sgd" else ref["cell"]["lam"]
   np.testing.assert_allclose(updates["cell"]["lam"], expected, rtol=1e-6)
   # Its own learning rate: λ's step scales with it, the rest's does not.
-  config.lambda_learning_rate = 1e-5
-  opt = rnn_training.make_optimizer(rnn_training.resolve_hparams(config, "gurnn", 100))
+  config.models.gurnn.lambda_learning_rate = 1e-5
+  opt = rnn_training.make_optimizer(rnn.unit_spec(config, "gurnn", 100))
   updates, _ = opt.update(grads, opt.init(params), params)
   np.testing.assert_allclose(updates["cell"]["v"], ref["cell"]["v"])
   np.testing.assert_allclose(updates["cell"]["lam"], np.asarray(expected) / 100, rtol=1e-5)
-  config.lambda_init = "uniform"
-  with pytest.raises(ValueError, match="lambda_init"):
-    rnn_training.resolve_hparams(config, "gurnn", 100)
+
+
+def test_step_schedule_drops_the_update_with_index_d_and_later():
+  schedule = training.step_schedule(1.0, (1, 3), 0.5)
+  assert [float(schedule(jnp.int32(u))) for u in range(5)] == [1.0, 0.5, 0.5, 0.25, 0.25]
+  assert training.step_schedule(0.1, (), 0.5) == 0.1
+  # Through an optimizer: optax counts the updates made before the current one.
+  opt = training.make_optimizer("sgd", training.step_schedule(1.0, (1,), 0.5))
+  params, state = jnp.zeros(1), opt.init(jnp.zeros(1))
+  steps = []
+  for _ in range(3):
+    updates, state = opt.update(jnp.ones(1), state, params)
+    steps.append(float(updates[0]))
+  assert steps == [-1.0, -0.5, -0.5]
+  with pytest.raises(ValueError, match="unknown optimizer"):
+    training.make_optimizer("adam", 1e-3)
 
 
 def test_lr_drops_scale_every_update_after_them():
   # Factor 0 from update 1 on: three updates leave the parameters where one left them.
-  config = rnn_configs.get_config("smoke")
-  hp = rnn_training.resolve_hparams(config, "gurnn", 10)
-  config.lr_drops, config.lr_drop_factor = "1", 0.0
-  dropped = rnn_training.resolve_hparams(config, "gurnn", 10)
-  assert dropped.lr_drops == (1,)
-  keys = rnn_training._seed_keys(hp)
-  run = lambda h, num: rnn_training.make_experiment(h).train_chunk(
-      rnn_training.make_experiment(h).init(keys), keys, 0, num)[0].params
-  one, three, three_dropped = run(hp, 1), run(hp, 3), run(dropped, 3)
-  for a, b, c in zip(*map(jax.tree.leaves, (one, three_dropped, three))):
+  config = _smoke("gurnn")
+  plain = rnn.unit_spec(config, "gurnn", 10)
+  config.lr_drops, config.lr_drop_factor = (1,), 0.0
+  dropped = rnn.unit_spec(config, "gurnn", 10)
+  ids = jnp.arange(2, dtype=jnp.int32)
+
+  def run(spec, num):
+    exp = rnn_training.make_experiment(spec, sweep.replicate_sharding())  # smoke_run's
+    return exp.train_chunk(exp.init(ids), ids, 0, num)[0].params
+
+  one, three, three_dropped = run(plain, 1), run(plain, 3), run(dropped, 3)
+  for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(three_dropped)):
     np.testing.assert_array_equal(a, b)
   assert not np.allclose(jax.tree.leaves(one)[0], jax.tree.leaves(three)[0])
 
 
 def test_clipping_by_value_for_lstm():
-  hp = rnn_training.resolve_hparams(rnn_configs.get_config("adding"), "lstm", 100)
-  opt = rnn_training.make_optimizer(hp)
+  opt = rnn_training.make_optimizer(rnn.unit_spec(rnn_configs.get_config("adding"), "lstm", 100))
   params = {"w": jnp.zeros(2)}
   updates, _ = opt.update({"w": jnp.array([100.0, -0.5])}, opt.init(params), params)
   rms = optax.rmsprop(1e-3, decay=0.9, eps=1e-10, initial_scale=1.0)
@@ -172,34 +286,40 @@ def test_clipping_by_value_for_lstm():
   np.testing.assert_allclose(updates["w"], ref["w"], rtol=1e-6)
 
 
-def test_report_and_script(smoke_run):
+def test_a_worker_skips_units_claimed_by_another(tmp_path):
+  config = _smoke("lstm", "tanh", num_updates=20)
+  lines = []
+  runner.run_units(rnn, config, rnn.units(config), str(tmp_path), printer=lines.append,
+                   claim=lambda slug: "lstm" not in slug)
+  assert any("lstm" in l and "taken by another worker" in l for l in lines), lines
+  assert {r["model"] for r in _records(tmp_path)} == {"tanh"}
+
+
+def _launcher(*args, cwd):
+  env = {**os.environ, "PYTHONPATH": ROOT, "JAX_PLATFORMS": "cpu"}
+  return subprocess.run([sys.executable, "-m", "lie_unitary.experiments.rnn", *args],
+                        capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
+
+
+def test_report_and_launcher(smoke_run, tmp_path):
   _, workdir, _ = smoke_run
   paths = rnn_report.write_report(workdir)
   assert os.path.exists(os.path.join(workdir, "figure3_adding_T10.png"))
   table = open(paths[0], encoding="utf-8").read()
   for label in ("guRNN₁", "guRNN_β", "ruRNN", "LSTM", "IRNN", "tanh RNN"):
     assert f"| {label} | 2 |" in table, table
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   out = subprocess.run(
-      [sys.executable, os.path.join(root, "scripts", "train_rnn.py"), f"--workdir={workdir}",
-       "--report_only"], capture_output=True, text=True, cwd=root,
-      env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu"}, check=True)
+      [sys.executable, os.path.join(ROOT, "scripts", "train_rnn.py"), f"--workdir={workdir}",
+       "--report_only"], capture_output=True, text=True, cwd=ROOT,
+      env={**os.environ, "PYTHONPATH": ROOT, "JAX_PLATFORMS": "cpu"}, check=True)
   assert "report.md" in out.stdout
-
-
-def test_a_worker_skips_units_claimed_by_another(tmp_path, monkeypatch):
-  # Simulates worker 1 of 2 (lie_unitary.workers) after worker 0 claimed the LSTM.
-  claims = tmp_path / "claims"
-  claims.mkdir()
-  (claims / "adding_T10_lstm_sgd").touch()
-  monkeypatch.setenv("LIE_UNITARY_WORKER", "1/2")
-  monkeypatch.setenv("LIE_UNITARY_CLAIMS_DIR", str(claims))
-  config = rnn_configs.get_config("smoke")
-  config.model, config.num_updates, config.num_seeds = "lstm,tanh", 20, 1
-  lines = []
-  rnn_training.train_and_evaluate(config, str(tmp_path / "w"), printer=lines.append)
-  assert any(l.startswith("[worker 1/2]") and "lstm" in l and "taken by another worker" in l
-             for l in lines), lines
-  recs = records.read_records(tmp_path / "w" / "results.jsonl")
-  assert {r["model"] for r in recs} == {"tanh"}
-  assert (claims / "adding_T10_tanh_sgd").exists()
+  # A bad config value, a flag that does not parse, a workdir without rnn results:
+  # one line each, no traceback, nothing written.
+  for args, match in (
+      (["--config=smoke", "--config.models.gurnn.activation=gelu"], "models.gurnn.activation"),
+      (["--config=smoke", "--config.num_updates=many"], "num_updates"),
+      (["--report_only"], "holds no rnn results")):
+    out = _launcher(*args, f"--workdir={tmp_path / 'w'}", cwd=str(tmp_path))
+    assert out.returncode != 0 and out.stdout == "", out
+    assert len(out.stderr.strip().splitlines()) == 1 and match in out.stderr, out.stderr
+  assert not (tmp_path / "w").exists()

@@ -1,117 +1,175 @@
-"""The command-line launcher shared by both experiment families (absl + ml_collections).
+"""The command line of every experiment family: flags → `runner.train_and_evaluate` → report.
 
-``python -m lie_unitary.experiments.operators --config=VARIANT --workdir=DIR`` and
-``python -m lie_unitary.experiments.rnn ...`` (and the thin `scripts/` wrappers) call
-`main(family)`. ``--config`` takes a variant of the family's own config file
-(``--config=smoke``), or any config file with a variant
-(``--config=path/to/config.py:smoke``); fields are overridden with
-``--config.FIELD=VALUE``. Flags:
+A family's ``__main__.py`` calls ``main(FAMILY, path of its config.py)``:
 
-- ``--workdir`` (required): where results, checkpoints, launches and the report go;
-- ``--report_only``: only re-render the report of a workdir holding this family's
-  results;
-- ``--num_workers=N``: N worker processes share the units (CPU hosts);
-- ``--tensorboard``: TensorBoard events beside the JSONL (needs tensorboardX);
-- ``--coordinator_address``, ``--num_processes``, ``--process_id``: a multi-process
-  (multi-host) run; every process runs the same command with its own id, replicates
-  are sharded over all processes' devices and process 0 writes the records.
-  ``--distributed`` alone auto-detects them (SLURM, Open MPI, TPU pods).
+    python -m lie_unitary.experiments.FAMILY --config=VARIANT --workdir=DIR
+    python -m lie_unitary.experiments.FAMILY --config=path/config.py:VARIANT --workdir=DIR \
+        --config.FIELD=VALUE
+    python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
 
-A config error prints one line; the first Ctrl-C (SIGINT) or SIGTERM finishes the
-current chunk, checkpoints and exits 0; a second aborts.
+Flags: --config (a bare VARIANT is the family's own config.py:VARIANT), --workdir,
+--report_only, --num_workers, --tensorboard, and for several hosts
+--coordinator_address, --num_processes, --process_id (empty: one process; given:
+``jax.distributed.initialize`` before anything else, CPU collectives over gloo).
+
+A bad flag or config field ends the program with ONE line on stderr (exit status 1;
+2 for a flag that does not parse); the first Ctrl-C (SIGINT/SIGTERM) stops at the
+next checkpoint and exits 0; the same command resumes. Results, checkpoints and the
+report go to the workdir (`lie_unitary.experiments.runner`).
+
+OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS (scipy's,
+loaded at the first eigh), whose thread pool fights XLA's on few cores.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from typing import Sequence
 
-__all__ = ["expand_config_argument", "main"]
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+__all__ = ["main", "resolve_config_arg"]
 
 
-def expand_config_argument(argv: Sequence[str], default_config: str) -> list[str]:
-  """``--config=VARIANT`` (no file) becomes ``--config=<default_config>:VARIANT``."""
-  out = []
-  for arg in argv:
+def resolve_config_arg(argv: Sequence[str], default_config_path: str) -> list[str]:
+  """`argv` with a bare ``--config=VARIANT`` turned into ``--config=DEFAULT:VARIANT``.
+
+  A value with a path separator, a '.py' or a ':' is a path form and kept as it is.
+  """
+  out = list(argv)
+  for i, arg in enumerate(out):
     if arg.startswith("--config="):
-      value = arg[len("--config="):]
-      path = value.split(":", 1)[0]
-      if not path.endswith(".py") and not os.path.exists(path):
-        arg = f"--config={default_config}:{value}"
-    out.append(arg)
+      head, value = "--config=", arg[len("--config="):]
+    elif arg == "--config" and i + 1 < len(out):
+      head, value, i = "", out[i + 1], i + 1
+    else:
+      continue
+    if value and not any(s in value for s in (os.sep, "/", ".py", ":")):
+      out[i] = f"{head}{default_config_path}:{value}"
   return out
 
 
-def _init_distributed(address, num_processes, process_id, auto):
-  import jax  # pylint: disable=import-outside-toplevel
-  if not (address or auto):
-    return
-  # Collectives between CPU devices of several processes (harmless on GPU/TPU hosts).
-  jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  jax.distributed.initialize(coordinator_address=address or None,
-                             num_processes=num_processes if num_processes > 0 else None,
-                             process_id=process_id if process_id >= 0 else None)
+def _split_comma_lists(config) -> None:
+  """--config.model=gurnn,lstm gives ('gurnn,lstm',) (ml_collections parses a tuple
+  of strings so): split such elements into ('gurnn', 'lstm'), in place, recursively."""
+  for key, value in config.items():
+    if hasattr(value, "items"):
+      _split_comma_lists(value)
+    elif isinstance(value, tuple) and any(isinstance(v, str) and "," in v for v in value):
+      config[key] = tuple(p.strip() for v in value
+                          for p in (v.split(",") if isinstance(v, str) else [v])
+                          if not isinstance(p, str) or p.strip())
 
 
-def main(family_name: str, argv: Sequence[str] | None = None) -> None:
-  """Defines the flags, parses `argv` (default sys.argv) and runs the family."""
-  os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before jax: see the README
-  from absl import app, flags  # pylint: disable=import-outside-toplevel
-  from ml_collections import config_flags  # pylint: disable=import-outside-toplevel
-  from lie_unitary.experiments import runner  # pylint: disable=import-outside-toplevel
+def _one_line(error) -> str:
+  return " ".join(str(error).split())
 
-  default_config = os.path.join(os.path.dirname(os.path.abspath(__file__)), family_name,
-                                "config.py")
-  argv = expand_config_argument(list(sys.argv if argv is None else argv), default_config)
-  config_flag = config_flags.DEFINE_config_file(
-      "config", None, f"VARIANT of {default_config}, or path/config.py:VARIANT.",
-      lock_config=True, sys_argv=argv)
-  workdir = flags.DEFINE_string("workdir", None, "Results, checkpoints, launches, report.",
-                                required=True)
-  report_only = flags.DEFINE_bool("report_only", False, "Only re-render the report.")
-  num_workers = flags.DEFINE_integer("num_workers", 1, "Worker processes sharing the units.")
-  tensorboard = flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events.")
-  address = flags.DEFINE_string("coordinator_address", "", "host:port of process 0 "
-                                "(multi-process runs).")
-  num_processes = flags.DEFINE_integer("num_processes", 0, "Processes of a multi-process run.")
-  process_id = flags.DEFINE_integer("process_id", -1, "This process's id (0 writes records).")
-  distributed = flags.DEFINE_bool("distributed", False, "jax.distributed.initialize() with "
-                                  "auto-detected settings (SLURM, Open MPI, TPU pods).")
 
-  def run(args):
-    if len(args) > 1:
-      raise app.UsageError(f"unexpected arguments: {args[1:]}")
-    _init_distributed(address.value, num_processes.value, process_id.value, distributed.value)
-    import jax  # pylint: disable=import-outside-toplevel
-    family = runner.get_family(family_name)
-    if not report_only.value:
-      if config_flag.value is None:
-        raise app.UsageError("--config is required unless --report_only.")
-      try:
-        summary = runner.train_and_evaluate(family, config_flag.value, workdir.value,
-                                            num_workers=num_workers.value,
-                                            tensorboard=tensorboard.value)
-      except runner.ConfigError as e:
-        raise app.UsageError(str(e)) from None
-      if summary.interrupted:
-        print("stopped; finished units are recorded. Rerun the same command to resume.")
-        return
-    elif not runner.holds_results(workdir.value, family_name):
-      raise app.UsageError(f"{workdir.value} holds no {family_name} results (no "
-                           "launches/*.json of that family).")
-    if jax.process_index() == 0:
-      for path in family.write_report(workdir.value):
-        print(f"wrote {path}")
-
-  try:  # a bad flag or override is one line, not a traceback
-    args = flags.FLAGS(argv)
-  except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
-    message = str(e).strip().strip('"').strip("'")
-    sys.stderr.write(f"FATAL flags or config error: {type(e).__name__}: {message}\n")
-    sys.exit(2)
+def _parse_flags(argv):
+  from absl import flags  # pylint: disable=import-outside-toplevel
   try:
-    run(args)
-  except app.UsageError as e:
-    sys.stderr.write(f"FATAL {e}\n")
+    return flags.FLAGS(argv)
+  except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
+    # ml_collections raises AttributeError for an override of a field that does not exist.
+    print(f"error: {_one_line(e)}", file=sys.stderr)
     sys.exit(2)
+
+
+def _initialize_distributed(flag_values) -> None:
+  import jax  # pylint: disable=import-outside-toplevel
+  from absl import app  # pylint: disable=import-outside-toplevel
+  address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
+                           flag_values.process_id)
+  if not address and count is None and index is None:
+    return
+  if not address or count is None or index is None:
+    raise app.UsageError("--coordinator_address, --num_processes and --process_id go "
+                         "together (all or none).")
+  # Collectives across CPU processes (gathering results) need an implementation;
+  # accelerators bring their own.
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  jax.distributed.initialize(coordinator_address=address, num_processes=count,
+                             process_id=index)
+
+
+def _launch(family_name: str, argv) -> None:
+  from absl import app  # pylint: disable=import-outside-toplevel
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from absl import logging  # pylint: disable=import-outside-toplevel
+  flag_values = flags.FLAGS
+  if not flag_values["verbosity"].present:  # orbax logs every checkpoint step at INFO
+    logging.set_verbosity(logging.WARNING)
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  _initialize_distributed(flag_values)
+  import jax  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments import runner  # pylint: disable=import-outside-toplevel
+  family = runner.get_family(family_name)
+  workdir = flag_values.workdir
+  if flag_values.report_only:
+    if not runner.holds_results(workdir, family_name):
+      raise app.UsageError(f"{workdir} holds no {family_name} results "
+                           f"(no WORKDIR/launches/*.json of family {family_name!r}).")
+  else:
+    config = flag_values.config
+    if config is None:
+      raise app.UsageError("--config is required unless --report_only.")
+    _split_comma_lists(config)
+    try:
+      summary = runner.train_and_evaluate(family, config, workdir,
+                                          num_workers=flag_values.num_workers,
+                                          tensorboard=flag_values.tensorboard)
+    except runner.ConfigError as e:
+      raise app.UsageError(_one_line(e)) from e
+    if summary.interrupted:
+      return
+  if jax.process_index() == 0:
+    for path in family.write_report(workdir):
+      print(f"wrote {path}")
+
+
+def _main(family_name: str, argv) -> None:
+  from absl import app  # pylint: disable=import-outside-toplevel
+  try:
+    _launch(family_name, argv)
+  except app.UsageError as e:
+    print(f"error: {_one_line(e)}", file=sys.stderr)
+    sys.exit(e.exitcode)
+
+
+def main(family_name: str, default_config_path: str | None = None,
+         argv: Sequence[str] | None = None) -> None:
+  """Defines the flags and runs the launcher of `family_name` (the family's ``__main__``).
+
+  Args:
+    family_name: 'rnn' or 'operators' (`runner.FAMILIES`).
+    default_config_path: the family's config.py (default: the package's
+      ``experiments/<family>/config.py``); ``--config=VARIANT`` means
+      ``--config=default_config_path:VARIANT``.
+    argv: the command line (default `sys.argv`).
+  """
+  from absl import app  # pylint: disable=import-outside-toplevel
+  from absl import flags  # pylint: disable=import-outside-toplevel
+  from ml_collections import config_flags  # pylint: disable=import-outside-toplevel
+  if default_config_path is None:
+    default_config_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), family_name,
+                                       "config.py")
+  config_flags.DEFINE_config_file(
+      "config", None, f"VARIANT of {default_config_path}, or path/config.py:VARIANT; "
+      "fields overridable as --config.FIELD=VALUE.", lock_config=True)
+  flags.DEFINE_string("workdir", None, "Folder of the results, checkpoints, launches and "
+                      "the report (created).")
+  flags.DEFINE_bool("report_only", False, "Only (re)write the report of WORKDIR's results.")
+  flags.DEFINE_integer("num_workers", 1, "Worker processes sharing the units (CPU hosts: "
+                       "each keeps about one core busy).")
+  flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events under "
+                    "WORKDIR/tensorboard (needs tensorboardX).")
+  flags.DEFINE_string("coordinator_address", "", "host:port of process 0, for a run over "
+                      "several processes/hosts (jax.distributed); empty: one process.")
+  flags.DEFINE_integer("num_processes", None, "Number of processes (with --coordinator_address).")
+  flags.DEFINE_integer("process_id", None, "This process's index (with --coordinator_address).")
+  flags.mark_flag_as_required("workdir")
+  argv = resolve_config_arg(sys.argv if argv is None else argv, default_config_path)
+  app.run(functools.partial(_main, family_name), argv=argv, flags_parser=_parse_flags)

@@ -1,56 +1,97 @@
-"""What both experiment families train with: one TrainState, one optimizer factory."""
+"""The optimizers and training state shared by the experiment families.
+
+`make_optimizer` is the one factory of both families' optimizers: plain SGD (the
+paper's operator learning) or RMSProp without momentum (the paper's RNNs), optionally
+after clipping the gradients by value. `step_schedule` turns learning-rate drops into
+an optax schedule, so a drop lives in the optimizer (its step counter is part of the
+optimizer state, and so of every checkpoint).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Sequence
+import math
+from typing import Any, Callable, NamedTuple, Sequence, Union
 
 import jax.numpy as jnp
 import optax
 
-__all__ = ["TrainState", "make_optimizer", "step_schedule"]
+__all__ = ["OPTIMIZERS", "LearningRate", "TrainState", "make_optimizer", "step_schedule"]
+
+OPTIMIZERS = ("sgd", "rmsprop")
+
+LearningRate = Union[float, Callable[[Any], Any]]  # a constant or an optax schedule
 
 
 class TrainState(NamedTuple):
-  """Parameters and optimizer state (stacked over replicates while training)."""
+  """Parameters and optimizer state of one replicate (stacked over replicates in a sweep)."""
   params: Any
   opt_state: Any
 
 
-def step_schedule(learning_rate: float, drops: Sequence[int], factor: float) -> Callable:
-  """An optax schedule: learning_rate · factor^#{d in drops : count ≥ d}.
+def step_schedule(learning_rate: float, drops: Sequence[int], factor: float) -> LearningRate:
+  """Learning-rate drops as a schedule: count -> lr · factor^#{d in drops : count ≥ d}.
 
-  The update with 0-based index u ≥ d is scaled (optax evaluates a schedule at the
-  number of updates made before the current one).
+  optax calls a schedule with the number of updates made before the current one, so
+  the u-th update (0-based) gets lr · factor^#{d : u ≥ d}: a drop at d changes the
+  update with index d and every later one.
+
+  Args:
+    learning_rate: the rate before the first drop.
+    drops: update indices (≥ 0) at which the rate is multiplied by `factor`.
+    factor: ≥ 0.
+
+  Returns:
+    `learning_rate` itself when there are no drops (a constant: the optimizer then
+    keeps no step counter), else the schedule.
+
+  Raises:
+    ValueError: for a negative drop or factor, or a non-finite rate.
   """
   drops = tuple(int(d) for d in drops)
+  if any(d < 0 for d in drops) or not math.isfinite(factor) or factor < 0:
+    raise ValueError(f"drops must be ≥ 0 and factor finite and ≥ 0; got {drops=}, {factor=}.")
+  if not math.isfinite(learning_rate):
+    raise ValueError(f"learning_rate must be finite; got {learning_rate}.")
   if not drops:
-    return lambda count: jnp.asarray(learning_rate, jnp.float32)
-  boundaries = jnp.asarray(drops)
-  return lambda count: learning_rate * factor ** jnp.sum(count >= boundaries)
+    return learning_rate
+
+  def schedule(count):
+    num_drops = sum((count >= d).astype(jnp.float32) for d in drops)
+    return learning_rate * factor ** num_drops
+
+  return schedule
 
 
-def make_optimizer(name: str, learning_rate, *, rmsprop_decay: float = 0.9,
+def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: float = 0.9,
                    rmsprop_eps: float = 1e-8, rmsprop_initial_scale: float = 0.0,
                    clip_value: float = 0.0) -> optax.GradientTransformation:
-  """'sgd' or 'rmsprop' (no momentum), optionally clipped by value first.
+  """'sgd' or 'rmsprop' (no momentum), optionally after clipping gradients by value.
 
   Args:
     name: 'sgd' or 'rmsprop'.
-    learning_rate: a float or an optax schedule.
-    rmsprop_decay, rmsprop_eps, rmsprop_initial_scale: RMSProp's decay of the mean
-      square, epsilon, and initial mean square (TensorFlow's RMSProp starts at 1).
-    clip_value: clip every gradient entry to [-clip_value, clip_value] first; 0: off.
+    learning_rate: a float or an optax schedule (e.g. `step_schedule`).
+    rmsprop_decay: decay of RMSProp's mean square.
+    rmsprop_eps: RMSProp's epsilon (added under the square root, as TensorFlow).
+    rmsprop_initial_scale: RMSProp's initial mean square (1.0 as TensorFlow's
+      RMSPropOptimizer, 0 as optax).
+    clip_value: > 0: clip every gradient entry to [-clip_value, clip_value] first;
+      0: no clipping.
+
+  Returns:
+    The optax transformation.
 
   Raises:
-    ValueError: for an unknown optimizer name or a negative clip value.
+    ValueError: for an unknown name or a negative clip_value.
   """
   if name == "sgd":
-    opt = optax.sgd(learning_rate)
+    optimizer = optax.sgd(learning_rate)
   elif name == "rmsprop":
-    opt = optax.rmsprop(learning_rate, decay=rmsprop_decay, eps=rmsprop_eps,
-                        initial_scale=rmsprop_initial_scale)
+    optimizer = optax.rmsprop(learning_rate, decay=rmsprop_decay, eps=rmsprop_eps,
+                              initial_scale=rmsprop_initial_scale)
   else:
-    raise ValueError(f"unknown optimizer {name!r}; expected 'sgd' or 'rmsprop'.")
-  if clip_value < 0:
+    raise ValueError(f"unknown optimizer {name!r}; expected one of {OPTIMIZERS}.")
+  if not clip_value >= 0:
     raise ValueError(f"clip_value must be ≥ 0; got {clip_value}.")
-  return optax.chain(optax.clip(clip_value), opt) if clip_value > 0 else opt
+  if clip_value > 0:
+    optimizer = optax.chain(optax.clip(clip_value), optimizer)
+  return optimizer
