@@ -1,5 +1,7 @@
 """Multi-process runs: 2 processes on localhost with jax.distributed (gloo on CPU).
 
+Both families: an operator sweep and an RNN replicate sweep.
+
 Each process runs the same launcher command with its own --process_id; replicates
 are sharded over both processes' devices, process 0 writes the records, and the
 records equal those of one process.
@@ -51,6 +53,9 @@ def _finals(workdir):
     ("lie_unitary.experiments.operators",
      ["--config=smoke", "--config.n_values=(3,)", "--config.approaches=('true','lie_algebra')",
       "--config.num_train=1000"]),
+    ("lie_unitary.experiments.rnn",
+     ["--config=smoke", "--config.model=('gurnn',)", "--config.num_replicates=3",
+      "--config.num_updates=40"]),
 ])
 def test_two_processes_give_the_records_of_one(module, args, tmp_path):
   one, two = tmp_path / "one", tmp_path / "two"
@@ -61,4 +66,6 @@ def test_two_processes_give_the_records_of_one(module, args, tmp_path):
   assert sorted(single) == sorted(double) and single
   for k, r in double.items():
     np.testing.assert_allclose(r["test_loss"], single[k]["test_loss"], rtol=1e-5)
+    np.testing.assert_allclose(r.get("val_loss", 0.0), single[k].get("val_loss", 0.0),
+                               rtol=1e-5)
     assert r["unit"] == single[k]["unit"]

@@ -17,7 +17,6 @@ def test_append_read_and_resume_keys(tmp_path):
   got = records.read_records(path)
   assert [r["n"] for r in got] == [3, 6]
   assert got[0]["loss"] == 0.5 and got[1]["loss"] == "nan" and got[1]["curve"] == [0, 1, 2]
-  assert records.finished_keys(path, ("n", "approach")) == {(3, "lie"), (6, "lie")}
   assert records.read_records(tmp_path / "missing.jsonl") == []
 
 

@@ -16,20 +16,6 @@ def test_padded_size():
     sweep.padded_size(0, 4)
 
 
-def test_run_replicates_equals_a_loop_over_replicates():
-  def fn(r):
-    key = jax.random.fold_in(jax.random.key(0), r)
-    m = jax.random.normal(key, (3, 3))
-    return {"norm": jnp.linalg.norm(m), "row": m[0] * r}
-
-  out = sweep.run_replicates(fn, 5)
-  assert out["norm"].shape == (5,) and out["row"].shape == (5, 3)
-  for r in range(5):
-    ref = jax.jit(fn)(jnp.int32(r))
-    np.testing.assert_allclose(out["norm"][r], ref["norm"], rtol=1e-6)
-    np.testing.assert_allclose(out["row"][r], ref["row"], rtol=1e-6)
-
-
 def test_replicate_map_carries_sharded_state_between_calls():
   rmap = sweep.ReplicateMap(5)
 

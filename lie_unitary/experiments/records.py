@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any, Iterable, Sequence
 
-__all__ = ["Progress", "append_records", "finished_keys", "read_records"]
+__all__ = ["Progress", "append_records", "read_records"]
 
 
 def _to_jsonable(value: Any) -> Any:
@@ -64,19 +64,6 @@ def read_records(path: str | os.PathLike) -> list[dict]:
       except json.JSONDecodeError:
         continue
   return out
-
-
-def finished_keys(path: str | os.PathLike, fields: Sequence[str]) -> set[tuple]:
-  """The set of tuple(record[f] for f in fields) over records that have all fields."""
-  keys = set()
-  for r in read_records(path):
-    if all(f in r for f in fields):
-      keys.add(tuple(_freeze(r[f]) for f in fields))
-  return keys
-
-
-def _freeze(v):
-  return tuple(_freeze(x) for x in v) if isinstance(v, list) else v
 
 
 def _fmt(seconds: float) -> str:

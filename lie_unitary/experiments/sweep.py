@@ -1,15 +1,13 @@
-"""Replicate sweeps: one jitted, vmapped program per setting, sharded over devices.
+"""Replicate sweeps: jitted, vmapped programs sharded over every device.
 
-`run_replicates(fn, num_replicates)` evaluates ``fn(replicate)`` for replicate
-0..R-1 as ``jit(vmap(fn))`` with the replicate axis sharded over a 1-D mesh of all
-devices (`jax.devices()`: every local device, and every host's devices after
-`jax.distributed.initialize()`). When R does not divide evenly the axis is padded
-with extra replicate indices whose results are computed and dropped, so replicate r
-always gets the same keys and results whatever the device count.
-
-`ReplicateMap` does the same for a computation split into several calls (a
-training run in chunks with a checkpoint between them): the state stays sharded
-on the devices between calls.
+`ReplicateMap(R)` evaluates per-replicate functions for replicate 0..R-1 as
+``jit(vmap(fn))`` with the replicate axis sharded over a 1-D mesh of all devices
+(`jax.devices()`: every local device, and every host's devices after
+`jax.distributed.initialize()`), call after call (a training run in chunks with a
+checkpoint between them): the state stays sharded on the devices between calls.
+When R does not divide evenly the axis is padded with extra replicate indices whose
+results are computed and dropped, so replicate r always gets the same keys and
+results whatever the device count.
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 
-__all__ = ["ReplicateMap", "gather", "padded_size", "replicate_sharding", "run_replicates"]
+__all__ = ["ReplicateMap", "gather", "padded_size", "replicate_sharding"]
 
 AXIS = "replicate"
 
@@ -39,29 +37,6 @@ def replicate_sharding(devices: Sequence[jax.Device] | None = None) -> NamedShar
   """Sharding of a leading replicate axis over a 1-D mesh of `devices` (default: all)."""
   devices = jax.devices() if devices is None else list(devices)
   return NamedSharding(Mesh(np.array(devices), (AXIS,)), PartitionSpec(AXIS))
-
-
-def run_replicates(fn: Callable[[jax.Array], Any], num_replicates: int,
-                   devices: Sequence[jax.Device] | None = None) -> Any:
-  """Runs ``fn(replicate)`` for every replicate as one jitted, vmapped, sharded program.
-
-  Args:
-    fn: pure function of an int32 scalar replicate index returning a pytree of arrays
-      (traced once, under `jax.vmap`).
-    num_replicates: R ≥ 1.
-    devices: the devices to shard over; default `jax.devices()` (all hosts).
-
-  Returns:
-    The pytree of numpy arrays with a leading axis of size R, identical on every host.
-  """
-  sharding = replicate_sharding(devices)
-  padded = padded_size(num_replicates, sharding.mesh.size)
-  ids = np.arange(padded, dtype=np.int32)
-  ids = jax.make_array_from_callback((padded,), sharding, lambda index: ids[index])
-  out = jax.jit(jax.vmap(fn), in_shardings=sharding, out_shardings=sharding)(ids)
-  if jax.process_count() > 1:
-    out = multihost_utils.process_allgather(out, tiled=True)
-  return jax.tree.map(lambda a: np.asarray(a)[:num_replicates], out)
 
 
 def gather(tree: Any, num_replicates: int) -> Any:
