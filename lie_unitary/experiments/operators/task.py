@@ -1,4 +1,4 @@
-"""Learning a unitary operator from noisy pairs y = Ux + ε (paper §3, SPEC §3).
+"""Learning a unitary operator from noisy pairs y = Ux + ε (paper §3).
 
 Everything here is a pure function of PRNG keys, written for ONE replicate and
 batched by the caller with `jax.vmap` (see `lie_unitary.sweep`):
