@@ -85,7 +85,8 @@ def _as_real_coefficients(lam, what: str) -> jax.Array:
   if jnp.iscomplexobj(lam):
     raise ValueError(
         f"{what} must be REAL coefficients; got dtype {lam.dtype}. "
-        "Complex parameters are pushed uphill by optax (see SPEC §2): store "
+        "JAX's gradient with respect to a complex parameter x + iy is "
+        "dC/dx - i dC/dy, which optax applies as is, ascending in y: store "
         "real and imaginary parts as separate real arrays.")
   if lam.ndim < 1:
     raise ValueError(f"{what} must have rank ≥ 1 (..., num_coefficients); got {lam.shape=}.")

@@ -1,4 +1,4 @@
-"""Parametrizations of U(n) (and SO(n)) behind one interface (paper §3.3, SPEC §2).
+"""Parametrizations of U(n) (and SO(n)) behind one interface (paper §3.3).
 
 Each `Parametrization` is a bundle of pure functions:
 

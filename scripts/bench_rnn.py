@@ -1,4 +1,4 @@
-r"""Training throughput (examples/s) of every RNN model, as one table (issue 4).
+r"""Training throughput (examples/s) of every RNN model, as one table.
 
 One example = one sequence through forward + backward + optimizer step (the same
 loss, model and optimizer as training; a fixed batch already on the device), timed

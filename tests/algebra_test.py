@@ -65,7 +65,9 @@ def test_never_builds_dense_basis():
 
 
 def _original_basis(n):
-  """The original code's basis, built from its description (SPEC §1)."""
+  """The original code's basis (github.com/ratschlab/uRNN), row-major over the n×n grid:
+  element e ↦ (i, j) = divmod(e, n) is i·e_ii for i = j, i at (i, j) and (j, i) for
+  i < j, and +1 at (i, j), -1 at (j, i) for i > j (the +1 in the LOWER triangle)."""
   out = np.zeros((n * n, n, n), complex)
   for e in range(n * n):
     i, j = divmod(e, n)

@@ -1,4 +1,4 @@
-"""Tests of the adding and memory problems against their definitions (SPEC §4)."""
+"""Tests of the adding and memory problems against their definitions (paper §4)."""
 
 import math
 

@@ -39,7 +39,7 @@ def append_records(path: str | os.PathLike, records: Iterable[dict]) -> None:
     return
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
   with open(path, "a", encoding="utf-8") as f:
-    # Worker processes (lie_unitary.workers) append to the same file: one at a time.
+    # Worker processes (--num_workers) append to the same file: one at a time.
     fcntl.flock(f, fcntl.LOCK_EX)
     try:
       f.write(lines)

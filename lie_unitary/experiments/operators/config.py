@@ -1,42 +1,57 @@
-"""Learning unitary operators y = Ux + ε (paper §3, Tables 1-2, Figure 2, appendix B).
+r"""Learning unitary operators y = Ux + ε (paper §3, Tables 1-2, Figure 2, appendix B).
 
-Variants (``--config=lie_unitary/experiments/operators/config.py:VARIANT``); any field can be narrowed
-from the command line, e.g. ``--config.n_values=(6,) --config.num_replicates=3``.
-Runs write WORKDIR/results.jsonl and WORKDIR/curves.jsonl, resume where they stopped,
-and end by rendering WORKDIR/report.md (``--report_only`` re-renders it).
-Wall times: 2 shared CPU cores, 1 JAX CPU device, other jobs running (docs/reproduction.md).
+Run a variant from any directory (a bare name is a variant of this file)::
+
+    python -m lie_unitary.experiments.operators --config=VARIANT --workdir=runs/VARIANT
+    python scripts/learn_unitary.py \
+        --config=lie_unitary/experiments/operators/config.py:VARIANT --workdir=runs/VARIANT
+
+Any field can be narrowed from the command line, e.g. ``--config.n_values='(6,)'
+--config.num_replicates=3``. A run writes WORKDIR/results.jsonl and
+WORKDIR/curves.jsonl, resumes where it stopped, and ends by rendering
+WORKDIR/report.md (``--report_only`` re-renders it). On a CPU, ``--num_workers=2``
+(or the core count) shares the units among worker processes. Flags, workdir layout,
+resume: docs/experiments.md. Measured results and runtimes of every variant:
+docs/reproduction.md.
 
 - table1: Table 1 as the paper ran it: SGD lr 1e-3, batches of 20, 18 replicates
   (generators lie/qr/composition cycled), n ∈ {3, 6, 8, 14, 20}, projection,
-  arjovsky, lie_algebra, plus true, rand and the least-squares fit.
-    python scripts/learn_unitary.py --config=lie_unitary/experiments/operators/config.py:table1 \
-        --workdir=runs/table1
-  Epochs per n: `num_epochs` below, 1/1/3/3/4 at n = 3/6/8/14/20: with them
-  lie_algebra and arjovsky land in the band of the paper's Tables 1-2 at every n.
-  Measured with --config.num_replicates=9: 21 min; 18 replicates: about twice.
-  One epoch per n, 18 replicates (the speed target): add
-  ``--config.num_epochs='((0,1),)' --num_workers=2``: 9m14s on 2 CPU cores (one
-  process: ≈ 18 min of CPU).
-  On a CPU add ``--num_workers=2`` (or the core count) to any variant: worker
-  processes share its settings (README, "Using every core of a CPU for a sweep").
-- table1_rmsprop: the same with RMSProp (decay 0.9), one epoch per n; as long as
-  table1 at one epoch (9-10 min with --num_workers=2). Measured with
-  --config.num_replicates=6 (results in docs/reproduction.md).
+  arjovsky, lie_algebra, plus true, rand and the least-squares fit. Epochs per n:
+  `num_epochs` below, 1/1/3/3/4 at n = 3/6/8/14/20.
+    python -m lie_unitary.experiments.operators --config=table1 --workdir=runs/table1
+  Runtime: docs/reproduction.md, "Table 1 as the paper ran it". One epoch per n
+  instead: add ``--config.num_epochs='((0,1),)' --num_workers=2`` (docs/reproduction.md,
+  "Table 1 at one epoch per n").
+- table1_rmsprop: the same with RMSProp (decay 0.9), one epoch per n.
+    python -m lie_unitary.experiments.operators --config=table1_rmsprop \
+        --workdir=runs/table1_rmsprop
+  Runtime: docs/reproduction.md, "RMSProp beside SGD".
 - table2: arjovsky vs lie_restricted vs lie_algebra at n ∈ {8, 14, 20}, SGD, the
-  same epochs as table1. Run it with table1's --workdir: arjovsky and lie_algebra
-  are then reused and only lie_restricted trains (9 replicates: about 10 min).
+  same epochs as table1. Run it with table1's --workdir (and the same replicates):
+  arjovsky and lie_algebra are then reused and only lie_restricted trains.
+    python -m lie_unitary.experiments.operators --config=table2 --workdir=runs/table1
+  Runtime: docs/reproduction.md, "Table 1 as the paper ran it".
 - basis_change: appendix B at n = 6: rows c ∈ {0, 5, 10, 20} (M ~ U(-c, c), drawn
   once per c), columns lr = 1e-3 / {1, 5²/2, 10²/2, 20²/2} as the original code, target
-  λ ~ N(0, 0.01²), 3 replicates, one epoch. Measured: 3.5 min.
+  λ ~ N(0, 0.01²), 3 replicates, one epoch.
+    python -m lie_unitary.experiments.operators --config=basis_change \
+        --workdir=runs/basis_change
+  Runtime: docs/reproduction.md, "Appendix B".
 - large: n ∈ {32, 64, 128}, haar targets, all approaches, RMSProp, 3 replicates,
-  one epoch: what the paper could not afford. Measured: 29m26s with
-  --num_workers=2 on partly shared cores (n = 128 projection alone 17 min).
+  one epoch: what the paper could not afford.
+    python -m lie_unitary.experiments.operators --config=large --workdir=runs/large \
+        --num_workers=2
+  Runtime: docs/reproduction.md, "Beyond the paper: n = 32, 64, 128".
 - orthogonal: real SO(n) targets (haar, lie) with real x and noise, so(n)
   coefficients vs projection onto O(n), n ∈ {6, 20, 64}, RMSProp, 6 replicates,
-  one epoch. Measured: 8m43s with one process (docs/reproduction.md).
-- smoke: a tiny table1 (n ∈ {3, 4}, 2,000 pairs, 3 replicates): about a minute,
-  nearly all compilation; the
-  tests use it.
+  one epoch.
+    python -m lie_unitary.experiments.operators --config=orthogonal \
+        --workdir=runs/orthogonal
+  Runtime: docs/reproduction.md, "Beyond the paper: real SO(n) targets".
+- smoke: a tiny table1 (n ∈ {3, 4}, 2,000 pairs, 3 replicates), nearly all
+  compilation; the tests use it.
+    python -m lie_unitary.experiments.operators --config=smoke --workdir=runs/smoke
+  Runtime: docs/reproduction.md, "Commands".
 """
 
 import ml_collections
@@ -44,8 +59,8 @@ import ml_collections
 VARIANTS = ("table1", "table1_rmsprop", "table2", "basis_change", "large", "orthogonal",
             "smoke")
 
-# Epochs per n that reproduce the paper's Table 1 band with SGD lr 1e-3 (see
-# docs/reproduction.md; one epoch is too few from n = 8 on).
+# Epochs per n that land lie_algebra and arjovsky in the band of the paper's Tables 1-2
+# with SGD lr 1e-3 (see docs/reproduction.md; one epoch is too few from n = 8 on).
 _TABLE1_EPOCHS = ((3, 1), (6, 1), (8, 3), (14, 3), (20, 4))
 
 
@@ -54,7 +69,8 @@ def get_config(variant: str = "table1") -> ml_collections.ConfigDict:
   if variant not in VARIANTS:
     raise ValueError(f"unknown variant {variant!r}; expected one of {VARIANTS}.")
   c = ml_collections.ConfigDict()
-  # The variant's name (recorded in WORKDIR/config.json; not used by the computation).
+  # The variant's name (recorded in the launch file WORKDIR/launches/NNNN-<time>.json;
+  # not used by the computation).
   c.variant = variant
   # 'complex': U(n) targets, complex x and noise. 'real': SO(n) targets, real x and noise.
   c.field = "complex"
@@ -112,7 +128,9 @@ def get_config(variant: str = "table1") -> ml_collections.ConfigDict:
     c.num_epochs = ((0, 1),)
   elif variant == "table2":
     c.n_values = (8, 14, 20)
-    c.approaches = ("true", "rand", "arjovsky", "lie_restricted", "lie_algebra")
+    # The baselines as in table1 (lstsq included), so that run into table1's workdir
+    # every unit but lie_restricted is table1's own and is reused.
+    c.approaches = ("true", "rand", "lstsq", "arjovsky", "lie_restricted", "lie_algebra")
   elif variant == "basis_change":
     c.n_values = (6,)
     c.approaches = ("true", "rand", "lie_algebra")

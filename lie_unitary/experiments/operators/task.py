@@ -1,7 +1,7 @@
-"""Learning a unitary operator from noisy pairs y = Ux + ε (paper §3, SPEC §3).
+"""Learning a unitary operator from noisy pairs y = Ux + ε (paper §3).
 
 Everything here is a pure function of PRNG keys, written for ONE replicate and
-batched by the caller with `jax.vmap` (see `lie_unitary.sweep`):
+batched by the caller with `jax.vmap` (see `lie_unitary.experiments.sweep`):
 
 - Data are never stored. Training pair i of a replicate is regenerated from
   ``fold_in(train_key, i)``: x ∈ Cⁿ with real and imaginary parts ~ N(0, 1) and

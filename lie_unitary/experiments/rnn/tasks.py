@@ -1,4 +1,4 @@
-"""The adding and memory (copy) problems (Hochreiter & Schmidhuber 1997; SPEC §4).
+"""The adding and memory (copy) problems (Hochreiter & Schmidhuber 1997).
 
 Both are generated from a PRNG key inside jit, for any sequence length T, as set up
 by Arjovsky et al. (2016) and used by the paper (§4):
