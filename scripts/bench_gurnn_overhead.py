@@ -1,4 +1,4 @@
-r"""Where the guRNN's unitary constraint spends its time in a training step (issue 4).
+r"""Where the guRNN's unitary constraint spends its time in a training step (paper §4).
 
 Times, in one run and round-robin (best of `--rounds`), the training step of:
 

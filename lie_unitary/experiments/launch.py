@@ -71,8 +71,12 @@ def _parse_flags(argv):
   from absl import flags  # pylint: disable=import-outside-toplevel
   try:
     return flags.FLAGS(argv)
-  except (flags.Error, AttributeError, KeyError, TypeError, ValueError) as e:
-    # ml_collections raises AttributeError for an override of a field that does not exist.
+  except (AttributeError, KeyError) as e:
+    # ml_collections' error for an override of a field the config does not have.
+    name = _one_line(e).strip("\"' ")
+    print(f"error: the config has no field {name!r} (--config.{name}=...).", file=sys.stderr)
+    sys.exit(2)
+  except (flags.Error, TypeError, ValueError) as e:
     print(f"error: {_one_line(e)}", file=sys.stderr)
     sys.exit(2)
 
@@ -136,7 +140,7 @@ def _main(family_name: str, argv) -> None:
     _launch(family_name, argv)
   except app.UsageError as e:
     print(f"error: {_one_line(e)}", file=sys.stderr)
-    sys.exit(e.exitcode)
+    sys.exit(2)
 
 
 def main(family_name: str, default_config_path: str | None = None,
