@@ -3,6 +3,7 @@
 Hyland & Rätsch, "Learning Unitary Operators with Help From u(n)", AAAI 2017.
 """
 
+from lie_unitary._version import __version__
 from lie_unitary.algebra import basis
 from lie_unitary.algebra import change_basis
 from lie_unitary.algebra import lambdas_from_original_order
@@ -35,5 +36,3 @@ from lie_unitary.nn.cells import SimpleRNNCell
 from lie_unitary.nn.cells import URNNCell
 from lie_unitary.experiments.rnn.tasks import adding_batch
 from lie_unitary.experiments.rnn.tasks import memory_batch
-
-__version__ = "0.1.0"
