@@ -1,12 +1,30 @@
-"""Shared fixtures: float64 on request, strict rank promotion, compile-bound modules.
+"""Shared fixtures: float64 on request, strict rank promotion, compile-bound modules,
+a compilation cache shared with subprocesses.
 
 Every test runs with HIGHEST default matmul precision, so that the tests' own reference
 products (UᴴU, dense compositions, Padé expm) are exact on GPU/TPU too, where the
 default float32 precision is reduced (TF32). The library sets its own precision.
 """
 
+import os
+
 import jax
 import pytest
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _shared_compilation_cache(tmp_path_factory):
+  """One persistent compilation cache for the session, its subprocesses and xdist workers.
+
+  Many tests compile the same smoke-size programs (in process and in the launcher
+  subprocesses); the cache compiles each once. Subprocesses also skip most XLA
+  optimisations, like the in-process `fast_compiles` modules they are compared with.
+  """
+  cache = str(tmp_path_factory.getbasetemp().parent / "jax_compilation_cache")
+  jax.config.update("jax_compilation_cache_dir", cache)
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
+  os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "true"
+  yield
 
 
 @pytest.fixture(autouse=True, scope="session")

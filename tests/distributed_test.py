@@ -51,7 +51,7 @@ def _finals(workdir):
 
 @pytest.mark.parametrize("module,args", [
     ("lie_unitary.experiments.operators",
-     ["--config=smoke", "--config.n_values=(3,)", "--config.approaches=('true','lie_algebra')",
+     ["--config=smoke", "--config.n_values=(3,)", "--config.approaches=('lie_algebra',)",
       "--config.num_train=1000"]),
     ("lie_unitary.experiments.rnn",
      ["--config=smoke", "--config.model=('gurnn',)", "--config.num_replicates=3",

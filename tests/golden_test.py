@@ -9,6 +9,11 @@ compared with the values the training loops gave when these tests were written.
 If one of these fails, the numbers a training run produces have changed. That is
 allowed only on purpose: say in the commit which change moved them and why, and
 regenerate the values (`python tests/golden_test.py` prints them).
+
+The values pin float32 arithmetic as compiled by one jax/jaxlib release: other
+releases round differently (1e-6 to 4e-6 between jax 0.8.2 and 0.10.0, and a ReLU
+network that takes another path), so with another jax the tests are skipped, naming
+the release they were recorded with. Regenerate them when the toolchain moves.
 """
 
 import os
@@ -22,6 +27,18 @@ from lie_unitary.experiments import records
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 _RTOL = 1e-6
+GOLDEN_JAX = "0.10.2"  # the jax and jaxlib release the values below were recorded with
+
+
+@pytest.fixture(autouse=True)
+def _recorded_toolchain():
+  import jax  # pylint: disable=import-outside-toplevel
+  import jaxlib  # pylint: disable=import-outside-toplevel
+  if jax.default_backend() != "cpu":
+    pytest.skip("golden values are CPU arithmetic")
+  if (jax.__version__, jaxlib.__version__) != (GOLDEN_JAX, GOLDEN_JAX):
+    pytest.skip(f"golden values recorded with jax/jaxlib {GOLDEN_JAX}; this is "
+                f"{jax.__version__}/{jaxlib.__version__} (regenerate: python tests/golden_test.py)")
 
 
 # --- How the numbers are obtained (the only part a refactor may change) ---------------

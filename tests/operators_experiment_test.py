@@ -188,7 +188,7 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
       "assert jax.device_count() == 4, jax.devices()\n"
       "from lie_unitary.experiments.operators import config as c, experiment\n"
       "cfg = c.get_config('smoke'); cfg.n_values = (3,)\n"
-      "cfg.approaches = ('true', 'lie_algebra')\n"
+      "cfg.approaches = ('lie_algebra',)\n"
       "experiment.train_and_evaluate(cfg, sys.argv[1])\n")
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
              PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
@@ -197,7 +197,7 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
   key = lambda r: (r["approach"], r["replicate"])  # noqa: E731
   sharded = {key(r): r for r in _finals(str(tmp_path))}
   single = {key(r): r for r in _finals(workdir)}
-  assert len(sharded) == 6
+  assert len(sharded) == 3
   for k, r in sharded.items():
     np.testing.assert_allclose(r["test_loss"], single[k]["test_loss"], rtol=1e-4)
     np.testing.assert_allclose(r["final_val_loss"], single[k]["final_val_loss"], rtol=1e-4)
@@ -308,22 +308,18 @@ def test_unit_identity_ignores_nothing_that_computes():
 
 def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_0(tmp_path):
   import signal  # pylint: disable=import-outside-toplevel
-  import time  # pylint: disable=import-outside-toplevel
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
   cmd = [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke",
          "--config.n_values=(3,)", "--config.approaches=('lie_algebra',)",
-         "--config.num_train=20000", f"--workdir={tmp_path}"]
+         "--config.num_train=4000", f"--workdir={tmp_path}"]
   proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True)
   first = proc.stdout.readline()  # "1 unit(s) on ..." : the run has started
   assert "unit(s)" in first, first
-  time.sleep(2)
-  proc.send_signal(signal.SIGINT)
+  proc.send_signal(signal.SIGINT)  # during the first chunk (or its compilation)
   out = first + proc.communicate(timeout=300)[0]
   assert proc.returncode == 0, out
   assert "SIGINT: stopping after the current chunk" in out and "Traceback" not in out, out
   assert "stopped at a checkpoint (SIGINT); rerun the same command to resume" in out
-  assert os.listdir(tmp_path / "checkpoints")
-  resumed = subprocess.run(cmd, env=env, cwd=str(tmp_path), capture_output=True, text=True,
-                           timeout=300)
-  assert resumed.returncode == 0 and "resumed at step" in resumed.stdout, resumed.stdout
+  assert os.listdir(tmp_path / "checkpoints")  # resuming from it: the in-process test above
+  assert not os.path.exists(tmp_path / "finished.jsonl")

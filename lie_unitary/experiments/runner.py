@@ -248,14 +248,12 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *, num_worker
   if num_workers > 1:
     return _run_workers(family.NAME, config, workdir, num_workers, units, printer, stop,
                         tensorboard, handle_signals)
-  printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
-          f"{jax.process_count()} process(es) → {workdir}")
-  if handle_signals:
-    with interrupts.handle_signals(stop, printer):
-      return run_units(family, config, units, workdir, printer=printer, stop=stop,
-                       tensorboard=tensorboard)
-  return run_units(family, config, units, workdir, printer=printer, stop=stop,
-                   tensorboard=tensorboard)
+  guard = interrupts.handle_signals(stop, printer) if handle_signals else contextlib.nullcontext()
+  with guard:
+    printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
+            f"{jax.process_count()} process(es) → {workdir}")
+    return run_units(family, config, units, workdir, printer=printer, stop=stop,
+                     tensorboard=tensorboard)
 
 
 # Worker processes -----------------------------------------------------------------
