@@ -22,7 +22,9 @@ def _shared_compilation_cache(tmp_path_factory):
   """
   cache = str(tmp_path_factory.getbasetemp().parent / "jax_compilation_cache")
   jax.config.update("jax_compilation_cache_dir", cache)
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
   os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
+  os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
   os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "true"
   yield
 
