@@ -30,7 +30,7 @@ _RTOL = 1e-6
 GOLDEN_JAX = "0.10.2"  # the jax and jaxlib release the values below were recorded with
 
 
-@pytest.fixture(autouse=True)
+@pytest.fixture
 def _recorded_toolchain():
   import jax  # pylint: disable=import-outside-toplevel
   import jaxlib  # pylint: disable=import-outside-toplevel
@@ -183,14 +183,47 @@ def _check(got, expected):
     np.testing.assert_allclose(got[k], expected[k], rtol=_RTOL, err_msg=str(k))
 
 
+@pytest.fixture(scope="module")
+def rnn_models_run(tmp_path_factory):
+  """The every-model RNN run: pinned below, and checked for sanity on any toolchain."""
+  workdir = str(tmp_path_factory.mktemp("rnn_models"))
+  return rnn_metrics("models", workdir), workdir
+
+
+@pytest.mark.usefixtures("_recorded_toolchain")
 @pytest.mark.parametrize("kind", ["complex", "real", "basis"])
 def test_operator_learning_golden(kind, tmp_path):
   _check(operator_metrics(kind, str(tmp_path)), GOLDEN_OPERATORS[kind])
 
 
-@pytest.mark.parametrize("kind", ["models", "copy_long", "lr_drops"])
+@pytest.mark.usefixtures("_recorded_toolchain")
+def test_rnn_golden_every_model(rnn_models_run):
+  _check(rnn_models_run[0], GOLDEN_RNN["models"])
+
+
+@pytest.mark.usefixtures("_recorded_toolchain")
+@pytest.mark.parametrize("kind", ["copy_long", "lr_drops"])
 def test_rnn_golden(kind, tmp_path):
   _check(rnn_metrics(kind, str(tmp_path)), GOLDEN_RNN[kind])
+
+
+def test_every_rnn_model_trains_on_any_toolchain(rnn_models_run):
+  # Not pinned: every model's validation loss is finite and falls over 50 steps, and its
+  # records carry the shared vocabulary (this also runs where the pins are skipped).
+  _, workdir = rnn_models_run
+  recs = records.read_records(os.path.join(workdir, "results.jsonl"))
+  models = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
+  assert {r["model"] for r in recs} == set(models)
+  for model in models:
+    for replicate in (0, 1):
+      val = {r["step"]: r["val_loss"] for r in recs if r["model"] == model
+             and r["replicate"] == replicate and r["kind"] == "val"}
+      assert sorted(val) == list(range(51)) and all(np.isfinite(list(val.values())))
+      assert val[50] < val[0], (model, val[0], val[50])
+      final, = [r for r in recs if r["model"] == model and r["replicate"] == replicate
+                and r["kind"] == "final"]
+      assert final["step"] == 50 and np.isfinite(final["test_loss"])
+      assert final["unit"].startswith(final["unit_name"]) and "update" not in final
 
 
 if __name__ == "__main__":  # prints the values to paste above

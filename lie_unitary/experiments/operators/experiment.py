@@ -314,9 +314,9 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
     t0 = last_ckpt = last_line = time.perf_counter()
 
     def save():
-      ckpt.save(done * config.val_every, state, {"intervals": done, "elapsed": elapsed + time.perf_counter() - t0,
-                              "curve": np.where(np.isnan(curve[:done + 1]), None,
-                                                curve[:done + 1]).tolist()})
+      ckpt.save(done * config.val_every, state, {
+          "intervals": done, "elapsed": elapsed + time.perf_counter() - t0,
+          "curve": np.where(np.isnan(curve[:done + 1]), None, curve[:done + 1]).tolist()})
 
     while done < total:
       epoch, first = divmod(done, per_epoch)

@@ -40,7 +40,8 @@ from lie_unitary.experiments import training
 from lie_unitary.sequencing import after as _after
 
 __all__ = [
-    "BASELINES", "COMPLEX_GENERATORS", "REAL_GENERATORS", "ReplicateState", "TaskSpec", "TrainSpec", "Trainer",
+    "BASELINES", "COMPLEX_GENERATORS", "REAL_GENERATORS", "ReplicateState", "TaskSpec",
+    "TrainSpec", "Trainer",
     "change_of_basis_matrix", "dataset_loss", "example_pairs", "least_squares_fit",
     "make_baselines", "make_optimizer", "make_target", "make_train", "make_trainer",
     "noise_floor", "squared_error_loss",
@@ -410,7 +411,8 @@ def make_train(task: TaskSpec, train: TrainSpec,
 
   def train_fn(key, replicate):
     state, initial = trainer.init(key, replicate)
-    epoch = lambda s, e: trainer.chunk(s, key, replicate, e, 0, trainer.intervals_per_epoch)  # noqa: E731
+    per_epoch = trainer.intervals_per_epoch
+    epoch = lambda s, e: trainer.chunk(s, key, replicate, e, 0, per_epoch)  # noqa: E731
     state, vals_ExC = jax.lax.scan(epoch, state, jnp.arange(trainer.num_epochs))
     return dict(trainer.finish(state, key, replicate), params=state.train.params,
                 val_curve=jnp.concatenate([initial[None], vals_ExC.reshape(-1)]))

@@ -30,7 +30,7 @@ from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import tasks
 from lie_unitary import nn as lnn
 
-__all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_MODELS", "MODELS", "Experiment",
+__all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_MODELS", "MODELS", "Experiment", "ReplicateKeys",
            "make_experiment", "make_model", "make_optimizer"]
 
 MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
@@ -92,6 +92,21 @@ def make_optimizer(spec) -> optax.GradientTransformation:
   return optax.multi_transform({"rest": rest, "lambda": lam}, labels)
 
 
+class ReplicateKeys(NamedTuple):
+  """A replicate's keys, each for one purpose (fold_in(fold_in(key(seed), r), i), i in order).
+
+  Attributes:
+    params: initial parameters.
+    init_carry: the initial state drawn while initialising.
+    data: training batches (batch b from fold_in(data, b)).
+    carry: random initial states during training (update u from fold_in(carry, u)).
+  """
+  params: jax.Array
+  init_carry: jax.Array
+  data: jax.Array
+  carry: jax.Array
+
+
 class Experiment(NamedTuple):
   """Pure functions of one unit, batched over replicates (leading axis R).
 
@@ -124,22 +139,22 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
   L = task.length(spec.T)
   num_batches = spec.num_train // spec.batch_size if spec.num_train > 0 else 0
 
-  def replicate_key(replicate):
-    return jax.random.fold_in(jax.random.key(spec.seed), replicate)
+  def replicate_keys(replicate) -> ReplicateKeys:
+    root = jax.random.fold_in(jax.random.key(spec.seed), replicate)
+    return ReplicateKeys(*(jax.random.fold_in(root, i) for i in range(len(ReplicateKeys._fields))))
 
   def loss_fn(params, x, targets, carry_key):
     return task.loss(model.apply(params, x, carry_key), targets)
 
   def init(replicate):
-    seed_key = replicate_key(replicate)
+    keys = replicate_keys(replicate)
     x = jnp.zeros((1, L, task.input_size), jnp.float32)
-    params = model.init(jax.random.fold_in(seed_key, 0), x, jax.random.fold_in(seed_key, 1))
+    params = model.init(keys.params, x, keys.init_carry)
     return training.TrainState(params, optimizer.init(params))
 
   def train_chunk(state, replicate, start, num):
-    seed_key = replicate_key(replicate)
-    data_key = jax.random.fold_in(seed_key, 2)
-    carry_key = jax.random.fold_in(seed_key, 3)
+    keys = replicate_keys(replicate)
+    data_key, carry_key = keys.data, keys.carry
 
     def step(u, carry):
       state, loss_sum = carry
