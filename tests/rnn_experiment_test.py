@@ -19,7 +19,7 @@ from lie_unitary.experiments.rnn import report as rnn_report
 from lie_unitary.experiments.rnn import training as rnn_training
 
 # The guRNN (its own scan and reverse pass) and flax's LSTM (the generic nn.scan path);
-# every model trains in tests/golden_test.py's all-model run.
+# every model trains in tests/golden_rnn_test.py's all-model run.
 SMOKE_MODELS = ("gurnn", "lstm")
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 quiet = lambda *_: None  # noqa: E731
