@@ -12,7 +12,7 @@ import json
 import math
 import os
 import time
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable
 
 __all__ = ["Progress", "append_records", "read_records"]
 
