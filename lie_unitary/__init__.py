@@ -30,6 +30,10 @@ from lie_unitary.parametrizations import Parametrization
 from lie_unitary.parametrizations import apply_gradient_mask
 from lie_unitary.parametrizations import get_parametrization
 from lie_unitary.parametrizations import polar_unitary
+from lie_unitary.stiefel import num_semi_orthogonal_params
+from lie_unitary.stiefel import num_semi_unitary_params
+from lie_unitary.stiefel import semi_orthogonal_from_lambdas
+from lie_unitary.stiefel import semi_unitary_from_lambdas
 from lie_unitary.nn.cells import GURNNCell
 from lie_unitary.nn.sequence import SequenceModel
 from lie_unitary.nn.cells import SimpleRNNCell
