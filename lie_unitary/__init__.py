@@ -21,6 +21,8 @@ from lie_unitary.expm import unitary_from_lambdas
 from lie_unitary.generators import GENERATORS
 from lie_unitary.generators import random_arjovsky_params
 from lie_unitary.generators import random_unitary
+from lie_unitary.nn.diagnostics import IsometryReport
+from lie_unitary.nn.diagnostics import isometry_report
 from lie_unitary.nn.linear import OrthogonalLinear
 from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.logm import lambdas_from_unitary

@@ -1,14 +1,16 @@
-"""Flax layers: they apply exactly U(λ), once per call, and reject wrong input."""
+"""Flax linen layers: they apply exactly U(λ) (square) or an isometry / co-isometry
+(rectangular), once per call, train, and reject wrong input."""
 
 import flax.linen as nn
 import jax
+import optax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
 import lie_unitary as lu
 
-pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion", "fast_compiles")
 
 
 def _complex(key, shape):
@@ -60,12 +62,135 @@ def test_orthogonal_linear():
                              jnp.linalg.norm(x, axis=-1), rtol=1e-5)
 
 
+def test_square_methods_and_parameter_shapes_are_unchanged():
+  x = _complex(jax.random.key(8), (4,))
+  layer = lu.UnitaryLinear(4)
+  variables = layer.init(jax.random.key(9), x)
+  u = layer.apply(variables, method="unitary")
+  np.testing.assert_array_equal(u, lu.unitary_from_lambdas(variables["params"]["lam"]))
+  np.testing.assert_array_equal(layer.apply(variables, 4, method="matrix"), u)
+  orth = lu.OrthogonalLinear(4)
+  variables = orth.init(jax.random.key(10), jnp.real(x))
+  assert jax.tree.map(jnp.shape, variables) == {"params": {"mu": (6,)}}
+  np.testing.assert_array_equal(orth.apply(variables, method="orthogonal"),
+                                lu.orthogonal_from_lambdas(variables["params"]["mu"]))
+
+
+# (n, k): minimal counts 2nk - min(n,k)² (complex), nk - m(m+1)/2 (real), by hand.
+RECTANGULAR = [((3, 5), 21, 9), ((5, 3), 21, 9), ((4, 4), 16, 6)]
+
+
+def _gram_on_smaller_side(w):
+  k, n = w.shape
+  return (np.conj(w.T) @ w, n) if k >= n else (w @ np.conj(w.T), k)
+
+
+@pytest.mark.parametrize("shape,num_u,num_o", RECTANGULAR)
+def test_rectangular_layers(shape, num_u, num_o):
+  n, k = shape
+  key = jax.random.key(n * 10 + k)
+  x = _complex(key, (2, 3, n))
+  xr = jnp.concatenate([jnp.real(x), jnp.imag(x)], axis=-1)
+  normal = nn.initializers.normal(1.0)
+  unitary = lu.UnitaryLinear(k, use_bias=True, bias_init=normal)
+  pairs = lu.UnitaryLinear(k, real_pairs=True, use_bias=True, bias_init=normal)
+  orthogonal = lu.OrthogonalLinear(k, use_bias=True, bias_init=normal)
+
+  @jax.jit  # one compile per shape
+  def run(key):
+    vu = unitary.init(key, x)
+    vo = orthogonal.init(key, jnp.real(x))
+    return (vu, unitary.apply(vu, x), pairs.apply(vu, xr), unitary.apply(vu, n, method="matrix"),
+            vo, orthogonal.apply(vo, jnp.real(x)), orthogonal.apply(vo, n, method="matrix"))
+
+  vu, y, yr, wu, vo, yo, wo = jax.tree.map(np.asarray, run(key))
+  assert jax.tree.map(np.shape, vu) == {"params": {"lam": (num_u,), "bias": (2 * k,)}}
+  assert jax.tree.map(np.shape, vo) == {"params": {"mu": (num_o,), "bias": (k,)}}
+  assert lu.nn.num_unitary_weight_params(n, k) == num_u
+  assert lu.nn.num_orthogonal_weight_params(n, k) == num_o
+  assert wu.shape == wo.shape == (k, n)
+  for w in (wu, wo):   # isometry (k ≥ n) or co-isometry (k < n)
+    gram, m = _gram_on_smaller_side(w)
+    np.testing.assert_allclose(gram, np.eye(m), atol=2e-6)
+  # The documented convention, against the public Stiefel maps.
+  q = lu.semi_unitary_from_lambdas(vu["params"]["lam"], max(n, k), min(n, k))
+  np.testing.assert_allclose(wu, q if k >= n else q.T, atol=1e-6)
+  b = vu["params"]["bias"][:k] + 1j * vu["params"]["bias"][k:]
+  np.testing.assert_allclose(y, np.einsum("kn,abn->abk", wu, x) + b, atol=1e-5)
+  np.testing.assert_allclose(yr, np.concatenate([y.real, y.imag], axis=-1), atol=1e-5)
+  np.testing.assert_allclose(yo, np.einsum("kn,abn->abk", wo, np.real(x)) + vo["params"]["bias"],
+                             atol=1e-5)
+  if k >= n:   # an isometry preserves norms
+    np.testing.assert_allclose(np.linalg.norm(y - b, axis=-1), np.linalg.norm(x, axis=-1),
+                               rtol=1e-5)
+
+
+def test_float64_parameters_give_complex128(x64):
+  layer = lu.UnitaryLinear(5, param_dtype=jnp.float64)
+  x = np.ones((3,), np.complex128)
+
+  @jax.jit
+  def run(key):
+    variables = layer.init(key, x)
+    return variables, layer.apply(variables, 3, method="matrix"), layer.apply(variables, x)
+
+  variables, w, y = run(jax.random.key(12))
+  assert variables["params"]["lam"].dtype == jnp.float64
+  assert w.dtype == y.dtype == jnp.complex128
+  np.testing.assert_allclose(np.conj(w.T) @ w, np.eye(3), atol=1e-12)
+
+
+class _Regressor(nn.Module):
+  """Real 6 -> 4 (orthogonal co-isometry) -> tanh -> 2 -> 3 complex (unitary isometry on
+  real pairs, 4 -> 6 reals) -> a real readout."""
+
+  @nn.compact
+  def __call__(self, x):
+    h = jnp.tanh(lu.OrthogonalLinear(4, use_bias=True)(x))
+    h = lu.UnitaryLinear(3, real_pairs=True, use_bias=True)(h)
+    return nn.Dense(1)(h)[..., 0]
+
+
+def test_rectangular_layers_train():
+  # A teacher of the same architecture makes the target reachable.
+  x = jax.random.normal(jax.random.key(13), (64, 6))
+  model = _Regressor()
+  init = jax.jit(model.init)
+  y = jax.jit(model.apply)(init(jax.random.key(99), x), x)
+  params = init(jax.random.key(14), x)
+  tx = optax.adam(0.05)
+  loss = lambda p: jnp.mean((model.apply(p, x) - y) ** 2)
+
+  @jax.jit
+  def train(params):
+    def step(carry, _):
+      params, state = carry
+      value, grads = jax.value_and_grad(loss)(params)
+      updates, state = tx.update(grads, state, params)
+      return (optax.apply_updates(params, updates), state), value
+    (params, _), losses = jax.lax.scan(step, (params, tx.init(params)), length=50)
+    return params, losses, loss(params)
+
+  trained, losses, final = train(params)
+  assert final < losses[0] / 10, (losses[0], final)
+  for name, param in (("OrthogonalLinear_0", "mu"), ("UnitaryLinear_0", "lam")):
+    assert not np.allclose(trained["params"][name][param], params["params"][name][param])
+  w = lu.nn.orthogonal_weight(trained["params"]["OrthogonalLinear_0"]["mu"], 6, 4)
+  assert lu.isometry_report(w).error < 1e-5
+
+
 def test_wrong_input_raises():
   with pytest.raises(ValueError, match="real_pairs=True"):
     lu.UnitaryLinear(3).init(jax.random.key(0), jnp.ones((6,)))
-  with pytest.raises(ValueError, match=r"\(\.\.\., 3\)"):
-    lu.UnitaryLinear(3).init(jax.random.key(0), jnp.ones((4,), jnp.complex64))
-  with pytest.raises(ValueError, match=r"\(\.\.\., 6\)"):
-    lu.UnitaryLinear(3, real_pairs=True).init(jax.random.key(0), jnp.ones((4,)))
+  with pytest.raises(ValueError, match=r"real_pairs=True expects REAL input \(\.\.\., 2n\)"):
+    lu.UnitaryLinear(3, real_pairs=True).init(jax.random.key(0), jnp.ones((5,)))
+  with pytest.raises(ValueError, match="REAL input"):
+    lu.UnitaryLinear(3, real_pairs=True).init(jax.random.key(0), jnp.ones((4,), jnp.complex64))
   with pytest.raises(ValueError, match="OrthogonalLinear expects real"):
     lu.OrthogonalLinear(3).init(jax.random.key(0), jnp.ones((3,), jnp.complex64))
+  with pytest.raises(ValueError, match="features must be an integer ≥ 1"):
+    lu.UnitaryLinear(0).init(jax.random.key(0), jnp.ones((3,), jnp.complex64))
+  with pytest.raises(ValueError, match="features must be an integer ≥ 1"):
+    lu.OrthogonalLinear(0).init(jax.random.key(0), jnp.ones((3,)))
+  with pytest.raises(ValueError, match="in_features must be an integer ≥ 1"):
+    lu.OrthogonalLinear(2).init(jax.random.key(0), 0, method="matrix")

@@ -4,6 +4,8 @@ from lie_unitary.nn.cells import GURNNCell
 from lie_unitary.nn.cells import SimpleRNNCell
 from lie_unitary.nn.cells import URNNCell
 from lie_unitary.nn.cells import diagonal_phases_init
+from lie_unitary.nn.diagnostics import IsometryReport
+from lie_unitary.nn.diagnostics import isometry_report
 from lie_unitary.nn.linear import OrthogonalLinear
 from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.nn.recurrence import elementwise_recurrence
@@ -12,3 +14,7 @@ from lie_unitary.nn.recurrence import modrelu_recurrence
 from lie_unitary.nn.sequence import FastPathCell
 from lie_unitary.nn.sequence import ScanningCell
 from lie_unitary.nn.sequence import SequenceModel
+from lie_unitary.nn.weights import num_orthogonal_weight_params
+from lie_unitary.nn.weights import num_unitary_weight_params
+from lie_unitary.nn.weights import orthogonal_weight
+from lie_unitary.nn.weights import unitary_weight

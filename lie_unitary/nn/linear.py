@@ -1,4 +1,11 @@
-"""Flax linen layers that apply a learned unitary or orthogonal matrix."""
+"""Flax linen layers that apply a learned unitary or orthogonal map, of any shape.
+
+Like `flax.linen.Dense`, each layer takes its output size k (``features``) and reads
+the input size n from the input's last axis. y = W x with W (k, n) an isometry
+(WᴴW = I_n) when k ≥ n and a co-isometry (WWᴴ = I_k) when k < n, from the minimal
+number of real coefficients (`lie_unitary.nn.weights`). For k = n, W is U(λ) (R(μ)):
+the parameter shapes and values are those of the square layers.
+"""
 
 from __future__ import annotations
 
@@ -8,8 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from lie_unitary import expm
-from lie_unitary.precision import matmul as mm
+from lie_unitary.nn import weights
 
 __all__ = ["OrthogonalLinear", "UnitaryLinear"]
 
@@ -17,83 +23,111 @@ Initializer = Callable[..., jax.Array]
 
 
 class UnitaryLinear(nn.Module):
-  """y = U(λ) x on the last axis, with U(λ) = expm(Σ λ_j T_j) unitary.
+  """y = W(λ) x (+ b) on the last axis: complex n -> k with W (k, n) a (co-)isometry.
 
   Input is complex (..., n), or real (..., 2n) holding [Re x, Im x] when
-  ``real_pairs`` is set (the output then has the same layout). U is computed once per
-  call, however many leading batch dimensions x has, and applied at HIGHEST matmul
-  precision so the map stays norm-preserving on GPU/TPU (see `lie_unitary.precision`).
+  ``real_pairs`` is set (the output is then real (..., 2k) [Re y, Im y]). n is read
+  from the input. W is formed once per call (one eigh), however many leading batch
+  dimensions x has, and applied at HIGHEST matmul precision so the map stays
+  norm-preserving (k ≥ n) on GPU/TPU (see `lie_unitary.precision`).
+
+  Parameters: ``lam``, real (2nk − min(n, k)²,) (`weights.num_unitary_weight_params`);
+  for k = n that is (n²,) and W = `unitary_from_lambdas(lam)`. With ``use_bias``,
+  ``bias``: real (2k,) holding [Re b, Im b].
+
+  The matrix: ``layer.apply(variables, n, method="matrix")`` (n is the complex input
+  size, as parameters do not record it); for square layers also
+  ``method="unitary"``.
 
   Attributes:
-    features: n, the size of the complex vectors.
+    features: k, the output size (complex units), an integer ≥ 1.
     real_pairs: read and write real [Re, Im] halves instead of complex arrays.
-    lambda_init: initializer of λ (n²,); default N(0, 1) as the paper. Use
-      `nn.initializers.zeros` to start at the identity.
-    param_dtype: float32 (U complex64) or float64 (U complex128).
+    lambda_init: initializer of λ; default N(0, 1) as the paper. Use
+      `nn.initializers.zeros` to start at W = the first columns (rows) of I.
+    param_dtype: float32 (W complex64) or float64 (W complex128).
+    use_bias: add a learned complex bias b.
+    bias_init: initializer of the real (2k,) bias; default zeros.
   """
   features: int
   real_pairs: bool = False
   lambda_init: Initializer = nn.initializers.normal(stddev=1.0)
   param_dtype: Any = jnp.float32
+  use_bias: bool = False
+  bias_init: Initializer = nn.initializers.zeros
 
-  def setup(self):
-    if self.features < 1:
-      raise ValueError(f"features must be ≥ 1; got {self.features}.")
-    self.lam = self.param("lam", self.lambda_init, (self.features ** 2,), self.param_dtype)
+  @nn.compact
+  def _weight_and_bias(self, in_features: int):
+    k = weights.check_features(self.features)
+    num = weights.num_unitary_weight_params(in_features, k)
+    lam = self.param("lam", self.lambda_init, (num,), self.param_dtype)
+    bias = (self.param("bias", self.bias_init, (2 * k,), self.param_dtype)
+            if self.use_bias else None)
+    return weights.unitary_weight(lam, in_features, k), bias
+
+  def matrix(self, in_features: int) -> jax.Array:
+    """W, the complex (k, n) matrix, for n = ``in_features`` (the complex input size).
+
+    Raises:
+      ValueError: if `in_features` is not an integer ≥ 1 (flax raises if the stored
+        ``lam`` does not have the size this n implies).
+    """
+    return self._weight_and_bias(weights.check_features(in_features, "in_features"))[0]
 
   def unitary(self) -> jax.Array:
-    """The (n, n) complex matrix U(λ)."""
-    return expm.unitary_from_lambdas(self.lam)
+    """The (n, n) complex matrix U(λ) of a square layer (input size n = ``features``)."""
+    return self.matrix(self.features)
 
   def __call__(self, x):
-    """Applies U. Raises ValueError if x's last axis or dtype does not fit."""
-    x = jnp.asarray(x)
-    n = self.features
-    if self.real_pairs:
-      if jnp.iscomplexobj(x) or x.shape[-1] != 2 * n:
-        raise ValueError(
-            f"real_pairs=True expects real input (..., 2n) = (..., {2 * n}); got "
-            f"{x.shape=}, {x.dtype=}.")
-      u = self.unitary()
-      re, im = x[..., :n], x[..., n:]
-      out = mm(jax.lax.complex(re, im).astype(u.dtype), u.T)
-      return jnp.concatenate([jnp.real(out), jnp.imag(out)], axis=-1)
-    if not jnp.iscomplexobj(x):
-      raise ValueError(
-          f"UnitaryLinear expects complex input (..., {n}); got {x.dtype=}. For real "
-          "[Re, Im] pairs set real_pairs=True; for real vectors use OrthogonalLinear.")
-    if x.shape[-1] != n:
-      raise ValueError(f"expected input (..., {n}); got {x.shape=}.")
-    return mm(x, self.unitary().T)
+    """Applies W (and b). Raises ValueError if x's dtype or last axis does not fit."""
+    n = weights.unitary_in_features(x, self.real_pairs)
+    w, bias = self._weight_and_bias(n)
+    return weights.apply_unitary(w, x, bias, self.real_pairs)
 
 
 class OrthogonalLinear(nn.Module):
-  """y = R(μ) x on the last axis, with R(μ) = expm(A(μ)) in SO(n), A skew-symmetric.
+  """y = W(μ) x (+ b) on the last axis: real n -> k with W (k, n) a (co-)isometry.
+
+  Parameters: ``mu``, real (nk − m(m+1)/2,), m = min(n, k)
+  (`weights.num_orthogonal_weight_params`); for k = n ≥ 2 that is (n(n−1)/2,) and
+  W = `orthogonal_from_lambdas(mu)` in SO(n). With ``use_bias``, ``bias``: real (k,).
+  The matrix: ``layer.apply(variables, n, method="matrix")``; for square layers also
+  ``method="orthogonal"``.
 
   Attributes:
-    features: n, the size of the real vectors (n ≥ 2).
-    lambda_init: initializer of μ (n(n-1)/2,); default N(0, 1).
+    features: k, the output size, an integer ≥ 1.
+    lambda_init: initializer of μ; default N(0, 1).
     param_dtype: float32 or float64.
+    use_bias: add a learned bias b.
+    bias_init: initializer of the (k,) bias; default zeros.
   """
   features: int
   lambda_init: Initializer = nn.initializers.normal(stddev=1.0)
   param_dtype: Any = jnp.float32
+  use_bias: bool = False
+  bias_init: Initializer = nn.initializers.zeros
 
-  def setup(self):
-    if self.features < 2:
-      raise ValueError(f"features must be ≥ 2 for so(n); got {self.features}.")
-    n = self.features
-    self.mu = self.param("mu", self.lambda_init, (n * (n - 1) // 2,), self.param_dtype)
+  @nn.compact
+  def _weight_and_bias(self, in_features: int):
+    k = weights.check_features(self.features)
+    num = weights.num_orthogonal_weight_params(in_features, k)
+    mu = self.param("mu", self.lambda_init, (num,), self.param_dtype)
+    bias = self.param("bias", self.bias_init, (k,), self.param_dtype) if self.use_bias else None
+    return weights.orthogonal_weight(mu, in_features, k), bias
+
+  def matrix(self, in_features: int) -> jax.Array:
+    """W, the real (k, n) matrix, for n = ``in_features``.
+
+    Raises:
+      ValueError: if `in_features` is not an integer ≥ 1.
+    """
+    return self._weight_and_bias(weights.check_features(in_features, "in_features"))[0]
 
   def orthogonal(self) -> jax.Array:
-    """The (n, n) real matrix R(μ)."""
-    return expm.orthogonal_from_lambdas(self.mu)
+    """The (n, n) real matrix R(μ) of a square layer (input size n = ``features``)."""
+    return self.matrix(self.features)
 
   def __call__(self, x):
-    """Applies R. Raises ValueError if x is complex or its last axis is not n."""
-    x = jnp.asarray(x)
-    if jnp.iscomplexobj(x) or x.shape[-1] != self.features:
-      raise ValueError(
-          f"OrthogonalLinear expects real input (..., {self.features}); got {x.shape=}, "
-          f"{x.dtype=}.")
-    return mm(x, self.orthogonal().T)
+    """Applies W (and b). Raises ValueError if x is complex or not (..., n)."""
+    n = weights.orthogonal_in_features(x)
+    w, bias = self._weight_and_bias(n)
+    return weights.apply_orthogonal(w, x, bias)

@@ -1,0 +1,152 @@
+"""Flax NNX layers that apply a learned unitary or orthogonal map, of any shape.
+
+The NNX twins of `lie_unitary.nn.linear`: the same maths (`lie_unitary.nn.weights`),
+with the sizes given at construction, as `flax.nnx.Linear` does. y = W x with
+W (out, in) an isometry (WᴴW = I) when out ≥ in and a co-isometry (WWᴴ = I) when
+out < in; for out = in, W = U(λ) (R(μ)) with the square layers' coefficients.
+
+Only API that flax 0.10 and later share is used (`nnx.Param`, ``variable[...]``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import jax
+import jax.numpy as jnp
+from flax import nnx
+
+from lie_unitary.nn import weights
+
+__all__ = ["OrthogonalLinear", "UnitaryLinear"]
+
+Initializer = Callable[..., jax.Array]
+
+
+class UnitaryLinear(nnx.Module):
+  """y = W(λ) x (+ b): complex n = ``in_features`` -> k = ``out_features``.
+
+  Input is complex (..., n), or real (..., 2n) holding [Re x, Im x] with
+  ``real_pairs`` (the output is then real (..., 2k)). W (k, n) is formed once per call
+  (one eigh) and applied at HIGHEST matmul precision.
+
+  Attributes:
+    lam: `nnx.Param`, real (2nk − min(n, k)²,); (n²,) for k = n.
+    bias: `nnx.Param`, real (2k,) holding [Re b, Im b], or None without ``use_bias``.
+    in_features, out_features, real_pairs: as given.
+  """
+
+  def __init__(self, in_features: int, out_features: int, *, rngs: nnx.Rngs,
+               real_pairs: bool = False, use_bias: bool = False,
+               lambda_init: Initializer = jax.nn.initializers.normal(stddev=1.0),
+               bias_init: Initializer = jax.nn.initializers.zeros,
+               param_dtype: Any = jnp.float32):
+    """Creates λ (and b) from ``rngs.params()``.
+
+    Args:
+      in_features: n, the complex input size, an integer ≥ 1.
+      out_features: k, the complex output size, an integer ≥ 1.
+      rngs: the `nnx.Rngs` that draws the parameters.
+      real_pairs: read and write real [Re, Im] halves instead of complex arrays.
+      use_bias: add a learned complex bias b.
+      lambda_init: initializer of λ, called (key, shape, dtype); default N(0, 1).
+      bias_init: initializer of the real (2k,) bias; default zeros.
+      param_dtype: float32 (W complex64) or float64 (W complex128).
+
+    Raises:
+      ValueError: if a size is not an integer ≥ 1.
+    """
+    self.in_features = weights.check_features(in_features, "in_features")
+    self.out_features = weights.check_features(out_features, "out_features")
+    self.real_pairs = bool(real_pairs)
+    num = weights.num_unitary_weight_params(self.in_features, self.out_features)
+    self.lam = nnx.Param(lambda_init(rngs.params(), (num,), param_dtype))
+    self.bias = (nnx.Param(bias_init(rngs.params(), (2 * self.out_features,), param_dtype))
+                 if use_bias else None)
+
+  def matrix(self) -> jax.Array:
+    """W, the complex (k, n) matrix."""
+    return weights.unitary_weight(self.lam[...], self.in_features, self.out_features)
+
+  def unitary(self) -> jax.Array:
+    """W of a square layer, U(λ) (n, n).
+
+    Raises:
+      ValueError: if in_features ≠ out_features.
+    """
+    if self.in_features != self.out_features:
+      raise ValueError(
+          f"unitary() is for square layers; this one maps {self.in_features} -> "
+          f"{self.out_features}: use matrix().")
+    return self.matrix()
+
+  def __call__(self, x) -> jax.Array:
+    """Applies W (and b). Raises ValueError if x's dtype or last axis does not fit."""
+    n = weights.unitary_in_features(x, self.real_pairs)
+    if n != self.in_features:
+      expected = (f"real (..., {2 * self.in_features}) [Re, Im] pairs" if self.real_pairs
+                  else f"complex (..., {self.in_features})")
+      raise ValueError(f"UnitaryLinear expects {expected} input; got {jnp.shape(x)=}.")
+    bias = None if self.bias is None else self.bias[...]
+    return weights.apply_unitary(self.matrix(), x, bias, self.real_pairs)
+
+
+class OrthogonalLinear(nnx.Module):
+  """y = W(μ) x (+ b): real n = ``in_features`` -> k = ``out_features``.
+
+  Attributes:
+    mu: `nnx.Param`, real (nk − m(m+1)/2,), m = min(n, k); (n(n−1)/2,) for k = n.
+    bias: `nnx.Param`, real (k,), or None without ``use_bias``.
+    in_features, out_features: as given.
+  """
+
+  def __init__(self, in_features: int, out_features: int, *, rngs: nnx.Rngs,
+               use_bias: bool = False,
+               lambda_init: Initializer = jax.nn.initializers.normal(stddev=1.0),
+               bias_init: Initializer = jax.nn.initializers.zeros,
+               param_dtype: Any = jnp.float32):
+    """Creates μ (and b) from ``rngs.params()``.
+
+    Args:
+      in_features: n, an integer ≥ 1.
+      out_features: k, an integer ≥ 1.
+      rngs: the `nnx.Rngs` that draws the parameters.
+      use_bias: add a learned bias b.
+      lambda_init: initializer of μ, called (key, shape, dtype); default N(0, 1).
+      bias_init: initializer of the (k,) bias; default zeros.
+      param_dtype: float32 or float64.
+
+    Raises:
+      ValueError: if a size is not an integer ≥ 1.
+    """
+    self.in_features = weights.check_features(in_features, "in_features")
+    self.out_features = weights.check_features(out_features, "out_features")
+    num = weights.num_orthogonal_weight_params(self.in_features, self.out_features)
+    self.mu = nnx.Param(lambda_init(rngs.params(), (num,), param_dtype))
+    self.bias = (nnx.Param(bias_init(rngs.params(), (self.out_features,), param_dtype))
+                 if use_bias else None)
+
+  def matrix(self) -> jax.Array:
+    """W, the real (k, n) matrix."""
+    return weights.orthogonal_weight(self.mu[...], self.in_features, self.out_features)
+
+  def orthogonal(self) -> jax.Array:
+    """W of a square layer, R(μ) (n, n).
+
+    Raises:
+      ValueError: if in_features ≠ out_features.
+    """
+    if self.in_features != self.out_features:
+      raise ValueError(
+          f"orthogonal() is for square layers; this one maps {self.in_features} -> "
+          f"{self.out_features}: use matrix().")
+    return self.matrix()
+
+  def __call__(self, x) -> jax.Array:
+    """Applies W (and b). Raises ValueError if x is complex or not (..., in_features)."""
+    n = weights.orthogonal_in_features(x)
+    if n != self.in_features:
+      raise ValueError(
+          f"OrthogonalLinear expects real input (..., {self.in_features}); got {jnp.shape(x)=}.")
+    bias = None if self.bias is None else self.bias[...]
+    return weights.apply_orthogonal(self.matrix(), x, bias)

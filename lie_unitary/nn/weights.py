@@ -1,0 +1,203 @@
+"""The weight matrices of the unitary and orthogonal layers, and how they are applied.
+
+Pure functions shared by the flax linen layers (`lie_unitary.nn.linear`) and the flax
+NNX layers (`lie_unitary.nn.nnx_linear`), so both compute exactly the same maps.
+
+A layer maps n = ``in_features`` to k = ``out_features`` with y = W x, W of shape (k, n):
+
+- k ≥ n: W is an ISOMETRY, WᴴW = I_n (orthonormal columns): W = Q(λ), Q the n columns
+  of `semi_unitary_from_lambdas(λ, k, n)`; ‖W x‖ = ‖x‖ for every x.
+- k < n: W is a CO-ISOMETRY, WWᴴ = I_k (orthonormal rows): W = Q(λ)ᵀ with
+  Q = `semi_unitary_from_lambdas(λ, n, k)`; W is the orthogonal projection onto a
+  k-dimensional subspace followed by a unitary identification with ℂᵏ.
+
+The coefficient count is the dimension of that Stiefel manifold: 2nk − min(n, k)²
+(complex) or nk − m(m+1)/2 with m = min(n, k) (real). For k = n it is n² (n(n−1)/2)
+and W = `unitary_from_lambdas(λ)` (`orthogonal_from_lambdas(μ)`): the square layers.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from lie_unitary import stiefel
+from lie_unitary.precision import matmul as mm
+
+__all__ = [
+    "apply_orthogonal",
+    "apply_unitary",
+    "check_features",
+    "num_orthogonal_weight_params",
+    "num_unitary_weight_params",
+    "orthogonal_in_features",
+    "orthogonal_weight",
+    "unitary_in_features",
+    "unitary_weight",
+]
+
+
+def check_features(features, what: str = "features") -> int:
+  """Returns `features` as an int.
+
+  Raises:
+    ValueError: if it is not an integer ≥ 1.
+  """
+  if isinstance(features, bool) or not isinstance(features, (int, np.integer)) or features < 1:
+    raise ValueError(f"{what} must be an integer ≥ 1; got {features!r}.")
+  return int(features)
+
+
+def num_unitary_weight_params(in_features: int, out_features: int) -> int:
+  """2nk − min(n, k)² real coefficients of a complex (k, n) (co-)isometry; n² if k = n.
+
+  Raises:
+    ValueError: if either size is not an integer ≥ 1.
+  """
+  n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
+  return stiefel.num_semi_unitary_params(max(n, k), min(n, k))
+
+
+def num_orthogonal_weight_params(in_features: int, out_features: int) -> int:
+  """nk − m(m+1)/2, m = min(n, k), coefficients of a real (k, n) (co-)isometry.
+
+  Raises:
+    ValueError: if either size is not an integer ≥ 1.
+  """
+  n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
+  return stiefel.num_semi_orthogonal_params(max(n, k), min(n, k))
+
+
+def unitary_weight(lam, in_features: int, out_features: int) -> jax.Array:
+  """W(λ), the complex (k, n) isometry (k ≥ n) or co-isometry (k < n) of the module docstring.
+
+  Args:
+    lam: real array (..., `num_unitary_weight_params(n, k)`).
+    in_features: n.
+    out_features: k.
+
+  Returns:
+    Complex array (..., k, n) (complex64 for float32 λ, complex128 for float64).
+
+  Raises:
+    ValueError: for a size that is not an integer ≥ 1, complex λ or a wrong last axis.
+  """
+  n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
+  if k >= n:
+    return stiefel.semi_unitary_from_lambdas(lam, k, n)
+  return jnp.swapaxes(stiefel.semi_unitary_from_lambdas(lam, n, k), -1, -2)
+
+
+def orthogonal_weight(mu, in_features: int, out_features: int) -> jax.Array:
+  """W(μ), the real (k, n) isometry (k ≥ n) or co-isometry (k < n).
+
+  Args:
+    mu: real array (..., `num_orthogonal_weight_params(n, k)`).
+    in_features: n.
+    out_features: k.
+
+  Returns:
+    Real array (..., k, n) of μ's dtype.
+
+  Raises:
+    ValueError: for a size that is not an integer ≥ 1, complex μ or a wrong last axis.
+  """
+  n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
+  if k >= n:
+    return stiefel.semi_orthogonal_from_lambdas(mu, k, n)
+  return jnp.swapaxes(stiefel.semi_orthogonal_from_lambdas(mu, n, k), -1, -2)
+
+
+def unitary_in_features(x, real_pairs: bool, layer: str = "UnitaryLinear") -> int:
+  """n, the complex input size: x's last axis (complex x) or half of it (``real_pairs``).
+
+  Raises:
+    ValueError: naming `layer`, for real x without ``real_pairs``, complex x with it,
+      an odd last axis with it, or a scalar x.
+  """
+  x = jnp.asarray(x)
+  if x.ndim < 1:
+    raise ValueError(f"{layer} expects input (..., features); got a scalar, {x.shape=}.")
+  if real_pairs:
+    if jnp.iscomplexobj(x) or x.shape[-1] % 2 or x.shape[-1] == 0:
+      raise ValueError(
+          f"{layer} with real_pairs=True expects REAL input (..., 2n) holding [Re x, Im x] "
+          f"(an even, non-zero last axis); got {x.shape=}, {x.dtype=}.")
+    return x.shape[-1] // 2
+  if not jnp.iscomplexobj(x):
+    raise ValueError(
+        f"{layer} expects complex input (..., n); got {x.dtype=}. For real [Re, Im] "
+        "pairs set real_pairs=True; for real vectors use OrthogonalLinear.")
+  if x.shape[-1] == 0:
+    raise ValueError(f"{layer} expects a non-empty last axis; got {x.shape=}.")
+  return x.shape[-1]
+
+
+def orthogonal_in_features(x, layer: str = "OrthogonalLinear") -> int:
+  """n, the real input size (x's last axis).
+
+  Raises:
+    ValueError: naming `layer`, for complex x, a scalar or an empty last axis.
+  """
+  x = jnp.asarray(x)
+  if jnp.iscomplexobj(x) or x.ndim < 1 or x.shape[-1] == 0:
+    raise ValueError(f"{layer} expects real input (..., n), n ≥ 1; got {x.shape=}, {x.dtype=}.")
+  return x.shape[-1]
+
+
+def _add_bias(y, bias):
+  # Explicit leading unit axes: correct under jax_numpy_rank_promotion='raise'.
+  return y + bias.reshape((1,) * (y.ndim - 1) + bias.shape).astype(y.dtype)
+
+
+def apply_unitary(w, x, bias=None, real_pairs: bool = False) -> jax.Array:
+  """y = W x (+ b) on the last axis, at HIGHEST matmul precision.
+
+  Args:
+    w: complex (k, n).
+    x: complex (..., n); or real (..., 2n) holding [Re x, Im x] if ``real_pairs``.
+    bias: None, or real (2k,) holding [Re b, Im b].
+    real_pairs: read and write real [Re, Im] halves.
+
+  Returns:
+    Complex (..., k) of W's dtype; real (..., 2k) [Re y, Im y] if ``real_pairs``.
+
+  Raises:
+    ValueError: as `unitary_in_features`, or if x's size is not W's n.
+  """
+  n = unitary_in_features(x, real_pairs)
+  if w.shape[-1] != n:
+    raise ValueError(f"input has {n} (complex) features but the weight is {w.shape}.")
+  x = jnp.asarray(x)
+  if real_pairs:
+    x = jax.lax.complex(x[..., :n], x[..., n:]).astype(w.dtype)
+  y = mm(x, w.T)
+  if real_pairs:
+    y = jnp.concatenate([jnp.real(y), jnp.imag(y)], axis=-1)
+    return y if bias is None else _add_bias(y, bias)
+  if bias is None:
+    return y
+  k = w.shape[0]
+  return _add_bias(y, jax.lax.complex(bias[:k], bias[k:]))
+
+
+def apply_orthogonal(w, x, bias=None) -> jax.Array:
+  """y = W x (+ b) on the last axis, at HIGHEST matmul precision.
+
+  Args:
+    w: real (k, n).
+    x: real (..., n).
+    bias: None, or real (k,).
+
+  Returns:
+    Real (..., k).
+
+  Raises:
+    ValueError: as `orthogonal_in_features`, or if x's size is not W's n.
+  """
+  n = orthogonal_in_features(x)
+  if w.shape[-1] != n:
+    raise ValueError(f"input has {n} features but the weight is {w.shape}.")
+  y = mm(jnp.asarray(x), w.T)
+  return y if bias is None else _add_bias(y, bias)
