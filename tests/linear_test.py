@@ -88,9 +88,9 @@ def _gram_on_smaller_side(w):
 @pytest.mark.parametrize("shape,num_u,num_o", RECTANGULAR)
 def test_rectangular_layers(shape, num_u, num_o):
   n, k = shape
-  key = jax.random.key(n * 10 + k)
-  x = _complex(key, (2, 3, n))
-  xr = jnp.concatenate([jnp.real(x), jnp.imag(x)], axis=-1)
+  rng = np.random.default_rng(n * 10 + k)
+  x = (rng.standard_normal((2, 3, n)) + 1j * rng.standard_normal((2, 3, n))).astype(np.complex64)
+  xr = np.concatenate([x.real, x.imag], axis=-1)
   normal = nn.initializers.normal(1.0)
   unitary = lu.UnitaryLinear(k, use_bias=True, bias_init=normal)
   pairs = lu.UnitaryLinear(k, real_pairs=True, use_bias=True, bias_init=normal)
@@ -99,11 +99,11 @@ def test_rectangular_layers(shape, num_u, num_o):
   @jax.jit  # one compile per shape
   def run(key):
     vu = unitary.init(key, x)
-    vo = orthogonal.init(key, jnp.real(x))
+    vo = orthogonal.init(key, x.real)
     return (vu, unitary.apply(vu, x), pairs.apply(vu, xr), unitary.apply(vu, n, method="matrix"),
-            vo, orthogonal.apply(vo, jnp.real(x)), orthogonal.apply(vo, n, method="matrix"))
+            vo, orthogonal.apply(vo, x.real), orthogonal.apply(vo, n, method="matrix"))
 
-  vu, y, yr, wu, vo, yo, wo = jax.tree.map(np.asarray, run(key))
+  vu, y, yr, wu, vo, yo, wo = jax.tree.map(np.asarray, run(jax.random.key(n * 10 + k)))
   assert jax.tree.map(np.shape, vu) == {"params": {"lam": (num_u,), "bias": (2 * k,)}}
   assert jax.tree.map(np.shape, vo) == {"params": {"mu": (num_o,), "bias": (k,)}}
   assert lu.nn.num_unitary_weight_params(n, k) == num_u
@@ -153,7 +153,7 @@ class _Regressor(nn.Module):
 
 def test_rectangular_layers_train():
   # A teacher of the same architecture makes the target reachable.
-  x = jax.random.normal(jax.random.key(13), (64, 6))
+  x = np.random.default_rng(13).standard_normal((64, 6)).astype(np.float32)
   model = _Regressor()
   init = jax.jit(model.init)
   y = jax.jit(model.apply)(init(jax.random.key(99), x), x)

@@ -1,0 +1,164 @@
+"""Flax NNX layers: isometry / co-isometry, the linen layers' maths, real pairs, bias,
+float64, minimal parameter counts, training with nnx.Optimizer, and bad input."""
+
+import inspect
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+from flax import nnx
+
+import lie_unitary as lu
+from lie_unitary import nnx as lnnx
+
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion", "fast_compiles")
+
+
+def _optimizer(model, tx):
+  # `wrt` is required from flax 0.11 on and accepted (with this default) by 0.10.
+  return nnx.Optimizer(model, tx, wrt=nnx.Param)
+
+
+def _update(optimizer, model, grads):
+  # flax ≥ 0.11: update(model, grads); flax 0.10: update(grads) (the optimizer holds the model).
+  if len(inspect.signature(optimizer.update).parameters) >= 2:
+    optimizer.update(model, grads)
+  else:
+    optimizer.update(grads)
+
+
+def _num_params(module):
+  return sum(leaf.size for leaf in jax.tree.leaves(nnx.state(module, nnx.Param)))
+
+
+def _apply(module, *args, method="__call__"):
+  """Runs a method of `module` under jax.jit via split/merge (the same on flax 0.10 and 0.12)."""
+  graphdef, state = nnx.split(module)
+  return jax.jit(lambda state, *a: getattr(nnx.merge(graphdef, state), method)(*a))(state, *args)
+
+
+def _complex(seed, shape):
+  rng = np.random.default_rng(seed)
+  return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
+
+
+def _numpy_normal(seed):
+  """An initializer drawing N(0, 1) in NumPy (no per-shape compile of jax.random)."""
+  rng = np.random.default_rng(seed)
+  return lambda key, shape, dtype: jnp.asarray(rng.standard_normal(shape), dtype)
+
+
+# (n, k): minimal counts 2nk - min(n,k)² (complex), nk - m(m+1)/2 (real), by hand.
+@pytest.mark.parametrize("shape,num_u,num_o", [((3, 5), 21, 9), ((5, 3), 21, 9),
+                                               ((4, 4), 16, 6)])
+def test_rectangular_layers(shape, num_u, num_o):
+  n, k = shape
+  x = _complex(n * 10 + k, (2, 3, n))
+  unitary, pairs = (lnnx.UnitaryLinear(n, k, rngs=nnx.Rngs(0), real_pairs=real_pairs,
+                                       use_bias=True, lambda_init=_numpy_normal(1),
+                                       bias_init=_numpy_normal(2))
+                    for real_pairs in (False, True))                  # the same draws
+  orthogonal = lnnx.OrthogonalLinear(n, k, rngs=nnx.Rngs(1), use_bias=True,
+                                     lambda_init=_numpy_normal(3), bias_init=_numpy_normal(4))
+  assert unitary.lam[...].shape == (num_u,) and unitary.bias[...].shape == (2 * k,)
+  assert orthogonal.mu[...].shape == (num_o,) and orthogonal.bias[...].shape == (k,)
+  assert _num_params(unitary) == num_u + 2 * k and _num_params(orthogonal) == num_o + k
+
+  xr = np.concatenate([x.real, x.imag], axis=-1)
+  split = [nnx.split(m) for m in (unitary, pairs, orthogonal)]
+
+  @jax.jit  # one compile per shape
+  def run(states):
+    u, p, o = (nnx.merge(graphdef, state) for (graphdef, _), state in zip(split, states))
+    linen_w = lu.UnitaryLinear(k).apply({"params": {"lam": u.lam[...]}}, n, method="matrix")
+    square = ((u.unitary(), lu.unitary_from_lambdas(u.lam[...]),
+               o.orthogonal(), lu.orthogonal_from_lambdas(o.mu[...])) if k == n else ())
+    return u(x), p(xr), u.matrix(), linen_w, o(x.real), o.matrix(), square
+
+  y, yr, wu, linen_w, yo, wo, square = jax.tree.map(
+      np.asarray, run([state for _, state in split]))
+  assert wu.shape == wo.shape == (k, n)
+  for w in (wu, wo):   # isometry (k ≥ n) or co-isometry (k < n)
+    gram, m = (np.conj(w.T) @ w, n) if k >= n else (w @ np.conj(w.T), k)
+    np.testing.assert_allclose(gram, np.eye(m), atol=2e-6)
+  np.testing.assert_allclose(wu, linen_w, atol=1e-6)   # the linen layer's maths
+  b = np.asarray(unitary.bias[...])
+  np.testing.assert_allclose(y, np.einsum("kn,abn->abk", wu, x) + b[:k] + 1j * b[k:], atol=1e-5)
+  np.testing.assert_allclose(yr, np.concatenate([y.real, y.imag], axis=-1), atol=1e-5)
+  np.testing.assert_allclose(
+      yo, np.einsum("kn,abn->abk", wo, np.real(x)) + np.asarray(orthogonal.bias[...]), atol=1e-5)
+  if k == n:   # the square methods: U(λ), R(μ)
+    np.testing.assert_allclose(square[0], square[1], atol=1e-6)
+    np.testing.assert_allclose(square[2], square[3], atol=1e-6)
+
+
+def test_float64_parameters_give_complex128(x64):
+  layer = lnnx.UnitaryLinear(5, 3, rngs=nnx.Rngs(2), param_dtype=jnp.float64)
+  assert layer.lam[...].dtype == jnp.float64 and layer.bias is None
+  w = _apply(layer, method="matrix")
+  assert w.dtype == jnp.complex128
+  np.testing.assert_allclose(w @ np.conj(w.T), np.eye(3), atol=1e-12)
+
+
+class _Regressor(nnx.Module):
+  """Real 6 -> 4 (orthogonal co-isometry) -> tanh -> 2 -> 3 complex (unitary isometry on
+  real pairs) -> a real readout."""
+
+  def __init__(self, rngs):
+    self.orthogonal = lnnx.OrthogonalLinear(6, 4, rngs=rngs, use_bias=True)
+    self.unitary = lnnx.UnitaryLinear(2, 3, rngs=rngs, real_pairs=True, use_bias=True)
+    self.readout = nnx.Linear(6, 1, rngs=rngs)
+
+  def __call__(self, x):
+    return self.readout(self.unitary(jnp.tanh(self.orthogonal(x))))[..., 0]
+
+
+def test_rectangular_layers_train_with_nnx_optimizer():
+  x = np.random.default_rng(13).standard_normal((64, 6)).astype(np.float32)
+  y = _apply(_Regressor(nnx.Rngs(99)), x)           # a teacher: the target is reachable
+  model = _Regressor(nnx.Rngs(14))
+  mu0, lam0 = model.orthogonal.mu[...], model.unitary.lam[...]
+  optimizer = _optimizer(model, optax.adam(0.05))
+
+  @nnx.jit
+  def step(model, optimizer):
+    loss, grads = nnx.value_and_grad(lambda m: jnp.mean((m(x) - y) ** 2))(model)
+    _update(optimizer, model, grads)
+    return loss
+
+  losses = [float(step(model, optimizer)) for _ in range(50)]
+  final = float(jnp.mean((_apply(model, x) - y) ** 2))
+  assert final < losses[0] / 10, (losses[0], final)
+  assert not np.allclose(model.orthogonal.mu[...], mu0)
+  assert not np.allclose(model.unitary.lam[...], lam0)
+  report = lu.isometry_report(_apply(model.orthogonal, method="matrix"))
+  assert report.kind == "co-isometry" and report.error < 1e-5
+
+
+def test_wrong_input_raises():
+  rngs = nnx.Rngs(0)
+  with pytest.raises(ValueError, match="in_features must be an integer ≥ 1"):
+    lnnx.UnitaryLinear(0, 3, rngs=rngs)
+  with pytest.raises(ValueError, match="out_features must be an integer ≥ 1"):
+    lnnx.OrthogonalLinear(3, 0, rngs=rngs)
+  unitary = lnnx.UnitaryLinear(3, 2, rngs=rngs)
+  with pytest.raises(ValueError, match="real_pairs=True"):
+    unitary(jnp.ones((3,)))
+  with pytest.raises(ValueError, match=r"complex \(\.\.\., 3\)"):
+    unitary(jnp.ones((4,), jnp.complex64))
+  with pytest.raises(ValueError, match="use matrix"):
+    unitary.unitary()
+  pairs = lnnx.UnitaryLinear(3, 2, rngs=rngs, real_pairs=True)
+  with pytest.raises(ValueError, match=r"REAL input \(\.\.\., 2n\)"):
+    pairs(jnp.ones((5,)))
+  with pytest.raises(ValueError, match=r"real \(\.\.\., 6\)"):
+    pairs(jnp.ones((4,)))
+  orthogonal = lnnx.OrthogonalLinear(3, 2, rngs=rngs)
+  with pytest.raises(ValueError, match="OrthogonalLinear expects real"):
+    orthogonal(jnp.ones((3,), jnp.complex64))
+  with pytest.raises(ValueError, match=r"\(\.\.\., 3\)"):
+    orthogonal(jnp.ones((2,)))
+  with pytest.raises(ValueError, match="use matrix"):
+    orthogonal.orthogonal()
