@@ -194,3 +194,26 @@ def test_wrong_input_raises():
     lu.OrthogonalLinear(0).init(jax.random.key(0), jnp.ones((3,)))
   with pytest.raises(ValueError, match="in_features must be an integer ≥ 1"):
     lu.OrthogonalLinear(2).init(jax.random.key(0), 0, method="matrix")
+
+
+def test_isometry_report_against_closed_forms():
+  theta = np.array([0.3, -2.0, 1.1])
+  report = lu.isometry_report(np.diag(np.exp(1j * theta)))
+  assert report.kind == "unitary" and report.shape == (3, 3)
+  np.testing.assert_allclose(report.phases, np.sort(theta), atol=1e-14)
+  assert report.error < 1e-15 and report.modulus_error < 1e-15
+  # 1.1·E_2 (3×2): WᴴW = 1.21·I, singular values 1.1.
+  report = lu.isometry_report(1.1 * np.eye(3)[:, :2])
+  assert report.kind == "isometry" and report.phases is None and report.modulus_error is None
+  np.testing.assert_allclose([report.error, report.singular_min, report.singular_max],
+                             [0.21, 1.1, 1.1], atol=1e-14)
+  # Rows scaled by 1 and 0.5 (2×3): WWᴴ = diag(1, 0.25).
+  report = lu.isometry_report(np.diag([1.0, 0.5]) @ np.eye(3)[:2])
+  assert report.kind == "co-isometry"
+  np.testing.assert_allclose([report.error, report.singular_min, report.singular_max],
+                             [0.75, 0.5, 1.0], atol=1e-14)
+  assert "co-isometry 2x3" in str(report)
+  with pytest.raises(ValueError, match="2-D"):
+    lu.isometry_report(np.ones(3))
+  with pytest.raises(ValueError, match="non-finite"):
+    lu.isometry_report(np.array([[np.nan]]))
