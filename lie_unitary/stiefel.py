@@ -23,7 +23,7 @@ Coefficient order (last axis of the input):
 For k = n, B is empty and the maps are exactly `unitary_from_lambdas` and
 `orthogonal_from_lambdas` (same coefficients, same matrix). The exponential is the
 eigh-based `expm_skew_hermitian`, so the reverse-mode derivative is its exact O(n³)
-spectral rule.
+spectral rule; the maps support the differentiation modes that function supports.
 """
 
 from __future__ import annotations

@@ -100,10 +100,11 @@ def test_rectangular_layers(shape, num_u, num_o):
   def run(key):
     vu = unitary.init(key, x)
     vo = orthogonal.init(key, x.real)
+    q = lu.semi_unitary_from_lambdas(vu["params"]["lam"], max(n, k), min(n, k))
     return (vu, unitary.apply(vu, x), pairs.apply(vu, xr), unitary.apply(vu, n, method="matrix"),
-            vo, orthogonal.apply(vo, x.real), orthogonal.apply(vo, n, method="matrix"))
+            vo, orthogonal.apply(vo, x.real), orthogonal.apply(vo, n, method="matrix"), q)
 
-  vu, y, yr, wu, vo, yo, wo = jax.tree.map(np.asarray, run(jax.random.key(n * 10 + k)))
+  vu, y, yr, wu, vo, yo, wo, q = jax.tree.map(np.asarray, run(jax.random.key(n * 10 + k)))
   assert jax.tree.map(np.shape, vu) == {"params": {"lam": (num_u,), "bias": (2 * k,)}}
   assert jax.tree.map(np.shape, vo) == {"params": {"mu": (num_o,), "bias": (k,)}}
   assert lu.nn.num_unitary_weight_params(n, k) == num_u
@@ -113,7 +114,6 @@ def test_rectangular_layers(shape, num_u, num_o):
     gram, m = _gram_on_smaller_side(w)
     np.testing.assert_allclose(gram, np.eye(m), atol=2e-6)
   # The documented convention, against the public Stiefel maps.
-  q = lu.semi_unitary_from_lambdas(vu["params"]["lam"], max(n, k), min(n, k))
   np.testing.assert_allclose(wu, q if k >= n else q.T, atol=1e-6)
   b = vu["params"]["bias"][:k] + 1j * vu["params"]["bias"][k:]
   np.testing.assert_allclose(y, np.einsum("kn,abn->abk", wu, x) + b, atol=1e-5)

@@ -146,6 +146,13 @@ def orthogonal_in_features(x, layer: str = "OrthogonalLinear") -> int:
   return x.shape[-1]
 
 
+def _check_bias(bias, size: int):
+  bias = jnp.asarray(bias)
+  if bias.shape != (size,) or jnp.iscomplexobj(bias):
+    raise ValueError(f"bias must be real with shape ({size},); got {bias.shape=}, {bias.dtype=}.")
+  return bias
+
+
 def _add_bias(y, bias):
   # Explicit leading unit axes: correct under jax_numpy_rank_promotion='raise'.
   return y + bias.reshape((1,) * (y.ndim - 1) + bias.shape).astype(y.dtype)
@@ -164,11 +171,15 @@ def apply_unitary(w, x, bias=None, real_pairs: bool = False) -> jax.Array:
     Complex (..., k) of W's dtype; real (..., 2k) [Re y, Im y] if ``real_pairs``.
 
   Raises:
-    ValueError: as `unitary_in_features`, or if x's size is not W's n.
+    ValueError: as `unitary_in_features`, if x's size is not W's n, or if the bias is
+      not real (2k,).
   """
   n = unitary_in_features(x, real_pairs)
-  if w.shape[-1] != n:
+  if w.ndim != 2 or w.shape[-1] != n:
     raise ValueError(f"input has {n} (complex) features but the weight is {w.shape}.")
+  k = w.shape[0]
+  if bias is not None:
+    bias = _check_bias(bias, 2 * k)
   x = jnp.asarray(x)
   if real_pairs:
     x = jax.lax.complex(x[..., :n], x[..., n:]).astype(w.dtype)
@@ -178,7 +189,6 @@ def apply_unitary(w, x, bias=None, real_pairs: bool = False) -> jax.Array:
     return y if bias is None else _add_bias(y, bias)
   if bias is None:
     return y
-  k = w.shape[0]
   return _add_bias(y, jax.lax.complex(bias[:k], bias[k:]))
 
 
@@ -194,10 +204,13 @@ def apply_orthogonal(w, x, bias=None) -> jax.Array:
     Real (..., k).
 
   Raises:
-    ValueError: as `orthogonal_in_features`, or if x's size is not W's n.
+    ValueError: as `orthogonal_in_features`, if x's size is not W's n, or if the bias
+      is not real (k,).
   """
   n = orthogonal_in_features(x)
-  if w.shape[-1] != n:
+  if w.ndim != 2 or w.shape[-1] != n:
     raise ValueError(f"input has {n} features but the weight is {w.shape}.")
+  if bias is not None:
+    bias = _check_bias(bias, w.shape[0])
   y = mm(jnp.asarray(x), w.T)
   return y if bias is None else _add_bias(y, bias)
