@@ -21,9 +21,9 @@ Coefficient order (last axis of the input):
   `lambdas_to_skew_symmetric` (none for k = 1), then B ((n−k)·k, row-major).
 
 For k = n, B is empty and the maps are exactly `unitary_from_lambdas` and
-`orthogonal_from_lambdas` (same coefficients, same matrix). The exponential is the
-eigh-based `expm_skew_hermitian`, so the reverse-mode derivative is its exact O(n³)
-spectral rule; the maps support the differentiation modes that function supports.
+`orthogonal_from_lambdas` (same coefficients, same matrix). The exponential is
+`expm_skew_hermitian` with its ``method`` ("auto" by default, which is "eigh" on CPU):
+with "eigh" both derivative modes are its exact O(n³) spectral rule.
 """
 
 from __future__ import annotations
@@ -110,7 +110,12 @@ def _skew_from_blocks(a, b) -> jax.Array:
   return jnp.concatenate([top, bottom], axis=-2)
 
 
-def semi_unitary_from_lambdas(lam, n: int, k: int) -> jax.Array:
+def _check_method(method) -> None:
+  if not isinstance(method, str) or method not in expm.METHODS:
+    raise ValueError(f"method must be one of {expm.METHODS}; got {method!r}.")
+
+
+def semi_unitary_from_lambdas(lam, n: int, k: int, method: str = "auto") -> jax.Array:
   """Q(λ) = expm(K(λ))[:, :k], an n×k complex matrix with orthonormal columns.
 
   See the module docstring for K(λ) and the coefficient order. For k = n this is
@@ -121,6 +126,7 @@ def semi_unitary_from_lambdas(lam, n: int, k: int) -> jax.Array:
       batch axes. float32 or float64 (integers are promoted).
     n: rows, an integer ≥ 1.
     k: orthonormal columns, 1 ≤ k ≤ n.
+    method: "eigh", "pade" or "auto", as in `expm_skew_hermitian` (n×n matrices).
 
   Returns:
     Complex array (..., n, k) with QᴴQ = I_k: complex64 for float32 λ, complex128 for
@@ -128,23 +134,24 @@ def semi_unitary_from_lambdas(lam, n: int, k: int) -> jax.Array:
 
   Raises:
     ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `lam` is complex,
-      or if its last axis is not 2nk − k².
+      if its last axis is not 2nk − k², or for an unknown method.
   """
   num = num_semi_unitary_params(n, k)
   n, k = int(n), int(k)
   lam = _check_coefficients(lam, num, "lam", n, k)
+  _check_method(method)
   if k == n:
-    return expm.unitary_from_lambdas(lam)
+    return expm.unitary_from_lambdas(lam, method=method)
   m = (n - k) * k
   batch = lam.shape[:-1]
   a = algebra.lambdas_to_skew_hermitian(lam[..., :k * k])
   b_re = lam[..., k * k:k * k + m].reshape(batch + (n - k, k))
   b_im = lam[..., k * k + m:].reshape(batch + (n - k, k))
   skew = _skew_from_blocks(a, jax.lax.complex(b_re, b_im))
-  return expm.expm_skew_hermitian(skew)[..., :, :k]
+  return expm.expm_skew_hermitian(skew, method=method)[..., :, :k]
 
 
-def semi_orthogonal_from_lambdas(mu, n: int, k: int) -> jax.Array:
+def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto") -> jax.Array:
   """Q(μ) = expm(K(μ))[:, :k], an n×k real matrix with orthonormal columns.
 
   See the module docstring for K(μ) and the coefficient order. For k = n ≥ 2 this is
@@ -155,25 +162,28 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int) -> jax.Array:
       axes are batch axes. float32 or float64 (integers are promoted).
     n: rows, an integer ≥ 1.
     k: orthonormal columns, 1 ≤ k ≤ n.
+    method: "eigh", "pade" or "auto", as in `expm_skew_hermitian` (n×n matrices).
 
   Returns:
     Real array (..., n, k) of μ's dtype with QᵀQ = I_k.
 
   Raises:
     ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `mu` is complex,
-      or if its last axis is not nk − k(k+1)/2.
+      if its last axis is not nk − k(k+1)/2, or for an unknown method.
   """
   num = num_semi_orthogonal_params(n, k)
   n, k = int(n), int(k)
   mu = _check_coefficients(mu, num, "mu", n, k)
+  _check_method(method)
   batch = mu.shape[:-1]
   if k == n:
     if n == 1:
       return jnp.ones(batch + (1, 1), mu.dtype)
-    return expm.orthogonal_from_lambdas(mu)
+    return expm.orthogonal_from_lambdas(mu, method=method)
   num_a = k * (k - 1) // 2
   # so(1) = {0}: no coefficients, the 1×1 block is zero.
   a = (algebra.lambdas_to_skew_symmetric(mu[..., :num_a]) if k >= 2
        else jnp.zeros(batch + (1, 1), mu.dtype))
   b = mu[..., num_a:].reshape(batch + (n - k, k))
-  return jnp.real(expm.expm_skew_hermitian(_skew_from_blocks(a, b)))[..., :, :k]
+  skew = _skew_from_blocks(a, b)
+  return jnp.real(expm.expm_skew_hermitian(skew, method=method))[..., :, :k]

@@ -1,6 +1,6 @@
 """Stiefel maps: orthonormal columns, the documented coefficient order, minimal counts,
-the k = n maps, Jacobians against central differences, their full rank, and the tangent
-space at 0."""
+the k = n maps, Jacobians (reverse and forward mode) against central differences, their
+full rank, and the tangent space at 0."""
 
 import functools
 
@@ -139,6 +139,34 @@ def test_parameter_counts_are_the_manifold_dimensions():
     assert lu.num_semi_orthogonal_params(n, k) == num
 
 
+@pytest.mark.parametrize("n,k,complex_", [(4, 2, True), (4, 3, False)])
+def test_forward_mode_matches_central_differences(n, k, complex_):
+  """jvp along a random direction = central differences; jacfwd = jacrev; and (once, as
+  its program is large) the "pade" method gives the same matrix."""
+  if complex_:
+    num = lu.num_semi_unitary_params(n, k)
+    fn = functools.partial(lu.semi_unitary_from_lambdas, n=n, k=k)
+  else:
+    num = lu.num_semi_orthogonal_params(n, k)
+    fn = functools.partial(lu.semi_orthogonal_from_lambdas, n=n, k=k)
+  rng = np.random.default_rng(3 * n + k)
+  x, v = 0.5 * rng.standard_normal(num), rng.standard_normal(num)
+  eps = 1e-5
+
+  @jax.jit
+  def run(x, v):
+    stacked = lambda l: _stacked(fn(l))
+    _, tangent = jax.jvp(stacked, (x,), (v,))
+    return (tangent, stacked(x + eps * v), stacked(x - eps * v),
+            jax.jacfwd(stacked)(x), jax.jacrev(stacked)(x),
+            fn(x), fn(x, method="pade") if not complex_ else fn(x))
+
+  tangent, plus, minus, forward, reverse, eigh, pade = jax.tree.map(np.asarray, run(x, v))
+  np.testing.assert_allclose(tangent, (plus - minus) / (2 * eps), atol=1e-8)
+  np.testing.assert_allclose(forward, reverse, atol=1e-12)
+  np.testing.assert_allclose(pade, eigh, atol=1e-12)
+
+
 def test_bad_input_raises():
   with pytest.raises(ValueError, match="1 ≤ k ≤ n"):
     lu.semi_unitary_from_lambdas(jnp.zeros(0), 2, 3)
@@ -156,3 +184,5 @@ def test_bad_input_raises():
     lu.semi_unitary_from_lambdas(jnp.zeros(5, jnp.complex128), 3, 1)
   with pytest.raises(ValueError, match=r"\(\.\.\., 2\)"):
     lu.semi_orthogonal_from_lambdas(jnp.float64(0.0), 3, 1)
+  with pytest.raises(ValueError, match="method must be one of"):
+    lu.semi_orthogonal_from_lambdas(jnp.zeros(0), 1, 1, method="qr")
