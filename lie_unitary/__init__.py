@@ -30,6 +30,12 @@ from lie_unitary.parametrizations import Parametrization
 from lie_unitary.parametrizations import apply_gradient_mask
 from lie_unitary.parametrizations import get_parametrization
 from lie_unitary.parametrizations import polar_unitary
+from lie_unitary.special_unitary import n_from_num_su_lambdas
+from lie_unitary.special_unitary import skew_hermitian_to_su_lambdas
+from lie_unitary.special_unitary import special_unitary_from_lambdas
+from lie_unitary.special_unitary import su_basis
+from lie_unitary.special_unitary import su_lambdas_from_special_unitary
+from lie_unitary.special_unitary import su_lambdas_to_skew_hermitian
 from lie_unitary.nn.cells import GURNNCell
 from lie_unitary.nn.sequence import SequenceModel
 from lie_unitary.nn.cells import SimpleRNNCell
