@@ -25,6 +25,9 @@ from lie_unitary.nn.linear import OrthogonalLinear
 from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.logm import lambdas_from_unitary
 from lie_unitary.logm import log_unitary
+from lie_unitary.optax_transforms import MatrixLayout
+from lie_unitary.optax_transforms import entrywise_gradient_mask
+from lie_unitary.optax_transforms import polar_projection
 from lie_unitary.parametrizations import PARAMETRIZATIONS
 from lie_unitary.parametrizations import Parametrization
 from lie_unitary.parametrizations import apply_gradient_mask
