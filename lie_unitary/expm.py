@@ -1,160 +1,277 @@
-"""expm of a skew-Hermitian matrix from one eigh, with an O(n³) spectral reverse rule.
+"""expm of a skew-Hermitian matrix: one eigh with an O(n³) spectral derivative, or Padé.
 
 Forward: iK is Hermitian for K = (L - Lᴴ)/2, so eigh(iK) = W diag(θ) Wᴴ gives
 K = W diag(-iθ) Wᴴ and U = expm(K) = W diag(e^{-iθ}) Wᴴ.
 
-Reverse (Daleckii–Krein): dU = W (F ∘ (Wᴴ dK W)) Wᴴ with
+Derivative (Daleckii–Krein): dU = W (F ∘ (Wᴴ dK W)) Wᴴ with
 F_ij = (e^{d_i} - e^{d_j}) / (d_i - d_j), d = -iθ; written in θ it is
 
     F_ij = e^{-i(θ_i + θ_j)/2} · sinc(Δ_ij / 2),  Δ_ij = θ_i - θ_j,
 
 which is exact and finite for equal eigenvalues (K = 0 has all of them equal).
-For JAX's cotangent convention (Ḡ = ∂C/∂Re U - i ∂C/∂Im U) the transpose is
-K̄ = conj(W) [(Wᵀ Ḡ conj(W)) ∘ F] Wᵀ, and L̄ = (K̄ - K̄ᴴ)/2 because only the
-skew-Hermitian part of L enters the forward pass. Four n×n matmuls, one Hadamard
-product: O(n³) time and O(n²) memory, against the paper's O(n⁵) per-parameter rule.
+With p = e^{-iθ/2}, Wp = W diag(p) and Wq = conj(W) diag(p) the phases of F ride on
+Wp and Wq: U = Wp Wqᵀ and
 
-Implementation: with p = e^{-iθ/2}, Wp = W diag(p) and Wq = conj(W) diag(p), U = Wp Wqᵀ
-and K̄ = conj(W) [(Wpᵀ Ḡ Wq) ∘ S] Wᵀ with the REAL matrix S_ij = sinc(Δ_ij/2): the
-phases of F ride on Wp and Wq, and the only n×n transcendental is one sinc. `unitary_from_lambdas` has its own
-custom_vjp over λ whose reverse pass reads λ̄ straight out of K̄ with gathers
-(`algebra.cotangent_to_lambdas`), skipping the projection and the scatter that the
-transpose of the λ -> L gather would cost.
+    dU = Wp (S ∘ (Wᴴ dK W)) Wqᵀ,  S_ij = sinc(Δ_ij / 2) (real),
+
+four n×n matmuls and one Hadamard product, O(n³) time and O(n²) memory, against the
+paper's O(n⁵) per-parameter rule. This is the tangent rule of a `jax.custom_jvp`, so
+forward mode (`jvp`, `jacfwd`, `linearize`) uses it directly, and reverse mode
+(`grad`, `vjp`, `jacrev`) uses its transpose, which JAX derives: for JAX's cotangent
+convention (Ḡ = ∂C/∂Re U - i ∂C/∂Im U) it is K̄ = conj(W) [(Wpᵀ Ḡ Wq) ∘ S] Wᵀ, again
+four matmuls, the same program a hand-written reverse rule would run.
+
+`unitary_from_lambdas` builds the tangent dK = L(dλ) with one scatter of the n² entries
+of dλ (each goes to its own entry of L): its transpose, which reverse mode runs, is one
+gather reading λ̄_j = Re Σ K̄ ∘ T_j straight out of K̄. (Building dK with the gather
+that forms L(λ) would make reverse mode pay scatter-adds instead.)
+
+Higher derivatives (`hessian`, second-order `check_grads`) differentiate the tangent
+rule itself, which goes through eigh's own derivative: exact where the eigenvalues are
+distinct, but eigh's derivative divides by θ_i - θ_j, so AT a repeated eigenvalue
+(λ = 0 included) second derivatives come out inf/NaN. First derivatives, in both
+modes, are finite everywhere.
+
+The other backend, "pade", is `jax.scipy.linalg.expm` (Padé approximant with scaling
+and squaring) differentiated by JAX in both modes; `choose_method` picks between the
+two for `method="auto"` (docs/benchmarks.md, "Choosing a backend", has the timings).
 """
 
 from __future__ import annotations
 
+import functools
+import math
+
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lie_unitary import algebra
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["expm_skew_hermitian", "orthogonal_from_lambdas", "unitary_from_lambdas"]
+__all__ = ["METHODS", "choose_method", "expm_skew_hermitian", "orthogonal_from_lambdas",
+           "unitary_from_lambdas"]
+
+METHODS = ("auto", "eigh", "pade")
+
+# GPU/TPU: one eigh costs about 0.5 ms at any small n and Padé's matmuls are cheap, so
+# Padé wins for ONE large matrix; batches favour eigh (one H200 run of bench_expm.py).
+_ACCELERATOR_PADE_MIN_N = 128
+
+
+def choose_method(n: int, batch_size: int = 1, backend: str | None = None) -> str:
+  """The backend `method="auto"` uses for a (batch_size, n, n) input: "eigh" or "pade".
+
+  A static rule (Python ints, decided at trace time) from timings of `jax.value_and_grad`
+  and `jax.jvp` through `unitary_from_lambdas` (docs/benchmarks.md, "Choosing a backend"):
+
+  - CPU: always "eigh". On two cores it was faster than Padé autodiff at every measured
+    size, n = 2 to 256: 1.0–2.0× for one matrix (n ≤ 32), 2.3–6.8× for a batch of 16;
+    forward mode (jvp) was even to 1.7× for one matrix and 1.7–5.4× batched.
+  - GPU/TPU (any other backend): "pade" for a single matrix (batch_size == 1) with
+    n ≥ 128, else "eigh". From one H200 run: one matrix of n ≥ 128 was 1.3–1.5×
+    faster by Padé, while n ≤ 64, and batches of 16 up to n = 128, were faster by eigh
+    (2–6× at small n). The crossover between n = 64 and 128, batches above n = 128,
+    forward mode, and other accelerators were not measured; timing them would refine it.
+
+  Under `jax.vmap` a map sees ONE matrix, so "auto" decides as for batch_size 1: on an
+  accelerator, pass method="eigh" explicitly when vmapping matrices of n ≥ 128.
+
+  Args:
+    n: matrix size, an integer ≥ 1.
+    batch_size: number of matrices (the product of the leading axes), an integer ≥ 1.
+    backend: "cpu", "gpu", "tpu", ...; default `jax.default_backend()`.
+
+  Returns:
+    "eigh" or "pade".
+
+  Raises:
+    ValueError: if n or batch_size is not a positive integer.
+  """
+  for name, value in (("n", n), ("batch_size", batch_size)):
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+      raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+  backend = jax.default_backend() if backend is None else backend
+  if backend == "cpu" or batch_size > 1:
+    return "eigh"
+  return "pade" if n >= _ACCELERATOR_PADE_MIN_N else "eigh"
+
+
+def _check_method(method) -> None:
+  if not isinstance(method, str) or method not in METHODS:
+    raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+
+
+def _resolve_method(method, shape) -> str:
+  """"eigh" or "pade" for an input whose matrices are (..., n, n) with `shape`."""
+  _check_method(method)
+  if method == "auto":
+    return choose_method(shape[-1], math.prod(shape[:-2]))
+  return method
 
 
 def _mT(x):
   return jnp.swapaxes(x, -1, -2)
 
 
+def _pade(skew) -> jax.Array:
+  """`jax.scipy.linalg.expm` with full-precision products (see lie_unitary.precision)."""
+  with jax.default_matmul_precision("highest"):
+    return jax.scipy.linalg.expm(skew)
+
+
 def _spectral_factors(hermitian, symmetrize):
   """eigh(i·L) = W diag(θ) Wᴴ, returned as θ, W, Wp = W diag(p), Wq = conj(W) diag(p).
 
   With p = e^{-iθ/2}: U = W diag(p²) Wᴴ = Wp Wqᵀ, and the phase factor of F splits as
-  e^{-i(θ_i+θ_j)/2} = p_i p_j, so the only n×n transcendental left in the reverse
-  rule is the real sinc. `hermitian` is i·L; eigh symmetrises it if asked.
+  e^{-i(θ_i+θ_j)/2} = p_i p_j, so the only n×n transcendental left in the derivative
+  is the real sinc. `hermitian` is i·L; eigh symmetrises it if asked.
   """
   theta, w = jnp.linalg.eigh(hermitian, symmetrize_input=symmetrize)
   p = jnp.exp(-0.5j * theta).astype(w.dtype)[..., None, :]
   return theta, w, w * p, jnp.conj(w) * p
 
 
-def _spectral_cotangent(theta, w, wp, wq, g):
-  """K̄ = conj(W) [(Wᵀ Ḡ conj(W)) ∘ F] Wᵀ = conj(W) [(Wpᵀ Ḡ Wq) ∘ S] Wᵀ, S_ij = sinc(Δ_ij/2).
-
-  Not yet projected onto u(n): callers project (or read coefficients, which projects).
-  """
+def _spectral_jvp(hermitian, dk, symmetrize):
+  """U and dU = Wp (S ∘ (Wᴴ dK W)) Wqᵀ for U = expm(K), iK = `hermitian`."""
+  theta, w, wp, wq = _spectral_factors(hermitian, symmetrize)
   half_gap = 0.5 * (theta[..., :, None] - theta[..., None, :])
   # jnp.sinc(x) = sin(πx)/(πx): exact at Δ = 0, no 0/0 for (near-)equal eigenvalues.
-  sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, theta.dtype))
-  inner = mm(mm(_mT(wp), g), wq) * sinc.astype(wp.dtype)
-  return mm(mm(jnp.conj(w), inner), _mT(w))
+  sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, theta.dtype)).astype(w.dtype)
+  inner = mm(mm(jnp.conj(_mT(w)), dk), w) * sinc
+  return mm(wp, _mT(wq)), mm(mm(wp, inner), _mT(wq))
 
 
-def _forward(hermitian, symmetrize=True):
-  theta, w, wp, wq = _spectral_factors(hermitian, symmetrize)
-  return mm(wp, _mT(wq)), (theta, w, wp, wq)
+def _eigh_unitary(hermitian, symmetrize):
+  _, _, wp, wq = _spectral_factors(hermitian, symmetrize)
+  return mm(wp, _mT(wq))
 
 
-@jax.custom_vjp
+@jax.custom_jvp
 def _expm_skew_hermitian(skew):
-  return _forward(1j * skew)[0]
+  return _eigh_unitary(1j * skew, True)
 
 
-def _expm_fwd(skew):
-  return _forward(1j * skew)
+@_expm_skew_hermitian.defjvp
+def _expm_skew_hermitian_jvp(primals, tangents):
+  (skew,), (d_skew,) = primals, tangents
+  # Only the skew-Hermitian part of L reaches the output (eigh symmetrises i·L).
+  dk = 0.5 * (d_skew - jnp.conj(_mT(d_skew)))
+  return _spectral_jvp(1j * skew, dk, True)
 
 
-def _expm_bwd(res, g):
-  k_bar = _spectral_cotangent(*res, g)
-  # Only the skew-Hermitian part of L reaches the output: project the cotangent.
-  return (0.5 * (k_bar - jnp.conj(_mT(k_bar))),)
+@functools.lru_cache(maxsize=None)
+def _scatter_positions(n: int) -> np.ndarray:
+  """Flat positions in L of [diagonal, upper (r, s), lower (s, r)], r < s row-major."""
+  rows, cols = np.triu_indices(n, 1)
+  return np.concatenate([np.arange(n) * (n + 1), rows * n + cols, cols * n + rows]).astype(np.int32)
 
 
-_expm_skew_hermitian.defvjp(_expm_fwd, _expm_bwd)
+def _skew_hermitian_by_scatter(lam):
+  """L(λ) by one scatter of n² unique entries: its transpose is one gather.
+
+  Entries: i·λ_a on the diagonal, λ_anti + i·λ_sym at (r, s), -λ_anti + i·λ_sym at (s, r).
+  """
+  n = algebra.n_from_num_lambdas(lam.shape[-1])
+  m = n * (n - 1) // 2
+  diag, sym, anti = lam[..., :n], lam[..., n:n + m], lam[..., n + m:]
+  updates = jax.lax.complex(jnp.concatenate([jnp.zeros_like(diag), anti, -anti], axis=-1),
+                            jnp.concatenate([diag, sym, sym], axis=-1))
+  flat = jnp.zeros(updates.shape, updates.dtype).at[..., _scatter_positions(n)].add(
+      updates, unique_indices=True)
+  return flat.reshape(lam.shape[:-1] + (n, n))
 
 
 # i·L(λ) is Hermitian by construction: no symmetrising pass before eigh.
-@jax.custom_vjp
+@jax.custom_jvp
 def _unitary_from_lambdas(lam):
-  return _forward(algebra.lambdas_to_hermitian(lam), symmetrize=False)[0]
+  return _eigh_unitary(algebra.lambdas_to_hermitian(lam), False)
 
 
-def _unitary_fwd(lam):
-  return _forward(algebra.lambdas_to_hermitian(lam), symmetrize=False)
+@_unitary_from_lambdas.defjvp
+def _unitary_from_lambdas_jvp(primals, tangents):
+  (lam,), (d_lam,) = primals, tangents
+  return _spectral_jvp(algebra.lambdas_to_hermitian(lam), _skew_hermitian_by_scatter(d_lam),
+                       False)
 
 
-def _unitary_bwd(res, g):
-  # λ̄_j = Re Σ K̄ ∘ T_j: a gather of the entries of K̄, no projection or scatter needed.
-  return (algebra.cotangent_to_lambdas(_spectral_cotangent(*res, g)),)
+def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
+  """U = expm(K) for K = (L - Lᴴ)/2, the skew-Hermitian part of L.
 
+  Only the skew-Hermitian part of `skew` is used; for skew-Hermitian L this is exactly
+  expm(L), and U is unitary for every input (to rounding, for "pade"). Both autodiff
+  modes work with either method; derivatives are taken of the skew-Hermitian part.
 
-_unitary_from_lambdas.defvjp(_unitary_fwd, _unitary_bwd)
-
-
-def expm_skew_hermitian(skew) -> jax.Array:
-  """U = expm(K) for K = (L - Lᴴ)/2, the skew-Hermitian part of L, via one eigh.
-
-  Only the skew-Hermitian part of `skew` is used (`jnp.linalg.eigh` symmetrises
-  its input); for skew-Hermitian L this is exactly expm(L), and U is unitary for
-  every input. The reverse-mode derivative is the O(n³) spectral rule of the module
-  docstring, exact and finite at repeated eigenvalues (e.g. L = 0); its cotangent is
-  projected onto the skew-Hermitian part to match the forward pass.
-
-  It is a `jax.custom_vjp`: `jax.grad`, `jax.vjp` and `jax.jacrev` work, but
-  forward-mode (`jax.jvp`, `jax.jacfwd`) does not.
+  With method "eigh" the derivative is the O(n³) spectral rule of the module
+  docstring: first derivatives (`grad`, `jacrev`, `jvp`, `jacfwd`) are exact and
+  finite at repeated eigenvalues (e.g. L = 0); second derivatives are exact at
+  distinct eigenvalues and inf/NaN at repeated ones. With "pade" JAX differentiates
+  `jax.scipy.linalg.expm` to any order, finite everywhere.
 
   Args:
     skew: array (..., n, n); complex64/complex128, or real (read as a real matrix,
       whose skew-symmetric part is used), float32 -> complex64, float64 -> complex128.
+    method: "eigh" (one eigh, spectral derivative), "pade" (`jax.scipy.linalg.expm`)
+      or "auto": `choose_method(n, batch_size)` at trace time, batch_size being the
+      product of the leading axes (under `jax.vmap` that is 1).
 
   Returns:
     Complex array (..., n, n), unitary.
 
   Raises:
-    ValueError: if `skew` is not a square matrix (rank < 2 or unequal last axes).
+    ValueError: if `skew` is not a square matrix (rank < 2 or unequal last axes), or
+      `method` is not one of `METHODS`.
   """
   skew = algebra.as_complex_square(skew, "skew")
+  if _resolve_method(method, skew.shape) == "pade":
+    return _pade(0.5 * (skew - jnp.conj(_mT(skew))))
   return _expm_skew_hermitian(skew)
 
 
-def unitary_from_lambdas(lam) -> jax.Array:
+def unitary_from_lambdas(lam, method: str = "auto") -> jax.Array:
   """U(λ) = expm(Σ_j λ_j T_j), the paper's parametrization of U(n).
+
+  Derivatives in both modes, as `expm_skew_hermitian`.
 
   Args:
     lam: real array (..., n²) of u(n) coefficients in the order of `basis(n)`.
+    method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`.
 
   Returns:
     Complex array (..., n, n), unitary; complex64 for float32 λ, complex128 for float64.
 
   Raises:
-    ValueError: if `lam` is complex or its last axis is not a perfect square.
+    ValueError: if `lam` is complex or its last axis is not a perfect square, or
+      `method` is not one of `METHODS`.
   """
+  _check_method(method)
   lam = algebra.check_lambdas(lam)
+  n = algebra.n_from_num_lambdas(lam.shape[-1])
+  if _resolve_method(method, lam.shape[:-1] + (n, n)) == "pade":
+    return _pade(algebra.lambdas_to_skew_hermitian(lam))
   return _unitary_from_lambdas(lam)
 
 
-def orthogonal_from_lambdas(mu) -> jax.Array:
+def orthogonal_from_lambdas(mu, method: str = "auto") -> jax.Array:
   """R(μ) = expm(A(μ)), a real special orthogonal matrix from so(n) coefficients.
+
+  "eigh" exponentiates A(μ) as a (complex) skew-Hermitian matrix and keeps the real
+  part; "pade" runs `jax.scipy.linalg.expm` on the real matrix A(μ). Derivatives in
+  both modes, as `expm_skew_hermitian`.
 
   Args:
     mu: real array (..., n(n-1)/2); see `lambdas_to_skew_symmetric` for the order.
+    method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`.
 
   Returns:
     Real array (..., n, n) of the same dtype, orthogonal with determinant +1.
 
   Raises:
-    ValueError: if `mu` is complex or its length is not n(n-1)/2 for an integer n ≥ 2.
+    ValueError: if `mu` is complex or its length is not n(n-1)/2 for an integer n ≥ 2,
+      or `method` is not one of `METHODS`.
   """
+  _check_method(method)
   skew = algebra.lambdas_to_skew_symmetric(mu)
-  return jnp.real(expm_skew_hermitian(skew))
+  if _resolve_method(method, skew.shape) == "pade":
+    return _pade(skew)
+  return jnp.real(_expm_skew_hermitian(algebra.as_complex_square(skew, "skew")))

@@ -1,4 +1,5 @@
-"""The spectral reverse rule against Padé autodiff, finite differences and check_grads."""
+"""The spectral derivative rule in reverse mode against Padé autodiff, finite differences
+and check_grads (forward mode, second order and the backends: expm_modes_test.py)."""
 
 import jax
 import jax.numpy as jnp
@@ -108,11 +109,6 @@ def test_check_grads_at_general_complex_matrix(x64):
 def test_check_grads_through_lambdas(x64):
   for point in ("random", "repeated"):
     check_grads(lu.unitary_from_lambdas, (_points(4)[point],), order=1, modes=["rev"])
-
-
-def test_forward_mode_is_not_supported():
-  with pytest.raises(TypeError):
-    jax.jacfwd(lu.unitary_from_lambdas)(jnp.zeros(4))
 
 
 @pytest.mark.parametrize("point", ["zero", "near_degenerate", "random"])
