@@ -150,23 +150,28 @@ def skew_hermitian_to_su_lambdas(skew) -> jax.Array:
   return jnp.concatenate([_gell_mann_from_diagonal(lam[..., :n], n), lam[..., n:]], axis=-1)
 
 
-def special_unitary_from_lambdas(mu) -> jax.Array:
-  """U(μ) = expm(Σ_j μ_j S_j) ∈ SU(n), via the exact eigh path `expm_skew_hermitian`.
+def special_unitary_from_lambdas(mu, method: str = "auto") -> jax.Array:
+  """U(μ) = expm(Σ_j μ_j S_j) ∈ SU(n).
 
-  Reverse mode uses the O(n³) spectral rule of `lie_unitary.expm`; the map μ -> L is
-  a cumulative sum and a gather, O(n²).
+  L(μ) is a u(n) matrix whose coefficients λ(μ) are linear in μ (a cumulative sum for
+  the diagonal, the off-diagonal ones as they are), so U(μ) is
+  `lie_unitary.expm.unitary_from_lambdas(λ(μ))`: with method "eigh" one eigh and the
+  exact O(n³) spectral derivative in both modes (`grad`, `jvp`), whose reverse pass
+  reads λ̄ with gathers; the chain through λ(μ) adds O(n²).
 
   Args:
     mu: real array (..., n² - 1) of su(n) coefficients in the order of `su_basis(n)`.
+    method: "eigh", "pade" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`.
 
   Returns:
-    Complex array (..., n, n), unitary with determinant 1; complex64 for float32 μ,
-    complex128 for float64.
+    Complex array (..., n, n), unitary with determinant 1 (to rounding); complex64 for
+    float32 μ, complex128 for float64.
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1 for n ≥ 2.
+    ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1 for n ≥ 2,
+      or `method` is not one of `lie_unitary.expm.METHODS`.
   """
-  return expm.expm_skew_hermitian(su_lambdas_to_skew_hermitian(mu))
+  return expm.unitary_from_lambdas(_su_to_u_lambdas(mu), method)
 
 
 def su_lambdas_from_special_unitary(u) -> jax.Array:

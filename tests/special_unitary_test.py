@@ -1,4 +1,4 @@
-"""SU(n) through su(n): the basis, expm against Padé, the traceless logarithm, gradients.
+"""SU(n) through su(n): the basis, expm against SciPy's Padé, the traceless logarithm, gradients.
 
 Compile-bound: every library call is jitted once per shape, and the checks run in NumPy.
 """
@@ -7,6 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import scipy.linalg
 from jax.test_util import check_grads
 
 import lie_unitary as lu
@@ -62,23 +63,15 @@ def test_basis_is_an_orthogonal_basis_of_su_n(x64, n):
                              np.r_[np.ones(k), -k] / np.sqrt(k * (k + 1)), atol=1e-15)
 
 
-def test_forward_matches_pade_expm(x64):
-  mus = [jax.random.normal(jax.random.key(n), (6, n * n - 1), jnp.float64) for n in NS]
-  dense = [np.einsum("...j,jab->...ab", mu, lu.su_basis(n)) for mu, n in zip(mus, NS)]
-  # expm of a block-diagonal matrix is block-diagonal: one Padé compile for every n.
-  size = sum(NS)
-  blocks = np.zeros((6, size, size), np.complex128)
-  starts = np.cumsum((0,) + NS)
-  for d, a in zip(dense, starts):
-    blocks[:, a:a + d.shape[-1], a:a + d.shape[-1]] = d
-  pade = np.asarray(jax.jit(jax.scipy.linalg.expm)(blocks))
-  for mu, d, a in zip(mus, dense, starts):
-    n = d.shape[-1]
-    np.testing.assert_allclose(_skew(mu), d, atol=1e-14)
-    u = _exp(mu)
-    assert u.shape == (6, n, n) and u.dtype == jnp.complex128
-    np.testing.assert_allclose(u, pade[:, a:a + n, a:a + n], atol=1e-12)
-    _assert_special_unitary(u, 1e-12)
+@pytest.mark.parametrize("n", NS)
+def test_forward_matches_pade_expm(x64, n):
+  mu = jax.random.normal(jax.random.key(n), (6, n * n - 1), jnp.float64)
+  dense = np.einsum("...j,jab->...ab", mu, lu.su_basis(n))
+  np.testing.assert_allclose(_skew(mu), dense, atol=1e-14)
+  u = _exp(mu)
+  assert u.shape == (6, n, n) and u.dtype == jnp.complex128
+  np.testing.assert_allclose(u, [scipy.linalg.expm(d) for d in dense], atol=1e-12)
+  _assert_special_unitary(u, 1e-12)
 
 
 @pytest.mark.parametrize("n", NS)
@@ -135,11 +128,22 @@ def test_minus_identity_and_near_branch_cut(x64):
   np.testing.assert_allclose(_exp(_log(u)), u, atol=1e-9)
 
 
-def test_gradient_matches_finite_differences(x64):
+def test_derivatives_match_finite_differences(x64):
   n = 3
   mu = jax.random.normal(jax.random.key(7), (n * n - 1,), jnp.float64)
   # Reverse mode against central differences along random directions (complex output).
   check_grads(_exp, (mu,), order=1, modes=("rev",), atol=1e-6, rtol=1e-6)
+  # Forward mode explicitly: jvp against central differences, and at μ = 0 (all
+  # eigenvalues equal) the closed form dU = L(v).
+  v = jax.random.normal(jax.random.key(8), mu.shape, jnp.float64)
+  jvp = jax.jit(lambda m, t: jax.jvp(lu.special_unitary_from_lambdas, (m,), (t,)))
+  u, du = jvp(mu, v)
+  np.testing.assert_allclose(u, _exp(mu), atol=1e-15)
+  h = 1e-5
+  fd = (np.asarray(_exp(mu + h * v)) - np.asarray(_exp(mu - h * v))) / (2 * h)
+  np.testing.assert_allclose(du, fd, atol=1e-8)
+  _, du0 = jvp(jnp.zeros_like(mu), v)
+  np.testing.assert_allclose(du0, np.einsum("j,jab->ab", v, lu.su_basis(n)), atol=1e-14)
 
 
 def test_float32():
@@ -165,6 +169,8 @@ def test_bad_input_raises():
     lu.skew_hermitian_to_su_lambdas(jnp.zeros((2, 3)))
   with pytest.raises(ValueError, match="n ≥ 2"):
     lu.su_basis(1)
+  with pytest.raises(ValueError, match="method must be one of"):
+    lu.special_unitary_from_lambdas(jnp.zeros(3), method="cayley")
   assert lu.n_from_num_su_lambdas(24) == 5
   with pytest.raises(ValueError, match="got 0"):
     lu.n_from_num_su_lambdas(0)
