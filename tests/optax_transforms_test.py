@@ -1,4 +1,4 @@
-"""optax transformations against the manual mask / projection rules, and optax on complex numbers."""
+"""optax transformations against the manual mask and projection rules; optax on complex numbers."""
 
 import jax
 import jax.numpy as jnp
