@@ -27,6 +27,9 @@ from lie_unitary.nn.linear import OrthogonalLinear
 from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.logm import lambdas_from_unitary
 from lie_unitary.logm import log_unitary
+from lie_unitary.optax_transforms import MatrixLayout
+from lie_unitary.optax_transforms import entrywise_gradient_mask
+from lie_unitary.optax_transforms import polar_projection
 from lie_unitary.parametrizations import PARAMETRIZATIONS
 from lie_unitary.parametrizations import Parametrization
 from lie_unitary.parametrizations import apply_gradient_mask
@@ -36,6 +39,12 @@ from lie_unitary.stiefel import num_semi_orthogonal_params
 from lie_unitary.stiefel import num_semi_unitary_params
 from lie_unitary.stiefel import semi_orthogonal_from_lambdas
 from lie_unitary.stiefel import semi_unitary_from_lambdas
+from lie_unitary.special_unitary import n_from_num_su_lambdas
+from lie_unitary.special_unitary import skew_hermitian_to_su_lambdas
+from lie_unitary.special_unitary import special_unitary_from_lambdas
+from lie_unitary.special_unitary import su_basis
+from lie_unitary.special_unitary import su_lambdas_from_special_unitary
+from lie_unitary.special_unitary import su_lambdas_to_skew_hermitian
 from lie_unitary.nn.cells import GURNNCell
 from lie_unitary.nn.sequence import SequenceModel
 from lie_unitary.nn.cells import SimpleRNNCell

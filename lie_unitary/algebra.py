@@ -128,7 +128,10 @@ def _gather_tables(n: int):
   Returns (re_idx, re_sign, im_idx, upper_rows, upper_cols). Index n² points at an
   appended zero, so Re L = re_sign * λ̂[re_idx] and Im L = λ̂[im_idx] with λ̂ = [λ, 0].
   """
-  rows, cols = np.triu_indices(n, 1)
+  # int32: these cached arrays are reused across calls, and JAX (0.10) remembers a
+  # NumPy index array's int64 conversion from a trace under x64, which then fails an
+  # eager gather after x64 is switched off.
+  rows, cols = (a.astype(np.int32) for a in np.triu_indices(n, 1))
   m = rows.size
   zero = n * n
   re_idx = np.full((n, n), zero, np.int32)

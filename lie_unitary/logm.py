@@ -16,7 +16,8 @@ from lie_unitary import algebra
 from lie_unitary import sequencing
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["log_unitary", "lambdas_from_unitary"]
+__all__ = ["lambdas_from_unitary", "log_from_eigendecomposition", "log_unitary",
+           "unitary_eigendecomposition"]
 
 _MIXING = (0.5772156649, -1.6180339887)  # two unrelated constants
 
@@ -25,16 +26,50 @@ def _mT(x):
   return jnp.swapaxes(x, -1, -2)
 
 
-def _log_with(u, c):
+def _eigen_with(u, c):
   uh = jnp.conj(_mT(u))
   herm = 0.5 * (u + uh) + (c / 2j) * (u - uh)
   _, w = jnp.linalg.eigh(herm)
   d = mm(mm(jnp.conj(_mT(w)), u), w)
   diag = jnp.diagonal(d, axis1=-2, axis2=-1)
   off = jnp.sum(jnp.abs(d) ** 2, axis=(-2, -1)) - jnp.sum(jnp.abs(diag) ** 2, axis=-1)
-  phases = jnp.angle(diag)  # principal branch, (-π, π]
-  log = mm(w * (1j * phases).astype(w.dtype)[..., None, :], jnp.conj(_mT(w)))
-  return log, off
+  return jnp.angle(diag), w, off  # principal branch, (-π, π]
+
+
+def unitary_eigendecomposition(u) -> tuple[jax.Array, jax.Array]:
+  """Principal eigenphases φ and eigenvectors W of a unitary U = W diag(e^{iφ}) Wᴴ.
+
+  Args:
+    u: complex array (..., n, n), unitary (a real orthogonal matrix is promoted).
+
+  Returns:
+    ``(phases, w)``: real (..., n) eigenphases in (-π, π] (unsorted) and complex
+    (..., n, n) unitary W whose columns are the eigenvectors.
+
+  Raises:
+    ValueError: if `u` is not square.
+  """
+  u = algebra.as_complex_square(u, "u")
+  phases_a, w_a, off_a = _eigen_with(u, _MIXING[0])
+  # The second eigh waits for the first: two batched eighs in flight at once can
+  # deadlock jaxlib's CPU thread pool (`lie_unitary.sequencing`).
+  phases_b, w_b, off_b = _eigen_with(sequencing.after(u, w_a), _MIXING[1])
+  better_a = off_a <= off_b
+  return (jnp.where(better_a[..., None], phases_a, phases_b),
+          jnp.where(better_a[..., None, None], w_a, w_b))
+
+
+def log_from_eigendecomposition(phases, w) -> jax.Array:
+  """K = W diag(iφ) Wᴴ: the logarithm with eigenphases φ in the eigenbasis W.
+
+  Args:
+    phases: real array (..., n).
+    w: complex array (..., n, n), unitary.
+
+  Returns:
+    Complex array (..., n, n), skew-Hermitian (up to rounding).
+  """
+  return mm(w * (1j * phases).astype(w.dtype)[..., None, :], jnp.conj(_mT(w)))
 
 
 def log_unitary(u) -> jax.Array:
@@ -52,12 +87,7 @@ def log_unitary(u) -> jax.Array:
   The result is only defined up to the branch cut: an eigenvalue at exactly -1 maps
   to ±iπ. Not meant to be differentiated.
   """
-  u = algebra.as_complex_square(u, "u")
-  log_a, off_a = _log_with(u, _MIXING[0])
-  # The second eigh waits for the first: two batched eighs in flight at once can
-  # deadlock jaxlib's CPU thread pool (`lie_unitary.sequencing`).
-  log_b, off_b = _log_with(sequencing.after(u, log_a), _MIXING[1])
-  return jnp.where((off_a <= off_b)[..., None, None], log_a, log_b)
+  return log_from_eigendecomposition(*unitary_eigendecomposition(u))
 
 
 def lambdas_from_unitary(u) -> jax.Array:

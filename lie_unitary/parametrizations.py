@@ -18,8 +18,9 @@ Each `Parametrization` is a bundle of pure functions:
 Available (`PARAMETRIZATIONS`): ``lie_algebra`` (n² coefficients), ``lie_restricted``
 (only 7n randomly chosen coefficients train, the rest keep their N(0, 1) init; paper
 §3.5), ``arjovsky`` (7n), ``projection`` (2n², polar factor after each step),
-``so_algebra`` (n(n-1)/2 so(n) coefficients, real SO(n)) and ``projection_orthogonal``
-(n², real polar factor onto O(n)).
+``so_algebra`` (n(n-1)/2 so(n) coefficients, real SO(n)), ``projection_orthogonal``
+(n², real polar factor onto O(n)) and ``special_unitary`` (n² - 1 su(n) coefficients
+``"mu"``, N(0, 1) init, SU(n); see `lie_unitary.special_unitary`).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from lie_unitary import composition, expm
+from lie_unitary import composition, expm, special_unitary
 from lie_unitary.precision import matmul as mm
 
 __all__ = ["PARAMETRIZATIONS", "Parametrization", "apply_gradient_mask", "get_parametrization",
@@ -220,6 +221,21 @@ def _projection_orthogonal_post_update(params, constants):
   return {"matrix": polar_unitary(params["matrix"])}
 
 
+# su(n) and SU(n) ------------------------------------------------------------------
+
+
+def _su_init(key, n, dtype=jnp.float32):
+  dtype = _check_init_args(n, dtype)
+  if n < 2:
+    raise ValueError(f"su(n) needs n ≥ 2; got {n=}.")
+  return {"mu": jax.random.normal(key, (n * n - 1,), dtype)}, {}
+
+
+def _su_to_unitary(params, constants):
+  del constants
+  return special_unitary.special_unitary_from_lambdas(params["mu"])
+
+
 PARAMETRIZATIONS: dict[str, Parametrization] = {
     p.name: p for p in (
         Parametrization("lie_algebra", _lie_init, _lie_to_unitary, _ones_like, _identity,
@@ -236,6 +252,8 @@ PARAMETRIZATIONS: dict[str, Parametrization] = {
                         _projection_orthogonal_to_matrix, _ones_like,
                         _projection_orthogonal_post_update, lambda n: n * n,
                         is_orthogonal=True),
+        Parametrization("special_unitary", _su_init, _su_to_unitary, _ones_like, _identity,
+                        lambda n: n * n - 1),
     )
 }
 
@@ -245,7 +263,7 @@ def get_parametrization(name: str) -> Parametrization:
 
   Args:
     name: one of ``PARAMETRIZATIONS`` ("lie_algebra", "lie_restricted", "arjovsky",
-      "projection", "so_algebra", "projection_orthogonal").
+      "projection", "so_algebra", "projection_orthogonal", "special_unitary").
 
   Returns:
     The `Parametrization`.

@@ -150,3 +150,12 @@ def test_cotangent_to_lambdas_is_the_transpose_of_the_gather(x64):
                       jax.random.normal(k2, (5, 5), jnp.float64))
   _, vjp = jax.vjp(lu.lambdas_to_skew_hermitian, lam)
   np.testing.assert_allclose(lu.algebra.cotangent_to_lambdas(g), vjp(g)[0], atol=1e-14)
+
+
+def test_gathers_work_after_a_float64_trace():
+  # The cached index tables once became int64 in a trace under x64 and then broke
+  # eager float32 gathers (JAX remembers a NumPy index array's converted dtype).
+  with jax.enable_x64(True):
+    jax.jit(lu.skew_hermitian_to_lambdas)(jnp.eye(3, dtype=jnp.complex128))
+  lam = lu.skew_hermitian_to_lambdas(1j * jnp.eye(3, dtype=jnp.complex64))
+  np.testing.assert_array_equal(lam, np.r_[np.ones(3), np.zeros(6)].astype(np.float32))

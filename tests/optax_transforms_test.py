@@ -1,0 +1,199 @@
+"""optax transformations against the manual mask and projection rules; optax on complex numbers."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+import lie_unitary as lu
+
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion", "fast_compiles")
+
+
+def _polar_by_svd(a):
+  """The polar factor P Qᴴ of a = P Σ Qᴴ, from NumPy's SVD."""
+  p, _, qh = np.linalg.svd(np.asarray(a))
+  return p @ qh
+
+
+def test_entrywise_mask_equals_apply_gradient_mask_then_optimizer(x64):
+  p = lu.get_parametrization("lie_restricted")
+  n = 10  # 7n = 70 of the n² = 100 coefficients train
+  params, constants = p.init(jax.random.key(0), n, jnp.float64)
+  mask = p.gradient_mask(params, constants)
+  target = jnp.linspace(-1.0, 1.0, n * n)
+  loss = lambda q: jnp.sum(jnp.cos(q["lam"]) * target + (q["lam"] - target) ** 2)  # noqa: E731
+  manual, chained = optax.rmsprop(1e-2), optax.chain(lu.entrywise_gradient_mask(mask),
+                                                     optax.rmsprop(1e-2))
+
+  @jax.jit
+  def run(params):
+    a, b = params, params
+    sa, sb = manual.init(a), chained.init(b)
+    for _ in range(2):
+      ua, sa = manual.update(lu.apply_gradient_mask(jax.grad(loss)(a), mask), sa, a)
+      a = optax.apply_updates(a, ua)
+      ub, sb = chained.update(jax.grad(loss)(b), sb, b)
+      b = optax.apply_updates(b, ub)
+    return a, b
+
+  a, b = run(params)
+  np.testing.assert_array_equal(b["lam"], a["lam"])
+  changed = np.asarray(b["lam"] != params["lam"])
+  np.testing.assert_array_equal(changed, np.asarray(constants["mask"]) == 1)
+
+
+def test_entrywise_mask_checks_shapes():
+  t = lu.entrywise_gradient_mask({"lam": jnp.ones(9)})
+  with pytest.raises(ValueError, match=r"mask for \['lam'\] has shape \(9,\)"):
+    t.init({"lam": jnp.zeros(16)})
+  with pytest.raises(ValueError, match=r"mask for \['lam'\] has shape \(9,\)"):
+    t.update({"lam": jnp.zeros(16)}, optax.EmptyState())
+  with pytest.raises(ValueError, match="structure"):
+    t.init({"mu": jnp.zeros(9)})
+
+
+@pytest.mark.parametrize("inner", ["sgd", "rmsprop"])
+def test_polar_projection_is_post_update_after_the_step(x64, inner):
+  n = 4
+  proj = lu.get_parametrization("projection")
+  params, constants = proj.init(jax.random.key(1), n, jnp.float64)
+  kx, ky = jax.random.split(jax.random.key(2))
+  x = jax.lax.complex(jax.random.normal(kx, (n, 6)), jax.random.normal(ky, (n, 6)))
+  y = x[::-1] * 1j
+  loss = lambda q: jnp.sum(jnp.abs(proj.to_unitary(q, constants) @ x - y) ** 2)  # noqa: E731
+  opt = optax.sgd(0.05) if inner == "sgd" else optax.rmsprop(0.01, decay=0.9)
+  chained = optax.chain(opt, lu.polar_projection("real_pair"))
+
+  @jax.jit
+  def step(q, state):
+    updates, state = chained.update(jax.grad(loss)(q), state, q)
+    return optax.apply_updates(q, updates), state
+
+  @jax.jit
+  def raw_step(q, state):  # the inner optimizer alone: params + step, not projected
+    updates, state = opt.update(jax.grad(loss)(q), state, q)
+    return optax.apply_updates(q, updates), state
+
+  q, state = params, chained.init(params)
+  ref, ref_state = params, opt.init(params)
+  for _ in range(3):
+    q, state = step(q, state)
+    stepped, ref_state = raw_step(ref, ref_state)
+    polar = _polar_by_svd(np.asarray(stepped["re"]) + 1j * np.asarray(stepped["im"]))
+    ref = {"re": jnp.asarray(polar.real), "im": jnp.asarray(polar.imag)}
+    # params + (polar - params) is the polar factor up to an ulp of the larger.
+    u = np.asarray(q["re"]) + 1j * np.asarray(q["im"])
+    np.testing.assert_allclose(u, polar, atol=1e-14)
+    np.testing.assert_allclose(proj.to_unitary(proj.post_update(stepped, constants), constants),
+                               polar, atol=1e-14)
+    np.testing.assert_allclose(np.conj(u.T) @ u, np.eye(n), atol=1e-14)
+  assert float(loss(q)) < float(loss(proj.post_update(params, constants)))
+
+
+def test_polar_projection_of_matrix_leaves_and_custom_layouts(x64):
+  n = 3
+  rng = np.random.default_rng(3)
+  real = rng.normal(size=(n, n))
+  cplx = rng.normal(size=(2, n, n)) + 1j * rng.normal(size=(2, n, n))
+  updates = {"matrix": 0.1 * real.T, "w": 0.1 * np.conj(cplx)}
+  params = {"matrix": real, "w": cplx}
+  # One step through the transformation `t` (static: a tuple of functions).
+  apply = jax.jit(lambda t, p, u: optax.apply_updates(p, t.update(u, t.init(p), p)[0]),
+                  static_argnums=0)
+
+  # Every leaf a matrix (projection_orthogonal's {"matrix": ...} is one real leaf).
+  out = apply(lu.polar_projection(), params, updates)
+  orth = _polar_by_svd(real + 0.1 * real.T)
+  np.testing.assert_allclose(out["matrix"], orth, atol=1e-14)
+  np.testing.assert_allclose(np.linalg.det(orth) ** 2, 1.0, atol=1e-13)
+  for b in range(2):
+    np.testing.assert_allclose(out["w"][b], _polar_by_svd(cplx[b] + 0.1 * np.conj(cplx[b])),
+                               atol=1e-14)
+  # A layout of one's own: the complex matrix is [[Re, -Im], [Im, Re]] in a real block.
+  layout = lu.MatrixLayout(
+      to_matrices=lambda q: jax.lax.complex(q["block"][:n, :n], q["block"][n:, :n]),
+      from_matrices=lambda u: {"block": jnp.block([[u.real, -u.imag], [u.imag, u.real]])})
+  a = cplx[0]
+  block = {"block": np.block([[a.real, -a.imag], [a.imag, a.real]])}
+  out = apply(lu.polar_projection(layout), block, {"block": np.zeros((2 * n, 2 * n))})
+  polar = _polar_by_svd(a)
+  np.testing.assert_allclose(out["block"][:n, :n], polar.real, atol=1e-14)
+  np.testing.assert_allclose(out["block"][n:, :n], polar.imag, atol=1e-14)
+
+
+def test_polar_projection_errors():
+  params = {"re": jnp.eye(2), "im": jnp.zeros((2, 2))}
+  t = lu.polar_projection("real_pair")
+  with pytest.raises(ValueError, match="needs the current params"):
+    t.update(params, t.init(params))
+  with pytest.raises(ValueError, match="layout must be one of"):
+    lu.polar_projection("polar")
+  with pytest.raises(ValueError, match=r"'re': \(..., n, n\)"):
+    t.init({"matrix": jnp.eye(2)})
+  with pytest.raises(ValueError, match="square"):
+    lu.polar_projection().init({"matrix": jnp.zeros((2, 3))})
+  with pytest.raises(ValueError, match="square float or complex"):
+    lu.polar_projection().init({"matrix": jnp.zeros((2, 2), jnp.int32)})
+  bad = lu.MatrixLayout(lambda q: q["a"], lambda m: {"b": m})
+  with pytest.raises(ValueError, match="structure"):
+    lu.polar_projection(bad).init({"a": jnp.eye(2)})
+
+
+# optax on complex parameters --------------------------------------------------------
+
+_TARGET = np.array([1.0 + 2.0j, -1.0 + 0.5j, 0.3 - 1.0j])
+
+
+def _complex_loss(z):
+  return jnp.sum(jnp.abs(z - _TARGET) ** 2)
+
+
+def _pair_loss(q):
+  return _complex_loss(jax.lax.complex(q["re"], q["im"]))
+
+
+def test_jax_complex_gradient_makes_optax_ascend_in_the_imaginary_part(x64):
+  z = jnp.zeros(3, jnp.complex128)
+  g = jax.grad(_complex_loss)(z)
+  # ∂C/∂x - i ∂C/∂y for C = Σ (x - a)² + (y - b)²: 2(x - a) - 2i(y - b) = 2·conj(z - t).
+  np.testing.assert_allclose(g, 2 * np.conj(z - _TARGET), atol=1e-15)
+  opt = optax.sgd(0.1)
+  z1 = optax.apply_updates(z, opt.update(g, opt.init(z))[0])
+  assert np.all(np.abs((z1 - _TARGET).real) < np.abs((z - _TARGET).real))  # descends in x
+  assert np.all(np.abs((z1 - _TARGET).imag) > np.abs((z - _TARGET).imag))  # ascends in y
+  assert float(_complex_loss(z1)) > float(_complex_loss(z))
+  # Real pairs: the gradients are ∂C/∂x and ∂C/∂y, and the same step descends in both.
+  q = {"re": jnp.zeros(3), "im": jnp.zeros(3)}
+  q1 = optax.apply_updates(q, opt.update(jax.grad(_pair_loss)(q), opt.init(q))[0])
+  np.testing.assert_allclose(q1["re"] + 1j * q1["im"], 0.2 * _TARGET, atol=1e-15)
+  assert float(_pair_loss(q1)) < float(_pair_loss(q))
+
+
+@pytest.mark.skipif(not hasattr(optax.contrib, "split_real_and_imaginary"),
+                    reason="this optax has no optax.contrib.split_real_and_imaginary")
+def test_split_real_and_imaginary_needs_conjugated_gradients(x64):
+  z = jnp.zeros(3, jnp.complex128)
+  g = jax.grad(_complex_loss)(z)
+  q = {"re": jnp.zeros(3), "im": jnp.zeros(3)}
+  gq = jax.grad(_pair_loss)(q)
+
+  def step(opt, params, grads):
+    return optax.apply_updates(params, opt.update(grads, opt.init(params), params)[0])
+
+  split = optax.contrib.split_real_and_imaginary
+  # It does not conjugate: on JAX's gradient it takes plain optax's ascending step.
+  np.testing.assert_allclose(step(split(optax.sgd(0.1)), z, g),
+                             step(optax.sgd(0.1), z, g), atol=1e-15)
+  # On the conjugated gradient it descends, as the real pair does; for RMSProp the two
+  # parts keep separate statistics, exactly as real pairs do ...
+  for opt in (optax.sgd(0.1), optax.rmsprop(0.1, decay=0.9)):
+    pair = step(opt, q, gq)
+    np.testing.assert_allclose(step(split(opt), z, jnp.conj(g)), pair["re"] + 1j * pair["im"],
+                               atol=1e-15)
+    assert float(_pair_loss(pair)) < float(_pair_loss(q))
+  # ... whereas plain RMSProp on a complex leaf divides both parts by one |g|² average.
+  plain = step(optax.rmsprop(0.1, decay=0.9), z, jnp.conj(g))
+  pair = step(optax.rmsprop(0.1, decay=0.9), q, gq)
+  assert not np.allclose(plain, pair["re"] + 1j * pair["im"], atol=1e-3)
