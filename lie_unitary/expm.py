@@ -24,13 +24,15 @@ four matmuls, the same program a hand-written reverse rule would run.
 `unitary_from_lambdas` builds the tangent dK = L(dλ) with one scatter of the n² entries
 of dλ (each goes to its own entry of L): its transpose, which reverse mode runs, is one
 gather reading λ̄_j = Re Σ K̄ ∘ T_j straight out of K̄. (Building dK with the gather
-that forms L(λ) would make reverse mode pay scatter-adds instead.)
+that forms L(λ) makes reverse mode run scatter-adds instead: measured up to 1.2× slower.)
 
-Higher derivatives (`hessian`, second-order `check_grads`) differentiate the tangent
-rule itself, which goes through eigh's own derivative: exact where the eigenvalues are
-distinct, but eigh's derivative divides by θ_i - θ_j, so AT a repeated eigenvalue
-(λ = 0 included) second derivatives come out inf/NaN. First derivatives, in both
-modes, are finite everywhere.
+First derivatives, in both modes, are exact and finite everywhere. Higher derivatives
+(`hessian`, second-order `check_grads`) differentiate the tangent rule itself, which
+goes through eigh's own derivative, and that divides by θ_i - θ_j: exact for distinct
+eigenvalues, but the relative error grows like ε/gap as two eigenvalues approach each
+other (measured in float64: 4e-8 at a gap of 1e-8, 4e-4 at 1e-12), and at a repeated
+eigenvalue the result is NaN (λ = 0, where they are exactly equal) or wrong (equal up
+to rounding). Use method="pade" for second derivatives at or near repeated eigenvalues.
 
 The other backend, "pade", is `jax.scipy.linalg.expm` (Padé approximant with scaling
 and squaring) differentiated by JAX in both modes; `choose_method` picks between the
@@ -65,14 +67,16 @@ def choose_method(n: int, batch_size: int = 1, backend: str | None = None) -> st
   A static rule (Python ints, decided at trace time) from timings of `jax.value_and_grad`
   and `jax.jvp` through `unitary_from_lambdas` (docs/benchmarks.md, "Choosing a backend"):
 
-  - CPU: always "eigh". On two cores it was faster than Padé autodiff at every measured
-    size, n = 2 to 256: 1.0–2.0× for one matrix (n ≤ 32), 2.3–6.8× for a batch of 16;
-    forward mode (jvp) was even to 1.7× for one matrix and 1.7–5.4× batched.
+  - CPU: always "eigh". On two cores its reverse mode was faster than Padé autodiff at
+    every measured size, n = 2 to 256: 1.0–2.0× for one matrix (n ≤ 32), 2.3–6.8× for
+    16 vmapped; forward mode (jvp) was about even for one matrix (pade/eigh 0.68–1.66,
+    median 1.13) and 1.7–5.4× faster by eigh for 16.
   - GPU/TPU (any other backend): "pade" for a single matrix (batch_size == 1) with
-    n ≥ 128, else "eigh". From one H200 run: one matrix of n ≥ 128 was 1.3–1.5×
-    faster by Padé, while n ≤ 64, and batches of 16 up to n = 128, were faster by eigh
-    (2–6× at small n). The crossover between n = 64 and 128, batches above n = 128,
-    forward mode, and other accelerators were not measured; timing them would refine it.
+    n ≥ 128, else "eigh". From one H200 run (reverse mode): one matrix of n ≥ 128 was
+    1.3–1.5× faster by Padé, one of n ≤ 64 faster or even by eigh, and 16 vmapped
+    matrices up to n = 128 2–6× faster by eigh. The crossover between n = 64 and 128,
+    other batch sizes, n > 256, forward mode and TPUs were not measured; timing them
+    (scripts/bench_expm_methods.py) would refine the rule.
 
   Under `jax.vmap` a map sees ONE matrix, so "auto" decides as for batch_size 1: on an
   accelerator, pass method="eigh" explicitly when vmapping matrices of n ≥ 128.
@@ -205,8 +209,8 @@ def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
   With method "eigh" the derivative is the O(n³) spectral rule of the module
   docstring: first derivatives (`grad`, `jacrev`, `jvp`, `jacfwd`) are exact and
   finite at repeated eigenvalues (e.g. L = 0); second derivatives are exact at
-  distinct eigenvalues and inf/NaN at repeated ones. With "pade" JAX differentiates
-  `jax.scipy.linalg.expm` to any order, finite everywhere.
+  distinct eigenvalues but NaN or wrong at repeated ones (module docstring). With
+  "pade" JAX differentiates `jax.scipy.linalg.expm` to any order, finite everywhere.
 
   Args:
     skew: array (..., n, n); complex64/complex128, or real (read as a real matrix,
