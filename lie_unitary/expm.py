@@ -142,8 +142,10 @@ def _spectral_jvp(hermitian, dk, symmetrize):
   half_gap = 0.5 * (theta[..., :, None] - theta[..., None, :])
   # jnp.sinc(x) = sin(πx)/(πx): exact at Δ = 0, no 0/0 for (near-)equal eigenvalues.
   sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, theta.dtype)).astype(w.dtype)
-  inner = mm(mm(jnp.conj(_mT(w)), dk), w) * sinc
-  return mm(wp, _mT(wq)), mm(mm(wp, inner), _mT(wq))
+  # Associated right to left, so that the transpose (reverse mode) runs left to right:
+  # K̄ = (conj(W) [((Wpᵀ Ḡ) Wq) ∘ S]) Wᵀ.
+  inner = mm(jnp.conj(_mT(w)), mm(dk, w)) * sinc
+  return mm(wp, _mT(wq)), mm(wp, mm(inner, _mT(wq)))
 
 
 def _eigh_unitary(hermitian, symmetrize):
@@ -165,24 +167,29 @@ def _expm_skew_hermitian_jvp(primals, tangents):
 
 
 @functools.lru_cache(maxsize=None)
-def _scatter_positions(n: int) -> np.ndarray:
-  """Flat positions in L of [diagonal, upper (r, s), lower (s, r)], r < s row-major."""
+def _scatter_positions(n: int):
+  """Flat positions in L of the diagonal, the upper (r, s) and the lower (s, r), r < s."""
   rows, cols = np.triu_indices(n, 1)
-  return np.concatenate([np.arange(n) * (n + 1), rows * n + cols, cols * n + rows]).astype(np.int32)
+  return tuple(p.astype(np.int32) for p in (np.arange(n) * (n + 1), rows * n + cols,
+                                             cols * n + rows))
 
 
 def _skew_hermitian_by_scatter(lam):
-  """L(λ) by one scatter of n² unique entries: its transpose is one gather.
+  """L(λ) by scatters of its n² entries into zeros: the transpose is gathers.
 
-  Entries: i·λ_a on the diagonal, λ_anti + i·λ_sym at (r, s), -λ_anti + i·λ_sym at (s, r).
+  Entries: i·λ_a on the diagonal, λ_anti + i·λ_sym at (r, s), -λ_anti + i·λ_sym at
+  (s, r). A split (not slices) and one scatter per block, so that the transpose reads
+  λ̄ with one gather per block and one concatenate, like `algebra.cotangent_to_lambdas`.
   """
   n = algebra.n_from_num_lambdas(lam.shape[-1])
   m = n * (n - 1) // 2
-  diag, sym, anti = lam[..., :n], lam[..., n:n + m], lam[..., n + m:]
-  updates = jax.lax.complex(jnp.concatenate([jnp.zeros_like(diag), anti, -anti], axis=-1),
-                            jnp.concatenate([diag, sym, sym], axis=-1))
-  flat = jnp.zeros(updates.shape, updates.dtype).at[..., _scatter_positions(n)].add(
-      updates, unique_indices=True)
+  diag, sym, anti = jnp.split(lam, [n, n + m], axis=-1)
+  on_diag, upper, lower = _scatter_positions(n)
+  flat = jnp.zeros(lam.shape[:-1] + (n * n,), algebra.complex_dtype_for(lam.dtype))
+  for positions, block in ((on_diag, jax.lax.complex(jnp.zeros_like(diag), diag)),
+                           (upper, jax.lax.complex(anti, sym)),
+                           (lower, jax.lax.complex(-anti, sym))):
+    flat = flat.at[..., positions].add(block, unique_indices=True)
   return flat.reshape(lam.shape[:-1] + (n, n))
 
 
