@@ -15,6 +15,7 @@ from lie_unitary.algebra import skew_hermitian_to_lambdas
 from lie_unitary.algebra import skew_symmetric_to_lambdas
 from lie_unitary.composition import arjovsky_apply
 from lie_unitary.composition import arjovsky_unitary
+from lie_unitary.expm import choose_method
 from lie_unitary.expm import expm_skew_hermitian
 from lie_unitary.expm import orthogonal_from_lambdas
 from lie_unitary.expm import unitary_from_lambdas

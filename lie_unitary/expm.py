@@ -21,16 +21,23 @@ forward mode (`jvp`, `jacfwd`, `linearize`) uses it directly, and reverse mode
 convention (Ḡ = ∂C/∂Re U - i ∂C/∂Im U) it is K̄ = conj(W) [(Wpᵀ Ḡ Wq) ∘ S] Wᵀ, again
 four matmuls, the same program a hand-written reverse rule would run.
 
-`unitary_from_lambdas` builds the tangent dK = L(dλ) with one scatter of the n² entries
-of dλ (each goes to its own entry of L): its transpose, which reverse mode runs, is one
-gather reading λ̄_j = Re Σ K̄ ∘ T_j straight out of K̄. (Building dK with the gather
-that forms L(λ) would make reverse mode pay scatter-adds instead.)
+`unitary_from_lambdas` builds the tangent dK = L(dλ) by scattering the three blocks of
+dλ (diagonal, symmetric, antisymmetric; every entry to its own places in L) into
+zeros: the transpose, which reverse mode runs, is one gather per block reading
+λ̄_j = Re Σ K̄ ∘ T_j straight out of K̄, as `algebra.cotangent_to_lambdas` does.
+(Building dK with the gather that forms L(λ) makes reverse mode run scatter-adds
+instead: measured up to 1.2× slower.) The matmuls of the tangent are associated right
+to left so that their transpose runs left to right: reverse mode then computes the
+same numbers as a hand-written reverse rule of that order (bitwise, where checked:
+float32 on CPU, jitted and vmapped).
 
-Higher derivatives (`hessian`, second-order `check_grads`) differentiate the tangent
-rule itself, which goes through eigh's own derivative: exact where the eigenvalues are
-distinct, but eigh's derivative divides by θ_i - θ_j, so AT a repeated eigenvalue
-(λ = 0 included) second derivatives come out inf/NaN. First derivatives, in both
-modes, are finite everywhere.
+First derivatives, in both modes, are exact and finite everywhere. Higher derivatives
+(`hessian`, second-order `check_grads`) differentiate the tangent rule itself, which
+goes through eigh's own derivative, and that divides by θ_i - θ_j: exact for distinct
+eigenvalues, but the relative error grows like ε/gap as two eigenvalues approach each
+other (measured in float64: 4e-8 at a gap of 1e-8, 4e-4 at 1e-12), and at a repeated
+eigenvalue the result is NaN (λ = 0, where they are exactly equal) or wrong (equal up
+to rounding). Use method="pade" for second derivatives at or near repeated eigenvalues.
 
 The other backend, "pade", is `jax.scipy.linalg.expm` (Padé approximant with scaling
 and squaring) differentiated by JAX in both modes; `choose_method` picks between the
@@ -65,14 +72,16 @@ def choose_method(n: int, batch_size: int = 1, backend: str | None = None) -> st
   A static rule (Python ints, decided at trace time) from timings of `jax.value_and_grad`
   and `jax.jvp` through `unitary_from_lambdas` (docs/benchmarks.md, "Choosing a backend"):
 
-  - CPU: always "eigh". On two cores it was faster than Padé autodiff at every measured
-    size, n = 2 to 256: 1.0–2.0× for one matrix (n ≤ 32), 2.3–6.8× for a batch of 16;
-    forward mode (jvp) was even to 1.7× for one matrix and 1.7–5.4× batched.
+  - CPU: always "eigh". On two cores its reverse mode was faster than Padé autodiff at
+    every measured size, n = 2 to 256: 1.0–2.0× for one matrix (n ≤ 32), 2.3–6.8× for
+    16 vmapped; forward mode (jvp) was about even for one matrix (pade/eigh 0.68–1.66,
+    median 1.13) and 1.7–5.4× faster by eigh for 16.
   - GPU/TPU (any other backend): "pade" for a single matrix (batch_size == 1) with
-    n ≥ 128, else "eigh". From one H200 run: one matrix of n ≥ 128 was 1.3–1.5×
-    faster by Padé, while n ≤ 64, and batches of 16 up to n = 128, were faster by eigh
-    (2–6× at small n). The crossover between n = 64 and 128, batches above n = 128,
-    forward mode, and other accelerators were not measured; timing them would refine it.
+    n ≥ 128, else "eigh". From one H200 run (reverse mode): one matrix of n ≥ 128 was
+    1.3–1.5× faster by Padé, one of n ≤ 64 faster or even by eigh, and 16 vmapped
+    matrices up to n = 128 2–6× faster by eigh. The crossover between n = 64 and 128,
+    other batch sizes, n > 256, forward mode and TPUs were not measured; timing them
+    (scripts/bench_expm_methods.py) would refine the rule.
 
   Under `jax.vmap` a map sees ONE matrix, so "auto" decides as for batch_size 1: on an
   accelerator, pass method="eigh" explicitly when vmapping matrices of n ≥ 128.
@@ -138,8 +147,10 @@ def _spectral_jvp(hermitian, dk, symmetrize):
   half_gap = 0.5 * (theta[..., :, None] - theta[..., None, :])
   # jnp.sinc(x) = sin(πx)/(πx): exact at Δ = 0, no 0/0 for (near-)equal eigenvalues.
   sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, theta.dtype)).astype(w.dtype)
-  inner = mm(mm(jnp.conj(_mT(w)), dk), w) * sinc
-  return mm(wp, _mT(wq)), mm(mm(wp, inner), _mT(wq))
+  # Associated right to left, so that the transpose (reverse mode) runs left to right:
+  # K̄ = (conj(W) [((Wpᵀ Ḡ) Wq) ∘ S]) Wᵀ.
+  inner = mm(jnp.conj(_mT(w)), mm(dk, w)) * sinc
+  return mm(wp, _mT(wq)), mm(wp, mm(inner, _mT(wq)))
 
 
 def _eigh_unitary(hermitian, symmetrize):
@@ -161,24 +172,29 @@ def _expm_skew_hermitian_jvp(primals, tangents):
 
 
 @functools.lru_cache(maxsize=None)
-def _scatter_positions(n: int) -> np.ndarray:
-  """Flat positions in L of [diagonal, upper (r, s), lower (s, r)], r < s row-major."""
+def _scatter_positions(n: int):
+  """Flat positions in L of the diagonal, the upper (r, s) and the lower (s, r), r < s."""
   rows, cols = np.triu_indices(n, 1)
-  return np.concatenate([np.arange(n) * (n + 1), rows * n + cols, cols * n + rows]).astype(np.int32)
+  return tuple(p.astype(np.int32) for p in (np.arange(n) * (n + 1), rows * n + cols,
+                                             cols * n + rows))
 
 
 def _skew_hermitian_by_scatter(lam):
-  """L(λ) by one scatter of n² unique entries: its transpose is one gather.
+  """L(λ) by scatters of its n² entries into zeros: the transpose is gathers.
 
-  Entries: i·λ_a on the diagonal, λ_anti + i·λ_sym at (r, s), -λ_anti + i·λ_sym at (s, r).
+  Entries: i·λ_a on the diagonal, λ_anti + i·λ_sym at (r, s), -λ_anti + i·λ_sym at
+  (s, r). A split (not slices) and one scatter per block, so that the transpose reads
+  λ̄ with one gather per block and one concatenate, like `algebra.cotangent_to_lambdas`.
   """
   n = algebra.n_from_num_lambdas(lam.shape[-1])
   m = n * (n - 1) // 2
-  diag, sym, anti = lam[..., :n], lam[..., n:n + m], lam[..., n + m:]
-  updates = jax.lax.complex(jnp.concatenate([jnp.zeros_like(diag), anti, -anti], axis=-1),
-                            jnp.concatenate([diag, sym, sym], axis=-1))
-  flat = jnp.zeros(updates.shape, updates.dtype).at[..., _scatter_positions(n)].add(
-      updates, unique_indices=True)
+  diag, sym, anti = jnp.split(lam, [n, n + m], axis=-1)
+  on_diag, upper, lower = _scatter_positions(n)
+  flat = jnp.zeros(lam.shape[:-1] + (n * n,), algebra.complex_dtype_for(lam.dtype))
+  for positions, block in ((on_diag, jax.lax.complex(jnp.zeros_like(diag), diag)),
+                           (upper, jax.lax.complex(anti, sym)),
+                           (lower, jax.lax.complex(-anti, sym))):
+    flat = flat.at[..., positions].add(block, unique_indices=True)
   return flat.reshape(lam.shape[:-1] + (n, n))
 
 
@@ -205,8 +221,8 @@ def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
   With method "eigh" the derivative is the O(n³) spectral rule of the module
   docstring: first derivatives (`grad`, `jacrev`, `jvp`, `jacfwd`) are exact and
   finite at repeated eigenvalues (e.g. L = 0); second derivatives are exact at
-  distinct eigenvalues and inf/NaN at repeated ones. With "pade" JAX differentiates
-  `jax.scipy.linalg.expm` to any order, finite everywhere.
+  distinct eigenvalues but NaN or wrong at repeated ones (module docstring). With
+  "pade" JAX differentiates `jax.scipy.linalg.expm` to any order, finite everywhere.
 
   Args:
     skew: array (..., n, n); complex64/complex128, or real (read as a real matrix,

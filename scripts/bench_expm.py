@@ -1,18 +1,22 @@
-r"""Benchmarks value_and_grad through U(λ): ours vs Padé autodiff vs the paper's rule.
+r"""Benchmarks derivatives through U(λ): ours vs Padé autodiff vs the paper's rule.
 
 For each n, dtype, λ scale and batch (single, or vmapped over replicates) it times
 jax.value_and_grad of C(λ) = Σ|U(λ) X - Y|² (X, Y: n × 20) for
 
-  ours   the eigh forward with the O(n³) spectral custom_vjp (lie_unitary),
+  ours   unitary_from_lambdas(method="eigh"): one eigh, the O(n³) spectral rule
+         (a custom_jvp; reverse mode runs its transpose),
   pade   autodiff through jax.scipy.linalg.expm (Padé + scaling and squaring),
   paper  the paper's per-parameter Jacobian, O(n⁵) (only n ≤ --paper_max_n),
   floor  a bare eigh of the same size plus four n×n matmuls: the cost of the
          rule with every overhead removed,
 
-all in one run, and prints the ratios pade/ours, paper/ours and ours/floor.
+all in one run, and prints the ratios pade/ours, paper/ours and ours/floor. Forward
+mode, for ours: `jvp` is jax.jvp of C in one random direction of λ (one directional
+derivative, the unit of forward mode), `jacfwd` the whole gradient by jax.jacfwd
+(n² directions; only n ≤ --jacfwd_max_n); jvp/vg = jvp_ms / ours_ms.
 
-  python scripts/bench_expm.py                      # the full table (~15 min, 2 cores)
-  python scripts/bench_expm.py --quick              # n ∈ {8, 32, 64}, complex64 (~1 min)
+  python scripts/bench_expm.py                      # the full table (~30 min, 2 cores)
+  python scripts/bench_expm.py --quick              # n ∈ {8, 32, 64}, complex64 (~2 min)
   python scripts/bench_expm.py --output=bench.json  # also write the rows as JSON
 
 OPENBLAS_NUM_THREADS is set to 1 unless you set it: jaxlib's CPU eigh uses OpenBLAS,
@@ -40,12 +44,13 @@ _SCALES = flags.DEFINE_list("scales", ["1/n", "1"],
                             "λ entry variances: '1/n' (N(0, 1/n)) and/or '1' (N(0, 1), the paper's init).")
 _BATCHES = flags.DEFINE_list("batches", ["1", "16"], "1 = one λ; B > 1 = vmapped over B replicates.")
 _PAPER_MAX_N = flags.DEFINE_integer("paper_max_n", 32, "Largest n for the O(n⁵) paper rule.")
+_JACFWD_MAX_N = flags.DEFINE_integer("jacfwd_max_n", 32, "Largest n for jacfwd (n² jvps).")
 _MIN_TIME = flags.DEFINE_float("min_time", 0.3, "Seconds to repeat each timing for.")
 _QUICK = flags.DEFINE_bool("quick", False, "n ∈ {8, 32, 64}, complex64, batch 1: about a minute.")
 _OUTPUT = flags.DEFINE_string("output", None, "Optional path for the rows as JSON.")
 
 COLUMNS = ("n", "dtype", "scale", "batch", "ours_ms", "pade_ms", "paper_ms", "floor_ms",
-           "pade/ours", "paper/ours", "ours/floor")
+           "pade/ours", "paper/ours", "ours/floor", "jvp_ms", "jacfwd_ms", "jvp/vg")
 
 
 def _problem(key, n, batch, dtype, scale):
@@ -62,7 +67,7 @@ def _methods(x, y):
   loss_of_u = lambda u: jnp.sum(jnp.abs(u @ x - y) ** 2)
 
   def ours(lam):
-    return loss_of_u(lu.unitary_from_lambdas(lam))
+    return loss_of_u(lu.unitary_from_lambdas(lam, method="eigh"))
 
   def pade(lam):
     return loss_of_u(jax.scipy.linalg.expm(lu.lambdas_to_skew_hermitian(lam)))
@@ -79,8 +84,12 @@ def _methods(x, y):
       m = m @ w
     return jnp.sum(theta) + jnp.sum(jnp.real(m))
 
+  def jvp(lam):
+    # Any direction costs the same; a reversed λ is free to make and not a constant XLA folds.
+    return jax.jvp(ours, (lam,), (jnp.flip(lam, -1),))
+
   grads = {"ours": jax.value_and_grad(ours), "pade": jax.value_and_grad(pade),
-           "paper": paper, "floor": floor}
+           "paper": paper, "floor": floor, "jvp": jvp, "jacfwd": jax.jacfwd(ours)}
   return grads
 
 
@@ -88,7 +97,8 @@ def _row(n, dtype, scale, batch):
   lam, x, y = _problem(jax.random.key(n), n, batch, jnp.dtype(dtype), scale)
   row = {"n": n, "dtype": dtype, "scale": scale, "batch": batch}
   for name, fn in _methods(x, y).items():
-    if name == "paper" and n > _PAPER_MAX_N.value:
+    if (name == "paper" and n > _PAPER_MAX_N.value) or (
+        name == "jacfwd" and n > _JACFWD_MAX_N.value):
       continue
     fn = jax.jit(jax.vmap(fn) if batch > 1 else fn)
     arg = lam if batch > 1 else lam[0]
@@ -97,6 +107,7 @@ def _row(n, dtype, scale, batch):
   row["ours/floor"] = row["ours_ms"] / row["floor_ms"]
   if "paper_ms" in row:
     row["paper/ours"] = row["paper_ms"] / row["ours_ms"]
+  row["jvp/vg"] = row["jvp_ms"] / row["ours_ms"]
   return row
 
 
