@@ -134,7 +134,7 @@ def _real_target(key, n, method, real, lie_std):
     return q.at[:, 0].multiply(sign)
   if method == "lie":
     return expm.orthogonal_from_lambdas(
-        lie_std * jax.random.normal(key, (n * (n - 1) // 2,), real))
+        lie_std * jax.random.normal(key, (n * (n - 1) // 2,), real), method="eigh")
   raise ValueError(f"unknown real generator {method!r}; expected one of {REAL_GENERATORS}.")
 
 
@@ -157,7 +157,7 @@ def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
       return lambda k: _real_target(k, task.n, method, real, task.lie_target_std)
     if method == "lie":
       return lambda k: expm.unitary_from_lambdas(
-          task.lie_target_std * jax.random.normal(k, (task.n * task.n,), real))
+          task.lie_target_std * jax.random.normal(k, (task.n * task.n,), real), method="eigh")
     return lambda k: generators.random_unitary(k, task.n, method, cplx)
 
   # Every generator is built (under vmap a switch would do so anyway) one after the
@@ -259,7 +259,9 @@ def make_optimizer(train: TrainSpec) -> optax.GradientTransformation:
 def _to_matrix_fn(param, constants, change):
   if change is None:
     return lambda p: param.to_unitary(p, constants)
-  return lambda p: expm.unitary_from_lambdas(algebra.change_basis(p["lam"], change))
+  # eigh, not "auto": replicates are vmapped (see `parametrizations`).
+  return lambda p: expm.unitary_from_lambdas(algebra.change_basis(p["lam"], change),
+                                             method="eigh")
 
 
 class ReplicateState(NamedTuple):
