@@ -17,6 +17,7 @@ from lie_unitary.composition import arjovsky_apply
 from lie_unitary.composition import arjovsky_unitary
 from lie_unitary.expm import choose_method
 from lie_unitary.expm import expm_skew_hermitian
+from lie_unitary.expm import expm_skew_symmetric
 from lie_unitary.expm import orthogonal_from_lambdas
 from lie_unitary.expm import unitary_from_lambdas
 from lie_unitary.generators import GENERATORS

@@ -175,6 +175,10 @@ def test_choose_method_rule():
           for backend in ("gpu", "tpu")] == ["eigh"] * 4 + ["pade"] * 4
   assert {expm.choose_method(n, 2, "gpu") for n in (8, 128, 512)} == {"eigh"}
   assert expm.choose_method(256) == expm.choose_method(256, 1, jax.default_backend())
+  # Real matrices: Padé on CPU for one matrix from n = 16 on; batches keep eigh.
+  assert [expm.choose_method(n, 1, "cpu", real=True) for n in (8, 15, 16, 256)] == [
+      "eigh", "eigh", "pade", "pade"]
+  assert expm.choose_method(256, 16, "cpu", real=True) == "eigh"
   for bad in ({"n": 0}, {"n": 4, "batch_size": 0}, {"n": 4.0}, {"n": True}):
     with pytest.raises(ValueError, match="positive integer"):
       expm.choose_method(**bad)
@@ -192,8 +196,28 @@ def test_auto_traces_the_method_of_the_rule(monkeypatch, backend, n, batch):
   assert uses_eigh("auto") == (expm.choose_method(n, int(np.prod(batch)), backend) == "eigh")
 
 
+def test_expm_skew_symmetric_matches_scipy_in_both_methods(x64):
+  s = jax.random.normal(jax.random.key(5), (2, 4, 4), jnp.float64)  # any real matrix
+  skew = 0.5 * (s - jnp.swapaxes(s, -1, -2))
+  want = np.stack([scipy.linalg.expm(np.asarray(a)) for a in skew])
+  tangent = jnp.ones_like(s)
+  loss = lambda m: lambda x: jnp.sum(jnp.sin(lu.expm_skew_symmetric(x, method=m)))
+  for method in ("eigh", "pade", "auto"):
+    r = lu.expm_skew_symmetric(s, method=method)
+    assert r.dtype == jnp.float64 and float(jnp.max(jnp.abs(r - want))) <= 1e-12
+  grads = {m: jax.grad(loss(m))(s) for m in ("eigh", "pade")}
+  jvps = {m: jax.jvp(loss(m), (s,), (tangent,))[1] for m in ("eigh", "pade")}
+  assert _rel(grads["eigh"], grads["pade"]) <= 1e-11
+  assert abs(float(jvps["eigh"] - jvps["pade"])) <= 1e-11 * abs(float(jvps["pade"]))
+  with pytest.raises(ValueError, match="real"):
+    lu.expm_skew_symmetric(jnp.zeros((2, 2), jnp.complex64))
+  with pytest.raises(ValueError, match="square"):
+    lu.expm_skew_symmetric(jnp.zeros((2, 3)))
+
+
 @pytest.mark.parametrize("call", [
     lambda m: lu.expm_skew_hermitian(jnp.zeros((2, 2)), method=m),
+    lambda m: lu.expm_skew_symmetric(jnp.zeros((2, 2)), method=m),
     lambda m: lu.unitary_from_lambdas(jnp.zeros(4), method=m),
     lambda m: lu.orthogonal_from_lambdas(jnp.zeros(1), method=m),
 ])
