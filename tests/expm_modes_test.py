@@ -1,8 +1,9 @@
 """Both autodiff modes and both backends of the expm maps, against independent references.
 
-References: central finite differences, `jax.test_util.check_grads`, and
-`jax.scipy.linalg.expm` differentiated by JAX. Every check is one compiled program
-per map (compiles dominate the run time at these sizes).
+References: central finite differences, `jax.test_util.check_grads`, scipy's expm of
+the dense-basis matrix, and `jax.scipy.linalg.expm` differentiated by JAX (the "pade"
+method). Compiles dominate the run time at these sizes, so each test compiles one
+program for everything it checks.
 """
 
 import functools
@@ -39,7 +40,7 @@ def _point(name, n=N):
   """A random parameter of the map."""
   shape = {"expm_skew_hermitian": (2, n, n), "unitary_from_lambdas": (n * n,),
            "orthogonal_from_lambdas": (n * (n - 1) // 2,)}[name]
-  return jax.random.normal(jax.random.key(0), shape, jnp.float64)
+  return jnp.asarray(np.random.default_rng(0).normal(size=shape))
 
 
 def _as_real(u):
@@ -48,7 +49,7 @@ def _as_real(u):
 
 
 def _direction(x, seed=5):
-  return jax.random.normal(jax.random.key(seed), x.shape, x.dtype)
+  return jnp.asarray(np.random.default_rng(seed).normal(size=x.shape), x.dtype)
 
 
 def _central_difference(f, x, v, step=1e-5):
@@ -60,12 +61,18 @@ def _rel(a, b):
 
 
 def _repeated_eigenvalue_lambdas():
-  """λ of W diag(i·[1, 1, -2]) Wᴴ for a random unitary W: a double eigenvalue, not 0."""
+  """λ of W diag(i·[1, 1, -2]) Wᴴ for a random unitary W: a double eigenvalue, not 0.
+
+  In numpy: λ_j = Re⟨T_j, L⟩ / ⟨T_j, T_j⟩ for the orthogonal dense basis T_j.
+  """
   rng = np.random.default_rng(3)
   w, _ = np.linalg.qr(rng.normal(size=(N, N)) + 1j * rng.normal(size=(N, N)))
   skew = (w * 1j * np.array([1.0, 1.0, -2.0])) @ w.conj().T
   np.testing.assert_allclose(np.linalg.eigvalsh(1j * skew), [-1.0, -1.0, 2.0], atol=1e-12)
-  return lu.skew_hermitian_to_lambdas(jnp.asarray(skew))
+  basis = np.asarray(lu.basis(N))
+  lam = np.real(np.einsum("jab,ab->j", basis.conj(), skew)) / np.sum(np.abs(basis) ** 2, (1, 2))
+  np.testing.assert_allclose(np.tensordot(lam, basis, 1), skew, atol=1e-12)
+  return jnp.asarray(lam)
 
 
 def _first_order_of(name, x, v):
@@ -131,11 +138,12 @@ def test_hessian_matches_differences_of_the_gradient(x64):
 
 def test_methods_agree_with_scipy_and_each_other(x64):
   """"eigh" and "pade": values against scipy.linalg.expm for all three maps (a batch of
-  λ, real input to expm_skew_hermitian); tangents (forward) and gradients (reverse)
-  against each other; the eigh derivatives are checked against differences above."""
+  λ, real input to expm_skew_hermitian); forward-mode tangents (unitary_from_lambdas)
+  and reverse-mode gradients (orthogonal_from_lambdas) against each other. The eigh
+  derivatives are checked against differences above."""
   lam = _point("unitary_from_lambdas")
   lam = jnp.stack([lam, 0.3 * lam])  # a leading batch axis
-  real = jax.random.normal(jax.random.key(2), (N, N), jnp.float64)
+  real = jnp.asarray(np.random.default_rng(2).normal(size=(N, N)))
   mu = _point("orthogonal_from_lambdas")
   target = jnp.asarray(np.linspace(-1.0, 1.0, N * N).reshape(N, N))
 
@@ -143,20 +151,22 @@ def test_methods_agree_with_scipy_and_each_other(x64):
   def run(lam, v, real, mu):
     out = {}
     for m in ("eigh", "pade"):
-      f = functools.partial(lu.unitary_from_lambdas, method=m)
-      out[m] = {
-          "jvp": jax.jvp(f, (lam,), (v,)),
-          "grad": jax.grad(lambda l: jnp.sum(jnp.abs(f(l) - target) ** 2))(lam[0]),
-          "real_input": lu.expm_skew_hermitian(real, method=m),
-          "orthogonal": lu.orthogonal_from_lambdas(mu, method=m)}
+      f = functools.partial(lu.orthogonal_from_lambdas, method=m)
+      loss = lambda a, f=f: (jnp.sum(jnp.sin(f(a) @ target)), f(a))
+      (_, r), grad = jax.value_and_grad(loss, has_aux=True)(mu)
+      out[m] = {"jvp": jax.jvp(functools.partial(lu.unitary_from_lambdas, method=m),
+                               (lam,), (v,)),
+                "real_input": lu.expm_skew_hermitian(real, method=m),
+                "orthogonal": r, "grad": grad}
     return out
 
   out = run(lam, _direction(lam), real, mu)
+  # References in numpy from the dense basis; so(n) is its last block (real parts).
+  basis = np.asarray(lu.basis(N))
   expected = {
-      "jvp": np.stack([scipy.linalg.expm(np.asarray(lu.lambdas_to_skew_hermitian(l)))
-                       for l in lam]),
+      "jvp": np.stack([scipy.linalg.expm(np.tensordot(l, basis, 1)) for l in np.asarray(lam)]),
       "real_input": scipy.linalg.expm(0.5 * (real - real.T)),
-      "orthogonal": scipy.linalg.expm(np.asarray(lu.lambdas_to_skew_symmetric(mu)))}
+      "orthogonal": scipy.linalg.expm(np.tensordot(mu, basis[-mu.size:].real, 1))}
   for method in ("eigh", "pade"):
     got = dict(out[method], jvp=out[method]["jvp"][0])
     for key, value in expected.items():
@@ -166,7 +176,9 @@ def test_methods_agree_with_scipy_and_each_other(x64):
   assert _rel(out["pade"]["jvp"][1], out["eigh"]["jvp"][1]) <= 1e-11
   assert _rel(out["pade"]["grad"], out["eigh"]["grad"]) <= 1e-11
   # The orthogonal output of "pade" comes from a real expm: real in float32 too.
-  assert lu.orthogonal_from_lambdas(jnp.ones(3, jnp.float32), method="pade").dtype == jnp.float32
+  f32 = jax.eval_shape(functools.partial(lu.orthogonal_from_lambdas, method="pade"),
+                       jax.ShapeDtypeStruct((3,), jnp.float32))
+  assert f32.dtype == jnp.float32
 
 
 def test_choose_method_rule():
