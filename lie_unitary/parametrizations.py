@@ -16,6 +16,11 @@ Each `Parametrization` is a bundle of pure functions:
 - ``post_update(params, constants) -> params``: identity except for projection, which
   replaces the matrix by its closest unitary (orthogonal) matrix, the polar factor.
 - ``num_trainable(n) -> int``.
+- ``refresh(params, constants) -> (params, constants)`` or None: a change of
+  coordinates that keeps U, applied by the trainer every K steps (and before the
+  first): re-centring onto the principal branch, or re-basing U = U₀·expm(L(λ)) with
+  the base U₀ held in ``constants`` (state, not a parameter); see
+  `lie_unitary.principal_branch`.
 
 Available (`PARAMETRIZATIONS`): ``lie_algebra`` (n² coefficients), ``lie_restricted``
 (only 7n randomly chosen coefficients train, the rest keep their N(0, 1) init; paper
@@ -23,6 +28,13 @@ Available (`PARAMETRIZATIONS`): ``lie_algebra`` (n² coefficients), ``lie_restri
 ``so_algebra`` (n(n-1)/2 so(n) coefficients, real SO(n)), ``projection_orthogonal``
 (n², real polar factor onto O(n)) and ``special_unitary`` (n² - 1 su(n) coefficients
 ``"mu"``, N(0, 1) init, SU(n); see `lie_unitary.special_unitary`).
+
+The same n² coefficients kept near the principal branch (`lie_unitary.principal_branch`;
+docs/principal_branch.md): ``lie_zero_init`` (λ = 0, U = I), ``lie_haar_init`` (λ the
+principal logarithm of a Haar-random unitary), ``lie_recentred`` (N(0, 1) init; λ
+replaced by the coefficients of the principal logarithm of U(λ) at every refresh) and
+``lie_rebased`` (N(0, 1) init; dynamic trivialization U = U₀·U(λ), with U₀ ← U and
+λ ← 0 at every refresh).
 """
 
 from __future__ import annotations
@@ -32,7 +44,7 @@ from typing import Any, Callable, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from lie_unitary import composition, expm, special_unitary
+from lie_unitary import composition, expm, principal_branch, special_unitary
 from lie_unitary.precision import matmul as mm
 
 __all__ = ["PARAMETRIZATIONS", "Parametrization", "apply_gradient_mask", "get_parametrization",
@@ -54,6 +66,7 @@ class Parametrization(NamedTuple):
   post_update: Callable[[Params, Params], Params]
   num_trainable: Callable[[int], int]
   is_orthogonal: bool = False
+  refresh: Callable[[Params, Params], tuple[Params, Params]] | None = None
 
 
 def _check_init_args(n, dtype):
@@ -137,6 +150,35 @@ def _lie_init(key, n, dtype=jnp.float32):
 def _lie_to_unitary(params, constants):
   del constants
   return expm.unitary_from_lambdas(params["lam"], method=_METHOD)
+
+
+# λ near the principal branch ----------------------------------------------------
+
+
+def _lie_init_with(scheme):
+  def init(key, n, dtype=jnp.float32):
+    dtype = _check_init_args(n, dtype)
+    return {"lam": principal_branch.init_lambdas(key, n, scheme, dtype=dtype)}, {}
+  return init
+
+
+def _recentre(params, constants):
+  return {"lam": principal_branch.principal_lambdas(params["lam"])}, constants
+
+
+def _rebased_init(key, n, dtype=jnp.float32):
+  params, _ = _lie_init(key, n, dtype)
+  cplx = jnp.result_type(params["lam"].dtype, jnp.complex64)
+  return params, {"base": jnp.eye(n, dtype=cplx)}
+
+
+def _rebased_to_unitary(params, constants):
+  return principal_branch.rebased_unitary(constants["base"], params["lam"], method=_METHOD)
+
+
+def _rebase(params, constants):
+  base, lam = principal_branch.rebase(constants["base"], params["lam"], method=_METHOD)
+  return {"lam": lam}, {**constants, "base": base}
 
 
 # lie_restricted -----------------------------------------------------------------
@@ -260,6 +302,14 @@ PARAMETRIZATIONS: dict[str, Parametrization] = {
                         is_orthogonal=True),
         Parametrization("special_unitary", _su_init, _su_to_unitary, _ones_like, _identity,
                         lambda n: n * n - 1),
+        Parametrization("lie_zero_init", _lie_init_with("zeros"), _lie_to_unitary, _ones_like,
+                        _identity, lambda n: n * n),
+        Parametrization("lie_haar_init", _lie_init_with("haar"), _lie_to_unitary, _ones_like,
+                        _identity, lambda n: n * n),
+        Parametrization("lie_recentred", _lie_init, _lie_to_unitary, _ones_like, _identity,
+                        lambda n: n * n, refresh=_recentre),
+        Parametrization("lie_rebased", _rebased_init, _rebased_to_unitary, _ones_like,
+                        _identity, lambda n: n * n, refresh=_rebase),
     )
 }
 
@@ -269,7 +319,8 @@ def get_parametrization(name: str) -> Parametrization:
 
   Args:
     name: one of ``PARAMETRIZATIONS`` ("lie_algebra", "lie_restricted", "arjovsky",
-      "projection", "so_algebra", "projection_orthogonal", "special_unitary").
+      "projection", "so_algebra", "projection_orthogonal", "special_unitary",
+      "lie_zero_init", "lie_haar_init", "lie_recentred", "lie_rebased").
 
   Returns:
     The `Parametrization`.

@@ -76,10 +76,11 @@ def get_config(variant: str = "table1") -> ml_collections.ConfigDict:
   c.field = "complex"
   # Matrix sizes n.
   c.n_values = (3, 6, 8, 14, 20)
-  # What to fit: parametrizations (lie_algebra, lie_restricted, arjovsky, projection;
-  # so_algebra, projection_orthogonal for field='real') and baselines: true (the
-  # target), rand (another draw of the generator), lstsq (least squares on the
-  # training pairs, unconstrained).
+  # What to fit: parametrizations (lie_algebra, lie_restricted, arjovsky, projection,
+  # and the principal-branch variants of lie_algebra: lie_zero_init, lie_haar_init,
+  # lie_recentred, lie_rebased; so_algebra, projection_orthogonal for field='real')
+  # and baselines: true (the target), rand (another draw of the generator), lstsq
+  # (least squares on the training pairs, unconstrained).
   c.approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_algebra")
   # Target generators, cycled over replicates (replicate r uses generators[r % len]):
   # qr, haar, lie, composition (complex); haar, lie (real).
@@ -122,6 +123,16 @@ def get_config(variant: str = "table1") -> ml_collections.ConfigDict:
   c.basis_scales = (0.0,)
   # Appendix B: learning rates learning_rate / d for each d here.
   c.lr_divisors = (1.0,)
+  # 'constant', or 'cosine': the rate decays to 0 over the run (one schedule for all
+  # approaches; a unit's identity includes it when it is not 'constant').
+  c.lr_schedule = "constant"
+  # lie_recentred and lie_rebased: refresh the chart (re-centre onto the principal
+  # branch / re-base U₀ ← U, λ ← 0) before every step s with s % refresh_every == 0,
+  # s = 0 included; 0 = never. Other approaches ignore it.
+  c.refresh_every = 100
+  # What a refresh does to the optimizer's moments: 'keep' or 'reset' (step counts,
+  # and so the schedule, are kept either way).
+  c.refresh_state = "keep"
 
   if variant == "table1_rmsprop":
     c.optimizer = "rmsprop"
@@ -143,7 +154,8 @@ def get_config(variant: str = "table1") -> ml_collections.ConfigDict:
   elif variant == "large":
     c.n_values = (32, 64, 128)
     c.approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_restricted",
-                    "lie_algebra")
+                    "lie_algebra", "lie_zero_init", "lie_haar_init", "lie_recentred",
+                    "lie_rebased")
     c.generators = ("haar",)
     c.optimizer = "rmsprop"
     c.num_replicates = 3

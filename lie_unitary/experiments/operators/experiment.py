@@ -18,7 +18,9 @@ the checkpoint after a crash. It writes
   time of the unit, all replicates together, compilation included), ``generator``
   and the unit's fields;
 - ``WORKDIR/curves.jsonl``: kind "curve", the validation curve of each trained
-  replicate (``val_steps``, ``val_loss``).
+  replicate (``val_steps``, ``val_loss``) and, for the λ approaches, the spectrum
+  diagnostics at the same steps (``theta_spread``, ``theta_max_abs``, ``min_sinc``,
+  ``wide_share``; `lie_unitary.principal_branch.spectrum_stats`).
 
 Use it through `train_and_evaluate(config, workdir)` or the launcher
 ``python -m lie_unitary.experiments.operators --config=VARIANT --workdir=DIR``.
@@ -34,6 +36,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lie_unitary import parametrizations
 from lie_unitary.experiments import runner, sweep
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import report
@@ -44,7 +47,8 @@ __all__ = ["NAME", "Setting", "epochs_for", "run_unit", "settings", "train_and_e
            "units", "validate_config", "write_report"]
 
 NAME = "operators"
-_COMPLEX_APPROACHES = ("lie_algebra", "lie_restricted", "arjovsky", "projection")
+_COMPLEX_APPROACHES = ("lie_algebra", "lie_restricted", "arjovsky", "projection",
+                       "lie_zero_init", "lie_haar_init", "lie_recentred", "lie_rebased")
 _REAL_APPROACHES = ("so_algebra", "projection_orthogonal")
 
 
@@ -142,9 +146,16 @@ def validate_config(config) -> None:
   if not scales or any(not isinstance(c, (int, float)) or c < 0 for c in scales):
     _fail("basis_scales", config.basis_scales, "expected a non-empty tuple of c ≥ 0.")
   trained = [a for a in approaches if a not in ol.BASELINES]
-  if any(c > 0 for c in scales) and any(a != "lie_algebra" for a in trained):
+  if any(c > 0 for c in scales) and any(a not in ol.BASIS_CHANGE_APPROACHES for a in trained):
     _fail("basis_scales", config.basis_scales,
-          f"a change of basis applies to 'lie_algebra' only; approaches = {approaches}.")
+          f"a change of basis applies to {ol.BASIS_CHANGE_APPROACHES} only; "
+          f"approaches = {approaches}.")
+  if config.lr_schedule not in ol.LR_SCHEDULES:
+    _fail("lr_schedule", config.lr_schedule, f"expected one of {ol.LR_SCHEDULES}.")
+  if not _is_int(config.refresh_every) or config.refresh_every < 0:
+    _fail("refresh_every", config.refresh_every, "expected an integer ≥ 0 (0: never).")
+  if config.refresh_state not in ol.REFRESH_STATES:
+    _fail("refresh_state", config.refresh_state, f"expected one of {ol.REFRESH_STATES}.")
   divisors = tuple(config.lr_divisors)
   if not divisors or any(not isinstance(d, (int, float)) or d <= 0 for d in divisors):
     _fail("lr_divisors", config.lr_divisors, "expected a non-empty tuple of d > 0.")
@@ -197,14 +208,24 @@ def _approaches_of(config, s: Setting) -> tuple[str, ...]:
 
 
 def _fields(config, s: Setting) -> dict:
-  """Every setting that changes this unit's numbers (its identity)."""
+  """Every setting that changes this unit's numbers (its identity).
+
+  The schedule enters only when it is not "constant", and the refresh settings only
+  for approaches that refresh: the identities of the units they do not concern stay
+  what they were before these settings existed.
+  """
   fields = {"family": NAME, "n": s.n, **{f: config[f] for f in _TASK_FIELDS}}
   fields["generators"] = tuple(config.generators)
   if s.approach == "baselines":
     return dict(fields, approach="baselines", baselines=_approaches_of(config, s))
-  return dict(fields, **{f: config[f] for f in _TRAIN_FIELDS}, approach=s.approach,
-              num_epochs=s.num_epochs, learning_rate=s.learning_rate,
-              basis_scale=s.basis_scale)
+  fields = dict(fields, **{f: config[f] for f in _TRAIN_FIELDS}, approach=s.approach,
+                num_epochs=s.num_epochs, learning_rate=s.learning_rate,
+                basis_scale=s.basis_scale)
+  if config.lr_schedule != "constant":
+    fields["lr_schedule"] = config.lr_schedule
+  if parametrizations.get_parametrization(s.approach).refresh is not None:
+    fields.update(refresh_every=config.refresh_every, refresh_state=config.refresh_state)
+  return fields
 
 
 def _steps(config, s: Setting) -> int:
@@ -216,8 +237,8 @@ def units(config) -> list[Unit]:
   out = []
   for s in settings(config):
     # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
-    out.append(Unit(name=_label(s), fields=_fields(config, s), target_step=_steps(config, s),
-                    cost=(s.num_epochs or 0.5) * s.n, spec=s))
+    out.append(Unit(name=_label(config, s), fields=_fields(config, s),
+                    target_step=_steps(config, s), cost=(s.num_epochs or 0.5) * s.n, spec=s))
   return out
 
 
@@ -234,10 +255,12 @@ def _change_of_basis(config, s: Setting, task: ol.TaskSpec):
   return ol.change_of_basis_matrix(key, s.n, s.basis_scale, jnp.dtype(task.real_dtype))
 
 
-def _label(s: Setting) -> str:
+def _label(config, s: Setting) -> str:
   if s.approach == "baselines":
     return f"n={s.n} baselines"
   extra = f" c={s.basis_scale:g}" if s.basis_scale else ""
+  if config.lr_schedule != "constant":
+    extra += f" {config.lr_schedule}"
   return f"n={s.n} {s.approach} epochs={s.num_epochs} lr={s.learning_rate:.3g}{extra}"
 
 
@@ -271,7 +294,7 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
       return
     train = _train_spec(config, s)
     trainer = _replicate_first(ol.make_trainer(task, train, _change_of_basis(config, s, task)))
-    curve, state, elapsed = _train_chunks(config, unit, ctx, rmap, trainer, key)
+    curves, state, elapsed = _train_chunks(config, unit, ctx, rmap, trainer, key)
     out = rmap.gather(rmap(trainer.finish, state, key, num_state=1))
     seconds = elapsed + time.perf_counter() - start
     val_steps = ol.validation_steps(train, task)
@@ -281,7 +304,7 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
                for r in range(config.num_replicates)])
     ctx.write([dict(kind="curve", step=unit.target_step, approach=s.approach, replicate=r,
                     generator=gens[r % len(gens)], val_steps=val_steps,
-                    val_loss=curve[:, r])
+                    **{k: c[:, r] for k, c in curves.items()})
                for r in range(config.num_replicates)], file="curves.jsonl")
 
 
@@ -294,21 +317,27 @@ def _replicate_first(t: ol.Trainer) -> ol.Trainer:
 
 
 def _train_chunks(config, unit, ctx, rmap, trainer, key):
-  """Runs every validation interval in jitted chunks; returns (curve (C, R), state,
-  seconds spent before this process resumed)."""
+  """Runs every validation interval in jitted chunks; returns (curves {name: (C, R)},
+  state, seconds spent before this process resumed)."""
   per_epoch = trainer.intervals_per_epoch
   total = per_epoch * trainer.num_epochs
   per_call = _per_call(per_epoch, total)
   state, initial = rmap(trainer.init, key)
-  curve = np.full((total + 1, rmap.num_replicates), np.nan)
-  curve[0] = rmap.gather(initial)
+  initial = rmap.gather(initial)
+  curves = {k: np.full((total + 1, rmap.num_replicates), np.nan) for k in initial}
+  for k, v in initial.items():
+    curves[k][0] = v
   done, elapsed = 0, 0.0
   ckpt = ctx.checkpointer()
   try:
     if ckpt.latest_step() is not None:
       state, meta = ckpt.restore(state)
       done, elapsed = int(meta["intervals"]), float(meta["elapsed"])
-      curve[:done + 1] = np.asarray(meta["curve"], np.float64)
+      saved = meta["curve"]
+      if not isinstance(saved, dict):  # written before the spectrum was logged
+        saved = {"val_loss": saved}
+      for k, v in saved.items():
+        curves[k][:done + 1] = np.asarray(v, np.float64)
       ctx.printer(f"{unit.name}: resumed at step {done * config.val_every} "
                   f"({elapsed:.0f}s so far)")
     t0 = last_ckpt = last_line = time.perf_counter()
@@ -316,21 +345,26 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
     def save():
       ckpt.save(done * config.val_every, state, {
           "intervals": done, "elapsed": elapsed + time.perf_counter() - t0,
-          "curve": np.where(np.isnan(curve[:done + 1]), None, curve[:done + 1]).tolist()})
+          "curve": {k: np.where(np.isnan(c[:done + 1]), None, c[:done + 1]).tolist()
+                    for k, c in curves.items()}})
 
     while done < total:
       epoch, first = divmod(done, per_epoch)
-      state, vals = rmap(trainer.chunk, state, key, jnp.int32(epoch), jnp.int32(first),
-                         num_state=1, static=(per_call,))
-      curve[done + 1:done + 1 + per_call] = rmap.gather(vals).T
+      state, points = rmap(trainer.chunk, state, key, jnp.int32(epoch), jnp.int32(first),
+                           num_state=1, static=(per_call,))
+      for k, v in rmap.gather(points).items():
+        curves[k][done + 1:done + 1 + per_call] = np.asarray(v).T
       for i in range(done + 1, done + 1 + per_call):
-        ctx.scalars(i * config.val_every, {"val_loss/median": np.median(curve[i])})
+        ctx.scalars(i * config.val_every,
+                    {f"{k}/median": np.median(c[i]) for k, c in curves.items()})
       done += per_call
       now = time.perf_counter()
       if now - last_line >= _PROGRESS_SECONDS and done < total:
         rate = (now - t0) / max(done, 1)
+        spread = (f", θ spread median {np.median(curves['theta_spread'][done]):.3g}"
+                  if "theta_spread" in curves else "")
         ctx.printer(f"{unit.name}: step {done * config.val_every}/{total * config.val_every}, "
-                    f"val loss median {np.median(curve[done]):.4g}, "
+                    f"val loss median {np.median(curves['val_loss'][done]):.4g}{spread}, "
                     f"ETA {(total - done) * rate:.0f}s")
         last_line = now
       if ctx.stop.requested() or (now - last_ckpt >= _CHECKPOINT_SECONDS and done < total):
@@ -338,7 +372,7 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
         last_ckpt = now
         ctx.check_stop()
     save()  # the trained state, for `lie_unitary.experiments.load_unit`
-    return curve, state, elapsed
+    return curves, state, elapsed
   finally:
     ckpt.close()
 

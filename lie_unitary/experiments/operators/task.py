@@ -28,6 +28,7 @@ Shape letters: B batch, N = n, P pairs, C validation points, E epochs.
 
 from __future__ import annotations
 
+import math
 from typing import Callable, NamedTuple
 
 import jax
@@ -35,12 +36,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lie_unitary import algebra, expm, generators, parametrizations
+from lie_unitary import algebra, expm, generators, parametrizations, principal_branch
 from lie_unitary.experiments import training
 from lie_unitary.sequencing import after as _after
 
 __all__ = [
-    "BASELINES", "COMPLEX_GENERATORS", "REAL_GENERATORS", "ReplicateState", "TaskSpec",
+    "BASELINES", "BASIS_CHANGE_APPROACHES", "COMPLEX_GENERATORS", "LR_SCHEDULES",
+    "REAL_GENERATORS", "REFRESH_STATES", "ReplicateState", "SPECTRUM_FIELDS", "TaskSpec",
     "TrainSpec", "Trainer",
     "change_of_basis_matrix", "dataset_loss", "example_pairs", "least_squares_fit",
     "make_baselines", "make_optimizer", "make_target", "make_train", "make_trainer",
@@ -93,8 +95,15 @@ class TrainSpec(NamedTuple):
     num_epochs: passes over the training pairs.
     val_every: steps between validation-loss points (divides steps per epoch).
     basis_scale: appendix B: 0 for the standard basis, else c > 0 with the trained
-      coefficients λ̃ mapped to λ = λ̃ᵀ M (only for "lie_algebra"); M is passed to
-      `make_train`.
+      coefficients λ̃ mapped to λ = λ̃ᵀ M (for "lie_algebra", "lie_zero_init" and
+      "lie_rebased"); M is passed to `make_train`.
+    lr_schedule: "constant", or "cosine": the rate decays from `learning_rate` to 0
+      over all steps as optax.cosine_decay_schedule.
+    refresh_every: K, for parametrizations with a ``refresh`` (lie_recentred,
+      lie_rebased): the refresh runs before every step s with s % K == 0 (s = 0
+      included); 0 = never. Ignored by the others.
+    refresh_state: what a refresh does to the optimizer's moments: "keep" them or
+      "reset" them (`principal_branch.reset_optimizer_state`; step counts are kept).
   """
   approach: str
   optimizer: str = "sgd"
@@ -104,6 +113,17 @@ class TrainSpec(NamedTuple):
   num_epochs: int = 1
   val_every: int = 250
   basis_scale: float = 0.0
+  lr_schedule: str = "constant"
+  refresh_every: int = 0
+  refresh_state: str = "keep"
+
+
+LR_SCHEDULES = ("constant", "cosine")
+REFRESH_STATES = ("keep", "reset")
+# Approaches that accept appendix B's change of basis λ = λ̃ᵀ M: their refresh (if any)
+# returns λ = 0, whose λ̃ is 0 for every M.
+BASIS_CHANGE_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
+SPECTRUM_FIELDS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
 
 
 class _Keys(NamedTuple):
@@ -246,22 +266,45 @@ def least_squares_fit(key, target, task: TaskSpec) -> jax.Array:
   return jnp.linalg.solve(xx, xy).T
 
 
-def make_optimizer(train: TrainSpec) -> optax.GradientTransformation:
+def make_optimizer(train: TrainSpec, total_steps: int | None = None
+                   ) -> optax.GradientTransformation:
   """optax SGD (as the paper ran it) or RMSProp (decay 0.9, no momentum).
 
+  Args:
+    train: the `TrainSpec`.
+    total_steps: steps of the whole run, for ``lr_schedule="cosine"`` (default: the
+      steps of `train.num_epochs` epochs cannot be known here, so it is required).
+
   Raises:
-    ValueError: for an unknown optimizer.
+    ValueError: for an unknown optimizer or schedule, or a cosine schedule without
+      `total_steps`.
   """
-  return training.make_optimizer(train.optimizer, train.learning_rate,
-                                 rmsprop_decay=train.rmsprop_decay)
+  if train.lr_schedule not in LR_SCHEDULES:
+    raise ValueError(f"unknown lr_schedule {train.lr_schedule!r}; expected one of "
+                     f"{LR_SCHEDULES}.")
+  rate = train.learning_rate
+  if train.lr_schedule == "cosine":
+    if not total_steps:
+      raise ValueError("lr_schedule 'cosine' needs total_steps.")
+    rate = optax.cosine_decay_schedule(train.learning_rate, total_steps)
+  return training.make_optimizer(train.optimizer, rate, rmsprop_decay=train.rmsprop_decay)
+
+
+def _effective(params, change):
+  """The parameters the parametrization sees: λ = λ̃ᵀ M under a change of basis."""
+  if change is None:
+    return params
+  return {**params, "lam": algebra.change_basis(params["lam"], change)}
 
 
 def _to_matrix_fn(param, constants, change):
-  if change is None:
-    return lambda p: param.to_unitary(p, constants)
-  # eigh, not "auto": replicates are vmapped (see `parametrizations`).
-  return lambda p: expm.unitary_from_lambdas(algebra.change_basis(p["lam"], change),
-                                             method="eigh")
+  return lambda p: param.to_unitary(_effective(p, change), constants)
+
+
+def _spectrum(params, change) -> dict:
+  """Spectrum diagnostics of the λ chart (`principal_branch.spectrum_stats`)."""
+  stats = principal_branch.spectrum_stats(_effective(params, change)["lam"])
+  return dict(zip(SPECTRUM_FIELDS, stats))
 
 
 class ReplicateState(NamedTuple):
@@ -283,14 +326,19 @@ class Trainer(NamedTuple):
   """One replicate's training, in pieces that can run as separate jitted calls.
 
   Attributes:
-    init: ``(key, replicate) -> (ReplicateState, initial validation loss)``.
-    chunk: ``(state, key, replicate, epoch, first, num) -> (state, vals (num,))``:
+    init: ``(key, replicate) -> (ReplicateState, initial point)``.
+    chunk: ``(state, key, replicate, epoch, first, num) -> (state, points)``:
       validation intervals first..first+num-1 of `epoch` (each `val_every` steps,
       then the subsample validation loss). `num` must be static under jit.
     finish: ``(state, key, replicate) -> dict(test_loss, final_val_loss)`` on the
       full test and validation sets.
     intervals_per_epoch: validation intervals in one epoch.
     num_epochs: epochs.
+
+  A *point* is a dict of scalars (``init``) or (num,) arrays (``chunk``):
+  ``val_loss``, and for the λ approaches the spectrum diagnostics of the chart that
+  the gradient passes through (`SPECTRUM_FIELDS`: θ's spread, max |θ|, smallest
+  |sinc(Δ/2)| and the share of gaps |Δ| > π; `principal_branch.spectrum_stats`).
   """
   init: Callable
   chunk: Callable
@@ -304,34 +352,51 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
 
   `init` draws the target and the initial parameters; the state it returns carries
   them, so the pieces can run as separate programs (with a checkpoint of the state
-  between them) and give the numbers of one uninterrupted run.
+  between them) and give the numbers of one uninterrupted run. A parametrization
+  with a ``refresh`` (re-centring, re-basing) is refreshed before every step s with
+  s % refresh_every == 0; the refresh keeps U and changes the coordinates (and the
+  base held in ``ReplicateState.constants``).
 
   Args:
     task: the `TaskSpec`.
     train: the `TrainSpec`.
     change_of_basis: appendix B only: real (n², n²) M, with the trained λ̃ mapped to
-      λ = λ̃ᵀ M; requires ``train.approach == "lie_algebra"``. None: standard basis.
+      λ = λ̃ᵀ M; requires an approach in `BASIS_CHANGE_APPROACHES`. None: standard
+      basis.
 
   Returns:
     A `Trainer`.
 
   Raises:
-    ValueError: for an unknown approach or optimizer, an approach that does not fit
-      the field, or a step count that does not split into validation intervals.
+    ValueError: for an unknown approach, optimizer, schedule or refresh rule, an
+      approach that does not fit the field or the change of basis, a negative
+      refresh_every, or a step count that does not split into validation intervals.
   """
   param = parametrizations.get_parametrization(train.approach)
   if param.is_orthogonal != (task.field == "real"):
     raise ValueError(f"approach {train.approach!r} does not fit field {task.field!r}.")
-  if change_of_basis is not None and train.approach != "lie_algebra":
-    raise ValueError(f"a change of basis needs approach 'lie_algebra'; got {train.approach!r}.")
+  if change_of_basis is not None and train.approach not in BASIS_CHANGE_APPROACHES:
+    raise ValueError(f"a change of basis needs an approach in {BASIS_CHANGE_APPROACHES}; "
+                     f"got {train.approach!r}.")
+  if train.refresh_state not in REFRESH_STATES:
+    raise ValueError(f"unknown refresh_state {train.refresh_state!r}; expected one of "
+                     f"{REFRESH_STATES}.")
+  if isinstance(train.refresh_every, bool) or not isinstance(train.refresh_every, int) or (
+      train.refresh_every < 0):
+    raise ValueError(f"refresh_every must be an integer ≥ 0; got {train.refresh_every!r}.")
   steps_per_epoch = task.num_train // train.batch_size
   if steps_per_epoch < 1 or steps_per_epoch % train.val_every:
     raise ValueError(
         f"steps per epoch (num_train // batch_size = {steps_per_epoch}) must be a positive "
         f"multiple of val_every = {train.val_every}.")
   intervals = steps_per_epoch // train.val_every
-  optimizer = make_optimizer(train)
+  optimizer = make_optimizer(train, total_steps=steps_per_epoch * train.num_epochs)
   real, _ = _dtypes(task)
+  refresh_every = train.refresh_every if param.refresh is not None else 0
+  # Steps run as blocks with a possible refresh before each: a refresh costs one
+  # block boundary, not a branch inside every step.
+  block = math.gcd(refresh_every, train.val_every) if refresh_every else train.val_every
+  with_spectrum = not param.is_orthogonal and train.approach.startswith("lie_")
 
   def loss_fn_for(constants):
     to_matrix = _to_matrix_fn(param, constants, change_of_basis)
@@ -341,43 +406,76 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
     return example_pairs(keys.val, jnp.arange(min(task.val_subsample, task.num_val)), target,
                          task)
 
+  def point(params, constants, val):
+    _, loss_fn = loss_fn_for(constants)
+    out = {"val_loss": loss_fn(params, *val)}
+    if with_spectrum:
+      out.update(_spectrum(_after(params, out["val_loss"]), change_of_basis))
+    return out
+
+  def refresh(state, constants):
+    params, constants = param.refresh(_effective(state.params, change_of_basis), constants)
+    if change_of_basis is not None:  # the refresh returned λ = 0 (BASIS_CHANGE_APPROACHES)
+      params = {**params, "lam": jnp.zeros_like(state.params["lam"])}
+    opt_state = state.opt_state
+    if train.refresh_state == "reset":
+      opt_state = principal_branch.reset_optimizer_state(optimizer, opt_state, params)
+    return training.TrainState(params, opt_state), constants
+
   def init(key, replicate):
     keys = _replicate_keys(key, replicate)
     target = make_target(keys.target, replicate % len(task.generators), task)
     params, constants = param.init(keys.init, task.n, real)
     params = _after(params, target)  # no LAPACK call overlaps another (`_after`)
     mask = param.gradient_mask(params, constants)
-    _, loss_fn = loss_fn_for(constants)
-    initial = loss_fn(params, *val_pairs(keys, target))
+    initial = point(params, constants, val_pairs(keys, target))
     params = _after(params, initial)
     state = training.TrainState(params, optimizer.init(params))
     return ReplicateState(state, target, constants, mask), initial
 
   def chunk(carry, key, replicate, epoch, first, num):
     keys = _replicate_keys(key, replicate)
-    target, constants, mask = carry.target, carry.constants, carry.mask
-    _, loss_fn = loss_fn_for(constants)
+    target, mask = carry.target, carry.mask
     val = val_pairs(keys, target)
 
-    def step(state, idx_B):
-      x, y = example_pairs(keys.train, idx_B, target, task)
-      grads = jax.grad(loss_fn)(state.params, x, y)
-      grads = jax.tree.map(jnp.multiply, grads, mask)  # lie_restricted: frozen entries
-      updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-      p = param.post_update(optax.apply_updates(state.params, updates), constants)
-      return training.TrainState(p, opt_state), None
+    def step(constants):
+      _, loss_fn = loss_fn_for(constants)
 
-    def interval(state, idx_SxB):
-      state, _ = jax.lax.scan(step, state, idx_SxB)
-      v = loss_fn(state.params, *val)
-      return _after(state, v), v
+      def one(state, idx_B):
+        x, y = example_pairs(keys.train, idx_B, target, task)
+        grads = jax.grad(loss_fn)(state.params, x, y)
+        grads = jax.tree.map(jnp.multiply, grads, mask)  # lie_restricted: frozen entries
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        p = param.post_update(optax.apply_updates(state.params, updates), constants)
+        return training.TrainState(p, opt_state), None
+      return one
+
+    def run_block(sc, xs):
+      state, constants = sc
+      idx_SxB, first_step = xs
+      if refresh_every:
+        state, constants = jax.lax.cond(first_step % refresh_every == 0, refresh,
+                                        lambda s, c: (s, c), state, constants)
+      state, _ = jax.lax.scan(step(constants), state, idx_SxB)
+      return (state, constants), None
+
+    def interval(sc, xs):
+      idx_SxB, index = xs
+      first_step = index * train.val_every + block * jnp.arange(train.val_every // block)
+      sc, _ = jax.lax.scan(run_block, sc, (idx_SxB.reshape(-1, block, idx_SxB.shape[-1]),
+                                           first_step))
+      state, constants = sc
+      p = point(state.params, constants, val)
+      return (_after(state, p), constants), p
 
     per_interval = train.val_every * train.batch_size
     order = jax.random.permutation(jax.random.fold_in(keys.order, epoch), task.num_train)
     order = jax.lax.dynamic_slice_in_dim(order, first * per_interval, num * per_interval)
-    state, vals = jax.lax.scan(interval, carry.train,
-                               order.astype(jnp.int32).reshape(num, train.val_every, -1))
-    return carry._replace(train=state), vals
+    indices = epoch * intervals + first + jnp.arange(num)
+    (state, constants), points = jax.lax.scan(
+        interval, (carry.train, carry.constants),
+        (order.astype(jnp.int32).reshape(num, train.val_every, -1), indices))
+    return carry._replace(train=state, constants=constants), points
 
   def finish(carry, key, replicate):
     keys = _replicate_keys(key, replicate)
@@ -403,8 +501,9 @@ def make_train(task: TaskSpec, train: TrainSpec,
     ``train_fn(key, replicate)``: key is the task's PRNG key (per n), replicate an
     int32 scalar. Returns a dict with ``test_loss`` and ``final_val_loss`` (scalars,
     full sets) and ``val_curve`` (C,) with C = 1 + num_epochs·steps_per_epoch/val_every:
-    the subsample validation loss at step 0, val_every, 2·val_every, ..., and
-    ``params``, the final parameters.
+    the subsample validation loss at step 0, val_every, 2·val_every, ...;
+    ``params``, the final parameters; and for the λ approaches the spectrum
+    diagnostics at the same steps (`SPECTRUM_FIELDS`, each (C,)).
 
   Raises:
     ValueError: as `make_trainer`.
@@ -415,9 +514,11 @@ def make_train(task: TaskSpec, train: TrainSpec,
     state, initial = trainer.init(key, replicate)
     per_epoch = trainer.intervals_per_epoch
     epoch = lambda s, e: trainer.chunk(s, key, replicate, e, 0, per_epoch)  # noqa: E731
-    state, vals_ExC = jax.lax.scan(epoch, state, jnp.arange(trainer.num_epochs))
+    state, points = jax.lax.scan(epoch, state, jnp.arange(trainer.num_epochs))
+    curves = {k: jnp.concatenate([initial[k][None], v.reshape(-1)]) for k, v in points.items()}
+    val_curve = curves.pop("val_loss")
     return dict(trainer.finish(state, key, replicate), params=state.train.params,
-                val_curve=jnp.concatenate([initial[None], vals_ExC.reshape(-1)]))
+                val_curve=val_curve, **curves)
 
   return train_fn
 
