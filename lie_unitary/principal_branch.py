@@ -207,7 +207,8 @@ def reunitarize(u) -> jax.Array:
   """
   u = jnp.asarray(u)
   gram = mm(jnp.conj(jnp.swapaxes(u, -1, -2)), u)
-  eye = jnp.eye(u.shape[-1], dtype=u.dtype)
+  # Broadcast explicitly: batch axes must not rely on implicit rank promotion.
+  eye = jnp.broadcast_to(jnp.eye(u.shape[-1], dtype=u.dtype), gram.shape)
   return mm(u, 1.5 * eye - 0.5 * gram)
 
 
@@ -276,6 +277,10 @@ def reset_optimizer_state(optimizer: optax.GradientTransformation, opt_state: An
   fresh = optimizer.init(params)
   if where is None:
     where = jax.tree.map(lambda _: True, params)
+  # optax.masked / multi_transform keep MaskedNode (an empty subtree) for the leaves
+  # they do not own: take it as a leaf and keep it, so the trees still line up.
+  masked = lambda x: isinstance(x, optax.MaskedNode)
   chosen = optax.tree_utils.tree_map_params(
-      optimizer, lambda _, w: w, opt_state, where, transform_non_params=lambda _: False)
+      optimizer, lambda v, w: v if masked(v) else w, opt_state, where,
+      transform_non_params=lambda _: False, is_leaf=masked)
   return jax.tree.map(lambda c, old, new: jnp.where(c, new, old), chosen, opt_state, fresh)
