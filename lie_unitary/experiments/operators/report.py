@@ -61,7 +61,15 @@ PAPER_TABLE2 = {
     20: dict(arjovsky=(27.8, 0.7), lie_restricted=(28.0, 0.6), lie_algebra=(0.19, 0.03)),
 }
 _ORDER = ("true", "lstsq", "projection", "projection_orthogonal", "arjovsky",
-          "lie_restricted", "so_algebra", "lie_algebra", "rand")
+          "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
+          "lie_recentred", "lie_rebased", "rand")
+# Approaches that run appendix B's change of basis (`task.BASIS_CHANGE_APPROACHES`).
+_BASIS_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
+
+
+def _schedule(r) -> str:
+  return r.get("lr_schedule") or "constant"
+
 
 
 def bootstrap_mean_se(values: Sequence[float], num: int = 2000, seed: int = 0):
@@ -132,9 +140,9 @@ def _groups(results):
   baselines = [r for r in results if r["optimizer"] == "none"]
   groups = collections.defaultdict(list)
   for r in trained:
-    groups[(r["optimizer"], r["learning_rate"])].append(r)
+    groups[(r["optimizer"], r["learning_rate"], _schedule(r))].append(r)
   if not groups and baselines:
-    groups[("none", 0.0)] = []
+    groups[("none", 0.0, "constant")] = []
   return {k: v + baselines for k, v in groups.items()}
 
 
@@ -184,7 +192,7 @@ def _orthogonal_components(results) -> list[str]:
 
 
 _IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
-             "basis_scale")
+             "basis_scale", "lr_schedule")
 
 
 def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
@@ -251,8 +259,68 @@ def _figure2(results):
   return fig
 
 
+def _floor_ratios(results) -> list[str]:
+  """Mean test loss of each trained approach over the mean loss of the true U."""
+  true = collections.defaultdict(list)
+  for r in results:
+    if r["approach"] == "true":
+      true[r["n"]].append(float(r["test_loss"]))
+  trained = [r for r in results if r["optimizer"] != "none" and r["n"] in true]
+  cols = [a for a in _ORDER if any(r["approach"] == a for r in trained)]
+  if not cols:
+    return []
+  lines = ["Test loss over the noise floor (the true U's loss), means over replicates:", "",
+           "| n | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
+  for n in sorted({r["n"] for r in trained}):
+    cells = []
+    for a in cols:
+      v = [float(r["test_loss"]) for r in trained if r["n"] == n and r["approach"] == a]
+      cells.append(f"{np.mean(v) / np.mean(true[n]):.3g}" if v else "—")
+    lines.append(f"| {n} | " + " | ".join(cells) + " |")
+  return lines + [""]
+
+
+def _spectrum_figure(curves):
+  """Validation loss and the λ chart's spectrum (median over replicates) per n."""
+  curves = [c for c in curves if "theta_spread" in c and not c.get("basis_scale")]
+  if not curves:
+    return None
+  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+
+  ns = sorted({c["n"] for c in curves})
+  rows = (("val_loss", "validation loss", True), ("theta_spread", "spread of θ", False),
+          ("min_sinc", "min |sinc(Δ/2)|", True))
+  fig = Figure(figsize=(3.6 * len(ns), 7.5))
+  axes = fig.subplots(len(rows), len(ns), sharex="col", squeeze=False)
+  keys = sorted({(c["approach"], _schedule(c)) for c in curves},
+                key=lambda k: (_ORDER.index(k[0]) if k[0] in _ORDER else 99, k[1]))
+  colors = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(a for a, _ in keys))}
+  for j, n in enumerate(ns):
+    for a, sched in keys:
+      mine = [c for c in curves if c["n"] == n and c["approach"] == a
+              and _schedule(c) == sched]
+      if not mine:
+        continue
+      steps = np.asarray(mine[0]["val_steps"], np.float64)
+      for i, (field, label, log) in enumerate(rows):
+        vals = np.asarray([[np.nan if v is None else float(v) for v in c[field]]
+                           for c in mine], np.float64)
+        axes[i][j].plot(steps, np.nanmedian(vals, axis=0), color=colors[a],
+                        ls="-" if sched == "constant" else "--", lw=1,
+                        label=a + ("" if sched == "constant" else f" ({sched})"))
+        if log:
+          axes[i][j].set_yscale("log")
+        if j == 0:
+          axes[i][j].set_ylabel(label)
+    axes[0][j].set_title(f"n = {n}")
+    axes[-1][j].set_xlabel("step")
+  axes[0][0].legend(fontsize=7)
+  fig.tight_layout()
+  return fig
+
+
 def _basis_grid(curves):
-  curves = [c for c in curves if c.get("approach") == "lie_algebra"]
+  curves = [c for c in curves if c.get("approach") in _BASIS_APPROACHES]
   scales = sorted({c["basis_scale"] for c in curves})
   if len(scales) < 2:
     return None
@@ -266,7 +334,12 @@ def _basis_grid(curves):
       ax = axes[i][j]
       for c in sorted(curves, key=lambda c: (c["replicate"], str(c.get("unit")))):
         if c["basis_scale"] == s and c["learning_rate"] == lr:
-          ax.plot(c["val_steps"], [float(v) for v in c["val_loss"]], lw=0.8)
+          # One color per approach (lie_algebra blue, lie_rebased green, ...).
+          ax.plot(c["val_steps"], [float(v) for v in c["val_loss"]], lw=0.8,
+                  color=f"C{_BASIS_APPROACHES.index(c['approach'])}",
+                  label=c["approach"] if c["replicate"] == 0 else None)
+      if i == 0 and j == 0:
+        ax.legend(fontsize=7)
       ax.set_yscale("log")
       if i == 0:
         ax.set_title(f"lr = {lr:.3g}", fontsize=9)
@@ -305,6 +378,9 @@ def figures(results: Any, curves: Any = ()) -> dict:
   grid = _basis_grid(curves)
   if grid is not None:
     out["basis_change"] = grid
+  spectrum = _spectrum_figure(curves)
+  if spectrum is not None:
+    out["spectrum"] = spectrum
   return out
 
 
@@ -346,23 +422,29 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   if real:  # SO(n) targets: the paper has no numbers for them
     paper = {}
     lines += _orthogonal_components(real)
-  for (opt, lr), group in sorted(_groups(results).items()):
-    title = f"## Test loss ({opt}, lr {lr:g})" if opt != "none" else "## Baselines"
+  for (opt, lr, sched), group in sorted(_groups(results).items()):
+    title = (f"## Test loss ({opt}, lr {lr:g}" + ("" if sched == "constant" else
+                                                 f", {sched} schedule") + ")"
+             if opt != "none" else "## Baselines")
     lines += _table(group, paper, title=title)
+    lines += _floor_ratios(group)
     if any(r["approach"] == "lie_restricted" for r in group):
       lines += _table([r for r in group if r["n"] in PAPER_TABLE2], PAPER_TABLE2,
                       ("arjovsky", "lie_restricted", "lie_algebra"),
                       title=f"### Table 2 ({opt}) beside the paper's Table 2")
-  basis = [r for r in results if r["approach"] == "lie_algebra" and r["optimizer"] != "none"]
+  basis = [r for r in results
+           if r["approach"] in _BASIS_APPROACHES and r["optimizer"] != "none"]
   if len({r["basis_scale"] for r in basis}) > 1:
     lrs = sorted({r["learning_rate"] for r in basis}, reverse=True)
-    lines += ["## Appendix B: change of basis (final test loss)", "",
-              "| c \\ lr | " + " | ".join(f"{lr:.3g}" for lr in lrs) + " |",
-              "|---|" + "---|" * len(lrs)]
-    for c in sorted({r["basis_scale"] for r in basis}):
-      cells = [_cell([float(r["test_loss"]) for r in basis
-                      if r["basis_scale"] == c and r["learning_rate"] == lr]) for lr in lrs]
-      lines.append(f"| {c:g} | " + " | ".join(cells) + " |")
+    for a in [a for a in _BASIS_APPROACHES if any(r["approach"] == a for r in basis)]:
+      lines += [f"## Appendix B: change of basis, {a} (final test loss)", "",
+                "| c \\ lr | " + " | ".join(f"{lr:.3g}" for lr in lrs) + " |",
+                "|---|" + "---|" * len(lrs)]
+      for c in sorted({r["basis_scale"] for r in basis}):
+        cells = [_cell([float(r["test_loss"]) for r in basis if r["approach"] == a
+                        and r["basis_scale"] == c and r["learning_rate"] == lr]) for lr in lrs]
+        lines.append(f"| {c:g} | " + " | ".join(cells) + " |")
+      lines.append("")
     for a in ("true", "rand"):
       vals = [float(r["test_loss"]) for r in results if r["approach"] == a]
       if vals:
@@ -372,6 +454,12 @@ def markdown(results: Any, *, figure_files: dict | None = None,
       lines += [f"![appendix B grid]({figure_files['basis_change']})", ""]
   if "figure2" in figure_files:
     lines += ["## Figure 2", "", f"![figure 2]({figure_files['figure2']})", ""]
+  if "spectrum" in figure_files:
+    lines += ["## The λ chart's spectrum during training", "",
+              "Median over replicates of the validation loss, the spread of "
+              "θ = eigvalsh(iL(λ)) and the smallest |sinc(Δ/2)| over eigenvalue gaps "
+              "(`lie_unitary.principal_branch`); dashed: decaying schedule.", "",
+              f"![spectrum]({figure_files['spectrum']})", ""]
   return "\n".join(lines) + "\n"
 
 
