@@ -181,6 +181,23 @@ def test_a_stop_checkpoints_and_the_resume_gives_the_same_numbers(smoke_run, tmp
     np.testing.assert_allclose(c["val_loss"], curve_ref[c["replicate"]], rtol=1e-6)
 
 
+def test_a_stop_after_the_last_step_resumes_to_the_records(smoke_run, tmp_path):
+  # Stopped after the last chunk's checkpoint, before the records: the rerun restores
+  # the finished state and only evaluates it.
+  workdir, _, _ = smoke_run
+  config = _smoke(approaches=("lie_algebra",))
+  stopped = runner.run_units(experiment, config, experiment.units(config), str(tmp_path),
+                             printer=lambda *_: None, stop=_StopAfter(3))
+  assert stopped.interrupted and stopped.computed == 0
+  lines = []
+  summary = experiment.train_and_evaluate(config, str(tmp_path), printer=lines.append,
+                                          handle_signals=False)
+  assert summary.computed == 1 and any("resumed at step 100" in l for l in lines), lines
+  ref = {r["replicate"]: r for r in _finals(workdir) if r["approach"] == "lie_algebra"}
+  for r in _finals(str(tmp_path)):
+    np.testing.assert_allclose(r["test_loss"], ref[r["replicate"]]["test_loss"], rtol=1e-6)
+
+
 def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
   workdir, _, _ = smoke_run
   script = (

@@ -371,7 +371,10 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
         save()
         last_ckpt = now
         ctx.check_stop()
-    save()  # the trained state, for `lie_unitary.experiments.load_unit`
+    # The trained state, for `lie_unitary.experiments.load_unit` (already there when a
+    # run stopped between its last save and its records).
+    if ckpt.latest_step() != done * config.val_every:
+      save()
     return curves, state, elapsed
   finally:
     ckpt.close()
