@@ -34,7 +34,9 @@ docs/principal_branch.md): ``lie_zero_init`` (λ = 0, U = I), ``lie_haar_init`` 
 principal logarithm of a Haar-random unitary), ``lie_recentred`` (N(0, 1) init; λ
 replaced by the coefficients of the principal logarithm of U(λ) at every refresh) and
 ``lie_rebased`` (N(0, 1) init; dynamic trivialization U = U₀·U(λ), with U₀ ← U and
-λ ← 0 at every refresh).
+λ ← 0 at every refresh) and ``lie_rebased_orthonormal`` (the same, with coordinates
+in the orthonormal basis T_j/‖T_j‖: U = U₀·U(λ ⊘ ‖T‖), so that every coordinate
+step moves U as far as a step on one entry of a free matrix).
 """
 
 from __future__ import annotations
@@ -181,6 +183,22 @@ def _rebase(params, constants):
   return {"lam": lam}, {**constants, "base": base}
 
 
+def _orthonormal_init(key, n, dtype=jnp.float32):
+  params, constants = _rebased_init(key, n, dtype)
+  scale = 1.0 / principal_branch.basis_norms(n, params["lam"].dtype)
+  # The same initial U as lie_rebased: the coordinates are λ ⊙ ‖T‖.
+  return {"lam": params["lam"] / scale}, {**constants, "scale": scale}
+
+
+def _orthonormal_to_unitary(params, constants):
+  return _rebased_to_unitary({"lam": params["lam"] * constants["scale"]}, constants)
+
+
+def _orthonormal_rebase(params, constants):
+  new, constants = _rebase({"lam": params["lam"] * constants["scale"]}, constants)
+  return new, constants
+
+
 # lie_restricted -----------------------------------------------------------------
 
 
@@ -310,6 +328,8 @@ PARAMETRIZATIONS: dict[str, Parametrization] = {
                         lambda n: n * n, refresh=_recentre),
         Parametrization("lie_rebased", _rebased_init, _rebased_to_unitary, _ones_like,
                         _identity, lambda n: n * n, refresh=_rebase),
+        Parametrization("lie_rebased_orthonormal", _orthonormal_init, _orthonormal_to_unitary,
+                        _ones_like, _identity, lambda n: n * n, refresh=_orthonormal_rebase),
     )
 }
 
@@ -320,7 +340,8 @@ def get_parametrization(name: str) -> Parametrization:
   Args:
     name: one of ``PARAMETRIZATIONS`` ("lie_algebra", "lie_restricted", "arjovsky",
       "projection", "so_algebra", "projection_orthogonal", "special_unitary",
-      "lie_zero_init", "lie_haar_init", "lie_recentred", "lie_rebased").
+      "lie_zero_init", "lie_haar_init", "lie_recentred", "lie_rebased",
+      "lie_rebased_orthonormal").
 
   Returns:
     The `Parametrization`.

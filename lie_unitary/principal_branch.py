@@ -36,7 +36,7 @@ import optax
 from lie_unitary import algebra, expm, generators, logm
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["INIT_SCHEMES", "SpectrumStats", "init_lambdas", "lambda_initializer",
+__all__ = ["INIT_SCHEMES", "SpectrumStats", "basis_norms", "init_lambdas", "lambda_initializer",
            "principal_lambdas", "rebase", "rebased_unitary", "reset_optimizer_state",
            "reunitarize", "spectrum", "spectrum_stats", "wrap_phases"]
 
@@ -191,6 +191,30 @@ def lambda_initializer(scheme: str = "normal", std: float = 1.0) -> Callable[...
     return init_lambdas(key, algebra.n_from_num_lambdas(shape[0]), scheme, std, dtype)
 
   return initializer
+
+
+def basis_norms(n: int, dtype=jnp.float32) -> jax.Array:
+  """‖T_j‖_F of the paper's generators: 1 on the diagonal ones, √2 on the others.
+
+  Coordinates λ_j / ‖T_j‖ are orthonormal ones: a step of the same size in every
+  coordinate then moves U by the same Frobenius distance, as a step on the entries
+  of a free matrix does (used by the ``lie_rebased_orthonormal`` parametrization).
+
+  Args:
+    n: matrix size, a positive integer.
+    dtype: float32 or float64.
+
+  Returns:
+    Real array (n²,) in the order of `algebra.basis(n)`.
+
+  Raises:
+    ValueError: n not a positive integer.
+  """
+  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  # The diagonal coefficients come first (`algebra.basis`), the n(n-1) others after.
+  return jnp.concatenate([jnp.ones((n,), dtype),
+                          jnp.full((n * (n - 1),), math.sqrt(2.0), dtype)])
 
 
 def reunitarize(u) -> jax.Array:

@@ -184,3 +184,23 @@ def test_report_shows_the_approaches_the_schedule_and_the_floor_ratio():
   assert "| 4 | lie_algebra | lie_rebased |" not in text
   assert "| n | lie_algebra | lie_rebased |\n|---|---|---|\n| 4 | 100 | 2 |" in text
   assert "| n | lie_rebased |\n|---|---|\n| 4 | 1.1 |" in text
+
+
+def test_orthonormal_chart_is_the_rebased_one_rescaled(x64):
+  n = 3
+  norms = np.sqrt(np.sum(np.abs(np.asarray(algebra.basis(n))) ** 2, axis=(1, 2)))
+  from lie_unitary import principal_branch
+  np.testing.assert_allclose(principal_branch.basis_norms(n, jnp.float64), norms)
+  ortho = parametrizations.get_parametrization("lie_rebased_orthonormal")
+  plain = parametrizations.get_parametrization("lie_rebased")
+  key = jax.random.key(4)
+  p, c = ortho.init(key, n, jnp.float64)
+  q, d = plain.init(key, n, jnp.float64)
+  # Same initial U; coordinates λ_j ‖T_j‖.
+  np.testing.assert_allclose(ortho.to_unitary(p, c), _expm_unitary(q["lam"]), atol=1e-12)
+  p2, c2 = ortho.refresh(p, c)
+  np.testing.assert_allclose(ortho.to_unitary(p2, c2), _expm_unitary(q["lam"]), atol=1e-12)
+  assert not np.any(np.asarray(p2["lam"]))
+  lam = jnp.linspace(-0.3, 0.4, n * n)
+  np.testing.assert_allclose(ortho.to_unitary({"lam": lam}, c2),
+                             c2["base"] @ _expm_unitary(lam / norms), atol=1e-12)

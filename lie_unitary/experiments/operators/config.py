@@ -78,7 +78,8 @@ def get_config(variant: str = "table1") -> ml_collections.ConfigDict:
   c.n_values = (3, 6, 8, 14, 20)
   # What to fit: parametrizations (lie_algebra, lie_restricted, arjovsky, projection,
   # and the principal-branch variants of lie_algebra: lie_zero_init, lie_haar_init,
-  # lie_recentred, lie_rebased; so_algebra, projection_orthogonal for field='real')
+  # lie_recentred, lie_rebased, lie_rebased_orthonormal; so_algebra,
+  # projection_orthogonal for field='real')
   # and baselines: true (the target), rand (another draw of the generator), lstsq
   # (least squares on the training pairs, unconstrained).
   c.approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_algebra")
@@ -126,7 +127,7 @@ def get_config(variant: str = "table1") -> ml_collections.ConfigDict:
   # 'constant', or 'cosine': the rate decays to 0 over the run (one schedule for all
   # approaches; a unit's identity includes it when it is not 'constant').
   c.lr_schedule = "constant"
-  # lie_recentred and lie_rebased: refresh the chart (re-centre onto the principal
+  # lie_recentred and lie_rebased(_orthonormal): refresh the chart (re-centre onto the principal
   # branch / re-base U₀ ← U, λ ← 0) before every step s with s % refresh_every == 0,
   # s = 0 included; 0 = never. Other approaches ignore it.
   c.refresh_every = 100
@@ -155,7 +156,7 @@ def get_config(variant: str = "table1") -> ml_collections.ConfigDict:
     c.n_values = (32, 64, 128)
     c.approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_restricted",
                     "lie_algebra", "lie_zero_init", "lie_haar_init", "lie_recentred",
-                    "lie_rebased")
+                    "lie_rebased", "lie_rebased_orthonormal")
     c.generators = ("haar",)
     c.optimizer = "rmsprop"
     c.num_replicates = 3

@@ -48,7 +48,8 @@ __all__ = ["NAME", "Setting", "epochs_for", "run_unit", "settings", "train_and_e
 
 NAME = "operators"
 _COMPLEX_APPROACHES = ("lie_algebra", "lie_restricted", "arjovsky", "projection",
-                       "lie_zero_init", "lie_haar_init", "lie_recentred", "lie_rebased")
+                       "lie_zero_init", "lie_haar_init", "lie_recentred", "lie_rebased",
+                       "lie_rebased_orthonormal")
 _REAL_APPROACHES = ("so_algebra", "projection_orthogonal")
 
 

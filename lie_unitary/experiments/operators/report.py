@@ -62,7 +62,7 @@ PAPER_TABLE2 = {
 }
 _ORDER = ("true", "lstsq", "projection", "projection_orthogonal", "arjovsky",
           "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
-          "lie_recentred", "lie_rebased", "rand")
+          "lie_recentred", "lie_rebased", "lie_rebased_orthonormal", "rand")
 # Approaches that run appendix B's change of basis (`task.BASIS_CHANGE_APPROACHES`).
 _BASIS_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
 
