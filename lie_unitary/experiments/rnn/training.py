@@ -151,12 +151,15 @@ class Experiment(NamedTuple):
     loss_fn: (params, x, targets, carry_key) -> scalar, for one replicate.
     spectrum: params_R -> {name in SPECTRUM_METRICS: (R,)}, the
       `principal_branch.spectrum_stats` of λ; None for models without λ.
+    refresh: TrainState_R -> TrainState_R, the unit's λ refresh (what `train_chunk`
+      does before every `lambda_refresh_every`-th update); None without a refresh.
   """
   init: Callable
   train_chunk: Callable
   evaluate: Callable
   loss_fn: Callable
   spectrum: Callable | None = None
+  refresh: Callable | None = None
 
 
 def _trainable(variables):
@@ -282,4 +285,5 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
     def v_spectrum(params):
       return dict(zip(SPECTRUM_METRICS, v_spectrum_stats(params)))
 
-  return Experiment(v_init, v_train, evaluate_sets, loss_fn, v_spectrum)
+  v_refresh = None if refresh_state is None else jax.jit(jax.vmap(refresh_state), **out)
+  return Experiment(v_init, v_train, evaluate_sets, loss_fn, v_spectrum, v_refresh)
