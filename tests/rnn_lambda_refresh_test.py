@@ -196,3 +196,31 @@ def test_val_records_hold_the_spectrum(tmp_path):
     assert later["theta_spread"] < 1 and later["wide_share"] == 0 and later["min_sinc"] > 0.9
   assert rnn_training.make_experiment(
       rnn.unit_spec(config, "lstm", 10), sweep.replicate_sharding()).spectrum is None
+
+
+@pytest.mark.parametrize("lambda_optimizer", ["sgd", "rmsprop"])
+def test_reset_restarts_lambda_statistics_only(lambda_optimizer):
+  # λ with its own optimizer (optax.multi_transform, masked states) and a schedule.
+  config = _config("recentre", 5, lambda_refresh_state="reset",
+                   lambda_optimizer=lambda_optimizer, lr_drops=(7,))
+  config.models.gurnn.lambda_learning_rate = 1e-3
+  spec = rnn.unit_spec(config, "gurnn", 10)
+  optimizer = rnn_training.make_optimizer(spec)
+  params = {"params": {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}}
+  _, opt_state = optimizer.update(jax.tree.map(lambda a: 3 * a, params),
+                                  optimizer.init(params), params)
+  state = rnn_training._refresh_fn(spec, optimizer)(training.TrainState(params, opt_state))
+  nus = {}
+  for path, leaf in jax.tree_util.tree_leaves_with_path(state.opt_state):
+    keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
+    if "nu" in keys:
+      nus[keys[-1]] = np.asarray(leaf)
+    if "count" in keys:
+      assert int(leaf) == 1  # step counts (the schedule's) are kept
+  # RMSProp's mean square, initial 1, decay 0.9, gradient 3: 0.9 + 0.1 · 9 = 1.8 kept for
+  # v; λ's (its own RMSProp) back to 1.
+  np.testing.assert_allclose(nus["v"], 1.8, rtol=1e-6)
+  if lambda_optimizer == "rmsprop":
+    np.testing.assert_array_equal(nus["lam"], 1.0)
+  else:
+    assert "lam" not in nus
