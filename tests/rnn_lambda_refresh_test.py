@@ -88,13 +88,17 @@ REBASE = dict(lambda_refresh_state="reset", lambda_optimizer="rmsprop",
 
 
 @jax.jit
+def _product(lam, base):
+  return base @ jax.vmap(_expm)(lam)
+
+
 def _unitary(variables):
-  """U of a (stacked) state's variables: U₀ · expm(L(λ)) by scipy, per replicate."""
+  """U of a (stacked) state's variables: U₀ · expm(L(λ)) by scipy, per replicate
+  (U₀ = I without a base: one compiled program for every state)."""
   lam = variables["params"]["cell"]["lam"]
-  u = jax.vmap(_expm)(lam)
-  if lnn.BASE_COLLECTION in variables:
-    u = variables[lnn.BASE_COLLECTION]["cell"]["base"] @ u
-  return u
+  eye = jnp.broadcast_to(jnp.eye(8, dtype=jnp.complex64), (lam.shape[0], 8, 8))
+  base = variables.get(lnn.BASE_COLLECTION, {"cell": {"base": eye}})["cell"]["base"]
+  return _product(lam, base)
 
 
 def test_rebase_in_training_keeps_u_across_every_refresh():
@@ -209,9 +213,9 @@ def test_reset_restarts_lambda_statistics_only(lambda_optimizer):
   params = {"params": {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}}
   _, opt_state = optimizer.update(jax.tree.map(lambda a: 3 * a, params),
                                   optimizer.init(params), params)
-  state = rnn_training._refresh_fn(spec, optimizer)(training.TrainState(params, opt_state))
+  opt_state = rnn_training._reset_lambda_statistics(optimizer, opt_state, params)
   nus = {}
-  for path, leaf in jax.tree_util.tree_leaves_with_path(state.opt_state):
+  for path, leaf in jax.tree_util.tree_leaves_with_path(opt_state):
     keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]
     if "nu" in keys:
       nus[keys[-1]] = np.asarray(leaf)
