@@ -1,5 +1,6 @@
 """Flax layers and recurrent cells built on the unitary and orthogonal maps."""
 
+from lie_unitary.nn.cells import BASE_COLLECTION
 from lie_unitary.nn.cells import GURNNCell
 from lie_unitary.nn.cells import SimpleRNNCell
 from lie_unitary.nn.cells import URNNCell

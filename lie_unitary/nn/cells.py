@@ -27,12 +27,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lie_unitary import composition, expm
+from lie_unitary import algebra, composition, expm, principal_branch
 from lie_unitary.nn import recurrence
 
-__all__ = ["GURNNCell", "SimpleRNNCell", "URNNCell", "diagonal_phases_init"]
+__all__ = ["BASE_COLLECTION", "GURNNCell", "SimpleRNNCell", "URNNCell", "diagonal_phases_init"]
 
 Initializer = Callable[..., jax.Array]
+
+# The flax variable collection of a rebased GURNNCell's base U₀ (not "params").
+BASE_COLLECTION = "lie_base"
 
 
 def _uniform_h0(rng, shape, scale, dtype):
@@ -140,9 +143,17 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       `initialize_carry`: pass a fresh key per forward pass) or 'zeros'.
     unconstrained: replace U by a free real 2n×2n matrix (orthogonal init): the same
       recurrence without the unitary constraint, the speed limit of this cell.
-    lambda_init: initializer of λ (n²,), N(0, 1) by default as the paper.
+    lambda_init: initializer of λ (n²,), N(0, 1) by default as the paper
+      (`lie_unitary.principal_branch.lambda_initializer` gives the zeros and Haar
+      inits).
     kernel_init: initializer of V_re and V_im.
     param_dtype: float32 (U complex64) or float64.
+    rebased: U = U₀ · U(λ) with a base U₀ (n, n), complex of param_dtype's
+      precision, held in the variable collection ``"lie_base"`` (`BASE_COLLECTION`;
+      identity at init, not a parameter: no gradient reaches it). The dynamic
+      trivialization of `lie_unitary.principal_branch`: the caller moves the base
+      with `principal_branch.rebase` and stores it back into the collection. Only
+      for a constrained cell; ignored by an unconstrained one.
 
   Raises (at `init` / `apply`):
     ValueError: features < 1, an unknown h0 or activation, or `unitary()` of an
@@ -156,6 +167,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   lambda_init: Initializer = nn.initializers.normal(stddev=1.0)
   kernel_init: Initializer = nn.initializers.glorot_uniform()
   param_dtype: Any = jnp.float32
+  rebased: bool = False
 
   def setup(self):
     if self.features < 1:
@@ -173,15 +185,21 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       self.w = self.param("w", nn.initializers.orthogonal(), (2 * n, 2 * n), self.param_dtype)
     else:
       self.lam = self.param("lam", self.lambda_init, (n * n,), self.param_dtype)
+      if self.rebased:
+        self.base = self.variable(BASE_COLLECTION, "base", jnp.eye, n,
+                                  dtype=algebra.complex_dtype_for(self.param_dtype))
     # V = [V_re | V_im] as ONE (D, 2n) kernel, each half initialised as its own
     # (D, n) matrix: one matmul gives [Re, Im] with no concatenation of outputs.
     self.v = nn.Dense(2 * n, kernel_init=_halves(self.kernel_init),
                       param_dtype=self.param_dtype, name="v")
 
   def unitary(self) -> jax.Array:
-    """U(λ), complex (n, n). Only for the constrained cell."""
+    """U(λ) (U₀ · U(λ) when rebased), complex (n, n). Only for the constrained cell."""
     if self.unconstrained:
       raise ValueError("an unconstrained GURNNCell has no unitary matrix.")
+    if self.rebased:
+      # The base is a constant of the forward pass: only λ carries gradients.
+      return principal_branch.rebased_unitary(jax.lax.stop_gradient(self.base.value), self.lam)
     return expm.unitary_from_lambdas(self.lam)
 
   def transition(self) -> jax.Array:

@@ -134,9 +134,19 @@ def get_config(variant: str = "adding") -> ml_collections.ConfigDict:
   c.h0 = "random"
   # Standard deviation of the guRNN's λ at init (N(0, std²) as the paper: 1); 0 = λ = 0, U = I.
   c.lambda_init_std = 1.0
-  # guRNN λ init: 'normal' (N(0, lambda_init_std²), the paper) or 'phases' (U = diag(e^{iθ}),
-  # θ ~ U(-π, π): Henaff et al.'s init for the copy task).
+  # guRNN λ init: 'normal' (N(0, lambda_init_std²), the paper), 'phases' (U = diag(e^{iθ}),
+  # θ ~ U(-π, π): Henaff et al.'s init for the copy task), 'zeros' (U = I) or 'haar' (the
+  # principal logarithm of a Haar-random U: every eigenphase of U's chart within ±π).
   c.lambda_init = "normal"
+  # guRNN λ refresh every lambda_refresh_every updates (before update u, u % every == 0,
+  # u = 0 included), U unchanged: 'none', 'recentre' (λ ← coefficients of the principal
+  # logarithm of U(λ)) or 'rebase' (U = U₀ · U(λ) with a base U₀ held as state:
+  # (U₀, λ) ← (U₀ · U(λ), 0), the dynamic trivialization); see lie_unitary.principal_branch.
+  c.lambda_refresh = "none"
+  # Updates between refreshes (a unit's identity holds it only when lambda_refresh is set).
+  c.lambda_refresh_every = 100
+  # At a refresh, the optimizer statistics of λ: 'keep' or 'reset' (restart; step counts kept).
+  c.lambda_refresh_state = "keep"
   # Optimizer of the guRNN's λ: 'sgd' (plain gradient steps at lambda_learning_rate, as
   # the original code; on memory T = 100 it reached 0.0045 where 'rmsprop' plateaued
   # near 0.025, see docs/rnn.md) or 'rmsprop' (its own RMSProp, as the rest's).

@@ -14,7 +14,12 @@ Records (``WORKDIR/results.jsonl``; the vocabulary shared with operators):
 ``step`` (updates made), the unit's fields (task, model, T, hidden_size,
 learning_rate, ..., num_replicates: every setting that changes the unit's numbers)
 and the metrics ``val_loss``, ``train_loss`` (mean over the chunk; val records after
-step 0), ``test_loss`` (final) and ``seconds`` (training time so far).
+step 0), ``test_loss`` (final) and ``seconds`` (training time so far). Val records of
+models with λ (guRNN) also hold the spectrum diagnostics of λ's chart
+(`lie_unitary.principal_branch.spectrum_stats`): ``theta_spread`` (max − min of
+θ = eigvalsh(iL(λ))), ``theta_max_abs``, ``min_sinc`` (the smallest |sinc(Δ/2)| over
+eigenvalue gaps Δ: the weakest direction's gain in the derivative of expm) and
+``wide_share`` (share of gaps beyond π).
 """
 
 from __future__ import annotations
@@ -51,6 +56,9 @@ _SHARED = {
     "num_train": None, "val_every": None, "val_size": None, "eval_size": None,
     "eval_batch_size": None, "seed": None, "eval_seed": None, "unroll": None,
 }
+# λ refresh fields: in the spec of λ models only when lambda_refresh is not "none", so
+# units without a refresh keep the identity they had before these fields existed.
+_REFRESH = ("lambda_refresh", "lambda_refresh_every", "lambda_refresh_state")
 _ACTIVATIONS = ("relu", "tanh", "identity", "modrelu")
 # Relative cost per step and state unit² (matmul widths: LSTM 4 gates, the complex
 # pair 2n) to start the longest units first when worker processes share them.
@@ -144,8 +152,11 @@ def validate_config(config) -> None:
                     positive=True)
     _check_number(table, "clip_value", f"models.{m}.clip_value")
   _check_choice(config, "h0", ("random", "zeros"))
-  _check_choice(config, "lambda_init", ("normal", "phases"))
+  _check_choice(config, "lambda_init", training.LAMBDA_INITS)
   _check_number(config, "lambda_init_std")
+  _check_choice(config, "lambda_refresh", training.LAMBDA_REFRESHES)
+  _check_int(config, "lambda_refresh_every")
+  _check_choice(config, "lambda_refresh_state", training.LAMBDA_REFRESH_STATES)
   _check_choice(config, "lambda_optimizer", ("sgd", "rmsprop"))
   if (not isinstance(config.lr_drops, (tuple, list))
       or not all(_is_int(d) and d >= 0 for d in config.lr_drops)):
@@ -180,6 +191,8 @@ def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
     if concerns is None or model in concerns:
       value = config[field]
       spec[field] = tuple(value) if isinstance(value, (tuple, list)) else value
+  if model in training.LAMBDA_MODELS and config.lambda_refresh != "none":
+    spec.update({field: config[field] for field in _REFRESH})
   spec.update(config.models[model].to_dict())
   return ml_collections.FrozenConfigDict(spec)
 
@@ -269,6 +282,13 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   writer = _tensorboard(ctx)
   baseline = tasks.get_task(spec.task).baseline(spec.T)
 
+  def val_metrics(**losses):
+    """Losses, and for λ models the spectrum diagnostics of the current λ."""
+    out = dict(losses)
+    if exp.spectrum is not None:
+      out.update({k: _gather(v, num) for k, v in exp.spectrum(state.params).items()})
+    return out
+
   def write(kind, metrics):
     recs = [{"kind": kind, "replicate": r, "step": step, "seconds": round(elapsed, 3),
              **{k: float(v[r]) for k, v in metrics.items()}}
@@ -285,7 +305,8 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
 
   try:
     if step == 0:
-      write("val", {"val_loss": _gather(exp.evaluate(state.params, "val", spec.val_size), num)})
+      write("val", val_metrics(
+          val_loss=_gather(exp.evaluate(state.params, "val", spec.val_size), num)))
     last_ckpt = step
     # A checkpoint (and a progress line) about every 5% of the run.
     ckpt_every = spec.val_every * max(1, target // (20 * spec.val_every))
@@ -297,7 +318,7 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
       train_loss = _gather(train_loss, num)
       elapsed += time.perf_counter() - t0
       step += chunk
-      write("val", {"val_loss": val, "train_loss": train_loss})
+      write("val", val_metrics(val_loss=val, train_loss=train_loss))
       if step - last_ckpt >= ckpt_every or step >= target or ctx.stop.requested():
         save()
         last_ckpt = step

@@ -14,6 +14,13 @@ batch_size)), i.e. a fixed training set of `num_train` sequences per replicate
 visited in the same order every epoch (`num_train = 0`: fresh data every update).
 Validation and test sets are fixed (`eval_seed`), the same for every replicate and
 model, generated batch by batch inside jit and never stored.
+
+The guRNN's λ can be refreshed every `lambda_refresh_every` updates, before the
+update whose index u is a multiple of it (u = 0 included), inside the compiled loop
+(`lie_unitary.principal_branch`): "recentre" replaces λ by the coefficients of the
+principal logarithm of U(λ), "rebase" moves U(λ) into the cell's base U₀ and sets
+λ = 0 (U = U₀ · U(λ), the dynamic trivialization). Neither changes U; with
+`lambda_refresh_state = "reset"` the optimizer's moments of λ restart.
 """
 
 from __future__ import annotations
@@ -26,12 +33,14 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from lie_unitary import nn as lnn
+from lie_unitary import principal_branch
 from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import tasks
-from lie_unitary import nn as lnn
 
-__all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_MODELS", "MODELS", "Experiment", "ReplicateKeys",
-           "make_experiment", "make_model", "make_optimizer"]
+__all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS", "LAMBDA_REFRESHES",
+           "LAMBDA_REFRESH_STATES", "MODELS", "SPECTRUM_METRICS", "Experiment", "ReplicateKeys",
+           "lambda_refresh", "make_experiment", "make_model", "make_optimizer"]
 
 MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
 # Models built on GURNNCell (β, activation); `free` is its recurrence without the
@@ -40,6 +49,22 @@ GURNN_MODELS = ("gurnn", "gurnn_beta", "free")
 LAMBDA_MODELS = ("gurnn", "gurnn_beta")
 # Models with a complex state whose initial value `h0` sets.
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")
+# λ inits: N(0, std²) (the paper), Henaff's diagonal phases, U = I, principal log of Haar.
+LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
+LAMBDA_REFRESHES = ("none", "recentre", "rebase")
+LAMBDA_REFRESH_STATES = ("keep", "reset")
+# Val-record names of `principal_branch.SpectrumStats`' fields, in its order.
+SPECTRUM_METRICS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
+
+
+def lambda_refresh(spec) -> tuple[str, int, str]:
+  """(lambda_refresh, lambda_refresh_every, lambda_refresh_state) of a unit's spec:
+  ("none", 0, "keep") for models without λ and for specs without the fields (a unit
+  without refresh does not carry them, so its identity is that of older runs)."""
+  refresh = spec.get("lambda_refresh", "none") if spec.model in LAMBDA_MODELS else "none"
+  if refresh == "none":
+    return "none", 0, "keep"
+  return refresh, int(spec.lambda_refresh_every), spec.lambda_refresh_state
 
 
 def make_model(spec) -> lnn.SequenceModel:
@@ -51,10 +76,13 @@ def make_model(spec) -> lnn.SequenceModel:
     if spec.model in LAMBDA_MODELS:
       if spec.lambda_init == "phases":
         lambda_init = lnn.diagonal_phases_init()
+      elif spec.lambda_init in ("zeros", "haar"):
+        lambda_init = principal_branch.lambda_initializer(spec.lambda_init)
       elif spec.lambda_init_std > 0:
         lambda_init = nn.initializers.normal(stddev=spec.lambda_init_std)
     cell = lnn.GURNNCell(n, beta=spec.beta, activation=spec.activation, h0=spec.h0,
-                         unconstrained=spec.model == "free", lambda_init=lambda_init)
+                         unconstrained=spec.model == "free", lambda_init=lambda_init,
+                         rebased=lambda_refresh(spec)[0] == "rebase")
   elif spec.model == "urnn":
     cell = lnn.URNNCell(n, h0=spec.h0)
   elif spec.model == "lstm":
@@ -110,6 +138,10 @@ class ReplicateKeys(NamedTuple):
 class Experiment(NamedTuple):
   """Pure functions of one unit, batched over replicates (leading axis R).
 
+  A TrainState's `params` are the model's flax variables: the collection "params"
+  (trained; the optimizer state is of ``{"params": ...}``) and, for a rebased guRNN,
+  the base U₀ in `lnn.BASE_COLLECTION` (moved only by a refresh).
+
   Attributes:
     init: replicate indices (R,) int32 -> TrainState_R.
     train_chunk: (TrainState_R, replicate indices (R,), first update, number of
@@ -117,11 +149,71 @@ class Experiment(NamedTuple):
       state donated.
     evaluate: (params_R, which ('val' or 'test'), number of sequences) -> (R,) mean loss.
     loss_fn: (params, x, targets, carry_key) -> scalar, for one replicate.
+    spectrum: params_R -> {name in SPECTRUM_METRICS: (R,)}, the
+      `principal_branch.spectrum_stats` of λ; None for models without λ.
+    refresh: TrainState_R -> TrainState_R, the unit's λ refresh (what `train_chunk`
+      does before every `lambda_refresh_every`-th update); None without a refresh.
   """
   init: Callable
   train_chunk: Callable
   evaluate: Callable
   loss_fn: Callable
+  spectrum: Callable | None = None
+  refresh: Callable | None = None
+
+
+def _trainable(variables):
+  """The collection the optimizer sees: {"params": ...} without any other collection."""
+  return {"params": variables["params"]}
+
+
+def _lambda(variables):
+  return variables["params"]["cell"]["lam"]
+
+
+def _with_cell_entry(variables, collection, name, value):
+  """`variables` with variables[collection]["cell"][name] replaced (a new dict)."""
+  col = dict(variables[collection])
+  col["cell"] = {**col["cell"], name: value}
+  return {**variables, collection: col}
+
+
+def _reset_lambda_statistics(optimizer, opt_state, params):
+  """`opt_state` with λ's per-parameter statistics as `optimizer.init` gives them.
+
+  The rule of `principal_branch.reset_optimizer_state` (moments restart, step counts
+  stay), written to also pass through the `optax.MaskedNode` entries that
+  `optax.multi_transform` (λ's own optimizer) leaves where a parameter is not its.
+  """
+  fresh = optimizer.init(params)
+  where = jax.tree_util.tree_map_with_path(lambda path, _: _is_lambda(path), params)
+  masked = lambda x: isinstance(x, optax.MaskedNode)
+  chosen = optax.tree_utils.tree_map_params(
+      optimizer, lambda value, w: value if masked(value) else w, opt_state, where,
+      transform_non_params=lambda _: False, is_leaf=masked)
+  return jax.tree.map(lambda c, old, new: jnp.where(c, new, old), chosen, opt_state, fresh)
+
+
+def _refresh_fn(spec, optimizer) -> Callable:
+  """TrainState -> TrainState with λ re-centred or re-based (the same U)."""
+  refresh, _, state_rule = lambda_refresh(spec)
+
+  def apply(state):
+    variables, lam = state.params, _lambda(state.params)
+    if refresh == "recentre":
+      variables = _with_cell_entry(variables, "params", "lam",
+                                   principal_branch.principal_lambdas(lam))
+    else:
+      base = variables[lnn.BASE_COLLECTION]["cell"]["base"]
+      base, lam = principal_branch.rebase(base, lam)
+      variables = _with_cell_entry(variables, lnn.BASE_COLLECTION, "base", base)
+      variables = _with_cell_entry(variables, "params", "lam", lam)
+    opt_state = state.opt_state
+    if state_rule == "reset":
+      opt_state = _reset_lambda_statistics(optimizer, opt_state, _trainable(variables))
+    return training.TrainState(variables, opt_state)
+
+  return apply
 
 
 @functools.lru_cache(maxsize=16)
@@ -146,11 +238,14 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
   def loss_fn(params, x, targets, carry_key):
     return task.loss(model.apply(params, x, carry_key), targets)
 
+  refresh, refresh_every, _ = lambda_refresh(spec)
+  refresh_state = _refresh_fn(spec, optimizer) if refresh != "none" else None
+
   def init(replicate):
     keys = replicate_keys(replicate)
     x = jnp.zeros((1, L, task.input_size), jnp.float32)
-    params = model.init(keys.params, x, keys.init_carry)
-    return training.TrainState(params, optimizer.init(params))
+    variables = model.init(keys.params, x, keys.init_carry)
+    return training.TrainState(variables, optimizer.init(_trainable(variables)))
 
   def train_chunk(state, replicate, start, num):
     keys = replicate_keys(replicate)
@@ -158,14 +253,20 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
 
     def step(u, carry):
       state, loss_sum = carry
+      if refresh_state is not None:
+        # u is the same for every replicate (not vmapped): a real branch, not a select.
+        state = jax.lax.cond(u % refresh_every == 0, refresh_state, lambda s: s, state)
       batch_index = u % num_batches if num_batches else u
       x, targets = task.sample(jax.random.fold_in(data_key, batch_index), spec.batch_size,
                                spec.T)
-      loss, grads = jax.value_and_grad(loss_fn)(state.params, x, targets,
-                                                jax.random.fold_in(carry_key, u))
-      updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
-      return (training.TrainState(optax.apply_updates(state.params, updates), opt_state),
-              loss_sum + loss)
+      trainable = _trainable(state.params)
+      # Other collections (a rebased guRNN's base) are constants of the gradient.
+      loss, grads = jax.value_and_grad(
+          lambda p: loss_fn({**state.params, **p}, x, targets,
+                            jax.random.fold_in(carry_key, u)))(trainable)
+      updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
+      variables = {**state.params, **optax.apply_updates(trainable, updates)}
+      return training.TrainState(variables, opt_state), loss_sum + loss
 
     state, loss_sum = jax.lax.fori_loop(start, start + num, step, (state, jnp.float32(0)))
     return state, loss_sum / num
@@ -191,4 +292,12 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
       raise ValueError(f"{num_sequences=} must be a multiple of {spec.eval_batch_size=}.")
     return v_eval(params, {"val": 1, "test": 2}[which], num_sequences // spec.eval_batch_size)
 
-  return Experiment(v_init, v_train, evaluate_sets, loss_fn)
+  v_spectrum = None
+  if spec.model in LAMBDA_MODELS:
+    v_spectrum_stats = jax.jit(lambda params: principal_branch.spectrum_stats(_lambda(params)))
+
+    def v_spectrum(params):
+      return dict(zip(SPECTRUM_METRICS, v_spectrum_stats(params)))
+
+  v_refresh = None if refresh_state is None else jax.jit(jax.vmap(refresh_state), **out)
+  return Experiment(v_init, v_train, evaluate_sets, loss_fn, v_spectrum, v_refresh)
