@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
-from lie_unitary import algebra
+from lie_unitary import algebra, principal_branch
 from lie_unitary import nn as lnn
 from lie_unitary.experiments import records, runner, sweep, training
 from lie_unitary.experiments.rnn import config as rnn_configs
@@ -213,7 +213,8 @@ def test_reset_restarts_lambda_statistics_only(lambda_optimizer):
   params = {"params": {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}}
   _, opt_state = optimizer.update(jax.tree.map(lambda a: 3 * a, params),
                                   optimizer.init(params), params)
-  opt_state = rnn_training._reset_lambda_statistics(optimizer, opt_state, params)
+  opt_state = principal_branch.reset_optimizer_state(
+      optimizer, opt_state, params, {"params": {"cell": {"lam": True, "v": False}}})
   nus = {}
   for path, leaf in jax.tree_util.tree_leaves_with_path(opt_state):
     keys = [getattr(k, "key", getattr(k, "name", None)) for k in path]

@@ -178,22 +178,6 @@ def _with_cell_entry(variables, collection, name, value):
   return {**variables, collection: col}
 
 
-def _reset_lambda_statistics(optimizer, opt_state, params):
-  """`opt_state` with λ's per-parameter statistics as `optimizer.init` gives them.
-
-  The rule of `principal_branch.reset_optimizer_state` (moments restart, step counts
-  stay), written to also pass through the `optax.MaskedNode` entries that
-  `optax.multi_transform` (λ's own optimizer) leaves where a parameter is not its.
-  """
-  fresh = optimizer.init(params)
-  where = jax.tree_util.tree_map_with_path(lambda path, _: _is_lambda(path), params)
-  masked = lambda x: isinstance(x, optax.MaskedNode)
-  chosen = optax.tree_utils.tree_map_params(
-      optimizer, lambda value, w: value if masked(value) else w, opt_state, where,
-      transform_non_params=lambda _: False, is_leaf=masked)
-  return jax.tree.map(lambda c, old, new: jnp.where(c, new, old), chosen, opt_state, fresh)
-
-
 def _refresh_fn(spec, optimizer) -> Callable:
   """TrainState -> TrainState with λ re-centred or re-based (the same U)."""
   refresh, _, state_rule = lambda_refresh(spec)
@@ -210,7 +194,10 @@ def _refresh_fn(spec, optimizer) -> Callable:
       variables = _with_cell_entry(variables, "params", "lam", lam)
     opt_state = state.opt_state
     if state_rule == "reset":
-      opt_state = _reset_lambda_statistics(optimizer, opt_state, _trainable(variables))
+      trainable = _trainable(variables)
+      opt_state = principal_branch.reset_optimizer_state(
+          optimizer, opt_state, trainable,
+          jax.tree_util.tree_map_with_path(lambda path, _: _is_lambda(path), trainable))
     return training.TrainState(variables, opt_state)
 
   return apply
