@@ -144,7 +144,7 @@ def test_appendix_b_grid_and_figure():
         recs.append(rec)
         curves.append(_curve(rec, [10.0, 1.0 + c, 0.1 + c]))
   text = report.markdown(recs)
-  assert "## Appendix B: change of basis (final test loss)" in text
+  assert "## Appendix B: change of basis, lie_algebra (final test loss)" in text
   assert "| c \\ lr | 0.01 | 0.001 |" in text
   assert "| 0 | 0.1 ± " in text and "| 1 | 1.1 ± " in text
   assert "## Test loss" not in text  # the sweep gets the grid, not the Table-1 layout
