@@ -1,0 +1,161 @@
+r"""RNN training throughput at the sizes people train, against the machine's own limits.
+
+For every (n, batch B, T) and model, one training step (forward + backward + RMSProp
+update, the copy task's loss and readout, a fixed batch on the device) is compiled,
+warmed up and timed round-robin with the other rows of that size (best of
+`--rounds`). Each row prints examples/s and the achieved GFLOP/s of its recurrence
+(the matmuls that scale with B·T, counted as 3 products per step: forward, the
+reverse pass's δ Wᵀ and its share of W̄):
+
+  guRNN(tanh), guRNN(relu)   GURNNCell, elementwise activation, state 2n reals;
+  guRNN(modReLU)             the copy_long cell (modReLU per complex unit);
+  free(tanh)                 the same recurrence with an unconstrained 2n×2n matrix;
+  LSTM(2n)                   flax's LSTM with 2n hidden units (the same state size;
+                             its recurrent matmul is 2n × 8n, four times the FLOPs).
+
+and two references measured in the same run, so that the ratios mean the same thing
+on any machine:
+
+  matmul limit               one large f32 matmul (`--matmul_size`², best of a few):
+                             what the machine's BLAS path reaches at all;
+  matmuls alone              the recurrence's own products and nothing else: a scan
+                             of h ← h W + p, a reverse scan of δ ← δ Wᵀ + g and one
+                             W̄ = Σ hᵀδ, at the row's (B, 2n, T).
+
+Ratios: each row's GFLOP/s over the matmul limit and over the matmuls alone.
+
+  flock /tmp/lie_unitary_bench.lock env OPENBLAS_NUM_THREADS=1 \
+      python scripts/bench_rnn_throughput.py                       # n 64/95/128, B 128, T 1000
+  python scripts/bench_rnn_throughput.py --sizes=30 --batches=20 --lengths=100  # the paper's size
+  python scripts/bench_rnn_throughput.py --sizes=64,95,128,256 --batches=20,128 \
+      --lengths=100,1000
+
+Runs unchanged on GPU/TPU (the backend is whatever jax picks). Timing on a machine
+shared with other jobs is noisy: run it under the flock above and report that.
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import sys  # noqa: E402
+import time  # noqa: E402
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # bench_rnn
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+
+import bench_rnn  # noqa: E402
+
+_N = flags.DEFINE_list("sizes", ["64", "95", "128"], "n: complex units (state 2n reals).")
+_BATCH = flags.DEFINE_list("batches", ["128"], "Sequences per step.")
+_T = flags.DEFINE_list("lengths", ["1000"], "T: the copy task's blank stretch (sequences of T + 20).")
+_MODELS = flags.DEFINE_list("models", ["gurnn_tanh", "gurnn_relu", "gurnn_modrelu", "free",
+                                       "lstm"], "Rows to time (see the module docstring).")
+# --min_seconds (per row, all rounds together; at least one step per round) and
+# --rounds (round-robin; the best counts) are bench_rnn's flags.
+FLAGS = flags.FLAGS
+_MATMUL = flags.DEFINE_integer("matmul_size", 2048, "Size of the reference matmul.")
+
+# name -> (row label, rnn config model, activation override, state-size multiplier of n).
+_ROWS = {
+    "gurnn_tanh": ("guRNN(tanh)", "gurnn", "tanh"),
+    "gurnn_relu": ("guRNN(relu)", "gurnn", "relu"),
+    "gurnn_modrelu": ("guRNN(modReLU)", "gurnn", "modrelu"),
+    "free": ("free(tanh)", "free", "tanh"),
+    "lstm": ("LSTM(2n)", "lstm", ""),
+}
+
+
+def recurrence_flops(model: str, n: int, batch: int, T: int, length: int) -> float:
+  """FLOPs of the recurrent products of one training step: 3 per step (see above)."""
+  del T
+  H = 2 * n
+  width = 4 * H if model == "lstm" else H  # LSTM(2n): h (B, 2n) @ (2n, 8n)
+  return 3 * 2 * batch * H * width * length
+
+
+def best_rate(fn, args, flops: float, seconds: float = 1.0, repeats: int = 3) -> float:
+  """Best GFLOP/s of `fn(*args)` over `repeats` timings of ≥ `seconds`/`repeats` each."""
+  jax.block_until_ready(fn(*args))
+  best = 0.0
+  for _ in range(repeats):
+    calls, start = 0, time.perf_counter()
+    while calls == 0 or time.perf_counter() - start < seconds / repeats:
+      jax.block_until_ready(fn(*args))
+      calls += 1
+    best = max(best, calls * flops / (time.perf_counter() - start) / 1e9)
+  return best
+
+
+def matmul_limit(size: int) -> float:
+  """GFLOP/s of one (size, size) @ (size, size) float32 matmul, best of a few."""
+  a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
+  return best_rate(jax.jit(lambda a: a @ a), (a,), 2.0 * size**3, seconds=2.0)
+
+
+def matmuls_alone(H: int, batch: int, length: int) -> float:
+  """GFLOP/s of the recurrence's products alone at state size H (see the docstring)."""
+  k1, k2, k3 = jax.random.split(jax.random.key(1), 3)
+  w = jnp.linalg.qr(jax.random.normal(k1, (H, H), jnp.float32))[0]  # keeps h bounded
+  p = jax.random.normal(k2, (length, batch, H), jnp.float32) * 0.01
+  g = jax.random.normal(k3, (length, batch, H), jnp.float32) * 0.01
+
+  @jax.jit
+  def products(w, p, g):
+    _, hs = jax.lax.scan(lambda h, pt: (h @ w + pt,) * 2, jnp.zeros_like(p[0]), p)
+    _, ds = jax.lax.scan(lambda d, gt: (d @ w.T + gt,) * 2, jnp.zeros_like(g[0]), g,
+                         reverse=True)
+    return hs.reshape(-1, H).T @ ds.reshape(-1, H)
+
+  return best_rate(products, (w, p, g), 3 * 2.0 * batch * H * H * length, seconds=2.0)
+
+
+def main(argv):
+  del argv
+  print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), "
+        f"{jax.device_count()} device(s), OPENBLAS_NUM_THREADS="
+        f"{os.environ.get('OPENBLAS_NUM_THREADS')}, XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}",
+        flush=True)
+  unknown = sorted(set(_MODELS.value) - set(_ROWS))
+  if unknown:
+    raise app.UsageError(f"unknown --models {unknown}; choose from {sorted(_ROWS)}.")
+  limit = matmul_limit(_MATMUL.value)
+  print(f"matmul limit ({_MATMUL.value}² f32): {limit:.1f} GFLOP/s", flush=True)
+  lines = ["| n | B | T | model | examples/s | GFLOP/s | × matmul limit | × matmuls alone |",
+           "|---|---|---|---|---|---|---|---|"]
+  for n in map(int, _N.value):
+    for batch in map(int, _BATCH.value):
+      for T in map(int, _T.value):
+        length = bench_rnn.tasks.get_task("memory").length(T)
+        alone = matmuls_alone(2 * n, batch, length)
+        print(f"n={n} B={batch} T={T}: matmuls alone {alone:.1f} GFLOP/s", flush=True)
+        timers = {}
+        for name in _MODELS.value:
+          label, model, activation = _ROWS[name]
+          size = 2 * n if model == "lstm" else n
+          timers[name] = bench_rnn.make_timer("memory", T, model, size, batch,
+                                              steps_per_call=1, activation=activation)
+        rate = dict.fromkeys(timers, 0.0)
+        for _ in range(FLAGS.rounds):
+          for name, timer in timers.items():
+            rate[name] = max(rate[name], timer(FLAGS.min_seconds / FLAGS.rounds))
+        lines.append(f"| {n} | {batch} | {T} | matmuls alone | – | {alone:.1f} | "
+                     f"{alone / limit:.2f} | 1.00 |")
+        for name in timers:
+          label, model, _ = _ROWS[name]
+          gflops = rate[name] / batch * recurrence_flops(model, n, batch, T, length) / 1e9
+          print(f"  {label}: {rate[name]:,.1f} examples/s, {gflops:.1f} GFLOP/s", flush=True)
+          # LSTM's products are 2n × 8n: compare it with the limit only.
+          vs_alone = "–" if model == "lstm" else f"{gflops / alone:.2f}"
+          lines.append(f"| {n} | {batch} | {T} | {label} | {rate[name]:,.1f} | {gflops:.1f} | "
+                       f"{gflops / limit:.2f} | {vs_alone} |")
+  print(f"\nmatmul limit: {limit:.1f} GFLOP/s ({jax.default_backend()})")
+  print("\n".join(lines))
+
+
+if __name__ == "__main__":
+  app.run(main)
