@@ -49,6 +49,12 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import bench_rnn  # noqa: E402
+import numpy as np  # noqa: E402
+from lie_unitary.experiments import sweep  # noqa: E402
+from lie_unitary.experiments.rnn import config as rnn_configs  # noqa: E402
+from lie_unitary.experiments.rnn import experiment as rnn_experiment  # noqa: E402
+from lie_unitary.experiments.rnn import tasks  # noqa: E402
+from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
 
 _N = flags.DEFINE_list("sizes", ["64", "95", "128"], "n: complex units (state 2n reals).")
 _BATCH = flags.DEFINE_list("batches", ["128"], "Sequences per step.")
@@ -59,6 +65,16 @@ _MODELS = flags.DEFINE_list("models", ["gurnn_tanh", "gurnn_relu", "gurnn_modrel
 # --rounds (round-robin; the best counts) are bench_rnn's flags.
 FLAGS = flags.FLAGS
 _MATMUL = flags.DEFINE_integer("matmul_size", 2048, "Size of the reference matmul.")
+_DATA_PARALLEL = flags.DEFINE_integer(
+    "data_parallel", 1, "d > 1: also time each row's training as the experiments run it "
+    "(`train_chunk`, data sampled in the loop) on one device and with its batch split over "
+    "d devices (config data_parallel). On one CPU process, --cpu_devices makes d devices.")
+_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "> 0: this many CPU devices in this "
+                                    "process (jax_num_cpu_devices), set before any work.")
+_COORDINATOR = flags.DEFINE_string("coordinator_address", "", "host:port of process 0 for a "
+                                   "multi-process run (jax.distributed, gloo on CPU).")
+_NUM_PROCESSES = flags.DEFINE_integer("num_processes", 1, "With --coordinator_address.")
+_PROCESS_ID = flags.DEFINE_integer("process_id", 0, "With --coordinator_address.")
 
 # name -> (row label, rnn config model, activation override, state-size multiplier of n).
 _ROWS = {
@@ -114,8 +130,40 @@ def matmuls_alone(H: int, batch: int, length: int) -> float:
   return best_rate(products, (w, p, g), 3 * 2.0 * batch * H * H * length, seconds=2.0)
 
 
+def train_chunk_rate(n: int, batch: int, T: int, model: str, activation: str,
+                     data_parallel: int, seconds: float, steps: int = 2) -> float:
+  """Examples/s of the experiments' own training chunk (one replicate, `steps` updates
+  per call, data sampled inside) with the batch split over `data_parallel` devices."""
+  config = rnn_configs.get_config("memory")
+  config.batch_size, config.num_replicates, config.data_parallel = batch, 1, data_parallel
+  config.models[model].hidden_size = 2 * n if model == "lstm" else n
+  if activation:
+    config.models[model].activation = activation
+  spec = rnn_experiment.unit_spec(config, model, T)
+  devices = jax.devices()[:data_parallel]
+  sharding = sweep.replicate_sharding(devices, data_parallel=data_parallel)
+  exp = rnn_training.make_experiment(spec, sharding)
+  ids = jax.make_array_from_callback((1,), sharding, lambda i: np.zeros(1, np.int32)[i])
+  state = exp.init(ids)
+  state, loss = exp.train_chunk(state, ids, 0, steps)  # compile, warm up
+  jax.block_until_ready(loss)
+  calls, start = 0, time.perf_counter()
+  while calls == 0 or time.perf_counter() - start < seconds:
+    state, loss = exp.train_chunk(state, ids, (calls + 1) * steps, steps)
+    jax.block_until_ready(loss)
+    calls += 1
+  return calls * steps * batch / (time.perf_counter() - start)
+
+
 def main(argv):
   del argv
+  if _COORDINATOR.value:
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
+  elif _CPU_DEVICES.value:
+    jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value)
+  if _DATA_PARALLEL.value > 1:
+    return data_parallel_main()
   print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), "
         f"{jax.device_count()} device(s), OPENBLAS_NUM_THREADS="
         f"{os.environ.get('OPENBLAS_NUM_THREADS')}, XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}",
@@ -130,7 +178,7 @@ def main(argv):
   for n in map(int, _N.value):
     for batch in map(int, _BATCH.value):
       for T in map(int, _T.value):
-        length = bench_rnn.tasks.get_task("memory").length(T)
+        length = tasks.get_task("memory").length(T)
         alone = matmuls_alone(2 * n, batch, length)
         print(f"n={n} B={batch} T={T}: matmuls alone {alone:.1f} GFLOP/s", flush=True)
         timers = {}
@@ -155,6 +203,33 @@ def main(argv):
                        f"{gflops / limit:.2f} | {vs_alone} |")
   print(f"\nmatmul limit: {limit:.1f} GFLOP/s ({jax.default_backend()})")
   print("\n".join(lines))
+
+
+def data_parallel_main():
+  """Rows: each model's training chunk on one device and split over d devices."""
+  d = _DATA_PARALLEL.value
+  if jax.device_count() < d:
+    raise app.UsageError(f"--data_parallel={d} needs {d} devices; jax sees "
+                         f"{jax.device_count()} (--cpu_devices or --num_processes).")
+  lead = jax.process_index() == 0
+  say = print if lead else (lambda *a, **k: None)
+  say(f"backend: {jax.default_backend()}, {jax.device_count()} device(s) in "
+      f"{jax.process_count()} process(es), OPENBLAS_NUM_THREADS="
+      f"{os.environ.get('OPENBLAS_NUM_THREADS')}", flush=True)
+  lines = ["| n | B | T | model | 1 device: examples/s | "
+           f"{d} devices: examples/s | speed-up |", "|---|---|---|---|---|---|---|"]
+  for n in map(int, _N.value):
+    for batch in map(int, _BATCH.value):
+      for T in map(int, _T.value):
+        for name in _MODELS.value:
+          label, model, activation = _ROWS[name]
+          one = (train_chunk_rate(n, batch, T, model, activation, 1, FLAGS.min_seconds)
+                 if jax.process_count() == 1 else float("nan"))
+          many = train_chunk_rate(n, batch, T, model, activation, d, FLAGS.min_seconds)
+          say(f"n={n} B={batch} T={T} {label}: {one:,.1f} → {many:,.1f} examples/s", flush=True)
+          lines.append(f"| {n} | {batch} | {T} | {label} | {one:,.1f} | {many:,.1f} | "
+                       f"{many / one:.2f} |")
+  say("\n".join(lines))
 
 
 if __name__ == "__main__":

@@ -20,9 +20,11 @@ from jax.experimental import multihost_utils
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 
-__all__ = ["ReplicateMap", "gather", "padded_size", "replicate_sharding"]
+__all__ = ["AXIS", "DATA_AXIS", "ReplicateMap", "gather", "padded_size", "replicate_sharding"]
 
 AXIS = "replicate"
+# The mesh axis over which one replicate's batch is split (data parallelism).
+DATA_AXIS = "data"
 
 
 def padded_size(num_replicates: int, num_devices: int) -> int:
@@ -33,10 +35,27 @@ def padded_size(num_replicates: int, num_devices: int) -> int:
   return -(-num_replicates // num_devices) * num_devices
 
 
-def replicate_sharding(devices: Sequence[jax.Device] | None = None) -> NamedSharding:
-  """Sharding of a leading replicate axis over a 1-D mesh of `devices` (default: all)."""
+def replicate_sharding(devices: Sequence[jax.Device] | None = None,
+                       data_parallel: int = 1) -> NamedSharding:
+  """Sharding of a leading replicate axis over the mesh of `devices` (default: all).
+
+  Args:
+    devices: the devices, default `jax.devices()` (every host's).
+    data_parallel: d ≥ 1. 1: a 1-D mesh (AXIS,). d > 1: a (count / d, d) mesh
+      (AXIS, DATA_AXIS): replicates over the first axis, each replicate's batch split
+      over the second (the arrays are replicated along it).
+
+  Raises:
+    ValueError: if d < 1 or d does not divide the number of devices.
+  """
   devices = jax.devices() if devices is None else list(devices)
-  return NamedSharding(Mesh(np.array(devices), (AXIS,)), PartitionSpec(AXIS))
+  if data_parallel < 1 or len(devices) % data_parallel:
+    raise ValueError(f"data_parallel = {data_parallel} must be ≥ 1 and divide the "
+                     f"{len(devices)} device(s).")
+  if data_parallel == 1:
+    return NamedSharding(Mesh(np.array(devices), (AXIS,)), PartitionSpec(AXIS))
+  grid = np.array(devices).reshape(len(devices) // data_parallel, data_parallel)
+  return NamedSharding(Mesh(grid, (AXIS, DATA_AXIS)), PartitionSpec(AXIS))
 
 
 def gather(tree: Any, num_replicates: int) -> Any:

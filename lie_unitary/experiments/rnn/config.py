@@ -164,6 +164,14 @@ def get_config(variant: str = "adding") -> ml_collections.ConfigDict:
   c.num_replicates = 3
   # Sequences per update.
   c.batch_size = 20
+  # Devices that split each replicate's batch (data parallelism: each computes the
+  # gradient of its batch_size / data_parallel sequences, then the mean over them).
+  # 1: a replicate runs on one device. With d > 1 the devices (jax.devices(): several
+  # processes with --num_processes, or in one process e.g.
+  # XLA_FLAGS=--xla_force_host_platform_device_count=2 on CPU) form a (count / d, d)
+  # mesh of replicates × batch shards. Part of a unit's identity when > 1: each shard
+  # draws its own random initial states, so the numbers differ from one device's.
+  c.data_parallel = 1
   # RMSProp decay (no momentum), as the paper.
   c.rmsprop_decay = 0.9
   # RMSProp epsilon (added under the square root; TF's default).

@@ -177,6 +177,15 @@ def validate_config(config) -> None:
   _check_number(config, "rmsprop_initial_scale")
   for field in ("seed", "eval_seed"):
     _check_int(config, field, minimum=0)
+  _check_int(config, "data_parallel")
+  if config.batch_size % config.data_parallel:
+    _fail("data_parallel", config.data_parallel,
+          f"a divisor of batch_size = {config.batch_size}")
+  if jax.device_count() % config.data_parallel:
+    _fail("data_parallel", config.data_parallel,
+          f"a divisor of the device count, {jax.device_count()} (several processes: "
+          "--num_processes; one CPU process: "
+          "XLA_FLAGS=--xla_force_host_platform_device_count=N)")
 
 
 # Units ------------------------------------------------------------------------------
@@ -193,6 +202,8 @@ def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
       spec[field] = tuple(value) if isinstance(value, (tuple, list)) else value
   if model in training.LAMBDA_MODELS and config.lambda_refresh != "none":
     spec.update({field: config[field] for field in _REFRESH})
+  if config.data_parallel > 1:  # one device's units keep their identity
+    spec["data_parallel"] = int(config.data_parallel)
   spec.update(config.models[model].to_dict())
   return ml_collections.FrozenConfigDict(spec)
 
@@ -259,8 +270,8 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   del config  # everything is in unit.spec
   spec, target = unit.spec, unit.target_step
   num = spec.num_replicates
-  sharding = sweep.replicate_sharding()
-  padded = sweep.padded_size(num, sharding.mesh.size)
+  sharding = sweep.replicate_sharding(data_parallel=spec.get("data_parallel", 1))
+  padded = sweep.padded_size(num, sharding.mesh.shape[sweep.AXIS])
   exp = training.make_experiment(spec, sharding)
   ids = np.arange(padded, dtype=np.int32)
   ids = jax.make_array_from_callback((padded,), sharding, lambda index: ids[index])

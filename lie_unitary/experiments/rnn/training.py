@@ -32,9 +32,11 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import optax
+from jax.sharding import PartitionSpec as P
 
 from lie_unitary import nn as lnn
 from lie_unitary import principal_branch
+from lie_unitary.experiments import sweep
 from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import tasks
 
@@ -210,12 +212,23 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
   Args:
     spec: the unit's frozen spec (hashable: the cache key).
     sharding: where the replicate axis of every output lives (the runner's replicate
-      sharding over all devices); None: wherever jit puts it.
+      sharding over all devices); None: wherever jit puts it. A spec with
+      data_parallel = d > 1 needs the sharding of `sweep.replicate_sharding(
+      data_parallel=d)`: training then splits each replicate's batch over the mesh's
+      data axis (`jax.shard_map`, gradients averaged with `pmean`).
+
+  Raises:
+    ValueError: data_parallel > 1 without a matching sharding.
   """
   task = tasks.get_task(spec.task)
   model = make_model(spec)
   optimizer = make_optimizer(spec)
   L = task.length(spec.T)
+  data_parallel = spec.get("data_parallel", 1)
+  if data_parallel > 1 and (sharding is None or sharding.mesh.shape.get(sweep.DATA_AXIS)
+                            != data_parallel):
+    raise ValueError(f"data_parallel = {data_parallel} needs a sharding whose mesh has a "
+                     f"{sweep.DATA_AXIS!r} axis of that size (sweep.replicate_sharding).")
   num_batches = spec.num_train // spec.batch_size if spec.num_train > 0 else 0
 
   def replicate_keys(replicate) -> ReplicateKeys:
@@ -247,10 +260,20 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
       x, targets = task.sample(jax.random.fold_in(data_key, batch_index), spec.batch_size,
                                spec.T)
       trainable = _trainable(state.params)
+      step_key = jax.random.fold_in(carry_key, u)
+      if data_parallel > 1:
+        # This device's share of the batch (and its own initial states); the mean of
+        # the shards' mean losses and gradients is the whole batch's.
+        shard = jax.lax.axis_index(sweep.DATA_AXIS)
+        size = spec.batch_size // data_parallel
+        x, targets = (jax.lax.dynamic_slice_in_dim(a, shard * size, size)
+                      for a in (x, targets))
+        step_key = jax.random.fold_in(step_key, shard)
       # Other collections (a rebased guRNN's base) are constants of the gradient.
       loss, grads = jax.value_and_grad(
-          lambda p: loss_fn({**state.params, **p}, x, targets,
-                            jax.random.fold_in(carry_key, u)))(trainable)
+          lambda p: loss_fn({**state.params, **p}, x, targets, step_key))(trainable)
+      if data_parallel > 1:
+        loss, grads = jax.lax.pmean((loss, grads), sweep.DATA_AXIS)
       updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
       variables = {**state.params, **optax.apply_updates(trainable, updates)}
       return training.TrainState(variables, opt_state), loss_sum + loss
@@ -270,8 +293,14 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
 
   out = {} if sharding is None else {"out_shardings": sharding}
   v_init = jax.jit(jax.vmap(init), **out)
-  v_train = jax.jit(jax.vmap(train_chunk, in_axes=(0, 0, None, None)), donate_argnums=0,
-                    **out)
+  chunks = jax.vmap(train_chunk, in_axes=(0, 0, None, None))
+  if data_parallel > 1:
+    # Each device runs its replicates' steps on its share of their batches; every
+    # array but the gradient's inputs is replicated over the data axis.
+    chunks = jax.shard_map(chunks, mesh=sharding.mesh, check_vma=False,
+                           in_specs=(P(sweep.AXIS), P(sweep.AXIS), P(), P()),
+                           out_specs=(P(sweep.AXIS), P(sweep.AXIS)))
+  v_train = jax.jit(chunks, donate_argnums=0, **out)
   v_eval = jax.jit(jax.vmap(evaluate, in_axes=(0, None, None)), **out)
 
   def evaluate_sets(params, which, num_sequences):
