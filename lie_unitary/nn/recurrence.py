@@ -78,22 +78,26 @@ def _recurrence_fwd(transition, h0, projected, activation, unroll):
 
 def _recurrence_bwd(activation, unroll, res, ct_hs):
   transition, h0, hs = res
-  fprime = _activation_derivative_from_output(activation, hs)
   transition_t = transition.T
 
   def body(delta_next, inputs):
-    ct_h, d = inputs
-    delta = (ct_h + delta_next @ transition_t) * d
+    ct_h, h = inputs
+    # f'(a_t) from h_t inside the loop: no separate pass over an (L, B, H) array.
+    delta = (ct_h + delta_next @ transition_t) * _activation_derivative_from_output(
+        activation, h)
     return delta, delta
 
-  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, fprime),
+  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, hs),
                                      reverse=True, unroll=unroll)
-  # W̄ = Σ_t h_{t-1}ᵀ δ_t as one (H, L·B) @ (L·B, H) matmul: XLA's CPU dot is ~2.5×
-  # faster on this 2-D form than on the einsum contracting two axes (measured).
+  return _transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas
+
+
+def _transition_cotangent(h0, hs, deltas):
+  """W̄ = Σ_t h_{t-1}ᵀ δ_t as h_0ᵀ δ_1 plus ONE (H, (L-1)·B) @ ((L-1)·B, H) matmul:
+  XLA's CPU dot is ~2.5× faster on this 2-D form than on the einsum contracting two
+  axes (measured)."""
   H = h0.shape[-1]
-  ct_transition = (h0.T @ deltas[0]
-                   + hs[:-1].reshape(-1, H).T @ deltas[1:].reshape(-1, H))
-  return ct_transition, delta_first @ transition_t, deltas
+  return h0.T @ deltas[0] + hs[:-1].reshape(-1, H).T @ deltas[1:].reshape(-1, H)
 
 
 _recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
@@ -169,10 +173,19 @@ def modrelu_pairs(pre_Bx2n, bias_n, eps: float = _MODRELU_EPS) -> jax.Array:
   return pre_Bx2n * jnp.concatenate([scale, scale], axis=-1)
 
 
-def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll):
+def _modrelu_step(h, p, transition, bias):
+  """One modReLU step -> (h_t, r_t): the state and each unit's r = sqrt(|z|² + eps)."""
+  n = bias.shape[-1]
+  pre = h @ transition + p
+  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + _MODRELU_EPS)
+  scale = jax.nn.relu(r + bias) / r
+  return pre * jnp.concatenate([scale, scale], axis=-1), r
+
+
+def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll, keep_r=False):
   def body(h, p):
-    h = modrelu_pairs(h @ transition + p, bias)
-    return h, h
+    h, r = _modrelu_step(h, p, transition, bias)
+    return h, (h, r) if keep_r else h
 
   return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
 
@@ -183,38 +196,41 @@ def _modrelu_recurrence(transition, h0, projected, bias, unroll):
 
 
 def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
-  hs = _modrelu_recurrence_forward(transition, h0, projected, bias, unroll)
-  return hs, (transition, h0, hs, projected, bias)
+  # The reverse pass needs each unit's r (B·n per step, half a state): saved, rather
+  # than recomputing the pre-activations with a second (L·B, H) @ (H, H) matmul.
+  hs, rs = _modrelu_recurrence_forward(transition, h0, projected, bias, unroll, keep_r=True)
+  return hs, (transition, h0, hs, rs, bias)
 
 
 def _modrelu_recurrence_bwd(unroll, res, ct_hs):
   # Per complex unit z = (x, y), r = sqrt(x² + y² + eps), s = relu(r + b) / r, out = s z:
-  # Jᵀ v = s v + (1[r + b > 0] - s) / r² · z (z·v) (J is symmetric), and
-  # ∂out/∂b · v = 1[r + b > 0] / r · (z·v). The pre-activations are recomputed from hs.
-  transition, h0, hs, projected, bias = res
+  # Jᵀ v = s v + coef · z (z·v), coef = (1[r + b > 0] - s) / r² (J is symmetric), and
+  # ∂out/∂b · v = 1[r + b > 0] / r · (z·v). z = out / s where the unit is active; where
+  # it is not, s = coef = 0 and b̄'s term is 0, so z may be anything (0 here).
+  transition, h0, hs, rs, bias = res
   n = bias.shape[-1]
-  h_prev = jnp.concatenate([h0[None], hs[:-1]], axis=0)
-  pre = h_prev @ transition + projected  # (L, B, 2n): one batched matmul, off the loop
-  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + _MODRELU_EPS)
-  active = (r + bias > 0).astype(pre.dtype)
-  s = jax.nn.relu(r + bias) / r
-  coef = (active - s) / (r * r)
   transition_t = transition.T
+  two = lambda a: jnp.concatenate([a, a], axis=-1)
+  active = rs + bias > 0
+  s = jax.nn.relu(rs + bias) / rs
+  pre = hs / two(jnp.where(active, s, 1))  # z, off the loop (no second matmul)
+  coef = (active.astype(rs.dtype) - s) / (rs * rs)
 
   def body(delta_next, inputs):
     ct_h, z, s_t, coef_t = inputs
     v = ct_h + delta_next @ transition_t
     zv = z[..., :n] * v[..., :n] + z[..., n:] * v[..., n:]
-    two = lambda a: jnp.concatenate([a, a], axis=-1)
     delta = two(s_t) * v + two(coef_t * zv) * z
-    return delta, (delta, zv)
+    return delta, delta
 
-  delta_first, (deltas, zvs) = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
-                                            reverse=True, unroll=unroll)
-  H = h0.shape[-1]
-  ct_transition = h_prev.reshape(-1, H).T @ deltas.reshape(-1, H)
-  ct_bias = jnp.sum(active / r * zvs, axis=(0, 1))
-  return ct_transition, delta_first @ transition_t, deltas, ct_bias
+  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
+                                     reverse=True, unroll=unroll)
+  # z·δ = (z·v)(s + coef |z|²), |z|² = r² - eps: z·v from the loop's output, off the loop.
+  zd = pre[..., :n] * deltas[..., :n] + pre[..., n:] * deltas[..., n:]
+  # (s + coef |z|² > 0 where active; inactive units divide by 1 and are dropped.)
+  gain = jnp.where(active, s + coef * (rs * rs - _MODRELU_EPS), 1) * rs
+  ct_bias = jnp.sum(jnp.where(active, zd / gain, 0), axis=(0, 1))
+  return (_transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas, ct_bias)
 
 
 _modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
@@ -225,11 +241,12 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   """All states of h_t = modReLU(h_{t-1} @ W + p_t), t = 1..L, with a hand-written reverse pass.
 
   The states are complex vectors of n units held as real pairs [Re h, Im h] (H = 2n),
-  and modReLU acts on each complex unit (`modrelu_pairs`, eps = 1e-5). The reverse
-  pass recomputes the pre-activations from the saved states with one batched matmul,
-  runs one loop of δ_t = Jᵀ(h̄_t + δ_{t+1} Wᵀ) (J the modReLU Jacobian, symmetric per
-  unit) and forms W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop, and b̄ as one
-  sum. A `jax.custom_vjp`: reverse mode only.
+  and modReLU acts on each complex unit (`modrelu_pairs`, eps = 1e-5). The forward
+  loop also saves each unit's modulus r (half a state per step), from which the
+  reverse pass recovers the pre-activations without a second matmul; it runs one loop
+  of δ_t = Jᵀ(h̄_t + δ_{t+1} Wᵀ) (J the modReLU Jacobian, symmetric per unit) and forms
+  W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop, and b̄ as one sum off the loop.
+  A `jax.custom_vjp`: reverse mode only.
 
   Args:
     transition_HxH: real (H, H) W, H = 2n (row-vector convention: h @ W), float32 or
