@@ -185,8 +185,12 @@ def main(argv):
         for name in _MODELS.value:
           label, model, activation = _ROWS[name]
           size = 2 * n if model == "lstm" else n
+          # Small steps run several per jitted call (as training does), so that
+          # Python's dispatch (~0.1-0.2 ms) is not what is timed.
+          flops = recurrence_flops(model, n, batch, T, length)
+          steps = int(max(1, min(10, 5e8 // flops)))
           timers[name] = bench_rnn.make_timer("memory", T, model, size, batch,
-                                              steps_per_call=1, activation=activation)
+                                              steps_per_call=steps, activation=activation)
         rate = dict.fromkeys(timers, 0.0)
         for _ in range(FLAGS.rounds):
           for name, timer in timers.items():
