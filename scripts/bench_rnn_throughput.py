@@ -220,8 +220,11 @@ def data_parallel_main():
   say(f"backend: {jax.default_backend()}, {jax.device_count()} device(s) in "
       f"{jax.process_count()} process(es), OPENBLAS_NUM_THREADS="
       f"{os.environ.get('OPENBLAS_NUM_THREADS')}", flush=True)
+  limit = matmul_limit(_MATMUL.value)
+  say(f"matmul limit ({_MATMUL.value}² f32, one device): {limit:.1f} GFLOP/s", flush=True)
   lines = ["| n | B | T | model | 1 device: examples/s | "
-           f"{d} devices: examples/s | speed-up |", "|---|---|---|---|---|---|---|"]
+           f"{d} devices: examples/s | speed-up | {d} devices: GFLOP/s | × matmul limit |",
+           "|---|---|---|---|---|---|---|---|---|"]
   for n in map(int, _N.value):
     for batch in map(int, _BATCH.value):
       for T in map(int, _T.value):
@@ -230,9 +233,11 @@ def data_parallel_main():
           one = (train_chunk_rate(n, batch, T, model, activation, 1, FLAGS.min_seconds)
                  if jax.process_count() == 1 else float("nan"))
           many = train_chunk_rate(n, batch, T, model, activation, d, FLAGS.min_seconds)
+          gflops = many / batch * recurrence_flops(
+              model, n, batch, T, tasks.get_task("memory").length(T)) / 1e9
           say(f"n={n} B={batch} T={T} {label}: {one:,.1f} → {many:,.1f} examples/s", flush=True)
           lines.append(f"| {n} | {batch} | {T} | {label} | {one:,.1f} | {many:,.1f} | "
-                       f"{many / one:.2f} |")
+                       f"{many / one:.2f} | {gflops:.1f} | {gflops / limit:.2f} |")
   say("\n".join(lines))
 
 
