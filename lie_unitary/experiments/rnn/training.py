@@ -15,6 +15,11 @@ visited in the same order every epoch (`num_train = 0`: fresh data every update)
 Validation and test sets are fixed (`eval_seed`), the same for every replicate and
 model, generated batch by batch inside jit and never stored.
 
+With `data_parallel` = d > 1 each replicate's batch is split over d devices (a mesh
+axis of `sweep.replicate_sharding`): each draws the whole batch, keeps its share,
+computes its gradient, and the devices average them (`lax.pmean`) before the same
+update; its initial states come from its own key, fold_in(step key, shard).
+
 The guRNN's λ can be refreshed every `lambda_refresh_every` updates, before the
 update whose index u is a multiple of it (u = 0 included), inside the compiled loop
 (`lie_unitary.principal_branch`): "recentre" replaces λ by the coefficients of the
