@@ -77,7 +77,8 @@ GOLDEN_RNN = {
         ('urnn', 1): (0.3533734977245331, 0.3435147702693939, 0.15223737061023712, 0.12766709923744202),
     },
     # copy_long re-pinned when modReLU's reverse pass stopped recomputing the
-    # pre-activations (z = h / s from the saved moduli): the gradients round
+    # pre-activations (z = h / s from the saved moduli) and formed W̄ as the
+    # elementwise cells do (h_0ᵀ δ_1 + one product): the gradients round
     # differently: the pinned values moved by up to 1.1e-6 relative.
     'copy_long': {
         ('gurnn', 0): (2.7747063636779785, 2.5748190879821777, 0.9488008618354797, 0.9451966285705566),
