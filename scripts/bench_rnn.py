@@ -56,11 +56,11 @@ ROWS = (("guRNN(30)", "gurnn_beta", 30), ("free(30)", "free", 30), ("LSTM(30)", 
 
 
 def make_timer(task: str, T: int, model: str, hidden_size: int, batch_size: int,
-               steps_per_call: int = 10, activation: str = ""):
+               steps_per_call: int = 10, activation: str = "", kernel: str = "scan"):
   """Compiles and warms up one model's jitted training loop; returns a function
   `seconds -> examples/s` that times it for (at least) that long."""
   config = rnn_configs.get_config(task)
-  config.batch_size, config.num_replicates = batch_size, 1
+  config.batch_size, config.num_replicates, config.kernel = batch_size, 1, kernel
   config.models[model].hidden_size = hidden_size
   if activation:  # '' = the paper's for the task
     config.models[model].activation = activation

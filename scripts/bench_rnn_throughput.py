@@ -29,6 +29,7 @@ Ratios: each row's GFLOP/s over the matmul limit and over the matmuls alone.
   python scripts/bench_rnn_throughput.py --sizes=30 --batches=20 --lengths=100  # the paper's size
   python scripts/bench_rnn_throughput.py --sizes=64,95,128,256 --batches=20,128 \
       --lengths=100,1000
+  python scripts/bench_rnn_throughput.py --kernels=scan,pallas --batches=128,1024  # GPU
 
 Runs unchanged on GPU/TPU (the backend is whatever jax picks). Timing on a machine
 shared with other jobs is noisy: run it under the flock above and report that.
@@ -61,6 +62,9 @@ _BATCH = flags.DEFINE_list("batches", ["128"], "Sequences per step.")
 _T = flags.DEFINE_list("lengths", ["1000"], "T: the copy task's blank stretch (sequences of T + 20).")
 _MODELS = flags.DEFINE_list("models", ["gurnn_tanh", "gurnn_relu", "gurnn_modrelu", "free",
                                        "lstm"], "Rows to time (see the module docstring).")
+_KERNELS = flags.DEFINE_list("kernels", ["scan"], "How the guRNN and free cells run their "
+                             "loops: scan (lax.scan) and/or pallas (fused kernels, for GPUs; "
+                             "interpreted, slowly, on CPU). LSTM always scans.")
 # --min_seconds (per row, all rounds together; at least one step per round) and
 # --rounds (round-robin; the best counts) are bench_rnn's flags.
 FLAGS = flags.FLAGS
@@ -180,6 +184,8 @@ def main(argv):
   unknown = sorted(set(_MODELS.value) - set(_ROWS))
   if unknown:
     raise app.UsageError(f"unknown --models {unknown}; choose from {sorted(_ROWS)}.")
+  if set(_KERNELS.value) - {"scan", "pallas"}:
+    raise app.UsageError(f"--kernels: choose from scan, pallas; got {_KERNELS.value}.")
   limit = matmul_limit(_MATMUL.value)
   print(f"matmul limit ({_MATMUL.value}² f32): {limit:.1f} GFLOP/s", flush=True)
   lines = ["| n | B | T | model | examples/s | GFLOP/s | × matmul limit | × matmuls alone |",
@@ -190,7 +196,7 @@ def main(argv):
         length = tasks.get_task("memory").length(T)
         alone = matmuls_alone(2 * n, batch, length)
         print(f"n={n} B={batch} T={T}: matmuls alone {alone:.1f} GFLOP/s", flush=True)
-        timers = {}
+        timers, rows = {}, {}
         for name in _MODELS.value:
           label, model, activation = _ROWS[name]
           size = 2 * n if model == "lstm" else n
@@ -198,8 +204,12 @@ def main(argv):
           # Python's dispatch (~0.1-0.2 ms) is not what is timed.
           flops = recurrence_flops(model, n, batch, T, length)
           steps = int(max(1, min(10, 5e8 // flops)))
-          timers[name] = bench_rnn.make_timer("memory", T, model, size, batch,
-                                              steps_per_call=steps, activation=activation)
+          for kernel in (("scan",) if model == "lstm" else _KERNELS.value):
+            row = name if kernel == "scan" else f"{name} [{kernel}]"
+            rows[row] = (label if kernel == "scan" else f"{label} [{kernel}]", model)
+            timers[row] = bench_rnn.make_timer("memory", T, model, size, batch,
+                                               steps_per_call=steps, activation=activation,
+                                               kernel=kernel)
         rate = dict.fromkeys(timers, 0.0)
         for _ in range(FLAGS.rounds):
           for name, timer in timers.items():
@@ -207,7 +217,7 @@ def main(argv):
         lines.append(f"| {n} | {batch} | {T} | matmuls alone | – | {alone:.1f} | "
                      f"{alone / limit:.2f} | 1.00 |")
         for name in timers:
-          label, model, _ = _ROWS[name]
+          label, model = rows[name]
           gflops = rate[name] / batch * recurrence_flops(model, n, batch, T, length) / 1e9
           print(f"  {label}: {rate[name]:,.1f} examples/s, {gflops:.1f} GFLOP/s", flush=True)
           # LSTM's products are 2n × 8n: compare it with the limit only.

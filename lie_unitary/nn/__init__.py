@@ -2,11 +2,14 @@
 
 from lie_unitary.nn.cells import BASE_COLLECTION
 from lie_unitary.nn.cells import GURNNCell
+from lie_unitary.nn.cells import KERNELS
 from lie_unitary.nn.cells import SimpleRNNCell
 from lie_unitary.nn.cells import URNNCell
 from lie_unitary.nn.cells import diagonal_phases_init
 from lie_unitary.nn.diagnostics import IsometryReport
 from lie_unitary.nn.diagnostics import isometry_report
+from lie_unitary.nn.fused_recurrence import fused_elementwise_recurrence
+from lie_unitary.nn.fused_recurrence import fused_modrelu_recurrence
 from lie_unitary.nn.linear import OrthogonalLinear
 from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.nn.recurrence import elementwise_recurrence

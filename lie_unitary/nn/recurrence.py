@@ -111,6 +111,13 @@ def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH):
                      f"{h0_BxH.shape=}, {projected_LxBxH.shape=}.")
 
 
+def _check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n):
+  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
+    raise ValueError(f"expected a bias (H / 2,) for states (B, H); got {bias_n.shape=}, "
+                     f"{h0_BxH.shape=}.")
+
+
 def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: str = "relu",
                            unroll: int = 1) -> jax.Array:
   """All states of h_t = f(h_{t-1} @ W + p_t), t = 1..L, with a hand-written reverse pass.
@@ -202,19 +209,40 @@ def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
   return hs, (transition, h0, hs, rs, bias)
 
 
-def _modrelu_recurrence_bwd(unroll, res, ct_hs):
-  # Per complex unit z = (x, y), r = sqrt(x² + y² + eps), s = relu(r + b) / r, out = s z:
-  # Jᵀ v = s v + coef · z (z·v), coef = (1[r + b > 0] - s) / r² (J is symmetric), and
-  # ∂out/∂b · v = 1[r + b > 0] / r · (z·v). z = out / s where the unit is active; where
-  # it is not, s = coef = 0 and b̄'s term is 0, so z may be anything (0 here).
-  transition, h0, hs, rs, bias = res
-  n = bias.shape[-1]
-  transition_t = transition.T
+def _modrelu_pre_activations(hs, rs, bias):
+  """From the saved states and moduli: (z, s, coef, active) of every unit and step.
+
+  Per complex unit z = (x, y), r = sqrt(x² + y² + eps), s = relu(r + b) / r, out = s z:
+  Jᵀ v = s v + coef · z (z·v), coef = (1[r + b > 0] - s) / r² (J is symmetric), and
+  ∂out/∂b · v = 1[r + b > 0] / r · (z·v). z = out / s where the unit is active; where
+  it is not, s = coef = 0 and b̄'s term is 0, so z may be anything (0 here).
+  """
   two = lambda a: jnp.concatenate([a, a], axis=-1)
   active = rs + bias > 0
   s = jax.nn.relu(rs + bias) / rs
   pre = hs / two(jnp.where(active, s, 1))  # z, off the loop (no second matmul)
   coef = (active.astype(rs.dtype) - s) / (rs * rs)
+  return pre, s, coef, active
+
+
+def _modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas):
+  """(W̄, h̄_0, p̄ = δ, b̄) from the reverse loop's deltas, all after the loop."""
+  n = bias.shape[-1]
+  pre, s, coef, active = _modrelu_pre_activations(hs, rs, bias)
+  # z·δ = (z·v)(s + coef |z|²), |z|² = r² - eps: z·v from the loop's output, off the loop.
+  zd = pre[..., :n] * deltas[..., :n] + pre[..., n:] * deltas[..., n:]
+  # (s + coef |z|² > 0 where active; inactive units divide by 1 and are dropped.)
+  gain = jnp.where(active, s + coef * (rs * rs - _MODRELU_EPS), 1) * rs
+  ct_bias = jnp.sum(jnp.where(active, zd / gain, 0), axis=(0, 1))
+  return (_transition_cotangent(h0, hs, deltas), deltas[0] @ transition.T, deltas, ct_bias)
+
+
+def _modrelu_recurrence_bwd(unroll, res, ct_hs):
+  transition, h0, hs, rs, bias = res
+  n = bias.shape[-1]
+  transition_t = transition.T
+  two = lambda a: jnp.concatenate([a, a], axis=-1)
+  pre, s, coef, _ = _modrelu_pre_activations(hs, rs, bias)
 
   def body(delta_next, inputs):
     ct_h, z, s_t, coef_t = inputs
@@ -223,14 +251,9 @@ def _modrelu_recurrence_bwd(unroll, res, ct_hs):
     delta = two(s_t) * v + two(coef_t * zv) * z
     return delta, delta
 
-  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
-                                     reverse=True, unroll=unroll)
-  # z·δ = (z·v)(s + coef |z|²), |z|² = r² - eps: z·v from the loop's output, off the loop.
-  zd = pre[..., :n] * deltas[..., :n] + pre[..., n:] * deltas[..., n:]
-  # (s + coef |z|² > 0 where active; inactive units divide by 1 and are dropped.)
-  gain = jnp.where(active, s + coef * (rs * rs - _MODRELU_EPS), 1) * rs
-  ct_bias = jnp.sum(jnp.where(active, zd / gain, 0), axis=(0, 1))
-  return (_transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas, ct_bias)
+  _, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
+                           reverse=True, unroll=unroll)
+  return _modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas)
 
 
 _modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
@@ -263,8 +286,5 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   Raises:
     ValueError: on mismatched shapes, including a bias that is not (H / 2,).
   """
-  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
-  if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
-    raise ValueError(f"expected a bias (H / 2,) for states (B, H); got {bias_n.shape=}, "
-                     f"{h0_BxH.shape=}.")
+  _check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n)
   return _modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, unroll)

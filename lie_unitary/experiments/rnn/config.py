@@ -197,6 +197,11 @@ def get_config(variant: str = "adding") -> ml_collections.ConfigDict:
   # Time steps per iteration of the compiled scan loop: a speed setting, but part of a
   # unit's identity, since XLA may then fuse (and round) differently.
   c.unroll = 1
+  # How the guRNN, free, IRNN and tanh RNN run their loops over time: 'scan' (lax.scan,
+  # the fastest on CPU) or 'pallas' (each loop in one fused Pallas kernel, for GPUs,
+  # where a scan is launch-bound at small batch; slow, interpreted, on CPU). Other
+  # models always scan. Part of those models' identity when 'pallas' (other rounding).
+  c.kernel = "scan"
 
   if variant == "copy_long":
     # Beyond the paper, in the setting of later unitary-RNN work (expRNN: batch 128,

@@ -34,6 +34,7 @@ import ml_collections
 import numpy as np
 from jax.experimental import multihost_utils
 
+from lie_unitary import nn as lnn
 from lie_unitary.experiments import records, runner, sweep
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import report
@@ -177,6 +178,7 @@ def validate_config(config) -> None:
   _check_number(config, "rmsprop_initial_scale")
   for field in ("seed", "eval_seed"):
     _check_int(config, field, minimum=0)
+  _check_choice(config, "kernel", lnn.KERNELS)
   _check_int(config, "data_parallel")
   if config.batch_size % config.data_parallel:
     _fail("data_parallel", config.data_parallel,
@@ -202,6 +204,8 @@ def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
       spec[field] = tuple(value) if isinstance(value, (tuple, list)) else value
   if model in training.LAMBDA_MODELS and config.lambda_refresh != "none":
     spec.update({field: config[field] for field in _REFRESH})
+  if config.kernel != "scan" and model in training.FUSED_MODELS:  # scan units keep theirs
+    spec["kernel"] = config.kernel
   if config.data_parallel > 1:  # one device's units keep their identity
     spec["data_parallel"] = int(config.data_parallel)
   spec.update(config.models[model].to_dict())

@@ -56,6 +56,8 @@ GURNN_MODELS = ("gurnn", "gurnn_beta", "free")
 LAMBDA_MODELS = ("gurnn", "gurnn_beta")
 # Models with a complex state whose initial value `h0` sets.
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")
+# Models whose cell runs its own loop, which config.kernel = "pallas" fuses.
+FUSED_MODELS = ("gurnn", "gurnn_beta", "free", "irnn", "tanh")
 # λ inits: N(0, std²) (the paper), Henaff's diagonal phases, U = I, principal log of Haar.
 LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
 LAMBDA_REFRESHES = ("none", "recentre", "rebase")
@@ -100,7 +102,8 @@ def make_model(spec) -> lnn.SequenceModel:
     cell = lnn.SimpleRNNCell.tanh_rnn(n)
   else:
     raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
-  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll)
+  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll,
+                           kernel=spec.get("kernel", "scan"))
 
 
 def _is_lambda(path) -> bool:

@@ -1,0 +1,144 @@
+"""Tests of the fused Pallas recurrence kernels, in Pallas' interpret mode on CPU.
+
+References: autodiff of plain `lax.scan` loops written here (forward values and all
+cotangents, float64), including shapes that need padding (a batch that is not a
+multiple of the block, a state that is not a power of two) and inactive modReLU units.
+`SequenceModel(kernel='pallas')` must give the scan kernels' outputs and gradients.
+"""
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lie_unitary import nn as lnn
+
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
+_ACT = {"relu": nn.relu, "tanh": jnp.tanh, "identity": lambda a: a}
+
+
+def _inputs(L, B, H, seed=0):
+  k = jax.random.split(jax.random.key(seed), 4)
+  w = jax.random.normal(k[0], (H, H), jnp.float64) / math.sqrt(H) * 1.2
+  h0 = jax.random.normal(k[1], (B, H), jnp.float64)
+  p = jax.random.normal(k[2], (L, B, H), jnp.float64)
+  weights = jax.random.normal(k[3], (L, B, H), jnp.float64)
+  return w, h0, p, weights
+
+
+def _elementwise_reference(activation):
+  def run(w, h0, p):
+    def body(h, p_t):
+      h = _ACT[activation](h @ w + p_t)
+      return h, h
+    return jax.lax.scan(body, h0, p)[1]
+  return run
+
+
+def _modrelu_reference(w, h0, p, bias, eps=1e-5):
+  n = bias.shape[0]
+
+  def body(h, p_t):
+    a = h @ w + p_t
+    x, y = a[:, :n], a[:, n:]
+    r = jnp.sqrt(x * x + y * y + eps)
+    s = jnp.maximum(r + bias, 0.0) / r
+    h = jnp.concatenate([s * x, s * y], -1)
+    return h, h
+
+  return jax.lax.scan(body, h0, p)[1]
+
+
+def _assert_matches(ours_fn, ref_fn, args, weights, names):
+  np.testing.assert_allclose(ours_fn(*args), ref_fn(*args), rtol=1e-12, atol=1e-12)
+  loss = lambda fn, *a: jnp.sum(jnp.sin(fn(*a)) * weights)
+  argnums = tuple(range(len(args)))
+  ours = jax.grad(lambda *a: loss(ours_fn, *a), argnums=argnums)(*args)
+  ref = jax.grad(lambda *a: loss(ref_fn, *a), argnums=argnums)(*args)
+  for name, a, b in zip(names, ours, ref):
+    np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)
+  return ours
+
+
+@pytest.mark.parametrize("activation,L,B,H,block", [
+    ("relu", 5, 3, 5, None), ("tanh", 6, 20, 6, 16), ("identity", 4, 16, 16, 16)])
+def test_elementwise_matches_autodiff_of_a_plain_scan(activation, L, B, H, block):
+  # (B, H) = (20, 6) with blocks of 16: two programs, both axes padded.
+  with jax.enable_x64(True):
+    w, h0, p, weights = _inputs(L, B, H)
+    ours_fn = jax.jit(lambda *a: lnn.fused_elementwise_recurrence(
+        *a, activation, block_batch=block))
+    _assert_matches(ours_fn, _elementwise_reference(activation), (w, h0, p), weights,
+                    ("W", "h0", "p"))
+
+
+def test_modrelu_matches_autodiff_of_a_plain_scan():
+  with jax.enable_x64(True):
+    L, B, n = 5, 18, 3
+    w, h0, p, weights = _inputs(L, B, 2 * n, seed=1)
+    bias = jnp.array([-10.0, -0.2, 0.1])  # the first unit is always off
+    ours_fn = jax.jit(lambda *a: lnn.fused_modrelu_recurrence(*a, block_batch=16))
+    hs = ours_fn(w, h0, p, bias)
+    np.testing.assert_array_equal(hs[:, :, 0], 0.0)
+    ours = _assert_matches(ours_fn, _modrelu_reference, (w, h0, p, bias), weights,
+                           ("W", "h0", "p", "bias"))
+    assert float(ours[3][0]) == 0.0  # an inactive unit's bias gets no gradient
+
+
+def test_vmap_over_transitions_matches_each_call():
+  # Replicate sweeps vmap the model: the kernel's grid gains an axis.
+  with jax.enable_x64(True):
+    w, h0, p, _ = _inputs(4, 3, 6)
+    bias = jnp.array([0.1, -0.3, 0.2])
+    ws = jnp.stack([w, 0.5 * w])
+    both = jax.vmap(lambda v: lnn.fused_modrelu_recurrence(v, h0, p, bias))(ws)
+    for i in range(2):
+      np.testing.assert_allclose(both[i], _modrelu_reference(ws[i], h0, p, bias),
+                                 rtol=1e-12, atol=1e-12)
+
+
+def test_bad_arguments_raise_value_error():
+  w, h0, p = jnp.eye(4), jnp.zeros((2, 4)), jnp.zeros((3, 2, 4))
+  with pytest.raises(ValueError, match="expected"):
+    lnn.fused_elementwise_recurrence(w, h0[0], p)
+  with pytest.raises(ValueError, match="activation"):
+    lnn.fused_elementwise_recurrence(w, h0, p, "gelu")
+  for block in (8, 24):
+    with pytest.raises(ValueError, match="block_batch"):
+      lnn.fused_elementwise_recurrence(w, h0, p, block_batch=block)
+  with pytest.raises(ValueError, match="bias"):
+    lnn.fused_modrelu_recurrence(w, h0, p, jnp.zeros(3))
+
+
+@pytest.mark.parametrize("cell", [
+    lnn.GURNNCell(features=3, activation="modrelu", h0="zeros", param_dtype=jnp.float64),
+    lnn.GURNNCell(features=3, activation="tanh", param_dtype=jnp.float64),
+    lnn.SimpleRNNCell(features=5, activation="relu", param_dtype=jnp.float64),
+], ids=["gurnn_modrelu", "gurnn_tanh_random_h0", "irnn"])
+def test_sequence_model_pallas_kernel_matches_scan(cell):
+  with jax.enable_x64(True):
+    x = jax.random.normal(jax.random.key(2), (4, 6, 2), jnp.float64)
+    key = jax.random.key(3)
+    scan = lnn.SequenceModel(cell, num_outputs=2, readout="all")
+    fused = lnn.SequenceModel(cell, num_outputs=2, readout="all", kernel="pallas")
+    params = scan.init(jax.random.key(0), x, key)
+    loss = lambda model, v: jnp.sum(jnp.sin(model.apply(v, x, key)))
+    np.testing.assert_allclose(fused.apply(params, x, key), scan.apply(params, x, key),
+                               rtol=1e-12, atol=1e-12)
+    g_scan = jax.grad(lambda v: loss(scan, v))(params)
+    g_fused = jax.grad(lambda v: loss(fused, v))(params)
+    jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12),
+                 g_fused, g_scan)
+
+
+def test_sequence_model_rejects_a_bad_or_unusable_kernel():
+  x = jnp.zeros((2, 3, 1))
+  with pytest.raises(ValueError, match="kernel must be"):
+    lnn.SequenceModel(lnn.GURNNCell(features=2), 1, kernel="triton").init(
+        jax.random.key(0), x, jax.random.key(1))
+  with pytest.raises(ValueError, match="kernel='pallas' needs a cell"):
+    lnn.SequenceModel(nn.OptimizedLSTMCell(4), 1, kernel="pallas").init(jax.random.key(0), x)
