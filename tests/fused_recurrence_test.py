@@ -112,6 +112,9 @@ def test_bad_arguments_raise_value_error():
       lnn.fused_elementwise_recurrence(w, h0, p, block_batch=block)
   with pytest.raises(ValueError, match="bias"):
     lnn.fused_modrelu_recurrence(w, h0, p, jnp.zeros(3))
+  if jax.default_backend() == "cpu":
+    with pytest.raises(ValueError, match="compile for GPUs"):
+      lnn.fused_elementwise_recurrence(w, h0, p, interpret=False)
 
 
 @pytest.mark.parametrize("cell", [

@@ -12,9 +12,12 @@ Shapes are padded for the kernels (batch to a multiple of the block, the state t
 power of two ≥ 16: Triton's tensor sizes) with zeros that stay zero through both loops
 (f(0) = 0 for relu, tanh and identity, and modReLU(0) = 0), then cut back.
 
+The products run in full float32 (`Precision.HIGHEST`): Triton's float32 default is
+TF32, whose ~1e-3 relative error a recurrence compounds over its steps.
+
 On CPU the kernels run in Pallas' interpret mode: correct (the tests run there) but
 slow; use the scan kernels on CPU. Written for the Triton backend of `pallas_call`
-(GPU); TPU runs the scan kernels.
+(GPU); on TPU use the scan kernels (a compiled call there raises ValueError).
 
 Letters in names: B batch, L steps, H state size (2n for complex pairs), n complex units.
 """
@@ -32,6 +35,9 @@ from lie_unitary.nn import recurrence
 __all__ = ["fused_elementwise_recurrence", "fused_modrelu_recurrence"]
 
 _MIN_SIZE = 16  # Triton's dot needs every dimension ≥ 16
+# Full float32 products (Triton's default for float32 is TF32, ~1e-3 relative error,
+# which a recurrence compounds over its steps); float64 is always full precision.
+_dot = functools.partial(jnp.dot, precision=jax.lax.Precision.HIGHEST)
 
 
 def _padded_size(size: int) -> int:
@@ -47,8 +53,15 @@ def _batch_block(batch: int, block_batch: int | None) -> int:
 
 
 def _interpret(interpret: bool | None) -> bool:
-  # Pallas compiles for GPU (Triton) and TPU only; elsewhere it interprets.
-  return jax.default_backend() == "cpu" if interpret is None else interpret
+  # Pallas compiles for GPU and TPU only; on CPU it interprets.
+  backend = jax.default_backend()
+  if interpret is None:
+    interpret = backend == "cpu"
+  if not interpret and backend not in ("gpu", "cuda", "rocm"):
+    raise ValueError(f"the fused recurrence kernels compile for GPUs (Pallas' Triton "
+                     f"backend) only; on {backend!r} use the scan kernels (kernel='scan') "
+                     "or interpret=True.")
+  return interpret
 
 
 def _pad(a, axis: int, size: int):
@@ -84,7 +97,7 @@ def _elementwise_forward_kernel(w_ref, h0_ref, p_ref, hs_ref, *, activation):
   f = recurrence.elementwise_activation(activation)
 
   def body(t, h):
-    h = f(jnp.dot(h, w_ref[...]) + p_ref[t])
+    h = f(_dot(h, w_ref[...]) + p_ref[t])
     hs_ref[t] = h
     return h
 
@@ -96,7 +109,7 @@ def _elementwise_reverse_kernel(wt_ref, ct_ref, hs_ref, deltas_ref, *, activatio
 
   def body(i, delta_next):
     t = L - 1 - i
-    delta = (ct_ref[t] + jnp.dot(delta_next, wt_ref[...])) * (
+    delta = (ct_ref[t] + _dot(delta_next, wt_ref[...])) * (
         recurrence._activation_derivative_from_output(activation, hs_ref[t]))
     deltas_ref[t] = delta
     return delta
@@ -171,7 +184,8 @@ def fused_elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH,
     Real (L, B, H), the inputs' dtype: h_1..h_L.
 
   Raises:
-    ValueError: on mismatched shapes, an unknown activation or a bad block_batch.
+    ValueError: on mismatched shapes, an unknown activation, a bad block_batch, or a
+      compiled (not interpreted) call on a backend other than GPU.
   """
   recurrence.elementwise_activation(activation)
   recurrence._check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
@@ -191,8 +205,8 @@ def _modrelu_forward_kernel(w_ref, bias_ref, h0_ref, p_ref, hs_ref, rs_ref):
 
   def body(t, carry):
     x, y = carry
-    a = jnp.dot(x, w_ref[:n, :n]) + jnp.dot(y, w_ref[n:, :n]) + p_ref[t, :, :n]
-    c = jnp.dot(x, w_ref[:n, n:]) + jnp.dot(y, w_ref[n:, n:]) + p_ref[t, :, n:]
+    a = _dot(x, w_ref[:n, :n]) + _dot(y, w_ref[n:, :n]) + p_ref[t, :, :n]
+    c = _dot(x, w_ref[:n, n:]) + _dot(y, w_ref[n:, n:]) + p_ref[t, :, n:]
     r = jnp.sqrt(a * a + c * c + recurrence._MODRELU_EPS)
     s = jnp.maximum(r + bias, 0) / r
     x, y = a * s, c * s
@@ -212,8 +226,8 @@ def _modrelu_reverse_kernel(wt_ref, bias_ref, ct_ref, hs_ref, rs_ref, deltas_ref
   def body(i, carry):
     t = L - 1 - i
     dx, dy = carry
-    vx = ct_ref[t, :, :n] + jnp.dot(dx, wt_ref[:n, :n]) + jnp.dot(dy, wt_ref[n:, :n])
-    vy = ct_ref[t, :, n:] + jnp.dot(dx, wt_ref[:n, n:]) + jnp.dot(dy, wt_ref[n:, n:])
+    vx = ct_ref[t, :, :n] + _dot(dx, wt_ref[:n, :n]) + _dot(dy, wt_ref[n:, :n])
+    vy = ct_ref[t, :, n:] + _dot(dx, wt_ref[:n, n:]) + _dot(dy, wt_ref[n:, n:])
     r = rs_ref[t]
     active = r + bias > 0
     s = jnp.maximum(r + bias, 0) / r
@@ -301,8 +315,8 @@ def fused_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, *,
     Real (L, B, H), the inputs' dtype: h_1..h_L as [Re, Im] pairs.
 
   Raises:
-    ValueError: on mismatched shapes (a bias that is not (H / 2,) included) or a bad
-      block_batch.
+    ValueError: on mismatched shapes (a bias that is not (H / 2,) included), a bad
+      block_batch, or a compiled (not interpreted) call on a backend other than GPU.
   """
   recurrence._check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n)
   bb = _batch_block(h0_BxH.shape[0], block_batch)
