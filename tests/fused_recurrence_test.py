@@ -15,6 +15,10 @@ import numpy as np
 import pytest
 
 from lie_unitary import nn as lnn
+from lie_unitary.experiments import runner
+from lie_unitary.experiments.rnn import config as rnn_config
+from lie_unitary.experiments.rnn import experiment
+from lie_unitary.experiments.rnn import training
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
@@ -145,3 +149,32 @@ def test_sequence_model_rejects_a_bad_or_unusable_kernel():
         jax.random.key(0), x, jax.random.key(1))
   with pytest.raises(ValueError, match="kernel='pallas' needs a cell"):
     lnn.SequenceModel(nn.OptimizedLSTMCell(4), 1, kernel="pallas").init(jax.random.key(0), x)
+
+
+def test_experiment_kernel_field_trains_as_scan_and_keeps_scan_units():
+  # `--config.kernel=pallas`: a different unit for the models it concerns only, and a
+  # few training updates that give the scan kernels' losses and parameters.
+  config = rnn_config.get_config("smoke")
+  config.num_replicates, config.batch_size = 1, 4
+  scan_spec = experiment.unit_spec(config, "gurnn", config.T[0])
+  config.kernel = "pallas"
+  experiment.validate_config(config)
+  fused_spec = experiment.unit_spec(config, "gurnn", config.T[0])
+  assert "kernel" not in scan_spec and fused_spec.kernel == "pallas"
+  assert "kernel" not in experiment.unit_spec(config, "lstm", config.T[0])
+  assert training.make_model(fused_spec).kernel == "pallas"
+  assert training.make_model(scan_spec).kernel == "scan"
+
+  def train(spec):
+    exp = training.make_experiment(spec)
+    ids = jnp.zeros((1,), jnp.int32)
+    state, loss = exp.train_chunk(exp.init(ids), ids, 0, 3)
+    return state.params, np.asarray(loss)
+
+  (p_scan, l_scan), (p_fused, l_fused) = train(scan_spec), train(fused_spec)
+  np.testing.assert_allclose(l_fused, l_scan, rtol=1e-5)
+  jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6),
+               p_fused, p_scan)
+  config.kernel = "triton"
+  with pytest.raises(runner.ConfigError, match="kernel"):
+    experiment.validate_config(config)
