@@ -99,7 +99,7 @@ def test_vmap_over_transitions_matches_each_call():
     w, h0, p, _ = _inputs(4, 3, 6)
     bias = jnp.array([0.1, -0.3, 0.2])
     ws = jnp.stack([w, 0.5 * w])
-    both = jax.vmap(lambda v: lnn.fused_modrelu_recurrence(v, h0, p, bias))(ws)
+    both = jax.jit(jax.vmap(lambda v: lnn.fused_modrelu_recurrence(v, h0, p, bias)))(ws)
     for i in range(2):
       np.testing.assert_allclose(both[i], _modrelu_reference(ws[i], h0, p, bias),
                                  rtol=1e-12, atol=1e-12)
@@ -134,10 +134,10 @@ def test_sequence_model_pallas_kernel_matches_scan(cell):
     fused = lnn.SequenceModel(cell, num_outputs=2, readout="all", kernel="pallas")
     params = scan.init(jax.random.key(0), x, key)
     loss = lambda model, v: jnp.sum(jnp.sin(model.apply(v, x, key)))
-    np.testing.assert_allclose(fused.apply(params, x, key), scan.apply(params, x, key),
-                               rtol=1e-12, atol=1e-12)
-    g_scan = jax.grad(lambda v: loss(scan, v))(params)
-    g_fused = jax.grad(lambda v: loss(fused, v))(params)
+    np.testing.assert_allclose(jax.jit(fused.apply)(params, x, key),
+                               jax.jit(scan.apply)(params, x, key), rtol=1e-12, atol=1e-12)
+    g_scan = jax.jit(jax.grad(lambda v: loss(scan, v)))(params)
+    g_fused = jax.jit(jax.grad(lambda v: loss(fused, v)))(params)
     jax.tree.map(lambda a, b: np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12),
                  g_fused, g_scan)
 
