@@ -8,6 +8,10 @@ import pytest
 import lie_unitary as lu
 from lie_unitary.experiments.operators import task as ol
 
+# Compile-bound (each test builds its own training or baseline program): measured
+# 62 s -> 41 s for this file, cold compilation cache, most XLA optimisations skipped.
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
 _SMALL = dict(num_train=2_000, num_val=500, num_test=500, val_subsample=200)
 
 
