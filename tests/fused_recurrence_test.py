@@ -14,6 +14,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+import reference_loops
 from lie_unitary import nn as lnn
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.rnn import config as rnn_config
@@ -41,20 +42,6 @@ def _elementwise_reference(activation):
       return h, h
     return jax.lax.scan(body, h0, p)[1]
   return run
-
-
-def _modrelu_reference(w, h0, p, bias, eps=1e-5):
-  n = bias.shape[0]
-
-  def body(h, p_t):
-    a = h @ w + p_t
-    x, y = a[:, :n], a[:, n:]
-    r = jnp.sqrt(x * x + y * y + eps)
-    s = jnp.maximum(r + bias, 0.0) / r
-    h = jnp.concatenate([s * x, s * y], -1)
-    return h, h
-
-  return jax.lax.scan(body, h0, p)[1]
 
 
 def _assert_matches(ours_fn, ref_fn, args, weights, names):
@@ -88,7 +75,7 @@ def test_modrelu_matches_autodiff_of_a_plain_scan():
     ours_fn = jax.jit(lambda *a: lnn.fused_modrelu_recurrence(*a, block_batch=16))
     hs = ours_fn(w, h0, p, bias)
     np.testing.assert_array_equal(hs[:, :, 0], 0.0)
-    ours = _assert_matches(ours_fn, _modrelu_reference, (w, h0, p, bias), weights,
+    ours = _assert_matches(ours_fn, reference_loops.modrelu_pairs_scan, (w, h0, p, bias), weights,
                            ("W", "h0", "p", "bias"))
     assert float(ours[3][0]) == 0.0  # an inactive unit's bias gets no gradient
 
@@ -101,7 +88,7 @@ def test_vmap_over_transitions_matches_each_call():
     ws = jnp.stack([w, 0.5 * w])
     both = jax.jit(jax.vmap(lambda v: lnn.fused_modrelu_recurrence(v, h0, p, bias)))(ws)
     for i in range(2):
-      np.testing.assert_allclose(both[i], _modrelu_reference(ws[i], h0, p, bias),
+      np.testing.assert_allclose(both[i], reference_loops.modrelu_pairs_scan(ws[i], h0, p, bias),
                                  rtol=1e-12, atol=1e-12)
 
 

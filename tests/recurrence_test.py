@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from absl.testing import parameterized
 
+import reference_loops
 from lie_unitary import nn as lnn
 from lie_unitary.nn import recurrence
 
@@ -100,23 +101,14 @@ class ModReLURecurrenceTest(chex.TestCase):
     # plain lax.scan written here on real pairs: all four cotangents, to float64 accuracy.
     with jax.enable_x64(True):
       k = jax.random.split(jax.random.key(1), 5)
-      L, B, n, eps = 7, 2, 3, 1e-5
+      L, B, n = 7, 2, 3
       w = jax.random.normal(k[0], (2 * n, 2 * n), jnp.float64) / math.sqrt(2 * n)
       h0 = jax.random.normal(k[1], (B, 2 * n), jnp.float64)
       p = jax.random.normal(k[2], (L, B, 2 * n), jnp.float64)
       bias = jnp.array([-10.0, -0.2, 0.1])  # the first unit is always off
       weights = jax.random.normal(k[3], (L, B, 2 * n), jnp.float64)
 
-      def reference(w, h0, p, bias):
-        def body(h, p_t):
-          a = h @ w + p_t
-          x, y = a[:, :n], a[:, n:]
-          r = jnp.sqrt(x * x + y * y + eps)
-          s = jnp.maximum(r + bias, 0.0) / r
-          h = jnp.concatenate([s * x, s * y], -1)
-          return h, h
-        return jax.lax.scan(body, h0, p)[1]
-
+      reference = reference_loops.modrelu_pairs_scan
       ours_fn = self.variant(lambda *a: lnn.modrelu_recurrence(*a, unroll=2))
       hs = ours_fn(w, h0, p, bias)
       chex.assert_shape(hs, (L, B, 2 * n))
