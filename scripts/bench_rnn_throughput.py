@@ -65,6 +65,11 @@ _MODELS = flags.DEFINE_list("models", ["gurnn_tanh", "gurnn_relu", "gurnn_modrel
 _KERNELS = flags.DEFINE_list("kernels", ["scan"], "How the guRNN and free cells run their "
                              "loops: scan (lax.scan) and/or pallas (fused kernels, for GPUs; "
                              "interpreted, slowly, on CPU). LSTM always scans.")
+_PRECISION = flags.DEFINE_enum(
+    "precision", None, ["default", "high", "highest"], "jax's default matmul precision for "
+    "every row and reference. On GPU/TPU float32 'default' is TF32 / bfloat16 passes, while "
+    "the fused kernels always multiply in full float32: pass highest to compare them. "
+    "Unset: jax's own default.")
 # --min_seconds (per row, all rounds together; at least one step per round) and
 # --rounds (round-robin; the best counts) are bench_rnn's flags.
 FLAGS = flags.FLAGS
@@ -170,6 +175,13 @@ def train_chunk_timer(n: int, batch: int, T: int, model: str, activation: str,
 
 def main(argv):
   del argv
+  if _PRECISION.value:
+    with jax.default_matmul_precision(_PRECISION.value):
+      return _main()
+  return _main()
+
+
+def _main():
   if _COORDINATOR.value:
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(_COORDINATOR.value, _NUM_PROCESSES.value, _PROCESS_ID.value)
@@ -177,6 +189,7 @@ def main(argv):
     jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value)
   if _DATA_PARALLEL.value > 1:
     return data_parallel_main()
+  print(f"matmul precision: {_PRECISION.value or 'jax default'}")
   print(f"backend: {jax.default_backend()} ({jax.devices()[0].device_kind}), "
         f"{jax.device_count()} device(s), OPENBLAS_NUM_THREADS="
         f"{os.environ.get('OPENBLAS_NUM_THREADS')}, XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r}",

@@ -2,7 +2,8 @@
 # The RNN kernels' GPU check, as one short run: the recurrence tests compiled for the
 # GPU (the fused Pallas kernels through Triton, not interpreted), then the throughput
 # benchmark with both kernels at n = 95, T = 1000, batch 128 and 1024, each row against
-# the same run's matmul limit. Prints everything; copies the logs to $OUT if it is set.
+# the same run's matmul limit, all in full float32 (the fused kernels' precision).
+# Prints everything; copies the logs to $OUT if it is set.
 #
 #   bash scripts/gpu_rnn_check.sh            # after `pip install -e '.[test]'` and a
 #                                            # CUDA jaxlib (pip install 'jax[cuda12]')
@@ -16,5 +17,5 @@ python -m pytest tests/fused_recurrence_test.py tests/recurrence_test.py -p no:x
     -o addopts="" -q 2>&1 | tee "$LOGS/tests.txt"
 python scripts/bench_rnn_throughput.py --sizes=95 --batches=128,1024 --lengths=1000 \
     --models=gurnn_tanh,gurnn_modrelu,lstm --kernels=scan,pallas --rounds=2 \
-    --min_seconds=4 --matmul_size=8192 2>&1 | tee "$LOGS/throughput.txt"
+    --min_seconds=4 --matmul_size=8192 --precision=highest 2>&1 | tee "$LOGS/throughput.txt"
 echo "logs: $LOGS"
