@@ -1,4 +1,5 @@
-"""Tests of the fused Pallas recurrence kernels, in Pallas' interpret mode on CPU.
+"""Tests of the fused Pallas recurrence kernels: maths in Pallas' interpret mode on CPU,
+and their lowering through Pallas' Triton backend for CUDA (what a GPU compiles).
 
 References: autodiff of plain `lax.scan` loops written here (forward values and all
 cotangents, float64), including shapes that need padding (a batch that is not a
@@ -13,9 +14,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from jax import export
 
 import reference_loops
 from lie_unitary import nn as lnn
+from lie_unitary.nn import fused_recurrence
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import experiment
@@ -165,3 +168,26 @@ def test_experiment_kernel_field_trains_as_scan_and_keeps_scan_units():
   config.kernel = "triton"
   with pytest.raises(runner.ConfigError, match="kernel"):
     experiment.validate_config(config)
+
+
+@pytest.mark.parametrize("activation", ["tanh", "relu", "modrelu"])
+def test_kernels_lower_through_the_triton_backend_for_cuda(activation, monkeypatch):
+  # Lowered for CUDA from this CPU process (what a GPU would compile, up to PTX): the
+  # kernels must meet Pallas' Triton rules (power-of-two tensors, slicing refs, not
+  # values; dot shapes) and select Triton, not Mosaic GPU. Forward and reverse kernels,
+  # vmapped as replicate sweeps run them, at the copy task's n = 95.
+  monkeypatch.setattr(fused_recurrence, "_interpret", lambda interpret: False)
+  L, B, n = 6, 20, 95
+  w, h0, p = jnp.zeros((2 * n, 2 * n)), jnp.zeros((B, 2 * n)), jnp.zeros((L, B, 2 * n))
+  if activation == "modrelu":
+    run = lambda w: lnn.fused_modrelu_recurrence(w, h0, p, jnp.zeros(n))
+  else:
+    run = lambda w: lnn.fused_elementwise_recurrence(w, h0, p, activation)
+  grads = jax.vmap(jax.grad(lambda w: jnp.sum(run(w))))
+  exported = export.export(
+      jax.jit(grads), platforms=["cuda"],
+      disabled_checks=[export.DisabledSafetyCheck.custom_call(name)
+                       for name in ("__gpu$xla.gpu.triton", "triton_kernel_call")],
+  )(jnp.stack([w, w]))
+  text = exported.mlir_module()
+  assert text.count("xla.gpu.triton") + text.count("triton_kernel_call") == 2

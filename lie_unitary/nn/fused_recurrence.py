@@ -29,6 +29,7 @@ import functools
 import jax
 import jax.numpy as jnp
 from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pltriton
 
 from lie_unitary.nn import recurrence
 
@@ -62,6 +63,13 @@ def _interpret(interpret: bool | None) -> bool:
                      f"backend) only; on {backend!r} use the scan kernels (kernel='scan') "
                      "or interpret=True.")
   return interpret
+
+
+def _call(kernel, interpret, **kwargs):
+  # Triton explicitly: newer jax may pick Mosaic GPU for a bare pallas_call, whose rules
+  # (warpgroup-sized copies, no dot_general at lane semantics) these kernels do not meet.
+  return pl.pallas_call(kernel, interpret=interpret,
+                        compiler_params=pltriton.CompilerParams(num_warps=4), **kwargs)
 
 
 def _pad(a, axis: int, size: int):
@@ -120,9 +128,8 @@ def _elementwise_reverse_kernel(wt_ref, ct_ref, hs_ref, deltas_ref, *, activatio
 def _elementwise_call(kernel, L, Bp, Hp, bb, dtype, interpret, with_h0):
   square, rows, seq = _specs(L, bb, Hp)
   in_specs = [square, rows, seq(Hp)] if with_h0 else [square, seq(Hp), seq(Hp)]
-  return pl.pallas_call(kernel, out_shape=jax.ShapeDtypeStruct((L, Bp, Hp), dtype),
-                        grid=(Bp // bb,), in_specs=in_specs, out_specs=seq(Hp),
-                        interpret=interpret)
+  return _call(kernel, interpret, out_shape=jax.ShapeDtypeStruct((L, Bp, Hp), dtype),
+               grid=(Bp // bb,), in_specs=in_specs, out_specs=seq(Hp))
 
 
 def _pad_elementwise(transition, h0, projected, bb):
@@ -264,12 +271,12 @@ def _fused_modrelu_fwd(transition, h0, projected, bias, bb, interpret):
   Bp, Hp = pp.shape[1:]
   square, rows, seq = _specs(L, bb, Hp)
   vector = pl.BlockSpec(bias_p.shape, lambda b: (0, 0))
-  hs_padded, rs_padded = pl.pallas_call(
-      _modrelu_forward_kernel,
+  hs_padded, rs_padded = _call(
+      _modrelu_forward_kernel, interpret,
       out_shape=(jax.ShapeDtypeStruct((L, Bp, Hp), pp.dtype),
                  jax.ShapeDtypeStruct((L, Bp, Hp // 2), pp.dtype)),
       grid=(Bp // bb,), in_specs=[square, vector, rows, seq(Hp)],
-      out_specs=(seq(Hp), seq(Hp // 2)), interpret=interpret)(w, bias_p, h0p, pp)
+      out_specs=(seq(Hp), seq(Hp // 2)))(w, bias_p, h0p, pp)
   return _unpad_pairs(hs_padded[:, :B], n), (transition, h0, hs_padded, rs_padded, bias)
 
 
@@ -281,10 +288,10 @@ def _fused_modrelu_bwd(bb, interpret, res, ct_hs):
   ct = _pad(_pad_pairs(ct_hs, 2, Hp // 2), 1, Bp)
   square, _, seq = _specs(L, bb, Hp)
   vector = pl.BlockSpec(bias_p.shape, lambda b: (0, 0))
-  deltas_padded = pl.pallas_call(
-      _modrelu_reverse_kernel, out_shape=jax.ShapeDtypeStruct((L, Bp, Hp), ct.dtype),
+  deltas_padded = _call(
+      _modrelu_reverse_kernel, interpret, out_shape=jax.ShapeDtypeStruct((L, Bp, Hp), ct.dtype),
       grid=(Bp // bb,), in_specs=[square, vector, seq(Hp), seq(Hp), seq(Hp // 2)],
-      out_specs=seq(Hp), interpret=interpret)(wt, bias_p, ct, hs_padded, rs_padded)
+      out_specs=seq(Hp))(wt, bias_p, ct, hs_padded, rs_padded)
   deltas = _unpad_pairs(deltas_padded[:, :B], n)
   hs, rs = _unpad_pairs(hs_padded[:, :B], n), rs_padded[:, :B, :n]
   return recurrence._modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas)
