@@ -16,8 +16,9 @@ The products run in full float32 (`Precision.HIGHEST`): Triton's float32 default
 TF32, whose ~1e-3 relative error a recurrence compounds over its steps.
 
 On CPU the kernels run in Pallas' interpret mode: correct (the tests run there) but
-slow; use the scan kernels on CPU. Written for the Triton backend of `pallas_call`
-(GPU); on TPU use the scan kernels (a compiled call there raises ValueError).
+slow; use the scan kernels on CPU. Written for (and selecting) the Triton backend of
+`pallas_call` on GPU; on TPU use the scan kernels (a compiled call there raises
+ValueError).
 
 Letters in names: B batch, L steps, H state size (2n for complex pairs), n complex units.
 """
@@ -80,7 +81,6 @@ def _pad(a, axis: int, size: int):
 
 def _pad_pairs(a, axis: int, n_padded: int):
   """[Re | Im] halves of `axis`, each padded to n_padded: [Re, 0, Im, 0]."""
-  n = a.shape[axis] // 2
   re, im = jnp.split(a, 2, axis=axis)
   return jnp.concatenate([_pad(re, axis, n_padded), _pad(im, axis, n_padded)], axis=axis)
 
