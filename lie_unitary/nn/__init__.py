@@ -2,7 +2,6 @@
 
 from lie_unitary.nn.cells import BASE_COLLECTION
 from lie_unitary.nn.cells import GURNNCell
-from lie_unitary.nn.cells import KERNELS
 from lie_unitary.nn.cells import SimpleRNNCell
 from lie_unitary.nn.cells import URNNCell
 from lie_unitary.nn.cells import diagonal_phases_init
@@ -15,6 +14,7 @@ from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.nn.recurrence import elementwise_recurrence
 from lie_unitary.nn.recurrence import modrelu
 from lie_unitary.nn.recurrence import modrelu_recurrence
+from lie_unitary.nn.sequence import KERNELS
 from lie_unitary.nn.sequence import FastPathCell
 from lie_unitary.nn.sequence import ScanningCell
 from lie_unitary.nn.sequence import SequenceModel

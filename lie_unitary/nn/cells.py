@@ -30,6 +30,7 @@ import numpy as np
 from lie_unitary import algebra, composition, expm, principal_branch
 from lie_unitary.nn import fused_recurrence
 from lie_unitary.nn import recurrence
+from lie_unitary.nn.sequence import KERNELS
 
 __all__ = ["BASE_COLLECTION", "GURNNCell", "SimpleRNNCell", "URNNCell", "diagonal_phases_init"]
 
@@ -102,9 +103,6 @@ class _ComplexPairState:
   def num_feature_axes(self) -> int:
     """1: the state has one feature axis (the last)."""
     return 1
-
-
-KERNELS = ("scan", "pallas")
 
 
 def _check_kernel(kernel: str) -> str:

@@ -18,6 +18,9 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+# How a `ScanningCell` runs its loops: `lax.scan`, or one fused Pallas kernel per loop.
+KERNELS = ("scan", "pallas")
+
 __all__ = ["FastPathCell", "ScanningCell", "SequenceModel"]
 
 
@@ -149,8 +152,8 @@ class SequenceModel(nn.Module):
       raise ValueError(f"readout must be 'last' or 'all'; got {self.readout!r}.")
     if x_BxLxD.ndim != 3:
       raise ValueError(f"inputs must be (B, L, D); got {x_BxLxD.shape=}.")
-    if self.kernel not in ("scan", "pallas"):
-      raise ValueError(f"kernel must be 'scan' or 'pallas'; got {self.kernel!r}.")
+    if self.kernel not in KERNELS:
+      raise ValueError(f"kernel must be one of {KERNELS}; got {self.kernel!r}.")
     if self.kernel == "pallas" and not isinstance(self.cell, ScanningCell):
       raise ValueError(f"kernel='pallas' needs a cell with its own loop (the guRNN, free, "
                        f"IRNN or tanh RNN cells); got {type(self.cell).__name__}.")
