@@ -59,9 +59,11 @@ def _assert_matches(ours_fn, ref_fn, args, weights, names):
 
 
 @pytest.mark.parametrize("activation,L,B,H,block", [
-    ("relu", 5, 3, 5, None), ("tanh", 6, 20, 6, 16), ("identity", 4, 16, 16, 16)])
+    ("relu", 5, 3, 5, None), ("tanh", 6, 20, 6, 16), ("identity", 4, 16, 16, 16),
+    ("tanh", 3, 16, 150, 16)])
 def test_elementwise_matches_autodiff_of_a_plain_scan(activation, L, B, H, block):
-  # (B, H) = (20, 6) with blocks of 16: two programs, both axes padded.
+  # (B, H) = (20, 6) with blocks of 16: two programs, both axes padded. H = 150: the
+  # state in three chunks of 64 (padded to 192), W read in 64 × 64 tiles.
   with jax.enable_x64(True):
     w, h0, p, weights = _inputs(L, B, H)
     ours_fn = jax.jit(lambda *a: lnn.fused_elementwise_recurrence(
@@ -70,11 +72,14 @@ def test_elementwise_matches_autodiff_of_a_plain_scan(activation, L, B, H, block
                     ("W", "h0", "p"))
 
 
-def test_modrelu_matches_autodiff_of_a_plain_scan():
+@pytest.mark.parametrize("L,n", [(5, 3), (3, 70)])
+def test_modrelu_matches_autodiff_of_a_plain_scan(L, n):
+  # n = 70: each half of the state in two chunks of 64 (padded to 128).
   with jax.enable_x64(True):
-    L, B, n = 5, 18, 3
+    B = 18
     w, h0, p, weights = _inputs(L, B, 2 * n, seed=1)
-    bias = jnp.array([-10.0, -0.2, 0.1])  # the first unit is always off
+    # The first unit is always off; the others straddle the threshold.
+    bias = jnp.concatenate([jnp.array([-10.0]), jnp.linspace(-0.2, 0.1, n - 1)])
     ours_fn = jax.jit(lambda *a: lnn.fused_modrelu_recurrence(*a, block_batch=16))
     hs = ours_fn(w, h0, p, bias)
     np.testing.assert_array_equal(hs[:, :, 0], 0.0)

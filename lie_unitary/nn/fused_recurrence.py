@@ -8,9 +8,12 @@ each program of the kernel's grid owns a block of the batch, keeps its state on 
 and reads W from cache at every step. W̄ = Σ_t h_{t-1}ᵀ δ_t, h̄_0 and the modReLU
 bias's cotangent are formed after the loop by XLA, exactly as the scan kernels do.
 
-Shapes are padded for the kernels (batch to a multiple of the block, the state to a
-power of two ≥ 16: Triton's tensor sizes) with zeros that stay zero through both loops
-(f(0) = 0 for relu, tanh and identity, and modReLU(0) = 0), then cut back.
+Each program holds its state as chunks of C = min(64, H's power of two ≥ 16) columns
+and reads W in C × C tiles: a whole W at H = 256 is 256 KiB in float32, more shared
+memory than a multiprocessor has. Shapes are padded for the kernels (batch to a
+multiple of the block, the state to a multiple of C, Triton's tensor sizes being
+powers of two) with zeros that stay zero through both loops (f(0) = 0 for relu, tanh
+and identity, and modReLU(0) = 0), then cut back.
 
 The products run in full float32 (`Precision.HIGHEST`): Triton's float32 default is
 TF32, whose ~1e-3 relative error a recurrence compounds over its steps.
@@ -26,6 +29,7 @@ Letters in names: B batch, L steps, H state size (2n for complex pairs), n compl
 from __future__ import annotations
 
 import functools
+import operator
 
 import jax
 import jax.numpy as jnp
@@ -37,6 +41,7 @@ from lie_unitary.nn import recurrence
 __all__ = ["fused_elementwise_recurrence", "fused_modrelu_recurrence"]
 
 _MIN_SIZE = 16  # Triton's dot needs every dimension ≥ 16
+_MAX_CHUNK = 64  # the state's chunk width: W is read in tiles of at most 64 × 64
 # Full float32 products (Triton's default for float32 is TF32, ~1e-3 relative error,
 # which a recurrence compounds over its steps); float64 is always full precision.
 _dot = functools.partial(jnp.dot, precision=jax.lax.Precision.HIGHEST)
@@ -44,6 +49,12 @@ _dot = functools.partial(jnp.dot, precision=jax.lax.Precision.HIGHEST)
 
 def _padded_size(size: int) -> int:
   return max(_MIN_SIZE, pl.next_power_of_2(size))
+
+
+def _chunking(size: int) -> tuple[int, int]:
+  """(chunk width C, padded size): C = min(64, size's power of two ≥ 16); size → k·C."""
+  chunk = min(_MAX_CHUNK, _padded_size(size))
+  return chunk, -(-size // chunk) * chunk
 
 
 def _batch_block(batch: int, block_batch: int | None) -> int:
@@ -69,8 +80,10 @@ def _interpret(interpret: bool | None) -> bool:
 def _call(kernel, interpret, **kwargs):
   # Triton explicitly: newer jax may pick Mosaic GPU for a bare pallas_call, whose rules
   # (warpgroup-sized copies, no dot_general at lane semantics) these kernels do not meet.
-  return pl.pallas_call(kernel, interpret=interpret,
-                        compiler_params=pltriton.CompilerParams(num_warps=4), **kwargs)
+  # One stage: software pipelining would buffer every W tile of the step once more.
+  return pl.pallas_call(
+      kernel, interpret=interpret,
+      compiler_params=pltriton.CompilerParams(num_warps=4, num_stages=1), **kwargs)
 
 
 def _pad(a, axis: int, size: int):
@@ -98,31 +111,52 @@ def _specs(L, bb, width):
   return square, rows, seq
 
 
+def _columns(width: int, chunk: int) -> list[slice]:
+  return [slice(j, j + chunk) for j in range(0, width, chunk)]
+
+
+def _chunked_product(h, w_ref, cols):
+  """(h @ W) chunk by chunk: [Σ_k h[k] @ W[cols[k], cols[j]] for each j].
+
+  The state is a tuple of (bb, C) chunks and W is read in C × C tiles, so no operand
+  of a product outgrows a multiprocessor's shared memory (a whole 256 × 256 float32 W
+  is 256 KiB) and no value is sliced (Triton slices refs, not values).
+  """
+  return [functools.reduce(operator.add, [_dot(h[k], w_ref[cols[k], c])
+                                          for k in range(len(cols))]) for c in cols]
+
+
 # Elementwise activations ----------------------------------------------------------------
 
 
-def _elementwise_forward_kernel(w_ref, h0_ref, p_ref, hs_ref, *, activation):
+def _elementwise_forward_kernel(w_ref, h0_ref, p_ref, hs_ref, *, activation, chunk):
   f = recurrence.elementwise_activation(activation)
+  cols = _columns(h0_ref.shape[-1], chunk)
 
   def body(t, h):
-    h = f(_dot(h, w_ref[...]) + p_ref[t])
-    hs_ref[t] = h
+    pre = _chunked_product(h, w_ref, cols)
+    h = tuple(f(a + p_ref[t, :, c]) for a, c in zip(pre, cols))
+    for hj, c in zip(h, cols):
+      hs_ref[t, :, c] = hj
     return h
 
-  jax.lax.fori_loop(0, p_ref.shape[0], body, h0_ref[...])
+  jax.lax.fori_loop(0, p_ref.shape[0], body, tuple(h0_ref[:, c] for c in cols))
 
 
-def _elementwise_reverse_kernel(wt_ref, ct_ref, hs_ref, deltas_ref, *, activation):
-  L = ct_ref.shape[0]
+def _elementwise_reverse_kernel(wt_ref, ct_ref, hs_ref, deltas_ref, *, activation, chunk):
+  L, cols = ct_ref.shape[0], _columns(ct_ref.shape[-1], chunk)
 
   def body(i, delta_next):
     t = L - 1 - i
-    delta = (ct_ref[t] + _dot(delta_next, wt_ref[...])) * (
-        recurrence._activation_derivative_from_output(activation, hs_ref[t]))
-    deltas_ref[t] = delta
+    back = _chunked_product(delta_next, wt_ref, cols)
+    delta = tuple((ct_ref[t, :, c] + g) * recurrence._activation_derivative_from_output(
+        activation, hs_ref[t, :, c]) for g, c in zip(back, cols))
+    for dj, c in zip(delta, cols):
+      deltas_ref[t, :, c] = dj
     return delta
 
-  jax.lax.fori_loop(0, L, body, jnp.zeros(deltas_ref.shape[1:], deltas_ref.dtype))
+  zeros = jnp.zeros((deltas_ref.shape[1], chunk), deltas_ref.dtype)
+  jax.lax.fori_loop(0, L, body, (zeros,) * len(cols))
 
 
 def _elementwise_call(kernel, L, Bp, Hp, bb, dtype, interpret, with_h0):
@@ -132,9 +166,8 @@ def _elementwise_call(kernel, L, Bp, Hp, bb, dtype, interpret, with_h0):
                grid=(Bp // bb,), in_specs=in_specs, out_specs=seq(Hp))
 
 
-def _pad_elementwise(transition, h0, projected, bb):
-  B, H = h0.shape
-  Bp, Hp = -(-B // bb) * bb, _padded_size(H)
+def _pad_elementwise(transition, h0, projected, bb, Hp):
+  Bp = -(-h0.shape[0] // bb) * bb
   w = _pad(_pad(transition, 0, Hp), 1, Hp)
   return w, _pad(_pad(h0, 0, Bp), 1, Hp), _pad(_pad(projected, 1, Bp), 2, Hp)
 
@@ -146,8 +179,9 @@ def _fused(transition, h0, projected, activation, bb, interpret):
 
 def _fused_fwd(transition, h0, projected, activation, bb, interpret):
   (B, H), L = h0.shape, projected.shape[0]
-  w, h0p, pp = _pad_elementwise(transition, h0, projected, bb)
-  kernel = functools.partial(_elementwise_forward_kernel, activation=activation)
+  chunk, Hp = _chunking(H)
+  w, h0p, pp = _pad_elementwise(transition, h0, projected, bb, Hp)
+  kernel = functools.partial(_elementwise_forward_kernel, activation=activation, chunk=chunk)
   hs_padded = _elementwise_call(kernel, L, *pp.shape[1:], bb, pp.dtype, interpret,
                                 with_h0=True)(w, h0p, pp)
   return hs_padded[:, :B, :H], (transition, h0, hs_padded)
@@ -159,7 +193,8 @@ def _fused_bwd(activation, bb, interpret, res, ct_hs):
   hs = hs_padded[:, :B, :H]
   wt = _pad(_pad(transition.T, 0, Hp), 1, Hp)
   ct = _pad(_pad(ct_hs, 1, Bp), 2, Hp)
-  kernel = functools.partial(_elementwise_reverse_kernel, activation=activation)
+  kernel = functools.partial(_elementwise_reverse_kernel, activation=activation,
+                             chunk=_chunking(H)[0])
   deltas = _elementwise_call(kernel, L, Bp, Hp, bb, ct.dtype, interpret,
                              with_h0=False)(wt, ct, hs_padded)[:, :B, :H]
   return (recurrence._transition_cotangent(h0, hs, deltas), deltas[0] @ transition.T,
@@ -204,56 +239,61 @@ def fused_elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH,
 # modReLU -----------------------------------------------------------------------------------
 
 
-def _modrelu_forward_kernel(w_ref, bias_ref, h0_ref, p_ref, hs_ref, rs_ref):
-  # The state is held as its halves x = Re h, y = Im h (Triton cannot slice a value,
-  # only a ref), so the 2n × 2n product is four n × n ones.
-  n = rs_ref.shape[-1]
-  bias = bias_ref[...]
+def _modrelu_forward_kernel(w_ref, bias_ref, h0_ref, p_ref, hs_ref, rs_ref, *, chunk):
+  # The state's chunks: first those of x = Re h, then those of y = Im h; unit i of the
+  # j-th x chunk pairs with unit i of the j-th y chunk.
+  cols = _columns(h0_ref.shape[-1], chunk)
+  half = len(cols) // 2
 
-  def body(t, carry):
-    x, y = carry
-    a = _dot(x, w_ref[:n, :n]) + _dot(y, w_ref[n:, :n]) + p_ref[t, :, :n]
-    c = _dot(x, w_ref[:n, n:]) + _dot(y, w_ref[n:, n:]) + p_ref[t, :, n:]
-    r = jnp.sqrt(a * a + c * c + recurrence._MODRELU_EPS)
-    s = jnp.maximum(r + bias, 0) / r
-    x, y = a * s, c * s
-    hs_ref[t, :, :n] = x
-    hs_ref[t, :, n:] = y
-    rs_ref[t] = r
-    return x, y
+  def body(t, h):
+    pre = _chunked_product(h, w_ref, cols)
+    xs, ys = [], []
+    for j in range(half):
+      cx, cy = cols[j], cols[half + j]
+      a, c = pre[j] + p_ref[t, :, cx], pre[half + j] + p_ref[t, :, cy]
+      r = jnp.sqrt(a * a + c * c + recurrence._MODRELU_EPS)
+      s = jnp.maximum(r + bias_ref[:, cx], 0) / r
+      xs.append(a * s)
+      ys.append(c * s)
+      hs_ref[t, :, cx] = xs[-1]
+      hs_ref[t, :, cy] = ys[-1]
+      rs_ref[t, :, cx] = r
+    return tuple(xs + ys)
 
-  jax.lax.fori_loop(0, p_ref.shape[0], body, (h0_ref[:, :n], h0_ref[:, n:]))
+  jax.lax.fori_loop(0, p_ref.shape[0], body, tuple(h0_ref[:, c] for c in cols))
 
 
-def _modrelu_reverse_kernel(wt_ref, bias_ref, ct_ref, hs_ref, rs_ref, deltas_ref):
+def _modrelu_reverse_kernel(wt_ref, bias_ref, ct_ref, hs_ref, rs_ref, deltas_ref, *, chunk):
   # Per unit: δ = s v + coef (z·v) z, as `recurrence.modrelu_recurrence`'s reverse loop.
-  L, n = rs_ref.shape[0], rs_ref.shape[-1]
-  bias = bias_ref[...]
+  L, cols = rs_ref.shape[0], _columns(ct_ref.shape[-1], chunk)
+  half = len(cols) // 2
 
-  def body(i, carry):
+  def body(i, delta_next):
     t = L - 1 - i
-    dx, dy = carry
-    vx = ct_ref[t, :, :n] + _dot(dx, wt_ref[:n, :n]) + _dot(dy, wt_ref[n:, :n])
-    vy = ct_ref[t, :, n:] + _dot(dx, wt_ref[:n, n:]) + _dot(dy, wt_ref[n:, n:])
-    r = rs_ref[t]
-    active = r + bias > 0
-    s = jnp.maximum(r + bias, 0) / r
-    safe_s = jnp.where(active, s, 1)
-    zx, zy = hs_ref[t, :, :n] / safe_s, hs_ref[t, :, n:] / safe_s
-    coef = (active.astype(r.dtype) - s) / (r * r)
-    czv = coef * (zx * vx + zy * vy)
-    dx, dy = s * vx + czv * zx, s * vy + czv * zy
-    deltas_ref[t, :, :n] = dx
-    deltas_ref[t, :, n:] = dy
-    return dx, dy
+    back = _chunked_product(delta_next, wt_ref, cols)
+    dxs, dys = [], []
+    for j in range(half):
+      cx, cy = cols[j], cols[half + j]
+      vx, vy = ct_ref[t, :, cx] + back[j], ct_ref[t, :, cy] + back[half + j]
+      r, bias = rs_ref[t, :, cx], bias_ref[:, cx]
+      active = r + bias > 0
+      s = jnp.maximum(r + bias, 0) / r
+      safe_s = jnp.where(active, s, 1)
+      zx, zy = hs_ref[t, :, cx] / safe_s, hs_ref[t, :, cy] / safe_s
+      coef = (active.astype(r.dtype) - s) / (r * r)
+      czv = coef * (zx * vx + zy * vy)
+      dxs.append(s * vx + czv * zx)
+      dys.append(s * vy + czv * zy)
+      deltas_ref[t, :, cx] = dxs[-1]
+      deltas_ref[t, :, cy] = dys[-1]
+    return tuple(dxs + dys)
 
-  zeros = jnp.zeros((deltas_ref.shape[1], n), deltas_ref.dtype)
-  jax.lax.fori_loop(0, L, body, (zeros, zeros))
+  zeros = jnp.zeros((deltas_ref.shape[1], chunk), deltas_ref.dtype)
+  jax.lax.fori_loop(0, L, body, (zeros,) * len(cols))
 
 
-def _pad_modrelu(transition, h0, projected, bias, bb):
-  (B, H), n = h0.shape, bias.shape[0]
-  Bp, n_padded = -(-B // bb) * bb, _padded_size(n)
+def _pad_modrelu(transition, h0, projected, bias, bb, n_padded):
+  Bp = -(-h0.shape[0] // bb) * bb
   w = _pad_pairs(_pad_pairs(transition, 0, n_padded), 1, n_padded)
   bias_p = _pad(bias, 0, n_padded)[None]
   return (w, bias_p, _pad(_pad_pairs(h0, 1, n_padded), 0, Bp),
@@ -267,12 +307,13 @@ def _fused_modrelu(transition, h0, projected, bias, bb, interpret):
 
 def _fused_modrelu_fwd(transition, h0, projected, bias, bb, interpret):
   B, n, L = h0.shape[0], bias.shape[0], projected.shape[0]
-  w, bias_p, h0p, pp = _pad_modrelu(transition, h0, projected, bias, bb)
+  chunk, n_padded = _chunking(n)
+  w, bias_p, h0p, pp = _pad_modrelu(transition, h0, projected, bias, bb, n_padded)
   Bp, Hp = pp.shape[1:]
   square, rows, seq = _specs(L, bb, Hp)
   vector = pl.BlockSpec(bias_p.shape, lambda b: (0, 0))
   hs_padded, rs_padded = _call(
-      _modrelu_forward_kernel, interpret,
+      functools.partial(_modrelu_forward_kernel, chunk=chunk), interpret,
       out_shape=(jax.ShapeDtypeStruct((L, Bp, Hp), pp.dtype),
                  jax.ShapeDtypeStruct((L, Bp, Hp // 2), pp.dtype)),
       grid=(Bp // bb,), in_specs=[square, vector, rows, seq(Hp)],
@@ -289,7 +330,7 @@ def _fused_modrelu_bwd(bb, interpret, res, ct_hs):
   square, _, seq = _specs(L, bb, Hp)
   vector = pl.BlockSpec(bias_p.shape, lambda b: (0, 0))
   deltas_padded = _call(
-      _modrelu_reverse_kernel, interpret, out_shape=jax.ShapeDtypeStruct((L, Bp, Hp), ct.dtype),
+      functools.partial(_modrelu_reverse_kernel, chunk=_chunking(n)[0]), interpret, out_shape=jax.ShapeDtypeStruct((L, Bp, Hp), ct.dtype),
       grid=(Bp // bb,), in_specs=[square, vector, seq(Hp), seq(Hp), seq(Hp // 2)],
       out_specs=seq(Hp))(wt, bias_p, ct, hs_padded, rs_padded)
   deltas = _unpad_pairs(deltas_padded[:, :B], n)
