@@ -18,7 +18,8 @@ import math
 import jax
 import jax.numpy as jnp
 
-from lie_unitary import composition, expm
+from lie_unitary import composition
+from lie_unitary import expm
 
 __all__ = ["GENERATORS", "random_unitary", "random_arjovsky_params"]
 

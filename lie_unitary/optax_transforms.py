@@ -29,7 +29,10 @@ docs/optax.md.
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Union
+from typing import Any
+from typing import Callable
+from typing import NamedTuple
+from typing import Union
 
 import jax
 import jax.numpy as jnp

@@ -14,7 +14,8 @@ import jax.numpy as jnp
 from lie_unitary import algebra
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["gradient_from_jacobian", "paper_gradient", "paper_jacobian", "paper_unitary_and_jacobian"]
+__all__ = ["gradient_from_jacobian", "paper_gradient", "paper_jacobian",
+           "paper_unitary_and_jacobian"]
 
 
 def paper_jacobian(lam) -> jax.Array:

@@ -41,12 +41,17 @@ step moves U as far as a step on one entry of a free matrix).
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple
+from typing import Any
+from typing import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from lie_unitary import composition, expm, principal_branch, special_unitary
+from lie_unitary import composition
+from lie_unitary import expm
+from lie_unitary import principal_branch
+from lie_unitary import special_unitary
 from lie_unitary.precision import matmul as mm
 
 __all__ = ["PARAMETRIZATIONS", "Parametrization", "apply_gradient_mask", "get_parametrization",

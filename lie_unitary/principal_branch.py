@@ -27,13 +27,18 @@ when the coordinates change under it. docs/principal_branch.md has the measureme
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple
+from typing import Any
+from typing import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import optax
 
-from lie_unitary import algebra, expm, generators, logm
+from lie_unitary import algebra
+from lie_unitary import expm
+from lie_unitary import generators
+from lie_unitary import logm
 from lie_unitary.precision import matmul as mm
 
 __all__ = ["INIT_SCHEMES", "SpectrumStats", "basis_norms", "init_lambdas", "lambda_initializer",

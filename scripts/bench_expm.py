@@ -35,14 +35,16 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
 import lie_unitary as lu  # noqa: E402
-from lie_unitary.experiments import benchmark  # noqa: E402
 from lie_unitary import paper_rule  # noqa: E402
+from lie_unitary.experiments import benchmark  # noqa: E402
 
 _N = flags.DEFINE_list("n_values", ["8", "20", "32", "64", "128", "256"], "Matrix sizes n.")
 _DTYPES = flags.DEFINE_list("dtypes", ["complex64", "complex128"], "Complex dtypes.")
 _SCALES = flags.DEFINE_list("scales", ["1/n", "1"],
-                            "λ entry variances: '1/n' (N(0, 1/n)) and/or '1' (N(0, 1), the paper's init).")
-_BATCHES = flags.DEFINE_list("batches", ["1", "16"], "1 = one λ; B > 1 = vmapped over B replicates.")
+                            "λ entry variances: '1/n' (N(0, 1/n)) and/or '1' (N(0, 1), the "
+                            "paper's init).")
+_BATCHES = flags.DEFINE_list("batches", ["1", "16"],
+                             "1 = one λ; B > 1 = vmapped over B replicates.")
 _PAPER_MAX_N = flags.DEFINE_integer("paper_max_n", 32, "Largest n for the O(n⁵) paper rule.")
 _JACFWD_MAX_N = flags.DEFINE_integer("jacfwd_max_n", 32, "Largest n for jacfwd (n² jvps).")
 _MIN_TIME = flags.DEFINE_float("min_time", 0.3, "Seconds to repeat each timing for.")

@@ -33,10 +33,11 @@ from absl import flags  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-import bench_rnn  # noqa: E402
 from lie_unitary import algebra  # noqa: E402
-from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
 from lie_unitary import nn as lnn  # noqa: E402
+from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
+
+import bench_rnn  # noqa: E402
 
 # The flags are bench_rnn's (--tasks, --T: the first of each; --batch_size,
 # --min_seconds, --rounds, --steps_per_call).

@@ -23,9 +23,7 @@ import os
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import sys  # noqa: E402
 import time  # noqa: E402
-
 
 from absl import app  # noqa: E402
 from absl import flags  # noqa: E402

@@ -48,18 +48,20 @@ from absl import app  # noqa: E402
 from absl import flags  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-
-import bench_rnn  # noqa: E402
 import numpy as np  # noqa: E402
+
 from lie_unitary.experiments import sweep  # noqa: E402
 from lie_unitary.experiments.rnn import config as rnn_configs  # noqa: E402
 from lie_unitary.experiments.rnn import experiment as rnn_experiment  # noqa: E402
 from lie_unitary.experiments.rnn import tasks  # noqa: E402
 from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
 
+import bench_rnn  # noqa: E402
+
 _N = flags.DEFINE_list("sizes", ["64", "95", "128"], "n: complex units (state 2n reals).")
 _BATCH = flags.DEFINE_list("batches", ["128"], "Sequences per step.")
-_T = flags.DEFINE_list("lengths", ["1000"], "T: the copy task's blank stretch (sequences of T + 20).")
+_T = flags.DEFINE_list("lengths", ["1000"],
+                       "T: the copy task's blank stretch (sequences of T + 20).")
 _MODELS = flags.DEFINE_list("models", ["gurnn_tanh", "gurnn_relu", "gurnn_modrelu", "free",
                                        "lstm"], "Rows to time (see the module docstring).")
 _KERNELS = flags.DEFINE_list("kernels", ["scan"], "How the guRNN and free cells run their "

@@ -76,9 +76,9 @@ def _jax_step(n_in, n_out, batch):
 
 
 def _torch_steps(n_in, n_out, batch):
-  import geotorch  # pylint: disable=g-import-not-at-top
-  import torch  # pylint: disable=g-import-not-at-top
-  from torch.nn.utils import parametrizations  # pylint: disable=g-import-not-at-top
+  import geotorch
+  import torch
+  from torch.nn.utils import parametrizations
 
   torch.manual_seed(0)
   x = torch.randn(batch, n_in)
@@ -105,7 +105,7 @@ def _torch_steps(n_in, n_out, batch):
 
 def main(argv):
   del argv
-  import torch  # pylint: disable=g-import-not-at-top  # fail early, with the import error
+  import torch  # fail early, with the import error
 
   print(f"jax {jax.__version__} on {jax.devices()[0].platform}; torch {torch.__version__} "
         f"({torch.get_num_threads()} threads); batch {_BATCH.value}; "

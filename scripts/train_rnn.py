@@ -2,7 +2,8 @@ r"""Trains RNNs on the adding / memory problems and writes the report (paper §4
 
 The same launcher as ``python -m lie_unitary.experiments.rnn``:
 
-  python scripts/train_rnn.py --config=lie_unitary/experiments/rnn/config.py:memory --workdir=runs/memory
+  python scripts/train_rnn.py --config=lie_unitary/experiments/rnn/config.py:memory \
+      --workdir=runs/memory
   python scripts/train_rnn.py --config=memory --workdir=runs/memory
   python scripts/train_rnn.py --workdir=runs/memory --report_only
 

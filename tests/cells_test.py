@@ -8,7 +8,6 @@ import pytest
 import lie_unitary as lu
 from lie_unitary import nn as lnn
 
-
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
@@ -43,7 +42,8 @@ def test_urnn_step_is_modrelu_of_the_composition():
   p = params["params"]
   perm = np.random.RandomState(3).permutation(n)
   u = lu.arjovsky_unitary(p["angles"], p["reflections_re"], p["reflections_im"], perm)
-  z = (h[:, :n] + 1j * h[:, n:]) @ u.T + x @ (p["v"]["kernel"][:, :n] + 1j * p["v"]["kernel"][:, n:])
+  v = p["v"]["kernel"][:, :n] + 1j * p["v"]["kernel"][:, n:]
+  z = (h[:, :n] + 1j * h[:, n:]) @ u.T + x @ v
   ref = lnn.modrelu(z, p["bias"])
   np.testing.assert_allclose(new, jnp.concatenate([jnp.real(ref), jnp.imag(ref)], -1),
                              atol=1e-5)

@@ -10,10 +10,10 @@ import functools
 
 import jax
 import jax.numpy as jnp
+from jax.test_util import check_grads
 import numpy as np
 import pytest
 import scipy.linalg
-from jax.test_util import check_grads
 
 import lie_unitary as lu
 from lie_unitary import expm

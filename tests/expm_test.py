@@ -3,9 +3,9 @@ and check_grads (forward mode, second order and the backends: expm_modes_test.py
 
 import jax
 import jax.numpy as jnp
+from jax.test_util import check_grads
 import numpy as np
 import pytest
-from jax.test_util import check_grads
 
 import lie_unitary as lu
 from lie_unitary import paper_rule

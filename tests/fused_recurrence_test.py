@@ -11,18 +11,19 @@ import math
 
 import flax.linen as nn
 import jax
+from jax import export
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from jax import export
 
-import reference_loops
 from lie_unitary import nn as lnn
-from lie_unitary.nn import fused_recurrence
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import experiment
 from lie_unitary.experiments.rnn import training
+from lie_unitary.nn import fused_recurrence
+
+import reference_loops
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
@@ -189,10 +190,14 @@ def test_kernels_lower_through_the_triton_backend_for_cuda(activation, monkeypat
   else:
     run = lambda w: lnn.fused_elementwise_recurrence(w, h0, p, activation)
   grads = jax.vmap(jax.grad(lambda w: jnp.sum(run(w))))
-  exported = export.export(
-      jax.jit(grads), platforms=["cuda"],
-      disabled_checks=[export.DisabledSafetyCheck.custom_call(name)
-                       for name in ("__gpu$xla.gpu.triton", "triton_kernel_call")],
-  )(jnp.stack([w, w]))
+  # From jax 0.11 Pallas asks the mesh which GPU it compiles for; name one (an H100).
+  gpu = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=132,
+                                    platform="gpu")
+  with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((), (), abstract_device=gpu)):
+    exported = export.export(
+        jax.jit(grads), platforms=["cuda"],
+        disabled_checks=[export.DisabledSafetyCheck.custom_call(name)
+                         for name in ("__gpu$xla.gpu.triton", "triton_kernel_call")],
+    )(jnp.stack([w, w]))
   text = exported.mlir_module()
   assert text.count("xla.gpu.triton") + text.count("triton_kernel_call") == 2

@@ -50,7 +50,8 @@ def test_qr_generator_definition():
   key = jax.random.key(6)
   u = lu.random_unitary(key, 5, "qr")
   k_re, k_im = jax.random.split(key)
-  a = np.asarray(jax.random.uniform(k_re, (5, 5))) + 1j * np.asarray(jax.random.uniform(k_im, (5, 5)))
+  a = (np.asarray(jax.random.uniform(k_re, (5, 5)))
+       + 1j * np.asarray(jax.random.uniform(k_im, (5, 5))))
   # Q R = A with R upper triangular.
   r = np.conj(np.asarray(u).T) @ a
   np.testing.assert_allclose(np.tril(r, -1), 0, atol=1e-5)

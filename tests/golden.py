@@ -15,13 +15,14 @@ GOLDEN_JAX = "0.10.2"  # the jax and jaxlib release the values were recorded wit
 
 def require_recorded_toolchain() -> None:
   """Skips the calling test unless this is jax/jaxlib GOLDEN_JAX on CPU."""
-  import jax  # pylint: disable=import-outside-toplevel
-  import jaxlib  # pylint: disable=import-outside-toplevel
+  import jax
+  import jaxlib
   if jax.default_backend() != "cpu":
     pytest.skip("golden values are CPU arithmetic")
   if (jax.__version__, jaxlib.__version__) != (GOLDEN_JAX, GOLDEN_JAX):
     pytest.skip(f"golden values recorded with jax/jaxlib {GOLDEN_JAX}; this is "
-                f"{jax.__version__}/{jaxlib.__version__} (regenerate: python tests/golden_*_test.py)")
+                f"{jax.__version__}/{jaxlib.__version__} "
+                "(regenerate: python tests/golden_*_test.py)")
 
 
 def check(got: dict, expected: dict) -> None:
@@ -33,9 +34,9 @@ def check(got: dict, expected: dict) -> None:
 
 def print_values(name: str, fn, kinds) -> None:
   """Prints `name = {kind: {key: values}}` from fn(kind, workdir), to paste as pins."""
-  import tempfile  # pylint: disable=import-outside-toplevel
+  import tempfile
 
-  import jax  # pylint: disable=import-outside-toplevel
+  import jax
   jax.config.update("jax_disable_most_optimizations", True)
   with jax.default_matmul_precision("highest"):
     print(f"{name} = {{")

@@ -15,14 +15,15 @@ import os
 
 import pytest
 
-import golden
 from lie_unitary.experiments import records
+
+import golden
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
 def _operator_config(kind):
-  from lie_unitary.experiments.operators import config as cfg_lib  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.operators import config as cfg_lib
   c = cfg_lib.get_config("smoke")
   c.n_values = (3,)
   c.num_replicates = 2
@@ -47,7 +48,7 @@ def _operator_config(kind):
 
 def operator_metrics(kind, workdir):
   """{(approach, replicate): (val loss after 1 step, after 50, test loss)}."""
-  from lie_unitary.experiments.operators import experiment  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.operators import experiment
   experiment.train_and_evaluate(_operator_config(kind), workdir, printer=lambda *_: None,
                                 handle_signals=False)
   out = {}

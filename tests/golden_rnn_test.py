@@ -16,14 +16,15 @@ import os
 import numpy as np
 import pytest
 
-import golden
 from lie_unitary.experiments import records
+
+import golden
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
 def _rnn_config(kind):
-  from lie_unitary.experiments.rnn import config as rnn_configs  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments.rnn import config as rnn_configs
   c = rnn_configs.get_config("smoke")
   c.num_updates, c.val_every = 50, 1
   if kind == "models":
@@ -44,7 +45,7 @@ def _rnn_config(kind):
 
 def rnn_metrics(kind, workdir):
   """{(model, replicate): (train loss of step 1, val loss after 1 step, after 50, test loss)}."""
-  from lie_unitary.experiments import runner  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments import runner
   runner.train_and_evaluate("rnn", _rnn_config(kind), workdir, printer=lambda *_: None,
                             handle_signals=False)
   recs = records.read_records(os.path.join(workdir, "results.jsonl"))

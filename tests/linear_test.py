@@ -3,9 +3,9 @@
 
 import flax.linen as nn
 import jax
-import optax
 import jax.numpy as jnp
 import numpy as np
+import optax
 import pytest
 
 import lie_unitary as lu

@@ -3,12 +3,12 @@ float64, minimal parameter counts, training with nnx.Optimizer, and bad input.""
 
 import inspect
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
-from flax import nnx
 
 import lie_unitary as lu
 from lie_unitary import nnx as lnnx

@@ -17,9 +17,14 @@ import pytest
 
 import lie_unitary as lu
 from lie_unitary import experiments
-from lie_unitary.experiments import interrupts, provenance, records, results, runner
+from lie_unitary.experiments import interrupts
+from lie_unitary.experiments import provenance
+from lie_unitary.experiments import records
+from lie_unitary.experiments import results
+from lie_unitary.experiments import runner
 from lie_unitary.experiments.operators import config as cfg_lib
-from lie_unitary.experiments.operators import experiment, report
+from lie_unitary.experiments.operators import experiment
+from lie_unitary.experiments.operators import report
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _QUIET = dict(printer=lambda *_: None, handle_signals=False)
@@ -92,8 +97,9 @@ def test_trained_parameters_load_for_a_notebook(smoke_run):
   lam = u.state["train"]["params"]["lam"]
   assert lam.shape == (3, 9)
   # The saved parameters reproduce the recorded test loss of replicate 0 (its own data).
-  from lie_unitary.experiments.operators import task as ol  # pylint: disable=import-outside-toplevel
-  import jax  # pylint: disable=import-outside-toplevel
+  import jax
+
+  from lie_unitary.experiments.operators import task as ol
   config = _smoke()
   t = ol.TaskSpec(n=3, generators=tuple(config.generators), num_train=config.num_train,
                   num_val=config.num_val, num_test=config.num_test)
@@ -287,7 +293,8 @@ def test_tensorboard_events_beside_the_records(tmp_path):
   config = _smoke(approaches=("lie_algebra",))
   experiment.train_and_evaluate(config, str(tmp_path), tensorboard=True, **_QUIET)
   folder, = os.listdir(tmp_path / "tensorboard")
-  assert any(f.startswith("events.out.tfevents") for f in os.listdir(tmp_path / "tensorboard" / folder))
+  events = os.listdir(tmp_path / "tensorboard" / folder)
+  assert any(f.startswith("events.out.tfevents") for f in events)
 
 
 def test_report_only_needs_this_familys_results(tmp_path):
@@ -324,7 +331,7 @@ def test_unit_identity_ignores_nothing_that_computes():
 
 
 def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_0(tmp_path):
-  import signal  # pylint: disable=import-outside-toplevel
+  import signal
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
   cmd = [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke",
          "--config.n_values=(3,)", "--config.approaches=('lie_algebra',)",

@@ -12,7 +12,9 @@ import numpy as np
 import optax
 import pytest
 
-from lie_unitary import algebra, logm, parametrizations
+from lie_unitary import algebra
+from lie_unitary import logm
+from lie_unitary import parametrizations
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import experiment

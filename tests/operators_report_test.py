@@ -189,7 +189,7 @@ def test_write_report_with_given_records_and_a_basis_sweep(tmp_path):
 
 def test_frames_work_like_lists(tmp_path):
   pytest.importorskip("pandas")
-  from lie_unitary.experiments import results  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments import results
   wd = _write_workdir(str(tmp_path), [_table1_records()])
   df = results.load_results(wd, as_frame=True)
   curves = results.load_results(wd, "curves.jsonl", as_frame=True)

@@ -38,7 +38,8 @@ def test_interface(name):
   # Gradients of a real loss flow to every trainable leaf and are finite.
   x = jnp.ones((n, 2), u.dtype)
   weights = jnp.arange(n, dtype=jnp.float32)[:, None]
-  g = jax.jit(jax.grad(lambda q: jnp.sum(jnp.abs(p.to_unitary(q, constants) @ x) ** 2 * weights)))(params)
+  loss = lambda q: jnp.sum(jnp.abs(p.to_unitary(q, constants) @ x) ** 2 * weights)
+  g = jax.jit(jax.grad(loss))(params)
   assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree.leaves(g))
   # vmap over replicate keys.
   batched, _ = jax.vmap(lambda k: p.init(k, n))(jax.random.split(jax.random.key(1), 3))
@@ -73,7 +74,8 @@ def test_projection_is_the_polar_factor(x64):
   # The closest unitary: no random unitary is closer to a.
   others = jax.vmap(lambda k: lu.random_unitary(k, 6, "haar", jnp.complex128))(
       jax.random.split(k1, 64))
-  assert float(jnp.linalg.norm(u - a)) < float(jnp.min(jnp.linalg.norm(others - a[None], axis=(1, 2))))
+  nearest_other = jnp.min(jnp.linalg.norm(others - a[None], axis=(1, 2)))
+  assert float(jnp.linalg.norm(u - a)) < float(nearest_other)
   p = lu.get_parametrization("projection")
   params = {"re": jnp.real(a), "im": jnp.imag(a)}
   np.testing.assert_allclose(p.to_unitary(p.post_update(params, {}), {}), u, atol=1e-12)

@@ -7,18 +7,18 @@ raise ValueError at trace time under jit too.
 
 import math
 
+from absl.testing import parameterized
 import chex
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from absl.testing import parameterized
 
-import reference_loops
 from lie_unitary import nn as lnn
 from lie_unitary.nn import recurrence
 
+import reference_loops
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 

@@ -163,7 +163,7 @@ def _tfrecords(path):
 
 def test_tensorboard_events(tmp_path):
   pytest.importorskip("tensorboardX")
-  from tensorboardX.proto import event_pb2  # pylint: disable=import-outside-toplevel
+  from tensorboardX.proto import event_pb2
   logdir = tmp_path / "tb"
   w = metric_writer.make_writer(str(logdir))
   w.scalars(0, {"val_loss": 1.5})

@@ -14,7 +14,8 @@ import textwrap
 import jax
 import pytest
 
-from lie_unitary.experiments import runner, sweep
+from lie_unitary.experiments import runner
+from lie_unitary.experiments import sweep
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import experiment
 from lie_unitary.experiments.rnn import training

@@ -11,7 +11,10 @@ import numpy as np
 import optax
 import pytest
 
-from lie_unitary.experiments import interrupts, records, runner, sweep
+from lie_unitary.experiments import interrupts
+from lie_unitary.experiments import records
+from lie_unitary.experiments import runner
+from lie_unitary.experiments import sweep
 from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import experiment as rnn
@@ -78,7 +81,8 @@ def test_smoke_loss_finite_and_decreasing(smoke_run, model):
     # The shared vocabulary, and the unit's resolved fields.
     rec = final[0]
     assert rec["unit"].startswith(rec["unit_name"]) and rec["unit_name"] == f"adding T=10 {model}"
-    assert (rec["T"], rec["task"], rec["hidden_size"], rec["num_replicates"]) == (10, "adding", 8, 2)
+    assert ((rec["T"], rec["task"], rec["hidden_size"], rec["num_replicates"])
+            == (10, "adding", 8, 2))
     assert "num_updates" not in rec and "seed" in rec and "update" not in rec
     assert ("lambda_optimizer" in rec) == (model in ("gurnn", "gurnn_beta"))
 

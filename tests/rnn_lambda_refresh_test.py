@@ -5,13 +5,17 @@ import os
 
 import jax
 import jax.numpy as jnp
+from jax.test_util import check_grads
 import numpy as np
 import pytest
-from jax.test_util import check_grads
 
-from lie_unitary import algebra, principal_branch
+from lie_unitary import algebra
 from lie_unitary import nn as lnn
-from lie_unitary.experiments import records, runner, sweep, training
+from lie_unitary import principal_branch
+from lie_unitary.experiments import records
+from lie_unitary.experiments import runner
+from lie_unitary.experiments import sweep
+from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import training as rnn_training

@@ -157,7 +157,7 @@ def test_write_report_with_given_records(tmp_path):
 
 def test_frames_work_like_lists(tmp_path):
   pytest.importorskip("pandas")
-  from lie_unitary.experiments import results  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments import results
   _add_launch(str(tmp_path), 1, _all_models())
   df = results.load_results(str(tmp_path), as_frame=True)
   assert report.markdown(df) == report.markdown(

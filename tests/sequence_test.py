@@ -12,7 +12,6 @@ import pytest
 from lie_unitary import nn as lnn
 from lie_unitary.experiments.rnn import tasks
 
-
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 

@@ -5,10 +5,10 @@ Compile-bound: every library call is jitted once per shape, and the checks run i
 
 import jax
 import jax.numpy as jnp
+from jax.test_util import check_grads
 import numpy as np
 import pytest
 import scipy.linalg
-from jax.test_util import check_grads
 
 import lie_unitary as lu
 

@@ -1,6 +1,5 @@
 """Tests of the replicate sweep: vmapped == per-replicate, padding, resume bookkeeping."""
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest

@@ -15,3 +15,10 @@ from lie_unitary.experiments.loading import LoadedUnit
 from lie_unitary.experiments.loading import load_unit
 from lie_unitary.experiments.loading import unit_names
 from lie_unitary.experiments.results import load_results
+
+__all__ = [
+    "LoadedUnit",
+    "load_results",
+    "load_unit",
+    "unit_names",
+]

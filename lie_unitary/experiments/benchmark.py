@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import statistics
 import time
-from typing import Any, Callable, Sequence
+from typing import Any
+from typing import Callable
+from typing import Sequence
 
 import jax
 

@@ -26,7 +26,7 @@ class Checkpointer:
   """
 
   def __init__(self, directory: str):
-    import orbax.checkpoint as ocp  # pylint: disable=import-outside-toplevel
+    import orbax.checkpoint as ocp
     self._ocp = ocp
     self.directory = os.path.abspath(directory)
     self._manager = ocp.CheckpointManager(

@@ -11,7 +11,8 @@ from __future__ import annotations
 import contextlib
 import signal
 import threading
-from typing import Callable, Iterator
+from typing import Callable
+from typing import Iterator
 
 __all__ = ["Interrupted", "StopRequest", "handle_signals"]
 

@@ -68,7 +68,7 @@ def _one_line(error) -> str:
 
 
 def _parse_flags(argv):
-  from absl import flags  # pylint: disable=import-outside-toplevel
+  from absl import flags
   try:
     return flags.FLAGS(argv)
   except (AttributeError, KeyError) as e:
@@ -82,8 +82,8 @@ def _parse_flags(argv):
 
 
 def _initialize_distributed(flag_values) -> None:
-  import jax  # pylint: disable=import-outside-toplevel
-  from absl import app  # pylint: disable=import-outside-toplevel
+  from absl import app
+  import jax
   address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
                            flag_values.process_id)
   if not address and count is None and index is None:
@@ -99,17 +99,18 @@ def _initialize_distributed(flag_values) -> None:
 
 
 def _launch(family_name: str, argv) -> None:
-  from absl import app  # pylint: disable=import-outside-toplevel
-  from absl import flags  # pylint: disable=import-outside-toplevel
-  from absl import logging  # pylint: disable=import-outside-toplevel
+  from absl import app
+  from absl import flags
+  from absl import logging
   flag_values = flags.FLAGS
   if not flag_values["verbosity"].present:  # orbax logs every checkpoint step at INFO
     logging.set_verbosity(logging.WARNING)
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
   _initialize_distributed(flag_values)
-  import jax  # pylint: disable=import-outside-toplevel
-  from lie_unitary.experiments import runner  # pylint: disable=import-outside-toplevel
+  import jax
+
+  from lie_unitary.experiments import runner
   family = runner.get_family(family_name)
   workdir = flag_values.workdir
   if flag_values.report_only:
@@ -135,7 +136,7 @@ def _launch(family_name: str, argv) -> None:
 
 
 def _main(family_name: str, argv) -> None:
-  from absl import app  # pylint: disable=import-outside-toplevel
+  from absl import app
   try:
     _launch(family_name, argv)
   except app.UsageError as e:
@@ -154,9 +155,9 @@ def main(family_name: str, default_config_path: str | None = None,
       ``--config=default_config_path:VARIANT``.
     argv: the command line (default `sys.argv`).
   """
-  from absl import app  # pylint: disable=import-outside-toplevel
-  from absl import flags  # pylint: disable=import-outside-toplevel
-  from ml_collections import config_flags  # pylint: disable=import-outside-toplevel
+  from absl import app
+  from absl import flags
+  from ml_collections import config_flags
   if default_config_path is None:
     default_config_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), family_name,
                                        "config.py")

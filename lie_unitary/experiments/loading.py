@@ -16,7 +16,8 @@ import dataclasses
 import os
 from typing import Any
 
-from lie_unitary.experiments import provenance, results
+from lie_unitary.experiments import provenance
+from lie_unitary.experiments import results
 from lie_unitary.experiments.units import Unit
 
 __all__ = ["LoadedUnit", "load_unit", "unit_names"]
@@ -57,7 +58,7 @@ def load_unit(workdir: str, name_or_id: str) -> LoadedUnit:
   Raises:
     FileNotFoundError: no launch lists that unit, or it has no checkpoint yet.
   """
-  from lie_unitary.experiments import checkpoints  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments import checkpoints
   current = results.current_unit_ids(workdir)
   uid = current.get(name_or_id, name_or_id)
   for launch in reversed(provenance.read_launches(workdir)):
@@ -83,5 +84,5 @@ def load_unit(workdir: str, name_or_id: str) -> LoadedUnit:
 
 
 def _finished_records(workdir):
-  from lie_unitary.experiments import records  # pylint: disable=import-outside-toplevel
+  from lie_unitary.experiments import records
   return records.read_records(os.path.join(workdir, "finished.jsonl"))

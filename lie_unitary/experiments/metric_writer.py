@@ -52,7 +52,7 @@ class _TensorBoardWriter(MetricWriter):
 
   def __init__(self, logdir: str):
     try:
-      from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+      from tensorboardX import SummaryWriter
     except ImportError as e:
       raise ImportError(f"TensorBoard metrics need tensorboardX: {_TENSORBOARD_HINT}") from e
     self.logdir = logdir

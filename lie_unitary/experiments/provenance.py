@@ -15,7 +15,8 @@ import platform
 import socket
 import subprocess
 import sys
-from typing import Any, Sequence
+from typing import Any
+from typing import Sequence
 
 __all__ = ["git_commit", "provenance", "write_launch", "read_launches"]
 
@@ -47,7 +48,7 @@ def git_commit(path: str | None = None) -> dict | None:
 
 def provenance() -> dict:
   """Versions, devices, host, Python, command line and the git commit, as JSON-able dict."""
-  import jax  # pylint: disable=import-outside-toplevel
+  import jax
   return {
       "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "versions": {p: _version(p) for p in _PACKAGES},

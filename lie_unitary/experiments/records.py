@@ -12,7 +12,8 @@ import json
 import math
 import os
 import time
-from typing import Any, Iterable
+from typing import Any
+from typing import Iterable
 
 __all__ = ["Progress", "append_records", "read_records"]
 

@@ -102,7 +102,7 @@ def superseded_units(workdir: str | os.PathLike) -> list[tuple[str, str]]:
 
 def _have_pandas() -> bool:
   try:
-    import pandas  # noqa: F401  pylint: disable=import-outside-toplevel,unused-import
+    import pandas  # noqa: F401
   except ImportError:
     return False
   return True
@@ -156,7 +156,7 @@ def load_results(workdir: str | os.PathLike, file: str = "results.jsonl", *,
     if not recs:
       raise ValueError(f"workdir {workdir!r}: {file} holds no current records: {why}")
   if as_frame or (as_frame is None and _have_pandas()):
-    import pandas as pd  # pylint: disable=import-outside-toplevel
+    import pandas as pd
     return pd.DataFrame.from_records(recs)
   return recs
 

@@ -33,11 +33,18 @@ import shutil
 import signal
 import tempfile
 import time
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any
+from typing import Callable
+from typing import Protocol
+from typing import Sequence
 
 import jax
 
-from lie_unitary.experiments import checkpoints, interrupts, metric_writer, provenance, records
+from lie_unitary.experiments import checkpoints
+from lie_unitary.experiments import interrupts
+from lie_unitary.experiments import metric_writer
+from lie_unitary.experiments import provenance
+from lie_unitary.experiments import records
 from lie_unitary.experiments.units import Unit
 
 __all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "get_family",

@@ -12,13 +12,16 @@ results whatever the device count.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from typing import Any
+from typing import Callable
+from typing import Sequence
 
 import jax
-import numpy as np
 from jax.experimental import multihost_utils
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
-
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec
+import numpy as np
 
 __all__ = ["AXIS", "DATA_AXIS", "ReplicateMap", "gather", "padded_size", "replicate_sharding"]
 

@@ -10,7 +10,11 @@ optimizer state, and so of every checkpoint).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, NamedTuple, Sequence, Union
+from typing import Any
+from typing import Callable
+from typing import NamedTuple
+from typing import Sequence
+from typing import Union
 
 import jax.numpy as jnp
 import optax

@@ -21,7 +21,8 @@ import hashlib
 import json
 import math
 import re
-from typing import Any, Mapping
+from typing import Any
+from typing import Mapping
 
 __all__ = ["Unit", "canonical_json", "fingerprint"]
 

@@ -22,3 +22,28 @@ from lie_unitary.nn.weights import num_orthogonal_weight_params
 from lie_unitary.nn.weights import num_unitary_weight_params
 from lie_unitary.nn.weights import orthogonal_weight
 from lie_unitary.nn.weights import unitary_weight
+
+__all__ = [
+    "BASE_COLLECTION",
+    "FastPathCell",
+    "GURNNCell",
+    "IsometryReport",
+    "KERNELS",
+    "OrthogonalLinear",
+    "ScanningCell",
+    "SequenceModel",
+    "SimpleRNNCell",
+    "URNNCell",
+    "UnitaryLinear",
+    "diagonal_phases_init",
+    "elementwise_recurrence",
+    "fused_elementwise_recurrence",
+    "fused_modrelu_recurrence",
+    "isometry_report",
+    "modrelu",
+    "modrelu_recurrence",
+    "num_orthogonal_weight_params",
+    "num_unitary_weight_params",
+    "orthogonal_weight",
+    "unitary_weight",
+]

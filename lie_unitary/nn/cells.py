@@ -20,14 +20,18 @@ Letters in names: B batch, L steps, D input features, H state size, K outputs.
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lie_unitary import algebra, composition, expm, principal_branch
+from lie_unitary import algebra
+from lie_unitary import composition
+from lie_unitary import expm
+from lie_unitary import principal_branch
 from lie_unitary.nn import fused_recurrence
 from lie_unitary.nn import recurrence
 from lie_unitary.nn.sequence import KERNELS
@@ -261,9 +265,10 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
 
   U = D3 R2 F⁻¹ D2 Π R1 F D1 (7n reals, applied in O(n log n) by
   `lie_unitary.arjovsky_apply`); V complex (n, D) held as one real Dense kernel
-  [Re V | Im V] (D, 2n) without bias; modReLU bias ~ U(±0.01). The complex state is held as real pairs
-  [Re h, Im h] (..., 2n). Angles ~ U(-π, π), reflections ~ U(±sqrt(6/(2+2n))), Π a
-  fixed random permutation drawn from `permutation_seed` (a constant, not a parameter).
+  [Re V | Im V] (D, 2n) without bias; modReLU bias ~ U(±0.01). The complex state is
+  held as real pairs [Re h, Im h] (..., 2n). Angles ~ U(-π, π), reflections ~
+  U(±sqrt(6/(2+2n))), Π a fixed random permutation drawn from `permutation_seed` (a
+  constant, not a parameter).
 
   Attributes:
     features: n, the number of complex units.

@@ -32,9 +32,9 @@ import functools
 import operator
 
 import jax
-import jax.numpy as jnp
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
+import jax.numpy as jnp
 
 from lie_unitary.nn import recurrence
 
@@ -330,7 +330,8 @@ def _fused_modrelu_bwd(bb, interpret, res, ct_hs):
   square, _, seq = _specs(L, bb, Hp)
   vector = pl.BlockSpec(bias_p.shape, lambda b: (0, 0))
   deltas_padded = _call(
-      functools.partial(_modrelu_reverse_kernel, chunk=_chunking(n)[0]), interpret, out_shape=jax.ShapeDtypeStruct((L, Bp, Hp), ct.dtype),
+      functools.partial(_modrelu_reverse_kernel, chunk=_chunking(n)[0]), interpret,
+      out_shape=jax.ShapeDtypeStruct((L, Bp, Hp), ct.dtype),
       grid=(Bp // bb,), in_specs=[square, vector, seq(Hp), seq(Hp), seq(Hp // 2)],
       out_specs=seq(Hp))(wt, bias_p, ct, hs_padded, rs_padded)
   deltas = _unpad_pairs(deltas_padded[:, :B], n)

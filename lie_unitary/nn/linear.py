@@ -9,7 +9,8 @@ the parameter shapes and values are those of the square layers.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
 import flax.linen as nn
 import jax

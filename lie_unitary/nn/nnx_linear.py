@@ -10,11 +10,12 @@ Only API that flax 0.10 and later share is used (`nnx.Param`, ``variable[...]``)
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
+from typing import Callable
 
+from flax import nnx
 import jax
 import jax.numpy as jnp
-from flax import nnx
 
 from lie_unitary.nn import weights
 

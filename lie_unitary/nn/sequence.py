@@ -12,7 +12,9 @@ Letters in names: B batch, L steps, D input features, H state size, K outputs.
 
 from __future__ import annotations
 
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
+from typing import Protocol
+from typing import runtime_checkable
 
 import flax.linen as nn
 import jax

@@ -37,7 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from lie_unitary import parametrizations
-from lie_unitary.experiments import runner, sweep
+from lie_unitary.experiments import runner
+from lie_unitary.experiments import sweep
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import report
 from lie_unitary.experiments.operators import task as ol
@@ -395,5 +396,5 @@ def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
   Raises:
     runner.ConfigError: a bad config field, before anything is written.
   """
-  import sys  # pylint: disable=import-outside-toplevel
+  import sys
   return runner.train_and_evaluate(sys.modules[__name__], config, workdir, **kwargs)

@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import collections
 import os
-from typing import Any, Iterable, Sequence
+from typing import Any
+from typing import Iterable
+from typing import Sequence
 
 import numpy as np
 
@@ -205,7 +207,7 @@ def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
 
 
 def _figure2(results):
-  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  from matplotlib.figure import Figure
 
   rand = collections.defaultdict(list)
   for r in results:
@@ -285,7 +287,7 @@ def _spectrum_figure(curves):
   curves = [c for c in curves if "theta_spread" in c and not c.get("basis_scale")]
   if not curves:
     return None
-  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  from matplotlib.figure import Figure
 
   ns = sorted({c["n"] for c in curves})
   rows = (("val_loss", "validation loss", True), ("theta_spread", "spread of θ", False),
@@ -324,7 +326,7 @@ def _basis_grid(curves):
   scales = sorted({c["basis_scale"] for c in curves})
   if len(scales) < 2:
     return None
-  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  from matplotlib.figure import Figure
 
   lrs = sorted({c["learning_rate"] for c in curves}, reverse=True)
   fig = Figure(figsize=(3 * len(lrs), 2.4 * len(scales)))

@@ -29,14 +29,19 @@ Shape letters: B batch, N = n, P pairs, C validation points, E epochs.
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 
-from lie_unitary import algebra, expm, generators, parametrizations, principal_branch
+from lie_unitary import algebra
+from lie_unitary import expm
+from lie_unitary import generators
+from lie_unitary import parametrizations
+from lie_unitary import principal_branch
 from lie_unitary.experiments import training
 from lie_unitary.sequencing import after as _after
 

@@ -29,13 +29,15 @@ import os
 import time
 
 import jax
+from jax.experimental import multihost_utils
 import jax.numpy as jnp
 import ml_collections
 import numpy as np
-from jax.experimental import multihost_utils
 
 from lie_unitary import nn as lnn
-from lie_unitary.experiments import records, runner, sweep
+from lie_unitary.experiments import records
+from lie_unitary.experiments import runner
+from lie_unitary.experiments import sweep
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import report
 from lie_unitary.experiments.rnn import tasks
@@ -256,7 +258,7 @@ def _tensorboard(ctx):
   if not ctx.tensorboard or jax.process_index() != 0:
     return None
   try:
-    from tensorboardX import SummaryWriter  # pylint: disable=import-outside-toplevel
+    from tensorboardX import SummaryWriter
   except ImportError as e:
     raise runner.ConfigError("--tensorboard needs the tensorboardX package "
                              "(pip install tensorboardX).") from e

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import collections
 import os
-from typing import Any, Sequence
+from typing import Any
+from typing import Sequence
 
 import numpy as np
 
@@ -144,7 +145,7 @@ def _table(task, T, units) -> list[str]:
 
 
 def _figure(task, T, units):
-  from matplotlib.figure import Figure  # pylint: disable=import-outside-toplevel
+  from matplotlib.figure import Figure
   fig = Figure(figsize=(6.5, 4.2))
   ax = fig.subplots()
   for i, unit in enumerate(_ordered(units)):

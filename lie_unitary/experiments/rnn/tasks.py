@@ -18,7 +18,8 @@ Letters in names: B batch, T sequence length (steps), D input features, K classe
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from typing import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

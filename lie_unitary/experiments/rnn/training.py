@@ -31,13 +31,14 @@ principal logarithm of U(λ), "rebase" moves U(λ) into the cell's base U₀ and
 from __future__ import annotations
 
 import functools
-from typing import Callable, NamedTuple
+from typing import Callable
+from typing import NamedTuple
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-import optax
 from jax.sharding import PartitionSpec as P
+import optax
 
 from lie_unitary import nn as lnn
 from lie_unitary import principal_branch
