@@ -40,9 +40,10 @@ def _program(n, approach):
   key = jax.random.key(0)
   reps = jnp.arange(_REPLICATES.value)
   state, _ = jax.jit(jax.vmap(lambda r: trainer.init(key, r)))(reps)
-  chunk = jax.jit(jax.vmap(lambda s, r: trainer.chunk(s, key, r, 0, 0,
-                                                       trainer.intervals_per_epoch)))
-  return chunk, state, reps
+  order = jax.jit(jax.vmap(lambda r: trainer.epoch_order(key, r, 0)))(reps)
+  epoch = jax.jit(jax.vmap(lambda s, r, o: trainer.chunk(s, o, key, r, 0, 0,
+                                                         trainer.intervals_per_epoch)))
+  return lambda s, r: epoch(s, r, order), state, reps
 
 
 def main(argv):

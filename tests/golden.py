@@ -1,35 +1,50 @@
-"""What the golden tests share: the toolchain their values were recorded with, the check.
+"""What the golden tests share: the check, with tolerances measured across hosts and releases.
 
-The values pin float32 arithmetic as compiled by one jax/jaxlib release on CPU: other
-releases round differently (1e-6 to 4e-6 between jax 0.8.2 and 0.10.0, and a ReLU
-network that takes another path), so under another release, or off CPU, the pinned
-comparisons are skipped, naming the release they were recorded with.
+The values pin float32 arithmetic on CPU. XLA's CPU code rounds differently from one
+host to another (vector widths, fused multiply-adds) and from one jax release to the
+next, so the pins hold to a relative tolerance per metric, set at about ten times the
+largest difference measured between
+
+the host the values were recorded on (jax 0.10.2) and a second host of the same kind
+(AMD EPYC, AVX-512) under jax/jaxlib 0.8.0 (the floor), 0.10.2 and 0.11.2 (on that
+host the three releases agreed to within 1e-6 except for the RNNs):
+
+  | metrics | largest relative difference | rtol |
+  |---|---|---|
+  | operators, complex and real approaches | 9.9e-7 | 1e-5 |
+  | operators, appendix B's change of basis, after 50 steps and test | 3.6e-5 | 5e-4 |
+  | RNNs, every model and recipe | 1.3e-5 (ruRNN after 50 updates) | 2e-4 |
+
+A change of the training numbers on purpose moves them by far more (a learning rate,
+an initialisation, a reordered key split: 1e-3 to 1); regenerate the pins then
+(`python tests/golden_*_test.py` prints them). On GPU/TPU the pins are skipped:
+other arithmetic (and other reductions) entirely.
 """
 
 import numpy as np
 import pytest
 
-RTOL = 1e-6
-GOLDEN_JAX = "0.10.2"  # the jax and jaxlib release the values were recorded with
 
-
-def require_recorded_toolchain() -> None:
-  """Skips the calling test unless this is jax/jaxlib GOLDEN_JAX on CPU."""
+def require_cpu() -> None:
+  """Skips the calling test off CPU (the pins are CPU float32 arithmetic)."""
   import jax
-  import jaxlib
   if jax.default_backend() != "cpu":
     pytest.skip("golden values are CPU arithmetic")
-  if (jax.__version__, jaxlib.__version__) != (GOLDEN_JAX, GOLDEN_JAX):
-    pytest.skip(f"golden values recorded with jax/jaxlib {GOLDEN_JAX}; this is "
-                f"{jax.__version__}/{jaxlib.__version__} "
-                "(regenerate: python tests/golden_*_test.py)")
 
 
-def check(got: dict, expected: dict) -> None:
-  """The same keys, and every value within RTOL of the pinned one."""
+def check(got: dict, expected: dict, rtol) -> None:
+  """The same keys, and every value within `rtol` of the pinned one.
+
+  Args:
+    got, expected: {key: tuple of metrics}.
+    rtol: one relative tolerance, or one per metric position.
+  """
   assert sorted(got) == sorted(expected), (sorted(got), sorted(expected))
   for k in expected:
-    np.testing.assert_allclose(got[k], expected[k], rtol=RTOL, err_msg=str(k))
+    tol = np.broadcast_to(np.asarray(rtol, np.float64), np.shape(expected[k]))
+    np.testing.assert_array_less(np.abs(np.subtract(got[k], expected[k])),
+                                 tol * np.abs(expected[k]) + 1e-30,
+                                 err_msg=f"{k}: got {got[k]}, pinned {expected[k]}")
 
 
 def print_values(name: str, fn, kinds) -> None:

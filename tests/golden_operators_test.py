@@ -7,8 +7,9 @@ tests were written.
 
 If one of these fails, the numbers a training run produces have changed. That is
 allowed only on purpose: say in the commit which change moved them and why, and
-regenerate the values (`python tests/golden_operators_test.py` prints them). The pins hold for one
-jax/jaxlib release on CPU and are skipped elsewhere (tests/golden.py).
+regenerate the values (`python tests/golden_operators_test.py` prints them). The pins
+hold on any CPU host and jax release to tolerances measured across them
+(tests/golden.py), and are skipped on GPU/TPU.
 """
 
 import os
@@ -94,10 +95,16 @@ GOLDEN_OPERATORS = {
 }
 
 
+# Relative tolerances (tests/golden.py): per metric (val after 1 step, after 50, test).
+# Appendix B's change of basis (M ~ U(±5), n² × n²) is ill-conditioned: it amplifies
+# XLA's CPU rounding differences in the later metrics.
+RTOL = {"complex": 1e-5, "real": 1e-5, "basis": (1e-5, 5e-4, 5e-4)}
+
+
 @pytest.mark.parametrize("kind", ["complex", "real", "basis"])
 def test_operator_learning_golden(kind, tmp_path):
-  golden.require_recorded_toolchain()
-  golden.check(operator_metrics(kind, str(tmp_path)), GOLDEN_OPERATORS[kind])
+  golden.require_cpu()
+  golden.check(operator_metrics(kind, str(tmp_path)), GOLDEN_OPERATORS[kind], RTOL[kind])
 
 
 if __name__ == "__main__":  # prints the values to paste above

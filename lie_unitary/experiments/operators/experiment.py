@@ -314,7 +314,9 @@ def _replicate_first(t: ol.Trainer) -> ol.Trainer:
   """The trainer's pieces with the replicate index first, as `ReplicateMap` calls them."""
   return t._replace(
       init=lambda r, key: t.init(key, r),
-      chunk=lambda r, state, key, epoch, first, num: t.chunk(state, key, r, epoch, first, num),
+      epoch_order=lambda r, key, epoch: t.epoch_order(key, r, epoch),
+      chunk=lambda r, state, order, key, epoch, first, num: t.chunk(state, order, key, r, epoch,
+                                                                    first, num),
       finish=lambda r, state, key: t.finish(state, key, r))
 
 
@@ -350,10 +352,13 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
           "curve": {k: np.where(np.isnan(c[:done + 1]), None, c[:done + 1]).tolist()
                     for k, c in curves.items()}})
 
+    order, order_epoch = None, None
     while done < total:
       epoch, first = divmod(done, per_epoch)
-      state, points = rmap(trainer.chunk, state, key, jnp.int32(epoch), jnp.int32(first),
-                           num_state=1, static=(per_call,))
+      if order_epoch != epoch:  # once per epoch, not per chunk
+        order, order_epoch = rmap(trainer.epoch_order, key, jnp.int32(epoch)), epoch
+      state, points = rmap(trainer.chunk, state, order, key, jnp.int32(epoch), jnp.int32(first),
+                           num_state=2, static=(per_call,))
       for k, v in rmap.gather(points).items():
         curves[k][done + 1:done + 1 + per_call] = np.asarray(v).T
       for i in range(done + 1, done + 1 + per_call):

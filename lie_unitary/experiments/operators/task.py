@@ -332,9 +332,14 @@ class Trainer(NamedTuple):
 
   Attributes:
     init: ``(key, replicate) -> (ReplicateState, initial point)``.
-    chunk: ``(state, key, replicate, epoch, first, num) -> (state, points)``:
+    epoch_order: ``(key, replicate, epoch) -> (num_train,) int32``: the order in
+      which `epoch` visits the training pairs (a permutation drawn from the
+      replicate's key). Computed once per epoch and passed to every chunk of it:
+      a permutation of 10⁶ pairs costs far more than a chunk's steps at small n.
+    chunk: ``(state, order, key, replicate, epoch, first, num) -> (state, points)``:
       validation intervals first..first+num-1 of `epoch` (each `val_every` steps,
-      then the subsample validation loss). `num` must be static under jit.
+      then the subsample validation loss), `order` being that epoch's
+      `epoch_order`. `num` must be static under jit.
     finish: ``(state, key, replicate) -> dict(test_loss, final_val_loss)`` on the
       full test and validation sets.
     intervals_per_epoch: validation intervals in one epoch.
@@ -346,6 +351,7 @@ class Trainer(NamedTuple):
   |sinc(Δ/2)| and the share of gaps |Δ| > π; `principal_branch.spectrum_stats`).
   """
   init: Callable
+  epoch_order: Callable
   chunk: Callable
   finish: Callable
   intervals_per_epoch: int
@@ -438,7 +444,12 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
     state = training.TrainState(params, optimizer.init(params))
     return ReplicateState(state, target, constants, mask), initial
 
-  def chunk(carry, key, replicate, epoch, first, num):
+  def epoch_order(key, replicate, epoch):
+    keys = _replicate_keys(key, replicate)
+    order = jax.random.permutation(jax.random.fold_in(keys.order, epoch), task.num_train)
+    return order.astype(jnp.int32)
+
+  def chunk(carry, order, key, replicate, epoch, first, num):
     keys = _replicate_keys(key, replicate)
     target, mask = carry.target, carry.mask
     val = val_pairs(keys, target)
@@ -474,12 +485,11 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
       return (_after(state, p), constants), p
 
     per_interval = train.val_every * train.batch_size
-    order = jax.random.permutation(jax.random.fold_in(keys.order, epoch), task.num_train)
     order = jax.lax.dynamic_slice_in_dim(order, first * per_interval, num * per_interval)
     indices = epoch * intervals + first + jnp.arange(num)
     (state, constants), points = jax.lax.scan(
         interval, (carry.train, carry.constants),
-        (order.astype(jnp.int32).reshape(num, train.val_every, -1), indices))
+        (order.reshape(num, train.val_every, -1), indices))
     return carry._replace(train=state, constants=constants), points
 
   def finish(carry, key, replicate):
@@ -490,7 +500,7 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
     return dict(test_loss=dataset_loss(matrix, keys.test, task.num_test, target, task),
                 final_val_loss=dataset_loss(matrix, keys.val, task.num_val, target, task))
 
-  return Trainer(init, chunk, finish, intervals, train.num_epochs)
+  return Trainer(init, epoch_order, chunk, finish, intervals, train.num_epochs)
 
 
 def make_train(task: TaskSpec, train: TrainSpec,
@@ -518,7 +528,8 @@ def make_train(task: TaskSpec, train: TrainSpec,
   def train_fn(key, replicate):
     state, initial = trainer.init(key, replicate)
     per_epoch = trainer.intervals_per_epoch
-    epoch = lambda s, e: trainer.chunk(s, key, replicate, e, 0, per_epoch)  # noqa: E731
+    epoch = lambda s, e: trainer.chunk(  # noqa: E731
+        s, trainer.epoch_order(key, replicate, e), key, replicate, e, 0, per_epoch)
     state, points = jax.lax.scan(epoch, state, jnp.arange(trainer.num_epochs))
     curves = {k: jnp.concatenate([initial[k][None], v.reshape(-1)]) for k, v in points.items()}
     val_curve = curves.pop("val_loss")
