@@ -11,6 +11,13 @@ from lie_unitary.nn.fused_recurrence import fused_elementwise_recurrence
 from lie_unitary.nn.fused_recurrence import fused_modrelu_recurrence
 from lie_unitary.nn.linear import OrthogonalLinear
 from lie_unitary.nn.linear import UnitaryLinear
+from lie_unitary.nn.orthogonal_cell import ORTHOGONAL_INITS
+from lie_unitary.nn.orthogonal_cell import OrthogonalRNNCell
+from lie_unitary.nn.orthogonal_cell import block_rotation_init
+from lie_unitary.nn.orthogonal_cell import gurnn_num_params
+from lie_unitary.nn.orthogonal_cell import orthogonal_labels
+from lie_unitary.nn.orthogonal_cell import orthogonal_rnn_num_params
+from lie_unitary.nn.orthogonal_cell import real_modrelu
 from lie_unitary.nn.recurrence import elementwise_recurrence
 from lie_unitary.nn.recurrence import modrelu
 from lie_unitary.nn.recurrence import modrelu_recurrence
@@ -29,21 +36,28 @@ __all__ = [
     "GURNNCell",
     "IsometryReport",
     "KERNELS",
+    "ORTHOGONAL_INITS",
     "OrthogonalLinear",
+    "OrthogonalRNNCell",
     "ScanningCell",
     "SequenceModel",
     "SimpleRNNCell",
     "URNNCell",
     "UnitaryLinear",
+    "block_rotation_init",
     "diagonal_phases_init",
     "elementwise_recurrence",
     "fused_elementwise_recurrence",
     "fused_modrelu_recurrence",
+    "gurnn_num_params",
     "isometry_report",
     "modrelu",
     "modrelu_recurrence",
     "num_orthogonal_weight_params",
     "num_unitary_weight_params",
+    "orthogonal_labels",
+    "orthogonal_rnn_num_params",
     "orthogonal_weight",
+    "real_modrelu",
     "unitary_weight",
 ]

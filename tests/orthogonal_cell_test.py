@@ -1,0 +1,287 @@
+"""Tests of the expRNN orthogonal RNN cell against numpy/scipy references written here."""
+
+import math
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+import scipy.linalg
+import scipy.stats
+
+from lie_unitary import nn as lnn
+
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
+
+def _skew(mu, n):
+  """A(μ) in numpy: +μ_k at the k-th (r, s), r < s row-major, and -μ_k at (s, r)."""
+  a = np.zeros((n, n))
+  rows, cols = np.triu_indices(n, 1)
+  a[rows, cols] = mu
+  a[cols, rows] = -np.asarray(mu)
+  return a
+
+
+def _modrelu(z, b):
+  return np.sign(z) * np.maximum(np.abs(z) + b, 0.0)
+
+
+def _numpy_states(cell_params, x_BxLxD):
+  """h_t = modReLU(W h_{t-1} + V x_t, b) from h_0 = 0, W = scipy expm(A(μ)): (B, L, n)."""
+  mu = np.asarray(cell_params["mu"], np.float64)
+  n = cell_params["modrelu_bias"].shape[0]
+  w = scipy.linalg.expm(_skew(mu, n))
+  v = np.asarray(cell_params["v"]["kernel"], np.float64)  # (D, n)
+  b = np.asarray(cell_params["modrelu_bias"], np.float64)
+  x = np.asarray(x_BxLxD, np.float64)
+  h = np.zeros((x.shape[0], n))
+  states = []
+  for t in range(x.shape[1]):
+    h = _modrelu(h @ w.T + x[:, t] @ v, b)  # W h for each row h
+    states.append(h)
+  return np.stack(states, 1)
+
+
+def _random_mu(cell, key, n, d, dtype=jnp.float32):
+  """The cell's params with μ replaced by N(0, 1) draws (a W far from the block init)."""
+  params = cell.init(jax.random.key(0), jnp.zeros((1, n), dtype), jnp.zeros((1, d), dtype))
+  mu = jax.random.normal(key, params["params"]["mu"].shape, dtype)
+  return {"params": {**params["params"], "mu": mu}}
+
+
+@pytest.mark.parametrize("n", [2, 5, 16])
+def test_w_is_special_orthogonal_and_the_expm_of_a(n):
+  cell = lnn.OrthogonalRNNCell(n)
+  params = _random_mu(cell, jax.random.key(n), n, 3)
+  w = np.asarray(cell.apply(params, method=lambda c: c.orthogonal()), np.float64)
+  assert w.shape == (n, n)
+  np.testing.assert_allclose(w.T @ w, np.eye(n), atol=2e-5)
+  np.testing.assert_allclose(np.linalg.det(w), 1.0, atol=1e-4)
+  ref = scipy.linalg.expm(_skew(np.asarray(params["params"]["mu"], np.float64), n))
+  np.testing.assert_allclose(w, ref, atol=2e-5)
+  transition = cell.apply(params, method=lambda c: c.transition())
+  np.testing.assert_array_equal(transition, w.T.astype(np.float32))
+
+
+@pytest.mark.parametrize("init", ["cayley", "henaff"])
+@pytest.mark.parametrize("n", [6, 7])
+def test_init_is_block_diagonal_with_the_documented_angles(init, n):
+  cell = lnn.OrthogonalRNNCell(n, skew_init=init)
+  params = cell.init(jax.random.key(3), jnp.zeros((1, n)), jnp.zeros((1, 2)))["params"]
+  a = _skew(np.asarray(params["mu"], np.float64), n)
+  m = n // 2
+  angles = a[2 * np.arange(m), 2 * np.arange(m) + 1]
+  block = np.zeros((n, n))
+  block[2 * np.arange(m), 2 * np.arange(m) + 1] = angles
+  np.testing.assert_array_equal(a, block - block.T)  # odd n: last row and column zero
+  if init == "cayley":
+    assert np.all((angles > -1.0) & (angles <= 0.0))  # -tan(u/2), u in (0, π/2)
+  else:
+    assert np.all(np.abs(angles) <= math.pi)
+  # W rotates plane (2i, 2i+1) by a_i: eigenphases ±a_i (and 0 for odd n).
+  w = np.asarray(cell.apply({"params": params}, method=lambda c: c.orthogonal()))
+  phases = np.sort(np.angle(np.linalg.eigvals(w)))
+  expected = np.sort(np.concatenate([angles, -angles, np.zeros(n % 2)]))
+  np.testing.assert_allclose(phases, expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("init", ["cayley", "henaff"])
+def test_init_angles_follow_the_documented_distributions(init):
+  n = 16
+  mus = jax.vmap(lambda k: lnn.block_rotation_init(init)(k, (n * (n - 1) // 2,)))(
+      jax.random.split(jax.random.key(11), 250))
+  a = np.stack([_skew(np.asarray(mu, np.float64), n) for mu in mus])
+  angles = a[:, 2 * np.arange(n // 2), 2 * np.arange(n // 2) + 1].ravel()  # 2000 draws
+  if init == "cayley":
+    u = 2 * np.arctan(-angles)  # a = -tan(u/2), u ~ U(0, π/2)
+    cdf = scipy.stats.uniform(0.0, math.pi / 2).cdf
+  else:
+    u = angles  # a ~ U(-π, π)
+    cdf = scipy.stats.uniform(-math.pi, 2 * math.pi).cdf
+  assert scipy.stats.kstest(u, cdf).pvalue > 1e-3
+
+
+def test_input_kernel_is_untruncated_he_normal_and_bias_small():
+  n, d = 16, 64
+  cell = lnn.OrthogonalRNNCell(n)
+  params = cell.init(jax.random.key(0), jnp.zeros((1, n)), jnp.zeros((1, d)))["params"]
+  v = np.asarray(params["v"]["kernel"])
+  assert v.shape == (d, n) and "bias" not in params["v"]
+  z = v / math.sqrt(2.0 / d)  # kaiming_normal_(nonlinearity="relu"), fan_in = D
+  assert 0.9 < z.std() < 1.1
+  assert np.abs(z).max() > 2.5  # flax's he_normal truncates at 2 standard deviations
+  b = np.asarray(params["modrelu_bias"])
+  assert b.shape == (n,) and np.all(np.abs(b) <= 0.01) and np.ptp(b) > 0
+
+
+def test_one_step_is_the_numpy_recurrence():
+  n, d = 7, 3
+  cell = lnn.OrthogonalRNNCell(n)
+  params = _random_mu(cell, jax.random.key(1), n, d)
+  h = jax.random.normal(jax.random.key(2), (4, n))
+  x = jax.random.normal(jax.random.key(3), (4, d))
+  new, out = cell.apply(params, h, x)
+  p = params["params"]
+  w = scipy.linalg.expm(_skew(np.asarray(p["mu"], np.float64), n))
+  ref = _modrelu(np.asarray(h) @ w.T + np.asarray(x) @ np.asarray(p["v"]["kernel"]),
+                 np.asarray(p["modrelu_bias"]))
+  np.testing.assert_allclose(new, ref, atol=1e-5)
+  np.testing.assert_array_equal(new, out)
+  np.testing.assert_array_equal(cell.initialize_carry(None, (4, d)), np.zeros((4, n)))
+
+
+def test_exprnn_parameter_carries_over_as_minus_its_upper_triangle():
+  # expRNN: h_t = modrelu(h @ expm(A_eff) + x @ Vᵀ), A_eff = triu(A, 1) - triu(A, 1)ᵀ.
+  n, d = 6, 2
+  cell = lnn.OrthogonalRNNCell(n)
+  a = np.random.RandomState(0).normal(size=(n, n))  # a raw parameter: any lower triangle
+  upper = np.triu(a, 1)
+  rows, cols = np.triu_indices(n, 1)
+  params = _random_mu(cell, jax.random.key(0), n, d)
+  params["params"]["mu"] = jnp.asarray(-a[rows, cols], jnp.float32)
+  h = jax.random.normal(jax.random.key(1), (3, n))
+  x = jax.random.normal(jax.random.key(2), (3, d))
+  p = params["params"]
+  ref = _modrelu(np.asarray(h) @ scipy.linalg.expm(upper - upper.T)
+                 + np.asarray(x) @ np.asarray(p["v"]["kernel"]), np.asarray(p["modrelu_bias"]))
+  np.testing.assert_allclose(cell.apply(params, h, x)[0], ref, atol=2e-5)
+
+
+@pytest.mark.parametrize("readout", ["last", "all"])
+def test_sequence_model_is_the_numpy_loop(readout):
+  n, d, k, length = 6, 2, 3, 9
+  model = lnn.SequenceModel(lnn.OrthogonalRNNCell(n, skew_init="henaff"), k, readout)
+  x = jax.random.normal(jax.random.key(0), (3, length, d))
+  params = model.init(jax.random.key(1), x)
+  out = model.apply(params, x)
+  p = params["params"]
+  hs = _numpy_states(p["cell"], x)
+  logits = hs @ np.asarray(p["readout"]["kernel"]) + np.asarray(p["readout"]["bias"])
+  np.testing.assert_allclose(out, logits[:, -1] if readout == "last" else logits, atol=2e-5)
+
+
+def test_gradients_match_central_finite_differences(x64):
+  n, d, k, length = 5, 2, 2, 6
+  cell = lnn.OrthogonalRNNCell(n, param_dtype=jnp.float64)
+  model = lnn.SequenceModel(cell, k, "all")
+  x = jax.random.normal(jax.random.key(0), (3, length, d), jnp.float64)
+  params = model.init(jax.random.key(1), x)
+  # μ away from the block init; biases that switch some units off (modReLU's zero branch).
+  cp = dict(params["params"]["cell"])
+  cp["mu"] = jax.random.normal(jax.random.key(2), cp["mu"].shape, jnp.float64)
+  cp["modrelu_bias"] = jnp.array([-0.6, 0.3, -0.2, 0.05, -1.0])
+  params = {"params": {**params["params"], "cell": cp}}
+  weights = jax.random.normal(jax.random.key(3), (3, length, k), jnp.float64)
+  loss = jax.jit(lambda p: jnp.sum(model.apply(p, x) * weights))
+
+  # Keep every pre-activation away from modReLU's kinks (|z| = -b and z = 0).
+  pre = _numpy_states(cp, x)  # states; recompute the pre-activations below
+  w = scipy.linalg.expm(_skew(np.asarray(cp["mu"]), n))
+  prev = np.concatenate([np.zeros((3, 1, n)), pre[:, :-1]], 1)
+  z = prev @ w.T + np.asarray(x) @ np.asarray(cp["v"]["kernel"])
+  assert np.min(np.abs(np.abs(z) + np.asarray(cp["modrelu_bias"]))) > 1e-3
+  assert np.min(np.abs(z)) > 1e-3
+  assert 0 < np.mean(pre == 0) < 1  # both branches of modReLU are exercised
+
+  grads = jax.grad(loss)(params)["params"]["cell"]
+  eps = 1e-6
+  for path in (("mu",), ("v", "kernel"), ("modrelu_bias",)):
+    leaf = cp[path[0]] if len(path) == 1 else cp[path[0]][path[1]]
+    grad = grads[path[0]] if len(path) == 1 else grads[path[0]][path[1]]
+    fd = np.zeros(leaf.shape)
+    for idx in np.ndindex(leaf.shape):
+      def shifted(sign):
+        new = leaf.at[idx].add(sign * eps)
+        c = dict(cp)
+        c[path[0]] = new if len(path) == 1 else {**cp[path[0]], path[1]: new}
+        return loss({"params": {**params["params"], "cell": c}})
+      fd[idx] = (shifted(1.0) - shifted(-1.0)) / (2 * eps)
+    np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-8, err_msg=str(path))
+
+
+def test_sequence_model_under_vmap_over_params_and_jit():
+  n, d, k, length, replicates = 4, 2, 3, 5, 3
+  model = lnn.SequenceModel(lnn.OrthogonalRNNCell(n), k)
+  x = jax.random.normal(jax.random.key(0), (2, length, d))
+  keys = jax.random.split(jax.random.key(1), replicates)
+  stacked = jax.jit(jax.vmap(lambda key: model.init(key, x)))(keys)
+  out = jax.jit(jax.vmap(model.apply, in_axes=(0, None)))(stacked, x)
+  assert out.shape == (replicates, 2, k)
+  for r in range(replicates):
+    one = jax.tree.map(lambda leaf: leaf[r], stacked)
+    np.testing.assert_allclose(out[r], model.apply(one, x), atol=1e-5)
+  # Not a ScanningCell: no fused kernel.
+  with pytest.raises(ValueError, match="own loop"):
+    lnn.SequenceModel(lnn.OrthogonalRNNCell(n), k, kernel="pallas").init(keys[0], x)
+
+
+def _num_leaves(params):
+  return sum(leaf.size for leaf in jax.tree.leaves(params))
+
+
+@pytest.mark.parametrize("n, d, k", [(2, 1, 1), (7, 3, 4)])
+def test_parameter_counts(n, d, k):
+  x = jnp.zeros((1, 2, d))
+  model = lnn.SequenceModel(lnn.OrthogonalRNNCell(n), k)
+  params = model.init(jax.random.key(0), x)["params"]
+  assert _num_leaves(params) == lnn.orthogonal_rnn_num_params(n, d, k)
+  assert lnn.orthogonal_rnn_num_params(n, d, k) == n * (n - 1) // 2 + n * d + n + n * k + k
+  # λ (n²) is U(n)'s dimension; a rebased cell's base is a variable, not a parameter.
+  for activation, rebased in (("relu", False), ("modrelu", True)):
+    cell = lnn.GURNNCell(n, activation=activation, h0="zeros", rebased=rebased)
+    variables = lnn.SequenceModel(cell, k).init(jax.random.key(0), x)
+    assert _num_leaves(variables["params"]) == lnn.gurnn_num_params(n, d, k, activation)
+  assert lnn.gurnn_num_params(n, d, k) == n * n + 2 * n * d + 2 * n + 2 * n * k + k
+
+
+def test_bad_arguments_raise():
+  x = jnp.zeros((1, 2, 2))
+  for cell in (lnn.OrthogonalRNNCell(1), lnn.OrthogonalRNNCell(0),
+               lnn.OrthogonalRNNCell(4, skew_init="haar"),
+               lnn.OrthogonalRNNCell(4, expm_method="qr")):
+    with pytest.raises(ValueError):
+      lnn.SequenceModel(cell, 1).init(jax.random.key(0), x)
+  with pytest.raises(ValueError, match="unknown init"):
+    lnn.block_rotation_init("haar")
+  with pytest.raises(ValueError):
+    lnn.block_rotation_init()(jax.random.key(0), (4,))  # not n(n-1)/2
+  with pytest.raises(ValueError):
+    lnn.orthogonal_rnn_num_params(1, 2, 3)
+  with pytest.raises(ValueError):
+    lnn.gurnn_num_params(4, 0, 3)
+  with pytest.raises(ValueError, match="activation"):
+    lnn.gurnn_num_params(4, 2, 3, "sigmoid")
+
+
+def test_labels_select_exactly_mu_for_a_tenth_of_the_learning_rate():
+  n, d, k = 4, 2, 3
+  model = lnn.SequenceModel(lnn.OrthogonalRNNCell(n), k)
+  x = jax.random.normal(jax.random.key(0), (2, 5, d))
+  params = model.init(jax.random.key(1), x)
+  labels = lnn.orthogonal_labels(params)
+  flat = jax.tree_util.tree_flatten_with_path(labels)[0]
+  orthogonal = [jax.tree_util.keystr(path) for path, label in flat if label == "orthogonal"]
+  assert orthogonal == ["['params']['cell']['mu']"]
+  assert {label for _, label in flat} == {"orthogonal", "rest"}
+  lr = 0.1
+  opt = optax.multi_transform({"orthogonal": optax.sgd(lr / 10), "rest": optax.sgd(lr)},
+                              lnn.orthogonal_labels)
+  grads = jax.grad(lambda p: jnp.sum(model.apply(p, x) ** 2))(params)
+  updates, _ = opt.update(grads, opt.init(params), params)
+  for (path, u), g, label in zip(jax.tree_util.tree_flatten_with_path(updates)[0],
+                                 jax.tree.leaves(grads), jax.tree.leaves(labels)):
+    scale = lr / 10 if label == "orthogonal" else lr
+    np.testing.assert_allclose(u, -scale * g, rtol=1e-6, err_msg=jax.tree_util.keystr(path))
+
+
+def test_flax_rnn_of_the_cell_equals_the_fast_path():
+  n, d, length = 5, 2, 4
+  cell = lnn.OrthogonalRNNCell(n)
+  x = jax.random.normal(jax.random.key(0), (2, length, d))
+  model = lnn.SequenceModel(cell, 1, "all")
+  params = model.init(jax.random.key(1), x)["params"]
+  states = nn.RNN(cell).apply({"params": {"cell": params["cell"]}}, x)
+  np.testing.assert_allclose(states, _numpy_states(params["cell"], x), atol=2e-5)
