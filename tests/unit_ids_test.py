@@ -1,0 +1,45 @@
+"""Unit ids are stable: a workdir computed by an earlier release is reused, never recomputed.
+
+The literal ids below were computed when these tests were written; every field that
+enters a unit's identity (and every field that does not) must keep giving them. A
+change that moves one invalidates every stored result of that kind: say so on purpose.
+"""
+
+import pytest
+
+from lie_unitary.experiments.operators import config as operators_config
+from lie_unitary.experiments.operators import experiment as operators
+from lie_unitary.experiments.rnn import config as rnn_config
+from lie_unitary.experiments.rnn import experiment as rnn
+
+
+def _ids(family, config):
+  family.validate_config(config)
+  return [u.id for u in family.units(config)]
+
+
+def test_operators_unit_ids():
+  ids = _ids(operators, operators_config.get_config("table1"))
+  assert ids[:5] == ["n=3 baselines-2944e6f116bf", "n=3 projection epochs=1 lr=0.001-6ab2c66b6da0",
+                     "n=3 arjovsky epochs=1 lr=0.001-5532e6d84cdd",
+                     "n=3 lie_algebra epochs=1 lr=0.001-419121a9ca7b",
+                     "n=6 baselines-51556e21222d"]
+  # A refreshing approach carries refresh_every and refresh_state.
+  assert "n=32 lie_rebased epochs=1 lr=0.001-c8d33a7cb9f1" in _ids(
+      operators, operators_config.get_config("large"))
+
+
+@pytest.mark.parametrize("variant,model_fields,expected", [
+    ("memory", {}, ["memory T=100 gurnn_beta-78c4c1dea89b"]),
+    ("copy_long", {}, ["memory T=1000 gurnn-499fa1c402d2", "memory T=2000 gurnn-371ce6bf26b7"]),
+    # λ refresh fields enter λ models only; kernel='pallas' the fused models only.
+    ("adding", {"model": ("gurnn", "lstm", "free"), "lambda_refresh": "rebase",
+                "kernel": "pallas"},
+     ["adding T=100 gurnn-391b8024c883", "adding T=100 lstm-2582aa09c0cf",
+      "adding T=100 free-3b7edd9d51c4"]),
+])
+def test_rnn_unit_ids(variant, model_fields, expected):
+  config = rnn_config.get_config(variant)
+  for k, v in model_fields.items():
+    config[k] = v
+  assert _ids(rnn, config) == expected
