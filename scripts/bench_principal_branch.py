@@ -40,10 +40,10 @@ def _program(n, approach):
   key = jax.random.key(0)
   reps = jnp.arange(_REPLICATES.value)
   state, _ = jax.jit(jax.vmap(lambda r: trainer.init(key, r)))(reps)
-  order = jax.jit(jax.vmap(lambda r: trainer.epoch_order(key, r, 0)))(reps)
-  epoch = jax.jit(jax.vmap(lambda s, r, o: trainer.chunk(s, o, key, r, 0, 0,
+  data = jax.jit(jax.vmap(lambda s, r: trainer.epoch_data(key, r, 0, s)))(state, reps)
+  epoch = jax.jit(jax.vmap(lambda s, r, d: trainer.chunk(s, d, key, r, 0, 0,
                                                          trainer.intervals_per_epoch)))
-  return lambda s, r: epoch(s, r, order), state, reps
+  return lambda s, r: epoch(s, r, data), state, reps
 
 
 def main(argv):

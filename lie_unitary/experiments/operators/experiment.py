@@ -314,9 +314,9 @@ def _replicate_first(t: ol.Trainer) -> ol.Trainer:
   """The trainer's pieces with the replicate index first, as `ReplicateMap` calls them."""
   return t._replace(
       init=lambda r, key: t.init(key, r),
-      epoch_order=lambda r, key, epoch: t.epoch_order(key, r, epoch),
-      chunk=lambda r, state, order, key, epoch, first, num: t.chunk(state, order, key, r, epoch,
-                                                                    first, num),
+      epoch_data=lambda r, state, key, epoch: t.epoch_data(key, r, epoch, state),
+      chunk=lambda r, state, data, key, epoch, first, num: t.chunk(state, data, key, r, epoch,
+                                                                   first, num),
       finish=lambda r, state, key: t.finish(state, key, r))
 
 
@@ -356,7 +356,8 @@ def _train_chunks(config, unit, ctx, rmap, trainer, key):
     while done < total:
       epoch, first = divmod(done, per_epoch)
       if order_epoch != epoch:  # once per epoch, not per chunk
-        order, order_epoch = rmap(trainer.epoch_order, key, jnp.int32(epoch)), epoch
+        order = rmap(trainer.epoch_data, state, key, jnp.int32(epoch), num_state=1)
+        order_epoch = epoch
       state, points = rmap(trainer.chunk, state, order, key, jnp.int32(epoch), jnp.int32(first),
                            num_state=2, static=(per_call,))
       for k, v in rmap.gather(points).items():

@@ -327,19 +327,32 @@ class ReplicateState(NamedTuple):
   mask: dict
 
 
+class EpochData(NamedTuple):
+  """What every chunk of one epoch reads: computed once per epoch, never stored.
+
+  Attributes:
+    order: (num_train,) int32, the epoch's order of the training pairs.
+    val_x, val_y: the validation subsample's pairs (val_subsample, n).
+  """
+  order: jax.Array
+  val_x: jax.Array
+  val_y: jax.Array
+
+
 class Trainer(NamedTuple):
   """One replicate's training, in pieces that can run as separate jitted calls.
 
   Attributes:
     init: ``(key, replicate) -> (ReplicateState, initial point)``.
-    epoch_order: ``(key, replicate, epoch) -> (num_train,) int32``: the order in
-      which `epoch` visits the training pairs (a permutation drawn from the
-      replicate's key). Computed once per epoch and passed to every chunk of it:
-      a permutation of 10⁶ pairs costs far more than a chunk's steps at small n.
-    chunk: ``(state, order, key, replicate, epoch, first, num) -> (state, points)``:
+    epoch_data: ``(key, replicate, epoch, state) -> EpochData``: the order in which `epoch`
+      visits the training pairs (a permutation drawn from the replicate's key) and
+      the validation subsample. Computed once per epoch and passed to every chunk of
+      it: a permutation of 10⁶ pairs, or 10⁴ regenerated pairs, cost more than a
+      chunk's steps at small n.
+    chunk: ``(state, data, key, replicate, epoch, first, num) -> (state, points)``:
       validation intervals first..first+num-1 of `epoch` (each `val_every` steps,
-      then the subsample validation loss), `order` being that epoch's
-      `epoch_order`. `num` must be static under jit.
+      then the subsample validation loss), `data` being that epoch's `epoch_data`.
+      `num` must be static under jit.
     finish: ``(state, key, replicate) -> dict(test_loss, final_val_loss)`` on the
       full test and validation sets.
     intervals_per_epoch: validation intervals in one epoch.
@@ -351,7 +364,7 @@ class Trainer(NamedTuple):
   |sinc(Δ/2)| and the share of gaps |Δ| > π; `principal_branch.spectrum_stats`).
   """
   init: Callable
-  epoch_order: Callable
+  epoch_data: Callable
   chunk: Callable
   finish: Callable
   intervals_per_epoch: int
@@ -444,15 +457,15 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
     state = training.TrainState(params, optimizer.init(params))
     return ReplicateState(state, target, constants, mask), initial
 
-  def epoch_order(key, replicate, epoch):
+  def epoch_data(key, replicate, epoch, target):
     keys = _replicate_keys(key, replicate)
     order = jax.random.permutation(jax.random.fold_in(keys.order, epoch), task.num_train)
-    return order.astype(jnp.int32)
+    return EpochData(order.astype(jnp.int32), *val_pairs(keys, target))
 
-  def chunk(carry, order, key, replicate, epoch, first, num):
+  def chunk(carry, data, key, replicate, epoch, first, num):
     keys = _replicate_keys(key, replicate)
     target, mask = carry.target, carry.mask
-    val = val_pairs(keys, target)
+    val = (data.val_x, data.val_y)
 
     def step(constants):
       _, loss_fn = loss_fn_for(constants)
@@ -485,7 +498,7 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
       return (_after(state, p), constants), p
 
     per_interval = train.val_every * train.batch_size
-    order = jax.lax.dynamic_slice_in_dim(order, first * per_interval, num * per_interval)
+    order = jax.lax.dynamic_slice_in_dim(data.order, first * per_interval, num * per_interval)
     indices = epoch * intervals + first + jnp.arange(num)
     (state, constants), points = jax.lax.scan(
         interval, (carry.train, carry.constants),
@@ -500,7 +513,8 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
     return dict(test_loss=dataset_loss(matrix, keys.test, task.num_test, target, task),
                 final_val_loss=dataset_loss(matrix, keys.val, task.num_val, target, task))
 
-  return Trainer(init, epoch_order, chunk, finish, intervals, train.num_epochs)
+  return Trainer(init, lambda key, replicate, epoch, state: epoch_data(
+      key, replicate, epoch, state.target), chunk, finish, intervals, train.num_epochs)
 
 
 def make_train(task: TaskSpec, train: TrainSpec,
@@ -529,7 +543,7 @@ def make_train(task: TaskSpec, train: TrainSpec,
     state, initial = trainer.init(key, replicate)
     per_epoch = trainer.intervals_per_epoch
     epoch = lambda s, e: trainer.chunk(  # noqa: E731
-        s, trainer.epoch_order(key, replicate, e), key, replicate, e, 0, per_epoch)
+        s, trainer.epoch_data(key, replicate, e, s), key, replicate, e, 0, per_epoch)
     state, points = jax.lax.scan(epoch, state, jnp.arange(trainer.num_epochs))
     curves = {k: jnp.concatenate([initial[k][None], v.reshape(-1)]) for k, v in points.items()}
     val_curve = curves.pop("val_loss")
