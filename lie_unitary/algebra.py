@@ -29,6 +29,8 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+    "as_complex_square",
+    "as_real_coefficients",
     "basis",
     "change_basis",
     "check_lambdas",
@@ -79,9 +81,24 @@ def complex_dtype_for(real_dtype) -> jnp.dtype:
   return jnp.result_type(real_dtype, jnp.complex64)
 
 
-def _as_real_coefficients(lam, what: str) -> jax.Array:
-  """Checks that `lam` is a real array of rank ≥ 1; integers become the default float."""
-  lam = jnp.asarray(lam)
+def as_real_coefficients(coefficients, what: str = "lam") -> jax.Array:
+  """Real coefficients of rank ≥ 1 as a JAX array: the input check of every coefficient map.
+
+  The maps of u(n), so(n) and su(n) coefficients and the Stiefel maps all check their
+  coefficients here, so they accept and reject the same dtypes.
+
+  Args:
+    coefficients: array-like (..., num_coefficients), float32 or float64; integers
+      are promoted to the default float.
+    what: the argument's name, for the error messages.
+
+  Returns:
+    `coefficients` as a float32 or float64 JAX array of the same shape.
+
+  Raises:
+    ValueError: naming `what`, if `coefficients` is complex or a scalar.
+  """
+  lam = jnp.asarray(coefficients)
   if jnp.iscomplexobj(lam):
     raise ValueError(
         f"{what} must be REAL coefficients; got dtype {lam.dtype}. "
@@ -109,6 +126,14 @@ def _as_square_matrix(mat, what: str) -> jax.Array:
 
 def as_complex_square(mat, what: str) -> jax.Array:
   """Checks that `mat` is (..., n, n) and promotes it to the complex dtype of its precision.
+
+  Args:
+    mat: array-like (..., n, n): complex, or real (integers become the default float).
+    what: the argument's name, for the error message.
+
+  Returns:
+    Complex array (..., n, n): complex64 for float32 or complex64 input, complex128 for
+    float64 or complex128.
 
   Raises:
     ValueError: naming `what`, if `mat` is not square.
@@ -158,7 +183,7 @@ def check_lambdas(lam) -> jax.Array:
   Raises:
     ValueError: if `lam` is complex, a scalar, or its last axis is not a perfect square.
   """
-  lam = _as_real_coefficients(lam, "lam")
+  lam = as_real_coefficients(lam, "lam")
   n_from_num_lambdas(lam.shape[-1])
   return lam
 
@@ -188,7 +213,7 @@ def cotangent_to_lambdas(cotangent) -> jax.Array:
 
 def _real_and_imaginary_parts(lam):
   """Re L(λ), Im L(λ) by two gathers from [λ, 0] (O(n²), no dense basis)."""
-  lam = _as_real_coefficients(lam, "lam")
+  lam = as_real_coefficients(lam, "lam")
   n = n_from_num_lambdas(lam.shape[-1])
   re_idx, re_sign, im_idx, _, _ = _gather_tables(n)
   padded = jnp.concatenate([lam, jnp.zeros(lam.shape[:-1] + (1,), lam.dtype)], axis=-1)
@@ -268,7 +293,7 @@ def lambdas_to_skew_symmetric(mu) -> jax.Array:
   Raises:
     ValueError: if `mu` is complex, a scalar, or its length is not n(n-1)/2.
   """
-  mu = _as_real_coefficients(mu, "mu")
+  mu = as_real_coefficients(mu, "mu")
   n = n_from_num_so_lambdas(mu.shape[-1])
   rows, cols = np.triu_indices(n, 1)
   idx = np.full((n, n), rows.size, np.int32)
@@ -367,7 +392,7 @@ def lambdas_from_original_order(lam_orig) -> jax.Array:
   Raises:
     ValueError: as `lambdas_to_skew_hermitian`.
   """
-  lam_orig = _as_real_coefficients(lam_orig, "lam_orig")
+  lam_orig = as_real_coefficients(lam_orig, "lam_orig")
   perm, sign = _original_order_tables(n_from_num_lambdas(lam_orig.shape[-1]))
   return lam_orig[..., perm] * _broadcast_to_batch(sign.astype(lam_orig.dtype), lam_orig.ndim - 1)
 
@@ -384,7 +409,7 @@ def lambdas_to_original_order(lam) -> jax.Array:
   Raises:
     ValueError: as `lambdas_to_skew_hermitian`.
   """
-  lam = _as_real_coefficients(lam, "lam")
+  lam = as_real_coefficients(lam, "lam")
   perm, sign = _original_order_tables(n_from_num_lambdas(lam.shape[-1]))
   inverse = np.argsort(perm)
   return (lam * _broadcast_to_batch(sign.astype(lam.dtype), lam.ndim - 1))[..., inverse]
@@ -406,7 +431,7 @@ def change_basis(lam_tilde, change) -> jax.Array:
   Raises:
     ValueError: if shapes do not match or either input is complex.
   """
-  lam_tilde = _as_real_coefficients(lam_tilde, "lam_tilde")
+  lam_tilde = as_real_coefficients(lam_tilde, "lam_tilde")
   change = jnp.asarray(change)
   if jnp.iscomplexobj(change):
     raise ValueError(f"change must be a real matrix; got dtype {change.dtype}.")

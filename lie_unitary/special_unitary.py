@@ -67,7 +67,7 @@ def check_su_lambdas(mu) -> jax.Array:
   Raises:
     ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1.
   """
-  mu = algebra._as_real_coefficients(mu, "mu")
+  mu = algebra.as_real_coefficients(mu, "mu")
   n_from_num_su_lambdas(mu.shape[-1])
   return mu
 

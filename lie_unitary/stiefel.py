@@ -91,16 +91,10 @@ def num_semi_orthogonal_params(n: int, k: int) -> int:
 
 def _check_coefficients(lam, num: int, what: str, n: int, k: int) -> jax.Array:
   lam = jnp.asarray(lam)
-  if jnp.iscomplexobj(lam):
-    raise ValueError(
-        f"{what} must be REAL coefficients; got dtype {lam.dtype}. Store real and "
-        "imaginary parts as separate real entries.")
   if lam.ndim < 1 or lam.shape[-1] != num:
     raise ValueError(
         f"{what} for {n=}, {k=} must have shape (..., {num}); got {lam.shape=}.")
-  if not jnp.issubdtype(lam.dtype, jnp.floating):
-    lam = lam.astype(jnp.result_type(float))
-  return lam
+  return algebra.as_real_coefficients(lam, what)
 
 
 def _skew_from_blocks(a, b) -> jax.Array:
