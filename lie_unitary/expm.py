@@ -56,8 +56,8 @@ import numpy as np
 from lie_unitary import algebra
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["METHODS", "choose_method", "expm_skew_hermitian", "expm_skew_symmetric",
-           "orthogonal_from_lambdas", "unitary_from_lambdas"]
+__all__ = ["METHODS", "check_method", "choose_method", "expm_skew_hermitian",
+           "expm_skew_symmetric", "orthogonal_from_lambdas", "unitary_from_lambdas"]
 
 METHODS = ("auto", "eigh", "pade")
 
@@ -118,21 +118,29 @@ def choose_method(n: int, batch_size: int = 1, backend: str | None = None,
   return "pade" if n >= _ACCELERATOR_PADE_MIN_N else "eigh"
 
 
-def _check_method(method) -> None:
+def check_method(method) -> str:
+  """Checks a ``method`` argument of the maps: one of `METHODS`.
+
+  Args:
+    method: "auto", "eigh" or "pade".
+
+  Returns:
+    `method`, unchanged.
+
+  Raises:
+    ValueError: if `method` is not one of `METHODS` (a non-string included).
+  """
   if not isinstance(method, str) or method not in METHODS:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+  return method
 
 
 def _resolve_method(method, shape, real=False) -> str:
   """"eigh" or "pade" for an input whose matrices are (..., n, n) with `shape`."""
-  _check_method(method)
+  check_method(method)
   if method == "auto":
     return choose_method(shape[-1], math.prod(shape[:-2]), real=real)
   return method
-
-
-def _mT(x):
-  return jnp.swapaxes(x, -1, -2)
 
 
 def _pade(skew) -> jax.Array:
@@ -161,13 +169,13 @@ def _spectral_jvp(hermitian, dk, symmetrize):
   sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, theta.dtype)).astype(w.dtype)
   # Associated right to left, so that the transpose (reverse mode) runs left to right:
   # K̄ = (conj(W) [((Wpᵀ Ḡ) Wq) ∘ S]) Wᵀ.
-  inner = mm(jnp.conj(_mT(w)), mm(dk, w)) * sinc
-  return mm(wp, _mT(wq)), mm(wp, mm(inner, _mT(wq)))
+  inner = mm(jnp.conj(jnp.matrix_transpose(w)), mm(dk, w)) * sinc
+  return mm(wp, jnp.matrix_transpose(wq)), mm(wp, mm(inner, jnp.matrix_transpose(wq)))
 
 
 def _eigh_unitary(hermitian, symmetrize):
   _, _, wp, wq = _spectral_factors(hermitian, symmetrize)
-  return mm(wp, _mT(wq))
+  return mm(wp, jnp.matrix_transpose(wq))
 
 
 @jax.custom_jvp
@@ -179,7 +187,7 @@ def _expm_skew_hermitian(skew):
 def _expm_skew_hermitian_jvp(primals, tangents):
   (skew,), (d_skew,) = primals, tangents
   # Only the skew-Hermitian part of L reaches the output (eigh symmetrises i·L).
-  dk = 0.5 * (d_skew - jnp.conj(_mT(d_skew)))
+  dk = 0.5 * (d_skew - jnp.conj(jnp.matrix_transpose(d_skew)))
   return _spectral_jvp(1j * skew, dk, True)
 
 
@@ -252,7 +260,7 @@ def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
   """
   skew = algebra.as_complex_square(skew, "skew")
   if _resolve_method(method, skew.shape) == "pade":
-    return _pade(0.5 * (skew - jnp.conj(_mT(skew))))
+    return _pade(0.5 * (skew - jnp.conj(jnp.matrix_transpose(skew))))
   return _expm_skew_hermitian(skew)
 
 
@@ -272,7 +280,7 @@ def unitary_from_lambdas(lam, method: str = "auto") -> jax.Array:
     ValueError: if `lam` is complex or its last axis is not a perfect square, or
       `method` is not one of `METHODS`.
   """
-  _check_method(method)
+  check_method(method)
   lam = algebra.check_lambdas(lam)
   n = algebra.n_from_num_lambdas(lam.shape[-1])
   if _resolve_method(method, lam.shape[:-1] + (n, n)) == "pade":
@@ -298,7 +306,7 @@ def orthogonal_from_lambdas(mu, method: str = "auto") -> jax.Array:
     ValueError: if `mu` is complex or its length is not n(n-1)/2 for an integer n ≥ 2,
       or `method` is not one of `METHODS`.
   """
-  _check_method(method)
+  check_method(method)
   return _expm_real_skew(algebra.lambdas_to_skew_symmetric(mu), method)
 
 
@@ -327,7 +335,7 @@ def expm_skew_symmetric(skew, method: str = "auto") -> jax.Array:
     ValueError: if `skew` is complex or not a square matrix, or `method` is not one of
       `METHODS`.
   """
-  _check_method(method)
+  check_method(method)
   skew = jnp.asarray(skew)
   if jnp.iscomplexobj(skew):
     raise ValueError(f"skew must be real (use expm_skew_hermitian for complex); got {skew.dtype}.")
@@ -335,4 +343,4 @@ def expm_skew_symmetric(skew, method: str = "auto") -> jax.Array:
     raise ValueError(f"skew must be square (..., n, n); got {skew.shape=}.")
   if not jnp.issubdtype(skew.dtype, jnp.floating):
     skew = skew.astype(jnp.result_type(float))
-  return _expm_real_skew(0.5 * (skew - _mT(skew)), method)
+  return _expm_real_skew(0.5 * (skew - jnp.matrix_transpose(skew)), method)

@@ -135,7 +135,7 @@ def principal_lambdas(lam) -> jax.Array:
   theta, w = jnp.linalg.eigh(algebra.lambdas_to_hermitian(lam))
   wrapped = wrap_phases(theta)
   # Coordinates whose spectrum is already principal are returned bit for bit.
-  h = mm(w * wrapped.astype(w.dtype)[..., None, :], jnp.conj(jnp.swapaxes(w, -1, -2)))
+  h = mm(w * wrapped.astype(w.dtype)[..., None, :], jnp.conj(jnp.matrix_transpose(w)))
   new = algebra.skew_hermitian_to_lambdas(-1j * h).astype(lam.dtype)
   inside = jnp.all(wrapped == theta, axis=-1, keepdims=True)
   return jnp.where(inside, lam, new)
@@ -235,7 +235,7 @@ def reunitarize(u) -> jax.Array:
     Array of the same shape and dtype.
   """
   u = jnp.asarray(u)
-  gram = mm(jnp.conj(jnp.swapaxes(u, -1, -2)), u)
+  gram = mm(jnp.conj(jnp.matrix_transpose(u)), u)
   # Broadcast explicitly: batch axes must not rely on implicit rank promotion.
   eye = jnp.broadcast_to(jnp.eye(u.shape[-1], dtype=u.dtype), gram.shape)
   return mm(u, 1.5 * eye - 0.5 * gram)

@@ -101,14 +101,9 @@ def _skew_from_blocks(a, b) -> jax.Array:
   """[[A, −Bᴴ], [B, 0]] from A (..., k, k) and B (..., n−k, k)."""
   m = b.shape[-2]
   zeros = jnp.zeros(b.shape[:-2] + (m, m), b.dtype)
-  top = jnp.concatenate([a, -jnp.conj(jnp.swapaxes(b, -1, -2))], axis=-1)
+  top = jnp.concatenate([a, -jnp.conj(jnp.matrix_transpose(b))], axis=-1)
   bottom = jnp.concatenate([b, zeros], axis=-1)
   return jnp.concatenate([top, bottom], axis=-2)
-
-
-def _check_method(method) -> None:
-  if not isinstance(method, str) or method not in expm.METHODS:
-    raise ValueError(f"method must be one of {expm.METHODS}; got {method!r}.")
 
 
 def semi_unitary_from_lambdas(lam, n: int, k: int, method: str = "auto") -> jax.Array:
@@ -135,7 +130,7 @@ def semi_unitary_from_lambdas(lam, n: int, k: int, method: str = "auto") -> jax.
   num = num_semi_unitary_params(n, k)
   n, k = int(n), int(k)
   lam = _check_coefficients(lam, num, "lam", n, k)
-  _check_method(method)
+  expm.check_method(method)
   if k == n:
     return expm.unitary_from_lambdas(lam, method=method)
   m = (n - k) * k
@@ -170,7 +165,7 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto") -> ja
   num = num_semi_orthogonal_params(n, k)
   n, k = int(n), int(k)
   mu = _check_coefficients(mu, num, "mu", n, k)
-  _check_method(method)
+  expm.check_method(method)
   batch = mu.shape[:-1]
   if k == n:
     if n == 1:

@@ -86,7 +86,7 @@ def unitary_weight(lam, in_features: int, out_features: int) -> jax.Array:
   n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
   if k >= n:
     return stiefel.semi_unitary_from_lambdas(lam, k, n)
-  return jnp.swapaxes(stiefel.semi_unitary_from_lambdas(lam, n, k), -1, -2)
+  return jnp.matrix_transpose(stiefel.semi_unitary_from_lambdas(lam, n, k))
 
 
 def orthogonal_weight(mu, in_features: int, out_features: int) -> jax.Array:
@@ -106,7 +106,7 @@ def orthogonal_weight(mu, in_features: int, out_features: int) -> jax.Array:
   n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
   if k >= n:
     return stiefel.semi_orthogonal_from_lambdas(mu, k, n)
-  return jnp.swapaxes(stiefel.semi_orthogonal_from_lambdas(mu, n, k), -1, -2)
+  return jnp.matrix_transpose(stiefel.semi_orthogonal_from_lambdas(mu, n, k))
 
 
 def unitary_in_features(x, real_pairs: bool, layer: str = "UnitaryLinear") -> int:
