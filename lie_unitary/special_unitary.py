@@ -234,19 +234,12 @@ def su_basis(n: int, dtype=None) -> jax.Array:
   """
   if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
     raise ValueError(f"su(n) needs an integer n ≥ 2; got {n!r}.")
-  out = np.zeros((n * n - 1, n, n), np.complex128)
+  diagonal = np.zeros((n - 1, n, n), np.complex128)
   for k in range(1, n):
     scale = 1.0 / math.sqrt(k * (k + 1))
     for a in range(k):
-      out[k - 1, a, a] = 1j * scale
-    out[k - 1, k, k] = -1j * k * scale
-  j = n - 1
-  for r in range(n):
-    for s in range(r + 1, n):
-      out[j, r, s] = out[j, s, r] = 1j
-      j += 1
-  for r in range(n):
-    for s in range(r + 1, n):
-      out[j, r, s], out[j, s, r] = 1.0, -1.0
-      j += 1
-  return jnp.asarray(out, dtype=dtype or jnp.result_type(complex))
+      diagonal[k - 1, a, a] = 1j * scale
+    diagonal[k - 1, k, k] = -1j * k * scale
+  dtype = dtype or jnp.result_type(complex)
+  # Blocks 2 and 3 are u(n)'s off-diagonal elements, built entry by entry there.
+  return jnp.concatenate([jnp.asarray(diagonal, dtype), algebra.basis(n, dtype)[n:]])
