@@ -34,6 +34,7 @@ __all__ = [
     "basis",
     "change_basis",
     "check_lambdas",
+    "check_real_dtype",
     "complex_dtype_for",
     "cotangent_to_lambdas",
     "lambdas_from_original_order",
@@ -81,6 +82,39 @@ def complex_dtype_for(real_dtype) -> jnp.dtype:
   return jnp.result_type(real_dtype, jnp.complex64)
 
 
+_REAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def check_real_dtype(dtype, what: str = "dtype") -> np.dtype:
+  """`dtype` as a NumPy dtype, if it is one of the two this library computes in.
+
+  Those are float32 and float64, whose complex counterparts (complex64, complex128)
+  U(λ) takes. Half precision (float16, bfloat16) has no complex dtype in XLA and no
+  eigh, so it is refused rather than computed in float32 behind the caller's back.
+
+  Args:
+    dtype: anything `jnp.dtype` accepts.
+    what: the name of what has this dtype, for the error message.
+
+  Returns:
+    float32 or float64.
+
+  Raises:
+    ValueError: naming `what` and the dtype, for any dtype but float32 and float64
+      (half precision, integers, complex, ...) or one `jnp.dtype` does not know.
+  """
+  try:
+    dtype = jnp.dtype(dtype)
+  except TypeError as error:
+    raise ValueError(f"{what} must be float32 or float64; got {dtype!r}.") from error
+  if dtype not in _REAL_DTYPES:
+    hint = (" Half precision is not supported: compute in float32 (cast the input, or "
+            "give a layer param_dtype=jnp.float32) and cast the result if needed."
+            if jnp.issubdtype(dtype, jnp.floating) else "")
+    raise ValueError(f"{what} must be float32 or float64; got {dtype}.{hint}")
+  return dtype
+
+
 def as_real_coefficients(coefficients, what: str = "lam") -> jax.Array:
   """Real coefficients of rank ≥ 1 as a JAX array: the input check of every coefficient map.
 
@@ -89,14 +123,15 @@ def as_real_coefficients(coefficients, what: str = "lam") -> jax.Array:
 
   Args:
     coefficients: array-like (..., num_coefficients), float32 or float64; integers
-      are promoted to the default float.
+      (and booleans) are promoted to the default float.
     what: the argument's name, for the error messages.
 
   Returns:
     `coefficients` as a float32 or float64 JAX array of the same shape.
 
   Raises:
-    ValueError: naming `what`, if `coefficients` is complex or a scalar.
+    ValueError: naming `what`, if `coefficients` is complex, a scalar, or of a floating
+      dtype other than float32 and float64 (float16, bfloat16: `check_real_dtype`).
   """
   lam = jnp.asarray(coefficients)
   if jnp.iscomplexobj(lam):
@@ -107,7 +142,9 @@ def as_real_coefficients(coefficients, what: str = "lam") -> jax.Array:
         "real and imaginary parts as separate real arrays.")
   if lam.ndim < 1:
     raise ValueError(f"{what} must have rank ≥ 1 (..., num_coefficients); got {lam.shape=}.")
-  if not jnp.issubdtype(lam.dtype, jnp.floating):
+  if jnp.issubdtype(lam.dtype, jnp.floating):
+    check_real_dtype(lam.dtype, f"{what}'s dtype")
+  else:
     lam = lam.astype(jnp.result_type(float))
   return lam
 
@@ -178,10 +215,12 @@ def check_lambdas(lam) -> jax.Array:
   """Validates u(n) coefficients: real, rank ≥ 1, a perfect-square last axis.
 
   Returns:
-    `lam` as a floating array (integers promoted to the default float).
+    `lam` as a float32 or float64 array (integers promoted to the default float).
 
   Raises:
-    ValueError: if `lam` is complex, a scalar, or its last axis is not a perfect square.
+    ValueError: if `lam` is complex, a scalar, half precision (float16, bfloat16) or
+      another dtype but float32/float64 and integers, or its last axis is not a
+      perfect square.
   """
   lam = as_real_coefficients(lam, "lam")
   n_from_num_lambdas(lam.shape[-1])
@@ -231,7 +270,8 @@ def lambdas_to_skew_hermitian(lam) -> jax.Array:
     Complex array (..., n, n): complex64 for float32 input, complex128 for float64.
 
   Raises:
-    ValueError: if `lam` is complex, a scalar, or its last axis is not a perfect square.
+    ValueError: as `check_lambdas` (complex, scalar, half-precision λ or a last axis
+      that is not a perfect square).
   """
   return jax.lax.complex(*_real_and_imaginary_parts(lam))
 
@@ -240,7 +280,7 @@ def lambdas_to_hermitian(lam) -> jax.Array:
   """i·L(λ), the Hermitian matrix whose eigh gives the spectrum of L(λ) (no extra pass).
 
   Args:
-    lam: real array (..., n²).
+    lam: real array (..., n²), float32 or float64 (integers are promoted).
 
   Returns:
     Complex array (..., n, n), Hermitian: Re = -Im L, Im = Re L.
@@ -285,13 +325,14 @@ def lambdas_to_skew_symmetric(mu) -> jax.Array:
   (r, s) and -μ at (s, r): block 3 of the u(n) basis.
 
   Args:
-    mu: real array (..., n(n-1)/2).
+    mu: real array (..., n(n-1)/2), float32 or float64 (integers are promoted).
 
   Returns:
     Real array (..., n, n) of the same dtype.
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its length is not n(n-1)/2.
+    ValueError: if `mu` is complex, a scalar, half precision (float16, bfloat16), or
+      its length is not n(n-1)/2.
   """
   mu = as_real_coefficients(mu, "mu")
   n = n_from_num_so_lambdas(mu.shape[-1])
@@ -429,7 +470,8 @@ def change_basis(lam_tilde, change) -> jax.Array:
     Real array (..., d), the standard-basis coefficients.
 
   Raises:
-    ValueError: if shapes do not match or either input is complex.
+    ValueError: if shapes do not match, either input is complex, or `lam_tilde` is half
+      precision (float16, bfloat16).
   """
   lam_tilde = as_real_coefficients(lam_tilde, "lam_tilde")
   change = jnp.asarray(change)

@@ -270,15 +270,17 @@ def unitary_from_lambdas(lam, method: str = "auto") -> jax.Array:
   Derivatives in both modes, as `expm_skew_hermitian`.
 
   Args:
-    lam: real array (..., n²) of u(n) coefficients in the order of `basis(n)`.
+    lam: real array (..., n²) of u(n) coefficients in the order of `basis(n)`, float32
+      or float64 (integers are promoted).
     method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`.
 
   Returns:
     Complex array (..., n, n), unitary; complex64 for float32 λ, complex128 for float64.
 
   Raises:
-    ValueError: if `lam` is complex or its last axis is not a perfect square, or
-      `method` is not one of `METHODS`.
+    ValueError: if `lam` is complex, half precision (float16, bfloat16) or its last
+      axis is not a perfect square (`algebra.check_lambdas`), or `method` is not one
+      of `METHODS`.
   """
   check_method(method)
   lam = algebra.check_lambdas(lam)
@@ -296,15 +298,16 @@ def orthogonal_from_lambdas(mu, method: str = "auto") -> jax.Array:
   both modes, as `expm_skew_hermitian`.
 
   Args:
-    mu: real array (..., n(n-1)/2); see `lambdas_to_skew_symmetric` for the order.
+    mu: real array (..., n(n-1)/2), float32 or float64 (integers are promoted); see
+      `lambdas_to_skew_symmetric` for the order.
     method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`.
 
   Returns:
     Real array (..., n, n) of the same dtype, orthogonal with determinant +1.
 
   Raises:
-    ValueError: if `mu` is complex or its length is not n(n-1)/2 for an integer n ≥ 2,
-      or `method` is not one of `METHODS`.
+    ValueError: if `mu` is complex, half precision (float16, bfloat16) or its length is
+      not n(n-1)/2 for an integer n ≥ 2, or `method` is not one of `METHODS`.
   """
   check_method(method)
   return _expm_real_skew(algebra.lambdas_to_skew_symmetric(mu), method)
@@ -332,8 +335,8 @@ def expm_skew_symmetric(skew, method: str = "auto") -> jax.Array:
     Real array (..., n, n) of the input's float dtype, orthogonal with determinant +1.
 
   Raises:
-    ValueError: if `skew` is complex or not a square matrix, or `method` is not one of
-      `METHODS`.
+    ValueError: if `skew` is complex, half precision (float16, bfloat16) or not a
+      square matrix, or `method` is not one of `METHODS`.
   """
   check_method(method)
   skew = jnp.asarray(skew)
@@ -341,6 +344,8 @@ def expm_skew_symmetric(skew, method: str = "auto") -> jax.Array:
     raise ValueError(f"skew must be real (use expm_skew_hermitian for complex); got {skew.dtype}.")
   if skew.ndim < 2 or skew.shape[-1] != skew.shape[-2]:
     raise ValueError(f"skew must be square (..., n, n); got {skew.shape=}.")
-  if not jnp.issubdtype(skew.dtype, jnp.floating):
+  if jnp.issubdtype(skew.dtype, jnp.floating):
+    algebra.check_real_dtype(skew.dtype, "skew's dtype")
+  else:
     skew = skew.astype(jnp.result_type(float))
   return _expm_real_skew(0.5 * (skew - jnp.matrix_transpose(skew)), method)

@@ -167,9 +167,7 @@ def init_lambdas(key, n: int, scheme: str = "normal", std: float = 1.0,
     raise ValueError(f"n must be a positive integer; got {n!r}.")
   if not std >= 0 or not math.isfinite(std):
     raise ValueError(f"std must be finite and ≥ 0; got {std!r}.")
-  dtype = jnp.dtype(dtype)
-  if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
-    raise ValueError(f"dtype must be float32 or float64; got {dtype}.")
+  dtype = algebra.check_real_dtype(dtype, "dtype")
   if scheme == "normal":
     return std * jax.random.normal(key, (n * n,), dtype)
   if scheme == "zeros":

@@ -62,10 +62,11 @@ def check_su_lambdas(mu) -> jax.Array:
   """Validates su(n) coefficients: real, rank ≥ 1, a last axis of length n² - 1, n ≥ 2.
 
   Returns:
-    `mu` as a floating array (integers promoted to the default float).
+    `mu` as a float32 or float64 array (integers promoted to the default float).
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1.
+    ValueError: if `mu` is complex, a scalar, half precision (float16, bfloat16), or
+      its last axis is not n² - 1.
   """
   mu = algebra.as_real_coefficients(mu, "mu")
   n_from_num_su_lambdas(mu.shape[-1])
@@ -120,7 +121,8 @@ def su_lambdas_to_skew_hermitian(mu) -> jax.Array:
     Complex array (..., n, n), traceless: complex64 for float32, complex128 for float64.
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1 for n ≥ 2.
+    ValueError: if `mu` is complex, a scalar, half precision (float16, bfloat16), or
+      its last axis is not n² - 1 for n ≥ 2.
   """
   return algebra.lambdas_to_skew_hermitian(_su_to_u_lambdas(mu))
 
@@ -160,7 +162,8 @@ def special_unitary_from_lambdas(mu, method: str = "auto") -> jax.Array:
   reads λ̄ with gathers; the chain through λ(μ) adds O(n²).
 
   Args:
-    mu: real array (..., n² - 1) of su(n) coefficients in the order of `su_basis(n)`.
+    mu: real array (..., n² - 1) of su(n) coefficients in the order of `su_basis(n)`,
+      float32 or float64 (integers are promoted).
     method: "eigh", "pade" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`.
 
   Returns:
@@ -168,8 +171,9 @@ def special_unitary_from_lambdas(mu, method: str = "auto") -> jax.Array:
     float32 μ, complex128 for float64.
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1 for n ≥ 2,
-      or `method` is not one of `lie_unitary.expm.METHODS`.
+    ValueError: if `mu` is complex, a scalar, half precision (float16, bfloat16), or
+      its last axis is not n² - 1 for n ≥ 2, or `method` is not one of
+      `lie_unitary.expm.METHODS`.
   """
   return expm.unitary_from_lambdas(_su_to_u_lambdas(mu), method)
 

@@ -124,8 +124,9 @@ def semi_unitary_from_lambdas(lam, n: int, k: int, method: str = "auto") -> jax.
     float64.
 
   Raises:
-    ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `lam` is complex,
-      if its last axis is not 2nk − k², or for an unknown method.
+    ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `lam` is complex or
+      half precision (float16, bfloat16), if its last axis is not 2nk − k², or for an
+      unknown method.
   """
   num = num_semi_unitary_params(n, k)
   n, k = int(n), int(k)
@@ -159,8 +160,9 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto") -> ja
     Real array (..., n, k) of μ's dtype with QᵀQ = I_k.
 
   Raises:
-    ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `mu` is complex,
-      if its last axis is not nk − k(k+1)/2, or for an unknown method.
+    ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `mu` is complex or
+      half precision (float16, bfloat16), if its last axis is not nk − k(k+1)/2, or for
+      an unknown method.
   """
   num = num_semi_orthogonal_params(n, k)
   n, k = int(n), int(k)

@@ -165,7 +165,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       (`lie_unitary.principal_branch.lambda_initializer` gives the zeros and Haar
       inits).
     kernel_init: initializer of V_re and V_im.
-    param_dtype: float32 (U complex64) or float64.
+    param_dtype: float32 (U complex64) or float64; half precision raises ValueError
+      at `init`.
     rebased: U = U₀ · U(λ) with a base U₀ (n, n), complex of param_dtype's
       precision, held in the variable collection ``"lie_base"`` (`BASE_COLLECTION`;
       identity at init, not a parameter: no gradient reaches it). The dynamic
