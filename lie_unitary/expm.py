@@ -25,19 +25,20 @@ four matmuls, the same program a hand-written reverse rule would run.
 dλ (diagonal, symmetric, antisymmetric; every entry to its own places in L) into
 zeros: the transpose, which reverse mode runs, is one gather per block reading
 λ̄_j = Re Σ K̄ ∘ T_j straight out of K̄, as `algebra.cotangent_to_lambdas` does.
-(Building dK with the gather that forms L(λ) makes reverse mode run scatter-adds
-instead: measured up to 1.2× slower.) The matmuls of the tangent are associated right
-to left so that their transpose runs left to right: reverse mode then computes the
-same numbers as a hand-written reverse rule of that order (bitwise, where checked:
-float32 on CPU, jitted and vmapped).
+(Building dK with the gather that forms L(λ) would make reverse mode run scatter-adds
+instead, slower for batches: docs/benchmarks.md, "What the profile showed".) The
+matmuls of the tangent are associated right to left so that their transpose runs left
+to right: reverse mode then computes the same numbers as a hand-written reverse rule of
+that order (bitwise, where checked: float32 on CPU, jitted and vmapped).
 
 First derivatives, in both modes, are exact and finite everywhere. Higher derivatives
 (`hessian`, second-order `check_grads`) differentiate the tangent rule itself, which
 goes through eigh's own derivative, and that divides by θ_i - θ_j: exact for distinct
 eigenvalues, but the relative error grows like ε/gap as two eigenvalues approach each
-other (measured in float64: 4e-8 at a gap of 1e-8, 4e-4 at 1e-12), and at a repeated
-eigenvalue the result is NaN (λ = 0, where they are exactly equal) or wrong (equal up
-to rounding). Use method="pade" for second derivatives at or near repeated eigenvalues.
+other (docs/benchmarks.md, "Second derivatives near repeated eigenvalues"), and at a
+repeated eigenvalue the result is NaN (λ = 0, where they are exactly equal) or wrong
+(equal up to rounding). Use method="pade" for second derivatives at or near repeated
+eigenvalues.
 
 The other backend, "pade", is `jax.scipy.linalg.expm` (Padé approximant with scaling
 and squaring) differentiated by JAX in both modes; `choose_method` picks between the
@@ -61,10 +62,10 @@ __all__ = ["METHODS", "check_method", "choose_method", "expm_skew_hermitian",
 
 METHODS = ("auto", "eigh", "pade")
 
-# GPU/TPU: one eigh costs about 0.5 ms at any small n and Padé's matmuls are cheap, so
-# Padé wins for ONE large matrix; batches favour eigh (one H200 run of bench_expm.py).
+# GPU/TPU: Padé for ONE matrix from this size on.
 _ACCELERATOR_PADE_MIN_N = 128
-# CPU, one REAL matrix: Padé on the real matrix beats the complex eigh from n = 16 on.
+# CPU: Padé for ONE real matrix from this size on (it runs on the real matrix, while
+# eigh needs the complex i·A).
 _CPU_REAL_PADE_MIN_N = 16
 
 
@@ -72,28 +73,21 @@ def choose_method(n: int, batch_size: int = 1, backend: str | None = None,
                   real: bool = False) -> str:
   """The backend `method="auto"` uses for a (batch_size, n, n) input: "eigh" or "pade".
 
-  A static rule (Python ints, decided at trace time) from timings of `jax.value_and_grad`
-  and `jax.jvp` through `unitary_from_lambdas` (docs/benchmarks.md, "Choosing a backend"):
+  A static rule (Python ints, decided at trace time):
 
-  - CPU: always "eigh". On two cores its reverse mode was faster than Padé autodiff at
-    every measured size, n = 2 to 256: 1.0–2.0× for one matrix (n ≤ 32), 2.3–6.8× for
-    16 vmapped; forward mode (jvp) was about even for one matrix (pade/eigh 0.68–1.66,
-    median 1.13) and 1.7–5.4× faster by eigh for 16.
-  - GPU/TPU (any other backend): "pade" for a single matrix (batch_size == 1) with
-    n ≥ 128, else "eigh". From one H200 run (reverse mode): one matrix of n ≥ 128 was
-    1.3–1.5× faster by Padé, one of n ≤ 64 faster or even by eigh, and 16 vmapped
-    matrices up to n = 128 2–6× faster by eigh. The crossover between n = 64 and 128,
-    other batch sizes, n > 256, forward mode and TPUs were not measured; timing them
-    (scripts/bench_expm_methods.py) would refine the rule.
-
-  - Real skew-symmetric input (`orthogonal_from_lambdas`, `expm_skew_symmetric`,
-    ``real=True``): Padé runs on the real matrix while eigh needs a complex one, so one
-    matrix of n ≥ 16 takes "pade" on CPU too (pade/eigh 0.46–0.99 in reverse mode at
-    n = 16–256); batches keep "eigh" (1.2–2.4× faster for 16 vmapped).
+  - A batch (batch_size > 1): "eigh", on every backend.
+  - One matrix on CPU: "eigh"; for a real skew-symmetric one (``real=True``:
+    `orthogonal_from_lambdas`, `expm_skew_symmetric`) "pade" from n ≥ 16 on.
+  - One matrix on GPU/TPU (any backend but CPU): "pade" from n ≥ 128 on, else "eigh",
+    complex or real.
 
   Under `jax.vmap` a map sees ONE matrix, so "auto" decides as for batch_size 1: pass
   method="eigh" explicitly when vmapping matrices of n ≥ 128 on an accelerator, or
   real ones of n ≥ 16 (the library's parametrizations and experiments do).
+
+  The thresholds come from timings of `jax.value_and_grad` and `jax.jvp` through the
+  maps; docs/benchmarks.md, "Choosing a backend", has the measurements, the commands,
+  and what was not measured.
 
   Args:
     n: matrix size, an integer ≥ 1.

@@ -180,7 +180,8 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto") -> ja
   b = mu[..., num_a:].reshape(batch + (n - k, k))
   skew = _skew_from_blocks(a, b)
   if method == "auto":
-    # Not the real square rule: Padé on [[A, −Bᵀ], [B, 0]] measured 2-2.4× slower than
-    # eigh for one 512 → 128 or 256 → 64 map on CPU (docs/benchmarks.md).
+    # Not the real square rule: Padé on [[A, −Bᵀ], [B, 0]] (a large norm, many
+    # squarings) was slower than eigh for the rectangular maps timed on CPU
+    # (docs/benchmarks.md, "Choosing a backend").
     method = expm.choose_method(n, math.prod(batch) if batch else 1)
   return expm.expm_skew_symmetric(skew, method=method)[..., :, :k]

@@ -155,8 +155,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     features: n, the number of complex units (state size 2n, n² coefficients λ).
     beta: the scale β of U (1 for guRNN₁; 1.4 adding / 1.05 memory for guRNN_β).
     activation: 'relu', 'tanh', 'identity' (elementwise on the 2n reals) or
-      'modrelu' (per complex unit, with its own hand-written reverse pass; a
-      training step took 1.45x relu's at T = 100, n = 30, batch 20).
+      'modrelu' (per complex unit, with its own hand-written reverse pass; slower
+      per step than relu: docs/rnn.md has the timings).
     h0: 'random' (U(±sqrt(3/(2n))) per sequence, from the key given to
       `initialize_carry`: pass a fresh key per forward pass) or 'zeros'.
     unconstrained: replace U by a free real 2n×2n matrix (orthogonal init): the same
