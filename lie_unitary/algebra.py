@@ -37,6 +37,7 @@ __all__ = [
     "check_real_dtype",
     "complex_dtype_for",
     "cotangent_to_lambdas",
+    "entry_positions",
     "lambdas_from_original_order",
     "lambdas_to_hermitian",
     "lambdas_to_original_order",
@@ -211,6 +212,32 @@ def _gather_tables(n: int):
   return re_idx, re_sign, im_idx, rows, cols
 
 
+@functools.lru_cache(maxsize=None)
+def entry_positions(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Where the basis elements sit in an n×n matrix flattened row-major (n² entries).
+
+  Args:
+    n: matrix size, an integer ≥ 1.
+
+  Returns:
+    ``(diagonal, upper, lower)``, read-only int32 NumPy arrays of flat indices: a·(n+1)
+    of the n diagonal entries (a, a); r·n + s of the upper entries (r, s) and s·n + r
+    of the lower entries (s, r), n(n-1)/2 each, for the pairs r < s in the order of
+    `numpy.triu_indices(n, 1)` (blocks 2 and 3 of the module docstring).
+
+  Raises:
+    ValueError: if n is not a positive integer.
+  """
+  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  rows, cols = np.triu_indices(n, 1)
+  positions = tuple(p.astype(np.int32) for p in (np.arange(n) * (n + 1), rows * n + cols,
+                                                  cols * n + rows))
+  for p in positions:
+    p.flags.writeable = False  # shared by every caller through the cache
+  return positions
+
+
 def check_lambdas(lam) -> jax.Array:
   """Validates u(n) coefficients: real, rank ≥ 1, a perfect-square last axis.
 
@@ -241,10 +268,10 @@ def cotangent_to_lambdas(cotangent) -> jax.Array:
     Real array (..., n²).
   """
   n = cotangent.shape[-1]
-  _, _, _, rows, cols = _gather_tables(n)
+  on_diagonal, upper_positions, lower_positions = entry_positions(n)
   flat = cotangent.reshape(cotangent.shape[:-2] + (n * n,))
-  upper, lower = flat[..., rows * n + cols], flat[..., cols * n + rows]
-  diag = -jnp.imag(flat[..., np.arange(n) * (n + 1)])
+  upper, lower = flat[..., upper_positions], flat[..., lower_positions]
+  diag = -jnp.imag(flat[..., on_diagonal])
   sym = -jnp.imag(upper + lower)
   anti = jnp.real(upper - lower)
   return jnp.concatenate([diag, sym, anti], axis=-1)
@@ -406,13 +433,12 @@ def basis(n: int, dtype=None) -> jax.Array:
 @functools.lru_cache(maxsize=None)
 def _original_order_tables(n: int):
   """perm, sign with λ_ours = sign * λ_orig[perm]."""
-  rows, cols = np.triu_indices(n, 1)
-  diag = np.arange(n) * (n + 1)           # e = a*n + a
-  sym = rows * n + cols                   # i < j: symmetric imaginary at (r, s)
-  anti = cols * n + rows                  # i > j: +1 at (s, r), the lower triangle
-  perm = np.concatenate([diag, sym, anti]).astype(np.int32)
+  # The original code's element e is (e // n, e % n): the diagonal one at e = a·n + a,
+  # the symmetric imaginary one at (r, s), i < j, and the antisymmetric real one with
+  # its +1 at (s, r), i > j, the lower triangle: our three blocks' flat positions.
+  perm = np.concatenate(entry_positions(n))
   sign = np.ones(n * n)
-  sign[n + rows.size:] = -1.0             # +1 lower vs our +1 upper
+  sign[n + n * (n - 1) // 2:] = -1.0      # +1 lower vs our +1 upper
   return perm, sign
 
 

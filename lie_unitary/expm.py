@@ -47,7 +47,6 @@ two for `method="auto"` (docs/benchmarks.md, "Choosing a backend", has the timin
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -185,14 +184,6 @@ def _expm_skew_hermitian_jvp(primals, tangents):
   return _spectral_jvp(1j * skew, dk, True)
 
 
-@functools.lru_cache(maxsize=None)
-def _scatter_positions(n: int):
-  """Flat positions in L of the diagonal, the upper (r, s) and the lower (s, r), r < s."""
-  rows, cols = np.triu_indices(n, 1)
-  return tuple(p.astype(np.int32) for p in (np.arange(n) * (n + 1), rows * n + cols,
-                                             cols * n + rows))
-
-
 def _skew_hermitian_by_scatter(lam):
   """L(λ) by scatters of its n² entries into zeros: the transpose is gathers.
 
@@ -203,7 +194,7 @@ def _skew_hermitian_by_scatter(lam):
   n = algebra.n_from_num_lambdas(lam.shape[-1])
   m = n * (n - 1) // 2
   diag, sym, anti = jnp.split(lam, [n, n + m], axis=-1)
-  on_diag, upper, lower = _scatter_positions(n)
+  on_diag, upper, lower = algebra.entry_positions(n)
   flat = jnp.zeros(lam.shape[:-1] + (n * n,), algebra.complex_dtype_for(lam.dtype))
   for positions, block in ((on_diag, jax.lax.complex(jnp.zeros_like(diag), diag)),
                            (upper, jax.lax.complex(anti, sym)),

@@ -213,3 +213,26 @@ def test_check_real_dtype():
       algebra.check_real_dtype(dtype, "x")
   with pytest.raises(ValueError, match="must be float32 or float64; got 'no such dtype'"):
     algebra.check_real_dtype("no such dtype")
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_entry_positions(n):
+  diagonal, upper, lower = algebra.entry_positions(n)
+  rows, cols = np.triu_indices(n, 1)
+  np.testing.assert_array_equal(np.divmod(diagonal, n), (np.arange(n), np.arange(n)))
+  np.testing.assert_array_equal(np.divmod(upper, n), (rows, cols))
+  np.testing.assert_array_equal(np.divmod(lower, n), (cols, rows))
+  # The basis elements are nonzero exactly there: T_a at the diagonal, blocks 2 and 3
+  # at the pair's upper and lower entries.
+  flat = np.asarray(lu.basis(n)).reshape(n * n, n * n)
+  for j, a in enumerate(diagonal):
+    assert np.flatnonzero(flat[j]).tolist() == [a]
+  m = rows.size
+  for j in range(m):
+    expected = sorted([upper[j], lower[j]])
+    assert np.flatnonzero(flat[n + j]).tolist() == expected
+    assert np.flatnonzero(flat[n + m + j]).tolist() == expected
+  for p in (diagonal, upper, lower):
+    assert p.dtype == np.int32 and not p.flags.writeable
+  with pytest.raises(ValueError, match="n must be a positive integer"):
+    algebra.entry_positions(0)
