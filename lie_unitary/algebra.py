@@ -31,6 +31,7 @@ import numpy as np
 __all__ = [
     "as_complex_square",
     "as_real_coefficients",
+    "as_square_matrix",
     "basis",
     "change_basis",
     "check_lambdas",
@@ -155,7 +156,19 @@ def _broadcast_to_batch(table, batch_ndim: int) -> jax.Array:
   return jnp.asarray(table).reshape((1,) * batch_ndim + np.shape(table))
 
 
-def _as_square_matrix(mat, what: str) -> jax.Array:
+def as_square_matrix(mat, what: str) -> jax.Array:
+  """`mat` as a JAX array, checked to be a (batch of) square matrices (..., n, n).
+
+  Args:
+    mat: array-like of any dtype.
+    what: the argument's name, for the error message.
+
+  Returns:
+    `mat` as a JAX array, its shape and dtype unchanged.
+
+  Raises:
+    ValueError: naming `what`, if `mat` has rank < 2 or unequal last two axes.
+  """
   mat = jnp.asarray(mat)
   if mat.ndim < 2 or mat.shape[-1] != mat.shape[-2]:
     raise ValueError(f"{what} must be square with shape (..., n, n); got {mat.shape=}.")
@@ -176,7 +189,7 @@ def as_complex_square(mat, what: str) -> jax.Array:
   Raises:
     ValueError: naming `what`, if `mat` is not square.
   """
-  mat = _as_square_matrix(mat, what)
+  mat = as_square_matrix(mat, what)
   if not jnp.iscomplexobj(mat):
     if not jnp.issubdtype(mat.dtype, jnp.floating):
       mat = mat.astype(jnp.result_type(float))
@@ -335,7 +348,7 @@ def skew_hermitian_to_lambdas(skew) -> jax.Array:
   Raises:
     ValueError: if `skew` is not square.
   """
-  skew = _as_square_matrix(skew, "skew")
+  skew = as_square_matrix(skew, "skew")
   n = skew.shape[-1]
   _, _, _, rows, cols = _gather_tables(n)
   re, im = jnp.real(skew), jnp.imag(skew)
@@ -386,7 +399,7 @@ def skew_symmetric_to_lambdas(skew) -> jax.Array:
   Raises:
     ValueError: if `skew` is not square, is complex, or n < 2.
   """
-  skew = _as_square_matrix(skew, "skew")
+  skew = as_square_matrix(skew, "skew")
   if jnp.iscomplexobj(skew):
     raise ValueError(f"skew must be a real matrix for so(n); got dtype {skew.dtype}.")
   n = skew.shape[-1]

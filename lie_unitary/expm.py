@@ -324,11 +324,9 @@ def expm_skew_symmetric(skew, method: str = "auto") -> jax.Array:
       square matrix, or `method` is not one of `METHODS`.
   """
   check_method(method)
-  skew = jnp.asarray(skew)
+  skew = algebra.as_square_matrix(skew, "skew")
   if jnp.iscomplexobj(skew):
     raise ValueError(f"skew must be real (use expm_skew_hermitian for complex); got {skew.dtype}.")
-  if skew.ndim < 2 or skew.shape[-1] != skew.shape[-2]:
-    raise ValueError(f"skew must be square (..., n, n); got {skew.shape=}.")
   if jnp.issubdtype(skew.dtype, jnp.floating):
     algebra.check_real_dtype(skew.dtype, "skew's dtype")
   else:

@@ -107,9 +107,7 @@ def polar_unitary(matrix) -> jax.Array:
   Raises:
     ValueError: if `matrix` is not square.
   """
-  matrix = jnp.asarray(matrix)
-  if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:
-    raise ValueError(f"matrix must be square (..., n, n); got {matrix.shape=}.")
+  matrix = algebra.as_square_matrix(matrix, "matrix")
   p, _, qh = jnp.linalg.svd(matrix, full_matrices=False)
   return mm(p, qh)
 

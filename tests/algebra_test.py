@@ -236,3 +236,11 @@ def test_entry_positions(n):
     assert p.dtype == np.int32 and not p.flags.writeable
   with pytest.raises(ValueError, match="n must be a positive integer"):
     algebra.entry_positions(0)
+
+
+def test_as_square_matrix():
+  m = algebra.as_square_matrix(np.ones((2, 3, 3), np.float32), "m")
+  assert isinstance(m, jax.Array) and m.shape == (2, 3, 3) and m.dtype == jnp.float32
+  for shape in [(3,), (2, 3), (3, 3, 2)]:
+    with pytest.raises(ValueError, match=r"m must be square with shape \(\.\.\., n, n\)"):
+      algebra.as_square_matrix(np.ones(shape), "m")
