@@ -29,11 +29,16 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = [
+    "as_complex_square",
+    "as_real_coefficients",
+    "as_square_matrix",
     "basis",
     "change_basis",
     "check_lambdas",
+    "check_real_dtype",
     "complex_dtype_for",
     "cotangent_to_lambdas",
+    "entry_positions",
     "lambdas_from_original_order",
     "lambdas_to_hermitian",
     "lambdas_to_original_order",
@@ -79,9 +84,58 @@ def complex_dtype_for(real_dtype) -> jnp.dtype:
   return jnp.result_type(real_dtype, jnp.complex64)
 
 
-def _as_real_coefficients(lam, what: str) -> jax.Array:
-  """Checks that `lam` is a real array of rank ≥ 1; integers become the default float."""
-  lam = jnp.asarray(lam)
+_REAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def check_real_dtype(dtype, what: str = "dtype") -> np.dtype:
+  """`dtype` as a NumPy dtype, if it is one of the two this library computes in.
+
+  Those are float32 and float64, whose complex counterparts (complex64, complex128)
+  U(λ) takes. Half precision (float16, bfloat16) has no complex dtype in XLA and no
+  eigh, so it is refused rather than computed in float32 behind the caller's back.
+
+  Args:
+    dtype: anything `jnp.dtype` accepts.
+    what: the name of what has this dtype, for the error message.
+
+  Returns:
+    float32 or float64.
+
+  Raises:
+    ValueError: naming `what` and the dtype, for any dtype but float32 and float64
+      (half precision, integers, complex, ...) or one `jnp.dtype` does not know.
+  """
+  try:
+    dtype = jnp.dtype(dtype)
+  except TypeError as error:
+    raise ValueError(f"{what} must be float32 or float64; got {dtype!r}.") from error
+  if dtype not in _REAL_DTYPES:
+    hint = (" Half precision is not supported: compute in float32 (cast the input, or "
+            "give a layer param_dtype=jnp.float32) and cast the result if needed."
+            if jnp.issubdtype(dtype, jnp.floating) else "")
+    raise ValueError(f"{what} must be float32 or float64; got {dtype}.{hint}")
+  return dtype
+
+
+def as_real_coefficients(coefficients, what: str = "lam") -> jax.Array:
+  """Real coefficients of rank ≥ 1 as a JAX array: the input check of every coefficient map.
+
+  The maps of u(n), so(n) and su(n) coefficients and the Stiefel maps all check their
+  coefficients here, so they accept and reject the same dtypes.
+
+  Args:
+    coefficients: array-like (..., num_coefficients), float32 or float64; integers
+      (and booleans) are promoted to the default float.
+    what: the argument's name, for the error messages.
+
+  Returns:
+    `coefficients` as a float32 or float64 JAX array of the same shape.
+
+  Raises:
+    ValueError: naming `what`, if `coefficients` is complex, a scalar, or of a floating
+      dtype other than float32 and float64 (float16, bfloat16: `check_real_dtype`).
+  """
+  lam = jnp.asarray(coefficients)
   if jnp.iscomplexobj(lam):
     raise ValueError(
         f"{what} must be REAL coefficients; got dtype {lam.dtype}. "
@@ -90,7 +144,9 @@ def _as_real_coefficients(lam, what: str) -> jax.Array:
         "real and imaginary parts as separate real arrays.")
   if lam.ndim < 1:
     raise ValueError(f"{what} must have rank ≥ 1 (..., num_coefficients); got {lam.shape=}.")
-  if not jnp.issubdtype(lam.dtype, jnp.floating):
+  if jnp.issubdtype(lam.dtype, jnp.floating):
+    check_real_dtype(lam.dtype, f"{what}'s dtype")
+  else:
     lam = lam.astype(jnp.result_type(float))
   return lam
 
@@ -100,7 +156,19 @@ def _broadcast_to_batch(table, batch_ndim: int) -> jax.Array:
   return jnp.asarray(table).reshape((1,) * batch_ndim + np.shape(table))
 
 
-def _as_square_matrix(mat, what: str) -> jax.Array:
+def as_square_matrix(mat, what: str) -> jax.Array:
+  """`mat` as a JAX array, checked to be a (batch of) square matrices (..., n, n).
+
+  Args:
+    mat: array-like of any dtype.
+    what: the argument's name, for the error message.
+
+  Returns:
+    `mat` as a JAX array, its shape and dtype unchanged.
+
+  Raises:
+    ValueError: naming `what`, if `mat` has rank < 2 or unequal last two axes.
+  """
   mat = jnp.asarray(mat)
   if mat.ndim < 2 or mat.shape[-1] != mat.shape[-2]:
     raise ValueError(f"{what} must be square with shape (..., n, n); got {mat.shape=}.")
@@ -110,10 +178,18 @@ def _as_square_matrix(mat, what: str) -> jax.Array:
 def as_complex_square(mat, what: str) -> jax.Array:
   """Checks that `mat` is (..., n, n) and promotes it to the complex dtype of its precision.
 
+  Args:
+    mat: array-like (..., n, n): complex, or real (integers become the default float).
+    what: the argument's name, for the error message.
+
+  Returns:
+    Complex array (..., n, n): complex64 for float32 or complex64 input, complex128 for
+    float64 or complex128.
+
   Raises:
     ValueError: naming `what`, if `mat` is not square.
   """
-  mat = _as_square_matrix(mat, what)
+  mat = as_square_matrix(mat, what)
   if not jnp.iscomplexobj(mat):
     if not jnp.issubdtype(mat.dtype, jnp.floating):
       mat = mat.astype(jnp.result_type(float))
@@ -149,16 +225,44 @@ def _gather_tables(n: int):
   return re_idx, re_sign, im_idx, rows, cols
 
 
+@functools.lru_cache(maxsize=None)
+def entry_positions(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """Where the basis elements sit in an n×n matrix flattened row-major (n² entries).
+
+  Args:
+    n: matrix size, an integer ≥ 1.
+
+  Returns:
+    ``(diagonal, upper, lower)``, read-only int32 NumPy arrays of flat indices: a·(n+1)
+    of the n diagonal entries (a, a); r·n + s of the upper entries (r, s) and s·n + r
+    of the lower entries (s, r), n(n-1)/2 each, for the pairs r < s in the order of
+    `numpy.triu_indices(n, 1)` (blocks 2 and 3 of the module docstring).
+
+  Raises:
+    ValueError: if n is not a positive integer.
+  """
+  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  rows, cols = np.triu_indices(n, 1)
+  positions = tuple(p.astype(np.int32) for p in (np.arange(n) * (n + 1), rows * n + cols,
+                                                  cols * n + rows))
+  for p in positions:
+    p.flags.writeable = False  # shared by every caller through the cache
+  return positions
+
+
 def check_lambdas(lam) -> jax.Array:
   """Validates u(n) coefficients: real, rank ≥ 1, a perfect-square last axis.
 
   Returns:
-    `lam` as a floating array (integers promoted to the default float).
+    `lam` as a float32 or float64 array (integers promoted to the default float).
 
   Raises:
-    ValueError: if `lam` is complex, a scalar, or its last axis is not a perfect square.
+    ValueError: if `lam` is complex, a scalar, half precision (float16, bfloat16) or
+      another dtype but float32/float64 and integers, or its last axis is not a
+      perfect square.
   """
-  lam = _as_real_coefficients(lam, "lam")
+  lam = as_real_coefficients(lam, "lam")
   n_from_num_lambdas(lam.shape[-1])
   return lam
 
@@ -177,10 +281,10 @@ def cotangent_to_lambdas(cotangent) -> jax.Array:
     Real array (..., n²).
   """
   n = cotangent.shape[-1]
-  _, _, _, rows, cols = _gather_tables(n)
+  on_diagonal, upper_positions, lower_positions = entry_positions(n)
   flat = cotangent.reshape(cotangent.shape[:-2] + (n * n,))
-  upper, lower = flat[..., rows * n + cols], flat[..., cols * n + rows]
-  diag = -jnp.imag(flat[..., np.arange(n) * (n + 1)])
+  upper, lower = flat[..., upper_positions], flat[..., lower_positions]
+  diag = -jnp.imag(flat[..., on_diagonal])
   sym = -jnp.imag(upper + lower)
   anti = jnp.real(upper - lower)
   return jnp.concatenate([diag, sym, anti], axis=-1)
@@ -188,7 +292,7 @@ def cotangent_to_lambdas(cotangent) -> jax.Array:
 
 def _real_and_imaginary_parts(lam):
   """Re L(λ), Im L(λ) by two gathers from [λ, 0] (O(n²), no dense basis)."""
-  lam = _as_real_coefficients(lam, "lam")
+  lam = as_real_coefficients(lam, "lam")
   n = n_from_num_lambdas(lam.shape[-1])
   re_idx, re_sign, im_idx, _, _ = _gather_tables(n)
   padded = jnp.concatenate([lam, jnp.zeros(lam.shape[:-1] + (1,), lam.dtype)], axis=-1)
@@ -206,7 +310,8 @@ def lambdas_to_skew_hermitian(lam) -> jax.Array:
     Complex array (..., n, n): complex64 for float32 input, complex128 for float64.
 
   Raises:
-    ValueError: if `lam` is complex, a scalar, or its last axis is not a perfect square.
+    ValueError: as `check_lambdas` (complex, scalar, half-precision λ or a last axis
+      that is not a perfect square).
   """
   return jax.lax.complex(*_real_and_imaginary_parts(lam))
 
@@ -215,7 +320,7 @@ def lambdas_to_hermitian(lam) -> jax.Array:
   """i·L(λ), the Hermitian matrix whose eigh gives the spectrum of L(λ) (no extra pass).
 
   Args:
-    lam: real array (..., n²).
+    lam: real array (..., n²), float32 or float64 (integers are promoted).
 
   Returns:
     Complex array (..., n, n), Hermitian: Re = -Im L, Im = Re L.
@@ -243,7 +348,7 @@ def skew_hermitian_to_lambdas(skew) -> jax.Array:
   Raises:
     ValueError: if `skew` is not square.
   """
-  skew = _as_square_matrix(skew, "skew")
+  skew = as_square_matrix(skew, "skew")
   n = skew.shape[-1]
   _, _, _, rows, cols = _gather_tables(n)
   re, im = jnp.real(skew), jnp.imag(skew)
@@ -260,15 +365,16 @@ def lambdas_to_skew_symmetric(mu) -> jax.Array:
   (r, s) and -μ at (s, r): block 3 of the u(n) basis.
 
   Args:
-    mu: real array (..., n(n-1)/2).
+    mu: real array (..., n(n-1)/2), float32 or float64 (integers are promoted).
 
   Returns:
     Real array (..., n, n) of the same dtype.
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its length is not n(n-1)/2.
+    ValueError: if `mu` is complex, a scalar, half precision (float16, bfloat16), or
+      its length is not n(n-1)/2.
   """
-  mu = _as_real_coefficients(mu, "mu")
+  mu = as_real_coefficients(mu, "mu")
   n = n_from_num_so_lambdas(mu.shape[-1])
   rows, cols = np.triu_indices(n, 1)
   idx = np.full((n, n), rows.size, np.int32)
@@ -293,7 +399,7 @@ def skew_symmetric_to_lambdas(skew) -> jax.Array:
   Raises:
     ValueError: if `skew` is not square, is complex, or n < 2.
   """
-  skew = _as_square_matrix(skew, "skew")
+  skew = as_square_matrix(skew, "skew")
   if jnp.iscomplexobj(skew):
     raise ValueError(f"skew must be a real matrix for so(n); got dtype {skew.dtype}.")
   n = skew.shape[-1]
@@ -340,13 +446,12 @@ def basis(n: int, dtype=None) -> jax.Array:
 @functools.lru_cache(maxsize=None)
 def _original_order_tables(n: int):
   """perm, sign with λ_ours = sign * λ_orig[perm]."""
-  rows, cols = np.triu_indices(n, 1)
-  diag = np.arange(n) * (n + 1)           # e = a*n + a
-  sym = rows * n + cols                   # i < j: symmetric imaginary at (r, s)
-  anti = cols * n + rows                  # i > j: +1 at (s, r), the lower triangle
-  perm = np.concatenate([diag, sym, anti]).astype(np.int32)
+  # The original code's element e is (e // n, e % n): the diagonal one at e = a·n + a,
+  # the symmetric imaginary one at (r, s), i < j, and the antisymmetric real one with
+  # its +1 at (s, r), i > j, the lower triangle: our three blocks' flat positions.
+  perm = np.concatenate(entry_positions(n))
   sign = np.ones(n * n)
-  sign[n + rows.size:] = -1.0             # +1 lower vs our +1 upper
+  sign[n + n * (n - 1) // 2:] = -1.0      # +1 lower vs our +1 upper
   return perm, sign
 
 
@@ -367,7 +472,7 @@ def lambdas_from_original_order(lam_orig) -> jax.Array:
   Raises:
     ValueError: as `lambdas_to_skew_hermitian`.
   """
-  lam_orig = _as_real_coefficients(lam_orig, "lam_orig")
+  lam_orig = as_real_coefficients(lam_orig, "lam_orig")
   perm, sign = _original_order_tables(n_from_num_lambdas(lam_orig.shape[-1]))
   return lam_orig[..., perm] * _broadcast_to_batch(sign.astype(lam_orig.dtype), lam_orig.ndim - 1)
 
@@ -384,7 +489,7 @@ def lambdas_to_original_order(lam) -> jax.Array:
   Raises:
     ValueError: as `lambdas_to_skew_hermitian`.
   """
-  lam = _as_real_coefficients(lam, "lam")
+  lam = as_real_coefficients(lam, "lam")
   perm, sign = _original_order_tables(n_from_num_lambdas(lam.shape[-1]))
   inverse = np.argsort(perm)
   return (lam * _broadcast_to_batch(sign.astype(lam.dtype), lam.ndim - 1))[..., inverse]
@@ -404,9 +509,10 @@ def change_basis(lam_tilde, change) -> jax.Array:
     Real array (..., d), the standard-basis coefficients.
 
   Raises:
-    ValueError: if shapes do not match or either input is complex.
+    ValueError: if shapes do not match, either input is complex, or `lam_tilde` is half
+      precision (float16, bfloat16).
   """
-  lam_tilde = _as_real_coefficients(lam_tilde, "lam_tilde")
+  lam_tilde = as_real_coefficients(lam_tilde, "lam_tilde")
   change = jnp.asarray(change)
   if jnp.iscomplexobj(change):
     raise ValueError(f"change must be a real matrix; got dtype {change.dtype}.")

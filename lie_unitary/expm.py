@@ -25,19 +25,20 @@ four matmuls, the same program a hand-written reverse rule would run.
 dλ (diagonal, symmetric, antisymmetric; every entry to its own places in L) into
 zeros: the transpose, which reverse mode runs, is one gather per block reading
 λ̄_j = Re Σ K̄ ∘ T_j straight out of K̄, as `algebra.cotangent_to_lambdas` does.
-(Building dK with the gather that forms L(λ) makes reverse mode run scatter-adds
-instead: measured up to 1.2× slower.) The matmuls of the tangent are associated right
-to left so that their transpose runs left to right: reverse mode then computes the
-same numbers as a hand-written reverse rule of that order (bitwise, where checked:
-float32 on CPU, jitted and vmapped).
+(Building dK with the gather that forms L(λ) would make reverse mode run scatter-adds
+instead, slower for batches: docs/benchmarks.md, "What the profile showed".) The
+matmuls of the tangent are associated right to left so that their transpose runs left
+to right: reverse mode then computes the same numbers as a hand-written reverse rule of
+that order (bitwise, where checked: float32 on CPU, jitted and vmapped).
 
 First derivatives, in both modes, are exact and finite everywhere. Higher derivatives
 (`hessian`, second-order `check_grads`) differentiate the tangent rule itself, which
 goes through eigh's own derivative, and that divides by θ_i - θ_j: exact for distinct
 eigenvalues, but the relative error grows like ε/gap as two eigenvalues approach each
-other (measured in float64: 4e-8 at a gap of 1e-8, 4e-4 at 1e-12), and at a repeated
-eigenvalue the result is NaN (λ = 0, where they are exactly equal) or wrong (equal up
-to rounding). Use method="pade" for second derivatives at or near repeated eigenvalues.
+other (docs/benchmarks.md, "Second derivatives near repeated eigenvalues"), and at a
+repeated eigenvalue the result is NaN (λ = 0, where they are exactly equal) or wrong
+(equal up to rounding). Use method="pade" for second derivatives at or near repeated
+eigenvalues.
 
 The other backend, "pade", is `jax.scipy.linalg.expm` (Padé approximant with scaling
 and squaring) differentiated by JAX in both modes; `choose_method` picks between the
@@ -46,7 +47,6 @@ two for `method="auto"` (docs/benchmarks.md, "Choosing a backend", has the timin
 
 from __future__ import annotations
 
-import functools
 import math
 
 import jax
@@ -56,15 +56,15 @@ import numpy as np
 from lie_unitary import algebra
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["METHODS", "choose_method", "expm_skew_hermitian", "expm_skew_symmetric",
-           "orthogonal_from_lambdas", "unitary_from_lambdas"]
+__all__ = ["METHODS", "check_method", "choose_method", "expm_skew_hermitian",
+           "expm_skew_symmetric", "orthogonal_from_lambdas", "unitary_from_lambdas"]
 
 METHODS = ("auto", "eigh", "pade")
 
-# GPU/TPU: one eigh costs about 0.5 ms at any small n and Padé's matmuls are cheap, so
-# Padé wins for ONE large matrix; batches favour eigh (one H200 run of bench_expm.py).
+# GPU/TPU: Padé for ONE matrix from this size on.
 _ACCELERATOR_PADE_MIN_N = 128
-# CPU, one REAL matrix: Padé on the real matrix beats the complex eigh from n = 16 on.
+# CPU: Padé for ONE real matrix from this size on (it runs on the real matrix, while
+# eigh needs the complex i·A).
 _CPU_REAL_PADE_MIN_N = 16
 
 
@@ -72,28 +72,21 @@ def choose_method(n: int, batch_size: int = 1, backend: str | None = None,
                   real: bool = False) -> str:
   """The backend `method="auto"` uses for a (batch_size, n, n) input: "eigh" or "pade".
 
-  A static rule (Python ints, decided at trace time) from timings of `jax.value_and_grad`
-  and `jax.jvp` through `unitary_from_lambdas` (docs/benchmarks.md, "Choosing a backend"):
+  A static rule (Python ints, decided at trace time):
 
-  - CPU: always "eigh". On two cores its reverse mode was faster than Padé autodiff at
-    every measured size, n = 2 to 256: 1.0–2.0× for one matrix (n ≤ 32), 2.3–6.8× for
-    16 vmapped; forward mode (jvp) was about even for one matrix (pade/eigh 0.68–1.66,
-    median 1.13) and 1.7–5.4× faster by eigh for 16.
-  - GPU/TPU (any other backend): "pade" for a single matrix (batch_size == 1) with
-    n ≥ 128, else "eigh". From one H200 run (reverse mode): one matrix of n ≥ 128 was
-    1.3–1.5× faster by Padé, one of n ≤ 64 faster or even by eigh, and 16 vmapped
-    matrices up to n = 128 2–6× faster by eigh. The crossover between n = 64 and 128,
-    other batch sizes, n > 256, forward mode and TPUs were not measured; timing them
-    (scripts/bench_expm_methods.py) would refine the rule.
-
-  - Real skew-symmetric input (`orthogonal_from_lambdas`, `expm_skew_symmetric`,
-    ``real=True``): Padé runs on the real matrix while eigh needs a complex one, so one
-    matrix of n ≥ 16 takes "pade" on CPU too (pade/eigh 0.46–0.99 in reverse mode at
-    n = 16–256); batches keep "eigh" (1.2–2.4× faster for 16 vmapped).
+  - A batch (batch_size > 1): "eigh", on every backend.
+  - One matrix on CPU: "eigh"; for a real skew-symmetric one (``real=True``:
+    `orthogonal_from_lambdas`, `expm_skew_symmetric`) "pade" from n ≥ 16 on.
+  - One matrix on GPU/TPU (any backend but CPU): "pade" from n ≥ 128 on, else "eigh",
+    complex or real.
 
   Under `jax.vmap` a map sees ONE matrix, so "auto" decides as for batch_size 1: pass
   method="eigh" explicitly when vmapping matrices of n ≥ 128 on an accelerator, or
   real ones of n ≥ 16 (the library's parametrizations and experiments do).
+
+  The thresholds come from timings of `jax.value_and_grad` and `jax.jvp` through the
+  maps; docs/benchmarks.md, "Choosing a backend", has the measurements, the commands,
+  and what was not measured.
 
   Args:
     n: matrix size, an integer ≥ 1.
@@ -118,21 +111,29 @@ def choose_method(n: int, batch_size: int = 1, backend: str | None = None,
   return "pade" if n >= _ACCELERATOR_PADE_MIN_N else "eigh"
 
 
-def _check_method(method) -> None:
+def check_method(method) -> str:
+  """Checks a ``method`` argument of the maps: one of `METHODS`.
+
+  Args:
+    method: "auto", "eigh" or "pade".
+
+  Returns:
+    `method`, unchanged.
+
+  Raises:
+    ValueError: if `method` is not one of `METHODS` (a non-string included).
+  """
   if not isinstance(method, str) or method not in METHODS:
     raise ValueError(f"method must be one of {METHODS}; got {method!r}.")
+  return method
 
 
 def _resolve_method(method, shape, real=False) -> str:
   """"eigh" or "pade" for an input whose matrices are (..., n, n) with `shape`."""
-  _check_method(method)
+  check_method(method)
   if method == "auto":
     return choose_method(shape[-1], math.prod(shape[:-2]), real=real)
   return method
-
-
-def _mT(x):
-  return jnp.swapaxes(x, -1, -2)
 
 
 def _pade(skew) -> jax.Array:
@@ -161,13 +162,13 @@ def _spectral_jvp(hermitian, dk, symmetrize):
   sinc = jnp.sinc(half_gap / jnp.asarray(jnp.pi, theta.dtype)).astype(w.dtype)
   # Associated right to left, so that the transpose (reverse mode) runs left to right:
   # K̄ = (conj(W) [((Wpᵀ Ḡ) Wq) ∘ S]) Wᵀ.
-  inner = mm(jnp.conj(_mT(w)), mm(dk, w)) * sinc
-  return mm(wp, _mT(wq)), mm(wp, mm(inner, _mT(wq)))
+  inner = mm(jnp.conj(jnp.matrix_transpose(w)), mm(dk, w)) * sinc
+  return mm(wp, jnp.matrix_transpose(wq)), mm(wp, mm(inner, jnp.matrix_transpose(wq)))
 
 
 def _eigh_unitary(hermitian, symmetrize):
   _, _, wp, wq = _spectral_factors(hermitian, symmetrize)
-  return mm(wp, _mT(wq))
+  return mm(wp, jnp.matrix_transpose(wq))
 
 
 @jax.custom_jvp
@@ -179,16 +180,8 @@ def _expm_skew_hermitian(skew):
 def _expm_skew_hermitian_jvp(primals, tangents):
   (skew,), (d_skew,) = primals, tangents
   # Only the skew-Hermitian part of L reaches the output (eigh symmetrises i·L).
-  dk = 0.5 * (d_skew - jnp.conj(_mT(d_skew)))
+  dk = 0.5 * (d_skew - jnp.conj(jnp.matrix_transpose(d_skew)))
   return _spectral_jvp(1j * skew, dk, True)
-
-
-@functools.lru_cache(maxsize=None)
-def _scatter_positions(n: int):
-  """Flat positions in L of the diagonal, the upper (r, s) and the lower (s, r), r < s."""
-  rows, cols = np.triu_indices(n, 1)
-  return tuple(p.astype(np.int32) for p in (np.arange(n) * (n + 1), rows * n + cols,
-                                             cols * n + rows))
 
 
 def _skew_hermitian_by_scatter(lam):
@@ -201,7 +194,7 @@ def _skew_hermitian_by_scatter(lam):
   n = algebra.n_from_num_lambdas(lam.shape[-1])
   m = n * (n - 1) // 2
   diag, sym, anti = jnp.split(lam, [n, n + m], axis=-1)
-  on_diag, upper, lower = _scatter_positions(n)
+  on_diag, upper, lower = algebra.entry_positions(n)
   flat = jnp.zeros(lam.shape[:-1] + (n * n,), algebra.complex_dtype_for(lam.dtype))
   for positions, block in ((on_diag, jax.lax.complex(jnp.zeros_like(diag), diag)),
                            (upper, jax.lax.complex(anti, sym)),
@@ -252,7 +245,7 @@ def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
   """
   skew = algebra.as_complex_square(skew, "skew")
   if _resolve_method(method, skew.shape) == "pade":
-    return _pade(0.5 * (skew - jnp.conj(_mT(skew))))
+    return _pade(0.5 * (skew - jnp.conj(jnp.matrix_transpose(skew))))
   return _expm_skew_hermitian(skew)
 
 
@@ -262,17 +255,19 @@ def unitary_from_lambdas(lam, method: str = "auto") -> jax.Array:
   Derivatives in both modes, as `expm_skew_hermitian`.
 
   Args:
-    lam: real array (..., n²) of u(n) coefficients in the order of `basis(n)`.
+    lam: real array (..., n²) of u(n) coefficients in the order of `basis(n)`, float32
+      or float64 (integers are promoted).
     method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`.
 
   Returns:
     Complex array (..., n, n), unitary; complex64 for float32 λ, complex128 for float64.
 
   Raises:
-    ValueError: if `lam` is complex or its last axis is not a perfect square, or
-      `method` is not one of `METHODS`.
+    ValueError: if `lam` is complex, half precision (float16, bfloat16) or its last
+      axis is not a perfect square (`algebra.check_lambdas`), or `method` is not one
+      of `METHODS`.
   """
-  _check_method(method)
+  check_method(method)
   lam = algebra.check_lambdas(lam)
   n = algebra.n_from_num_lambdas(lam.shape[-1])
   if _resolve_method(method, lam.shape[:-1] + (n, n)) == "pade":
@@ -288,17 +283,18 @@ def orthogonal_from_lambdas(mu, method: str = "auto") -> jax.Array:
   both modes, as `expm_skew_hermitian`.
 
   Args:
-    mu: real array (..., n(n-1)/2); see `lambdas_to_skew_symmetric` for the order.
+    mu: real array (..., n(n-1)/2), float32 or float64 (integers are promoted); see
+      `lambdas_to_skew_symmetric` for the order.
     method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`.
 
   Returns:
     Real array (..., n, n) of the same dtype, orthogonal with determinant +1.
 
   Raises:
-    ValueError: if `mu` is complex or its length is not n(n-1)/2 for an integer n ≥ 2,
-      or `method` is not one of `METHODS`.
+    ValueError: if `mu` is complex, half precision (float16, bfloat16) or its length is
+      not n(n-1)/2 for an integer n ≥ 2, or `method` is not one of `METHODS`.
   """
-  _check_method(method)
+  check_method(method)
   return _expm_real_skew(algebra.lambdas_to_skew_symmetric(mu), method)
 
 
@@ -324,15 +320,15 @@ def expm_skew_symmetric(skew, method: str = "auto") -> jax.Array:
     Real array (..., n, n) of the input's float dtype, orthogonal with determinant +1.
 
   Raises:
-    ValueError: if `skew` is complex or not a square matrix, or `method` is not one of
-      `METHODS`.
+    ValueError: if `skew` is complex, half precision (float16, bfloat16) or not a
+      square matrix, or `method` is not one of `METHODS`.
   """
-  _check_method(method)
-  skew = jnp.asarray(skew)
+  check_method(method)
+  skew = algebra.as_square_matrix(skew, "skew")
   if jnp.iscomplexobj(skew):
     raise ValueError(f"skew must be real (use expm_skew_hermitian for complex); got {skew.dtype}.")
-  if skew.ndim < 2 or skew.shape[-1] != skew.shape[-2]:
-    raise ValueError(f"skew must be square (..., n, n); got {skew.shape=}.")
-  if not jnp.issubdtype(skew.dtype, jnp.floating):
+  if jnp.issubdtype(skew.dtype, jnp.floating):
+    algebra.check_real_dtype(skew.dtype, "skew's dtype")
+  else:
     skew = skew.astype(jnp.result_type(float))
-  return _expm_real_skew(0.5 * (skew - _mT(skew)), method)
+  return _expm_real_skew(0.5 * (skew - jnp.matrix_transpose(skew)), method)

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from lie_unitary import composition
 from lie_unitary import expm
 
-__all__ = ["GENERATORS", "random_unitary", "random_arjovsky_params"]
+__all__ = ["GENERATORS", "random_arjovsky_params", "random_unitary"]
 
 GENERATORS = ("qr", "haar", "lie", "composition")
 

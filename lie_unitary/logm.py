@@ -22,15 +22,11 @@ __all__ = ["lambdas_from_unitary", "log_from_eigendecomposition", "log_unitary",
 _MIXING = (0.5772156649, -1.6180339887)  # two unrelated constants
 
 
-def _mT(x):
-  return jnp.swapaxes(x, -1, -2)
-
-
 def _eigen_with(u, c):
-  uh = jnp.conj(_mT(u))
+  uh = jnp.conj(jnp.matrix_transpose(u))
   herm = 0.5 * (u + uh) + (c / 2j) * (u - uh)
   _, w = jnp.linalg.eigh(herm)
-  d = mm(mm(jnp.conj(_mT(w)), u), w)
+  d = mm(mm(jnp.conj(jnp.matrix_transpose(w)), u), w)
   diag = jnp.diagonal(d, axis1=-2, axis2=-1)
   off = jnp.sum(jnp.abs(d) ** 2, axis=(-2, -1)) - jnp.sum(jnp.abs(diag) ** 2, axis=-1)
   return jnp.angle(diag), w, off  # principal branch, (-π, π]
@@ -69,7 +65,7 @@ def log_from_eigendecomposition(phases, w) -> jax.Array:
   Returns:
     Complex array (..., n, n), skew-Hermitian (up to rounding).
   """
-  return mm(w * (1j * phases).astype(w.dtype)[..., None, :], jnp.conj(_mT(w)))
+  return mm(w * (1j * phases).astype(w.dtype)[..., None, :], jnp.conj(jnp.matrix_transpose(w)))
 
 
 def log_unitary(u) -> jax.Array:

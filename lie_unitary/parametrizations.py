@@ -48,6 +48,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
+from lie_unitary import algebra
 from lie_unitary import composition
 from lie_unitary import expm
 from lie_unitary import principal_branch
@@ -79,10 +80,7 @@ class Parametrization(NamedTuple):
 def _check_init_args(n, dtype):
   if isinstance(n, bool) or not isinstance(n, int) or n < 1:
     raise ValueError(f"n must be a positive integer; got {n!r}.")
-  dtype = jnp.dtype(dtype)
-  if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
-    raise ValueError(f"parameter dtype must be float32 or float64; got {dtype}.")
-  return dtype
+  return algebra.check_real_dtype(dtype, "parameter dtype")
 
 
 def _ones_like(params, constants):
@@ -109,9 +107,7 @@ def polar_unitary(matrix) -> jax.Array:
   Raises:
     ValueError: if `matrix` is not square.
   """
-  matrix = jnp.asarray(matrix)
-  if matrix.ndim < 2 or matrix.shape[-1] != matrix.shape[-2]:
-    raise ValueError(f"matrix must be square (..., n, n); got {matrix.shape=}.")
+  matrix = algebra.as_square_matrix(matrix, "matrix")
   p, _, qh = jnp.linalg.svd(matrix, full_matrices=False)
   return mm(p, qh)
 

@@ -135,7 +135,7 @@ def principal_lambdas(lam) -> jax.Array:
   theta, w = jnp.linalg.eigh(algebra.lambdas_to_hermitian(lam))
   wrapped = wrap_phases(theta)
   # Coordinates whose spectrum is already principal are returned bit for bit.
-  h = mm(w * wrapped.astype(w.dtype)[..., None, :], jnp.conj(jnp.swapaxes(w, -1, -2)))
+  h = mm(w * wrapped.astype(w.dtype)[..., None, :], jnp.conj(jnp.matrix_transpose(w)))
   new = algebra.skew_hermitian_to_lambdas(-1j * h).astype(lam.dtype)
   inside = jnp.all(wrapped == theta, axis=-1, keepdims=True)
   return jnp.where(inside, lam, new)
@@ -167,9 +167,7 @@ def init_lambdas(key, n: int, scheme: str = "normal", std: float = 1.0,
     raise ValueError(f"n must be a positive integer; got {n!r}.")
   if not std >= 0 or not math.isfinite(std):
     raise ValueError(f"std must be finite and ≥ 0; got {std!r}.")
-  dtype = jnp.dtype(dtype)
-  if dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64)):
-    raise ValueError(f"dtype must be float32 or float64; got {dtype}.")
+  dtype = algebra.check_real_dtype(dtype, "dtype")
   if scheme == "normal":
     return std * jax.random.normal(key, (n * n,), dtype)
   if scheme == "zeros":
@@ -235,7 +233,7 @@ def reunitarize(u) -> jax.Array:
     Array of the same shape and dtype.
   """
   u = jnp.asarray(u)
-  gram = mm(jnp.conj(jnp.swapaxes(u, -1, -2)), u)
+  gram = mm(jnp.conj(jnp.matrix_transpose(u)), u)
   # Broadcast explicitly: batch axes must not rely on implicit rank promotion.
   eye = jnp.broadcast_to(jnp.eye(u.shape[-1], dtype=u.dtype), gram.shape)
   return mm(u, 1.5 * eye - 0.5 * gram)

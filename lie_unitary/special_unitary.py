@@ -62,12 +62,13 @@ def check_su_lambdas(mu) -> jax.Array:
   """Validates su(n) coefficients: real, rank ≥ 1, a last axis of length n² - 1, n ≥ 2.
 
   Returns:
-    `mu` as a floating array (integers promoted to the default float).
+    `mu` as a float32 or float64 array (integers promoted to the default float).
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1.
+    ValueError: if `mu` is complex, a scalar, half precision (float16, bfloat16), or
+      its last axis is not n² - 1.
   """
-  mu = algebra._as_real_coefficients(mu, "mu")
+  mu = algebra.as_real_coefficients(mu, "mu")
   n_from_num_su_lambdas(mu.shape[-1])
   return mu
 
@@ -120,7 +121,8 @@ def su_lambdas_to_skew_hermitian(mu) -> jax.Array:
     Complex array (..., n, n), traceless: complex64 for float32, complex128 for float64.
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1 for n ≥ 2.
+    ValueError: if `mu` is complex, a scalar, half precision (float16, bfloat16), or
+      its last axis is not n² - 1 for n ≥ 2.
   """
   return algebra.lambdas_to_skew_hermitian(_su_to_u_lambdas(mu))
 
@@ -160,7 +162,8 @@ def special_unitary_from_lambdas(mu, method: str = "auto") -> jax.Array:
   reads λ̄ with gathers; the chain through λ(μ) adds O(n²).
 
   Args:
-    mu: real array (..., n² - 1) of su(n) coefficients in the order of `su_basis(n)`.
+    mu: real array (..., n² - 1) of su(n) coefficients in the order of `su_basis(n)`,
+      float32 or float64 (integers are promoted).
     method: "eigh", "pade" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`.
 
   Returns:
@@ -168,8 +171,9 @@ def special_unitary_from_lambdas(mu, method: str = "auto") -> jax.Array:
     float32 μ, complex128 for float64.
 
   Raises:
-    ValueError: if `mu` is complex, a scalar, or its last axis is not n² - 1 for n ≥ 2,
-      or `method` is not one of `lie_unitary.expm.METHODS`.
+    ValueError: if `mu` is complex, a scalar, half precision (float16, bfloat16), or
+      its last axis is not n² - 1 for n ≥ 2, or `method` is not one of
+      `lie_unitary.expm.METHODS`.
   """
   return expm.unitary_from_lambdas(_su_to_u_lambdas(mu), method)
 
@@ -234,19 +238,12 @@ def su_basis(n: int, dtype=None) -> jax.Array:
   """
   if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
     raise ValueError(f"su(n) needs an integer n ≥ 2; got {n!r}.")
-  out = np.zeros((n * n - 1, n, n), np.complex128)
+  diagonal = np.zeros((n - 1, n, n), np.complex128)
   for k in range(1, n):
     scale = 1.0 / math.sqrt(k * (k + 1))
     for a in range(k):
-      out[k - 1, a, a] = 1j * scale
-    out[k - 1, k, k] = -1j * k * scale
-  j = n - 1
-  for r in range(n):
-    for s in range(r + 1, n):
-      out[j, r, s] = out[j, s, r] = 1j
-      j += 1
-  for r in range(n):
-    for s in range(r + 1, n):
-      out[j, r, s], out[j, s, r] = 1.0, -1.0
-      j += 1
-  return jnp.asarray(out, dtype=dtype or jnp.result_type(complex))
+      diagonal[k - 1, a, a] = 1j * scale
+    diagonal[k - 1, k, k] = -1j * k * scale
+  dtype = dtype or jnp.result_type(complex)
+  # Blocks 2 and 3 are u(n)'s off-diagonal elements, built entry by entry there.
+  return jnp.concatenate([jnp.asarray(diagonal, dtype), algebra.basis(n, dtype)[n:]])

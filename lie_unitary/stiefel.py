@@ -91,30 +91,19 @@ def num_semi_orthogonal_params(n: int, k: int) -> int:
 
 def _check_coefficients(lam, num: int, what: str, n: int, k: int) -> jax.Array:
   lam = jnp.asarray(lam)
-  if jnp.iscomplexobj(lam):
-    raise ValueError(
-        f"{what} must be REAL coefficients; got dtype {lam.dtype}. Store real and "
-        "imaginary parts as separate real entries.")
   if lam.ndim < 1 or lam.shape[-1] != num:
     raise ValueError(
         f"{what} for {n=}, {k=} must have shape (..., {num}); got {lam.shape=}.")
-  if not jnp.issubdtype(lam.dtype, jnp.floating):
-    lam = lam.astype(jnp.result_type(float))
-  return lam
+  return algebra.as_real_coefficients(lam, what)
 
 
 def _skew_from_blocks(a, b) -> jax.Array:
   """[[A, −Bᴴ], [B, 0]] from A (..., k, k) and B (..., n−k, k)."""
   m = b.shape[-2]
   zeros = jnp.zeros(b.shape[:-2] + (m, m), b.dtype)
-  top = jnp.concatenate([a, -jnp.conj(jnp.swapaxes(b, -1, -2))], axis=-1)
+  top = jnp.concatenate([a, -jnp.conj(jnp.matrix_transpose(b))], axis=-1)
   bottom = jnp.concatenate([b, zeros], axis=-1)
   return jnp.concatenate([top, bottom], axis=-2)
-
-
-def _check_method(method) -> None:
-  if not isinstance(method, str) or method not in expm.METHODS:
-    raise ValueError(f"method must be one of {expm.METHODS}; got {method!r}.")
 
 
 def semi_unitary_from_lambdas(lam, n: int, k: int, method: str = "auto") -> jax.Array:
@@ -135,13 +124,14 @@ def semi_unitary_from_lambdas(lam, n: int, k: int, method: str = "auto") -> jax.
     float64.
 
   Raises:
-    ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `lam` is complex,
-      if its last axis is not 2nk − k², or for an unknown method.
+    ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `lam` is complex or
+      half precision (float16, bfloat16), if its last axis is not 2nk − k², or for an
+      unknown method.
   """
   num = num_semi_unitary_params(n, k)
   n, k = int(n), int(k)
   lam = _check_coefficients(lam, num, "lam", n, k)
-  _check_method(method)
+  expm.check_method(method)
   if k == n:
     return expm.unitary_from_lambdas(lam, method=method)
   m = (n - k) * k
@@ -170,13 +160,14 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto") -> ja
     Real array (..., n, k) of μ's dtype with QᵀQ = I_k.
 
   Raises:
-    ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `mu` is complex,
-      if its last axis is not nk − k(k+1)/2, or for an unknown method.
+    ValueError: if n or k is not an integer or not 1 ≤ k ≤ n, if `mu` is complex or
+      half precision (float16, bfloat16), if its last axis is not nk − k(k+1)/2, or for
+      an unknown method.
   """
   num = num_semi_orthogonal_params(n, k)
   n, k = int(n), int(k)
   mu = _check_coefficients(mu, num, "mu", n, k)
-  _check_method(method)
+  expm.check_method(method)
   batch = mu.shape[:-1]
   if k == n:
     if n == 1:
@@ -189,7 +180,8 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto") -> ja
   b = mu[..., num_a:].reshape(batch + (n - k, k))
   skew = _skew_from_blocks(a, b)
   if method == "auto":
-    # Not the real square rule: Padé on [[A, −Bᵀ], [B, 0]] measured 2-2.4× slower than
-    # eigh for one 512 → 128 or 256 → 64 map on CPU (docs/benchmarks.md).
+    # Not the real square rule: Padé on [[A, −Bᵀ], [B, 0]] (a large norm, many
+    # squarings) was slower than eigh for the rectangular maps timed on CPU
+    # (docs/benchmarks.md, "Choosing a backend").
     method = expm.choose_method(n, math.prod(batch) if batch else 1)
   return expm.expm_skew_symmetric(skew, method=method)[..., :, :k]

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import lie_unitary as lu
+from lie_unitary import algebra
 
 pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
 
@@ -159,3 +160,87 @@ def test_gathers_work_after_a_float64_trace():
     jax.jit(lu.skew_hermitian_to_lambdas)(jnp.eye(3, dtype=jnp.complex128))
   lam = lu.skew_hermitian_to_lambdas(1j * jnp.eye(3, dtype=jnp.complex64))
   np.testing.assert_array_equal(lam, np.r_[np.ones(3), np.zeros(6)].astype(np.float32))
+
+
+HALF_PRECISION = [jnp.float16, jnp.bfloat16]
+
+# Every public map of coefficients in this module, with coefficients of the right length.
+_COEFFICIENT_MAPS = {
+    "check_lambdas": lambda d: algebra.check_lambdas(jnp.ones(4, d)),
+    "lambdas_to_skew_hermitian": lambda d: lu.lambdas_to_skew_hermitian(jnp.ones(4, d)),
+    "lambdas_to_hermitian": lambda d: algebra.lambdas_to_hermitian(jnp.ones(4, d)),
+    "lambdas_to_skew_symmetric": lambda d: lu.lambdas_to_skew_symmetric(jnp.ones(3, d)),
+    "lambdas_from_original_order": lambda d: lu.lambdas_from_original_order(jnp.ones(4, d)),
+    "lambdas_to_original_order": lambda d: lu.lambdas_to_original_order(jnp.ones(4, d)),
+    "change_basis": lambda d: lu.change_basis(jnp.ones(4, d), jnp.eye(4)),
+    "as_real_coefficients": lambda d: algebra.as_real_coefficients(jnp.ones(4, d)),
+}
+
+
+@pytest.mark.parametrize("dtype", HALF_PRECISION)
+@pytest.mark.parametrize("name", sorted(_COEFFICIENT_MAPS))
+def test_half_precision_coefficients_raise(name, dtype):
+  expected = rf"float32 or float64; got {jnp.dtype(dtype).name}\. Half precision"
+  with pytest.raises(ValueError, match=expected):
+    _COEFFICIENT_MAPS[name](dtype)
+
+
+@pytest.mark.parametrize("name", sorted(_COEFFICIENT_MAPS))
+def test_complex_coefficients_raise(name):
+  with pytest.raises(ValueError, match="REAL coefficients; got dtype complex64"):
+    _COEFFICIENT_MAPS[name](jnp.complex64)
+
+
+def test_integer_coefficients_are_promoted_to_the_default_float():
+  # L for λ = (1, 2, 3, 4), n = 2: i·diag(1, 2), 3i on the off-diagonal, then +4 / -4.
+  expected = np.array([[1j, 3j + 4], [3j - 4, 2j]])
+  for dtype in (jnp.int32, jnp.uint8):
+    skew = lu.lambdas_to_skew_hermitian(jnp.array([1, 2, 3, 4], dtype))
+    assert skew.dtype == jnp.complex64
+    np.testing.assert_array_equal(skew, expected)
+  assert algebra.as_real_coefficients(jnp.array([1, 2], jnp.int32)).dtype == jnp.float32
+  np.testing.assert_array_equal(lu.lambdas_to_skew_symmetric(np.array([2])), [[0, 2], [-2, 0]])
+
+
+def test_check_real_dtype():
+  assert algebra.check_real_dtype(jnp.float32) == np.dtype(np.float32)
+  assert algebra.check_real_dtype("float64") == np.dtype(np.float64)
+  for dtype in HALF_PRECISION:
+    with pytest.raises(ValueError, match="param_dtype=jnp.float32"):
+      algebra.check_real_dtype(dtype, "param")
+  for dtype in (jnp.int32, jnp.complex64, bool):
+    with pytest.raises(ValueError, match=r"^x must be float32 or float64; got \w+\.$"):
+      algebra.check_real_dtype(dtype, "x")
+  with pytest.raises(ValueError, match="must be float32 or float64; got 'no such dtype'"):
+    algebra.check_real_dtype("no such dtype")
+
+
+@pytest.mark.parametrize("n", [1, 2, 5])
+def test_entry_positions(n):
+  diagonal, upper, lower = algebra.entry_positions(n)
+  rows, cols = np.triu_indices(n, 1)
+  np.testing.assert_array_equal(np.divmod(diagonal, n), (np.arange(n), np.arange(n)))
+  np.testing.assert_array_equal(np.divmod(upper, n), (rows, cols))
+  np.testing.assert_array_equal(np.divmod(lower, n), (cols, rows))
+  # The basis elements are nonzero exactly there: T_a at the diagonal, blocks 2 and 3
+  # at the pair's upper and lower entries.
+  flat = np.asarray(lu.basis(n)).reshape(n * n, n * n)
+  for j, a in enumerate(diagonal):
+    assert np.flatnonzero(flat[j]).tolist() == [a]
+  m = rows.size
+  for j in range(m):
+    expected = sorted([upper[j], lower[j]])
+    assert np.flatnonzero(flat[n + j]).tolist() == expected
+    assert np.flatnonzero(flat[n + m + j]).tolist() == expected
+  for p in (diagonal, upper, lower):
+    assert p.dtype == np.int32 and not p.flags.writeable
+  with pytest.raises(ValueError, match="n must be a positive integer"):
+    algebra.entry_positions(0)
+
+
+def test_as_square_matrix():
+  m = algebra.as_square_matrix(np.ones((2, 3, 3), np.float32), "m")
+  assert isinstance(m, jax.Array) and m.shape == (2, 3, 3) and m.dtype == jnp.float32
+  for shape in [(3,), (2, 3), (3, 3, 2)]:
+    with pytest.raises(ValueError, match=r"m must be square with shape \(\.\.\., n, n\)"):
+      algebra.as_square_matrix(np.ones(shape), "m")

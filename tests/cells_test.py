@@ -102,3 +102,11 @@ def test_diagonal_phases_init_gives_a_diagonal_unitary():
                              atol=1e-5)
   with pytest.raises(ValueError, match="n²"):
     lnn.diagonal_phases_init()(jax.random.key(0), (7,))
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_gurnn_half_precision_parameters_raise(dtype):
+  cell = lnn.GURNNCell(3, param_dtype=dtype)
+  h, x = jnp.zeros((2, 6), dtype), jnp.zeros((2, 4), dtype)
+  with pytest.raises(ValueError, match=rf"float32 or float64; got {jnp.dtype(dtype).name}"):
+    cell.init(jax.random.key(0), h, x)

@@ -187,3 +187,35 @@ def test_non_square_matrix_raises(shape):
 def test_bad_so_lambdas_raise():
   with pytest.raises(ValueError, match=r"n\(n-1\)/2"):
     lu.orthogonal_from_lambdas(jnp.zeros(4))
+
+
+@pytest.mark.parametrize("method", ["eigh", "pade", "auto"])
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision_raises(dtype, method):
+  name = jnp.dtype(dtype).name
+  with pytest.raises(ValueError, match=rf"lam's dtype must be float32 or float64; got {name}"):
+    lu.unitary_from_lambdas(jnp.ones(4, dtype), method=method)
+  with pytest.raises(ValueError, match=rf"mu's dtype must be float32 or float64; got {name}"):
+    lu.orthogonal_from_lambdas(jnp.ones(3, dtype), method=method)
+  with pytest.raises(ValueError, match=rf"skew's dtype must be float32 or float64; got {name}"):
+    lu.expm_skew_symmetric(jnp.ones((3, 3), dtype), method=method)
+
+
+@pytest.mark.parametrize("method", ["eigh", "pade"])
+def test_integer_coefficients_are_promoted(method):
+  # λ = e_0: U = expm(i e_0 e_0ᵀ) = diag(e^i, 1); μ = (1,): a rotation by 1 radian.
+  u = lu.unitary_from_lambdas(jnp.array([1, 0, 0, 0]), method=method)
+  assert u.dtype == jnp.complex64
+  np.testing.assert_allclose(u, np.diag([np.exp(1j), 1.0]), atol=1e-6)
+  r = lu.orthogonal_from_lambdas(jnp.array([1]), method=method)
+  assert r.dtype == jnp.float32
+  c, s = np.cos(1.0), np.sin(1.0)
+  np.testing.assert_allclose(r, [[c, s], [-s, c]], atol=1e-6)
+
+
+def test_check_method():
+  for method in lu.expm.METHODS:
+    assert lu.expm.check_method(method) == method
+  for bad in ("qr", None, 1):
+    with pytest.raises(ValueError, match="method must be one of"):
+      lu.expm.check_method(bad)

@@ -217,3 +217,16 @@ def test_isometry_report_against_closed_forms():
     lu.isometry_report(np.ones(3))
   with pytest.raises(ValueError, match="non-finite"):
     lu.isometry_report(np.array([[np.nan]]))
+
+
+@pytest.mark.parametrize("features", [3, 5])  # square, and an isometry 3 -> 5
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision_parameters_raise(dtype, features):
+  name = jnp.dtype(dtype).name
+  x = jnp.ones((2, 3))
+  layer = lu.UnitaryLinear(features, real_pairs=True, param_dtype=dtype)
+  with pytest.raises(ValueError, match=rf"lam's dtype must be float32 or float64; got {name}"):
+    layer.init(jax.random.key(0), jnp.ones((2, 6)))
+  layer = lu.OrthogonalLinear(features, param_dtype=dtype)
+  with pytest.raises(ValueError, match=rf"mu's dtype must be float32 or float64; got {name}"):
+    layer.init(jax.random.key(0), x)

@@ -162,3 +162,12 @@ def test_wrong_input_raises():
     orthogonal(jnp.ones((2,)))
   with pytest.raises(ValueError, match="use matrix"):
     orthogonal.orthogonal()
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision_parameters_raise(dtype):
+  expected = rf"param_dtype must be float32 or float64; got {jnp.dtype(dtype).name}"
+  for out_features in (3, 5):
+    for layer in (lnnx.UnitaryLinear, lnnx.OrthogonalLinear):
+      with pytest.raises(ValueError, match=expected):
+        layer(3, out_features, rngs=nnx.Rngs(0), param_dtype=dtype)

@@ -103,8 +103,9 @@ def test_bad_arguments_raise():
   p = lu.get_parametrization("lie_algebra")
   with pytest.raises(ValueError, match="positive integer"):
     p.init(jax.random.key(0), 0)
-  with pytest.raises(ValueError, match="float32 or float64"):
-    p.init(jax.random.key(0), 3, jnp.complex64)
+  for dtype in (jnp.complex64, jnp.bfloat16, jnp.float16):
+    with pytest.raises(ValueError, match="parameter dtype must be float32 or float64"):
+      p.init(jax.random.key(0), 3, dtype)
   with pytest.raises(ValueError, match="square"):
     lu.polar_unitary(jnp.zeros((2, 3)))
 

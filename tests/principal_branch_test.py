@@ -280,9 +280,12 @@ def test_init_lambdas_errors():
   for std in (-1.0, float("nan"), float("inf")):
     with pytest.raises(ValueError, match="std"):
       pb.init_lambdas(key, 3, std=std)
-  for dtype in (jnp.int32, jnp.complex64, jnp.float16):
-    with pytest.raises(ValueError, match="dtype"):
+  for dtype in (jnp.int32, jnp.complex64, jnp.float16, jnp.bfloat16):
+    with pytest.raises(ValueError, match="dtype must be float32 or float64"):
       pb.init_lambdas(key, 3, dtype=dtype)
+  for fn in (pb.spectrum, pb.principal_lambdas):
+    with pytest.raises(ValueError, match="lam's dtype must be float32 or float64"):
+      fn(jnp.ones(4, jnp.bfloat16))
 
 
 def test_lambda_initializer(x64):

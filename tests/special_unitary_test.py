@@ -187,3 +187,20 @@ def test_parametrization(x64):
   _assert_special_unitary(u, 1e-12)
   with pytest.raises(ValueError, match="n ≥ 2"):
     p.init(jax.random.key(0), 1)
+
+
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision_raises(dtype):
+  expected = rf"mu's dtype must be float32 or float64; got {jnp.dtype(dtype).name}"
+  for fn in (lu.special_unitary_from_lambdas, lu.su_lambdas_to_skew_hermitian,
+             lu.special_unitary.check_su_lambdas):
+    with pytest.raises(ValueError, match=expected):
+      fn(jnp.ones(3, dtype))
+
+
+def test_integer_coefficients_are_promoted():
+  # μ = e_1 for n = 2: D_1 = i·diag(1, -1)/√2, so U = diag(e^{i/√2}, e^{-i/√2}).
+  u = lu.special_unitary_from_lambdas(jnp.array([1, 0, 0]))
+  assert u.dtype == jnp.complex64
+  phase = np.exp(1j / np.sqrt(2))
+  np.testing.assert_allclose(u, np.diag([phase, np.conj(phase)]), atol=1e-6)

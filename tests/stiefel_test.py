@@ -186,3 +186,22 @@ def test_bad_input_raises():
     lu.semi_orthogonal_from_lambdas(jnp.float64(0.0), 3, 1)
   with pytest.raises(ValueError, match="method must be one of"):
     lu.semi_orthogonal_from_lambdas(jnp.zeros(0), 1, 1, method="qr")
+
+
+@pytest.mark.parametrize("n, k", [(3, 1), (3, 3)])
+@pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
+def test_half_precision_raises(dtype, n, k):
+  name = jnp.dtype(dtype).name
+  lam = jnp.ones(lu.num_semi_unitary_params(n, k), dtype)
+  with pytest.raises(ValueError, match=rf"lam's dtype must be float32 or float64; got {name}"):
+    lu.semi_unitary_from_lambdas(lam, n, k)
+  mu = jnp.ones(lu.num_semi_orthogonal_params(n, k), dtype)
+  with pytest.raises(ValueError, match=rf"mu's dtype must be float32 or float64; got {name}"):
+    lu.semi_orthogonal_from_lambdas(mu, n, k)
+
+
+def test_integer_coefficients_are_promoted():
+  # n = 2, k = 1, real: A is empty (so(1)), B = (1,): the first column of a rotation by 1.
+  q = lu.semi_orthogonal_from_lambdas(jnp.array([1]), 2, 1)
+  assert q.dtype == jnp.float64  # the default float under this module's x64
+  np.testing.assert_allclose(q, [[np.cos(1.0)], [np.sin(1.0)]], atol=1e-12)

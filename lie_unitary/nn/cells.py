@@ -155,8 +155,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     features: n, the number of complex units (state size 2n, n² coefficients λ).
     beta: the scale β of U (1 for guRNN₁; 1.4 adding / 1.05 memory for guRNN_β).
     activation: 'relu', 'tanh', 'identity' (elementwise on the 2n reals) or
-      'modrelu' (per complex unit, with its own hand-written reverse pass; a
-      training step took 1.45x relu's at T = 100, n = 30, batch 20).
+      'modrelu' (per complex unit, with its own hand-written reverse pass; slower
+      per step than relu: docs/rnn.md has the timings).
     h0: 'random' (U(±sqrt(3/(2n))) per sequence, from the key given to
       `initialize_carry`: pass a fresh key per forward pass) or 'zeros'.
     unconstrained: replace U by a free real 2n×2n matrix (orthogonal init): the same
@@ -165,7 +165,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       (`lie_unitary.principal_branch.lambda_initializer` gives the zeros and Haar
       inits).
     kernel_init: initializer of V_re and V_im.
-    param_dtype: float32 (U complex64) or float64.
+    param_dtype: float32 (U complex64) or float64; half precision raises ValueError
+      at `init`.
     rebased: U = U₀ · U(λ) with a base U₀ (n, n), complex of param_dtype's
       precision, held in the variable collection ``"lie_base"`` (`BASE_COLLECTION`;
       identity at init, not a parameter: no gradient reaches it). The dynamic

@@ -37,6 +37,7 @@ from jax.experimental.pallas import triton as pltriton
 import jax.numpy as jnp
 
 from lie_unitary.nn import recurrence
+from lie_unitary.nn import recurrence_parts as parts
 
 __all__ = ["fused_elementwise_recurrence", "fused_modrelu_recurrence"]
 
@@ -149,7 +150,7 @@ def _elementwise_reverse_kernel(wt_ref, ct_ref, hs_ref, deltas_ref, *, activatio
   def body(i, delta_next):
     t = L - 1 - i
     back = _chunked_product(delta_next, wt_ref, cols)
-    delta = tuple((ct_ref[t, :, c] + g) * recurrence._activation_derivative_from_output(
+    delta = tuple((ct_ref[t, :, c] + g) * parts.activation_derivative_from_output(
         activation, hs_ref[t, :, c]) for g, c in zip(back, cols))
     for dj, c in zip(delta, cols):
       deltas_ref[t, :, c] = dj
@@ -197,7 +198,7 @@ def _fused_bwd(activation, bb, interpret, res, ct_hs):
                              chunk=_chunking(H)[0])
   deltas = _elementwise_call(kernel, L, Bp, Hp, bb, ct.dtype, interpret,
                              with_h0=False)(wt, ct, hs_padded)[:, :B, :H]
-  return (recurrence._transition_cotangent(h0, hs, deltas), deltas[0] @ transition.T,
+  return (parts.transition_cotangent(h0, hs, deltas), deltas[0] @ transition.T,
           deltas)
 
 
@@ -230,7 +231,7 @@ def fused_elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH,
       compiled (not interpreted) call on a backend other than GPU.
   """
   recurrence.elementwise_activation(activation)
-  recurrence._check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  parts.check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
   bb = _batch_block(h0_BxH.shape[0], block_batch)
   return _fused(transition_HxH, h0_BxH, projected_LxBxH, activation, bb,
                 _interpret(interpret))
@@ -251,7 +252,7 @@ def _modrelu_forward_kernel(w_ref, bias_ref, h0_ref, p_ref, hs_ref, rs_ref, *, c
     for j in range(half):
       cx, cy = cols[j], cols[half + j]
       a, c = pre[j] + p_ref[t, :, cx], pre[half + j] + p_ref[t, :, cy]
-      r = jnp.sqrt(a * a + c * c + recurrence._MODRELU_EPS)
+      r = jnp.sqrt(a * a + c * c + parts.MODRELU_EPS)
       s = jnp.maximum(r + bias_ref[:, cx], 0) / r
       xs.append(a * s)
       ys.append(c * s)
@@ -336,7 +337,7 @@ def _fused_modrelu_bwd(bb, interpret, res, ct_hs):
       out_specs=seq(Hp))(wt, bias_p, ct, hs_padded, rs_padded)
   deltas = _unpad_pairs(deltas_padded[:, :B], n)
   hs, rs = _unpad_pairs(hs_padded[:, :B], n), rs_padded[:, :B, :n]
-  return recurrence._modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas)
+  return parts.modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas)
 
 
 _fused_modrelu.defvjp(_fused_modrelu_fwd, _fused_modrelu_bwd)
@@ -367,7 +368,7 @@ def fused_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, *,
     ValueError: on mismatched shapes (a bias that is not (H / 2,) included), a bad
       block_batch, or a compiled (not interpreted) call on a backend other than GPU.
   """
-  recurrence._check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n)
+  parts.check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n)
   bb = _batch_block(h0_BxH.shape[0], block_batch)
   return _fused_modrelu(transition_HxH, h0_BxH, projected_LxBxH, bias_n, bb,
                         _interpret(interpret))

@@ -45,7 +45,8 @@ class UnitaryLinear(nn.Module):
     real_pairs: read and write real [Re, Im] halves instead of complex arrays.
     lambda_init: initializer of λ; default N(0, 1) as the paper. Use
       `nn.initializers.zeros` to start at W = the first columns (rows) of I.
-    param_dtype: float32 (W complex64) or float64 (W complex128).
+    param_dtype: float32 (W complex64) or float64 (W complex128); half precision
+      raises ValueError when W is formed.
     use_bias: add a learned complex bias b.
     bias_init: initializer of the real (2k,) bias; default zeros.
   """
@@ -97,7 +98,8 @@ class OrthogonalLinear(nn.Module):
   Attributes:
     features: k, the output size, an integer ≥ 1.
     lambda_init: initializer of μ; default N(0, 1).
-    param_dtype: float32 or float64.
+    param_dtype: float32 or float64; half precision raises ValueError when W is
+      formed.
     use_bias: add a learned bias b.
     bias_init: initializer of the (k,) bias; default zeros.
   """

@@ -17,6 +17,7 @@ from flax import nnx
 import jax
 import jax.numpy as jnp
 
+from lie_unitary import algebra
 from lie_unitary.nn import weights
 
 __all__ = ["OrthogonalLinear", "UnitaryLinear"]
@@ -55,10 +56,12 @@ class UnitaryLinear(nnx.Module):
       param_dtype: float32 (W complex64) or float64 (W complex128).
 
     Raises:
-      ValueError: if a size is not an integer ≥ 1.
+      ValueError: if a size is not an integer ≥ 1, or param_dtype is not float32 or
+        float64 (half precision included).
     """
     self.in_features = weights.check_features(in_features, "in_features")
     self.out_features = weights.check_features(out_features, "out_features")
+    param_dtype = algebra.check_real_dtype(param_dtype, "param_dtype")
     self.real_pairs = bool(real_pairs)
     num = weights.num_unitary_weight_params(self.in_features, self.out_features)
     self.lam = nnx.Param(lambda_init(rngs.params(), (num,), param_dtype))
@@ -118,10 +121,12 @@ class OrthogonalLinear(nnx.Module):
       param_dtype: float32 or float64.
 
     Raises:
-      ValueError: if a size is not an integer ≥ 1.
+      ValueError: if a size is not an integer ≥ 1, or param_dtype is not float32 or
+        float64 (half precision included).
     """
     self.in_features = weights.check_features(in_features, "in_features")
     self.out_features = weights.check_features(out_features, "out_features")
+    param_dtype = algebra.check_real_dtype(param_dtype, "param_dtype")
     num = weights.num_orthogonal_weight_params(self.in_features, self.out_features)
     self.mu = nnx.Param(lambda_init(rngs.params(), (num,), param_dtype))
     self.bias = (nnx.Param(bias_init(rngs.params(), (self.out_features,), param_dtype))

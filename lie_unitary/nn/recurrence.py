@@ -21,13 +21,14 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
+from lie_unitary.nn import recurrence_parts as parts
+
 __all__ = [
     "elementwise_activation", "elementwise_recurrence", "modrelu", "modrelu_pairs",
     "modrelu_recurrence",
 ]
 
 _ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "identity": lambda x: x}
-_MODRELU_EPS = 1e-5  # under the square root of |z|²: finite gradients at z = 0
 
 
 def elementwise_activation(name: str) -> Callable[[jax.Array], jax.Array]:
@@ -45,15 +46,6 @@ def elementwise_activation(name: str) -> Callable[[jax.Array], jax.Array]:
   if name not in _ACTIVATIONS:
     raise ValueError(f"unknown activation {name!r}; choose from {sorted(_ACTIVATIONS)}.")
   return _ACTIVATIONS[name]
-
-
-def _activation_derivative_from_output(name: str, h):
-  """f'(a) written in h = f(a): relu (h > 0), tanh 1 - h², identity 1."""
-  if name == "relu":
-    return (h > 0).astype(h.dtype)
-  if name == "tanh":
-    return 1 - h * h
-  return jnp.ones_like(h)
 
 
 def _recurrence_forward(transition, h0, projected, activation, unroll):
@@ -83,39 +75,16 @@ def _recurrence_bwd(activation, unroll, res, ct_hs):
   def body(delta_next, inputs):
     ct_h, h = inputs
     # f'(a_t) from h_t inside the loop: no separate pass over an (L, B, H) array.
-    delta = (ct_h + delta_next @ transition_t) * _activation_derivative_from_output(
+    delta = (ct_h + delta_next @ transition_t) * parts.activation_derivative_from_output(
         activation, h)
     return delta, delta
 
   delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, hs),
                                      reverse=True, unroll=unroll)
-  return _transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas
-
-
-def _transition_cotangent(h0, hs, deltas):
-  """W̄ = Σ_t h_{t-1}ᵀ δ_t as h_0ᵀ δ_1 plus ONE (H, (L-1)·B) @ ((L-1)·B, H) matmul:
-  XLA's CPU dot is ~2.5× faster on this 2-D form than on the einsum contracting two
-  axes (measured)."""
-  H = h0.shape[-1]
-  return h0.T @ deltas[0] + hs[:-1].reshape(-1, H).T @ deltas[1:].reshape(-1, H)
+  return parts.transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas
 
 
 _recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
-
-
-def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH):
-  H = transition_HxH.shape[-1]
-  if (transition_HxH.shape != (H, H) or h0_BxH.ndim != 2 or h0_BxH.shape[-1] != H
-      or projected_LxBxH.ndim != 3 or projected_LxBxH.shape[1:] != h0_BxH.shape):
-    raise ValueError(f"expected (H, H), (B, H), (L, B, H); got {transition_HxH.shape=}, "
-                     f"{h0_BxH.shape=}, {projected_LxBxH.shape=}.")
-
-
-def _check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n):
-  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
-  if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
-    raise ValueError(f"expected a bias (H / 2,) for states (B, H); got {bias_n.shape=}, "
-                     f"{h0_BxH.shape=}.")
 
 
 def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: str = "relu",
@@ -124,9 +93,8 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
 
   The reverse pass runs one loop of δ_t = (h̄_t + δ_{t+1} Wᵀ) ⊙ f'(a_t) (one small
   matmul per step) and forms W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop,
-  where autodiff of `lax.scan` accumulates it step by step (measured ~20-25% faster
-  for the whole recurrence at L = 100, B = 20, H = 60 on 2 CPU cores).
-  A `jax.custom_vjp`: reverse mode only.
+  where autodiff of `lax.scan` accumulates it step by step (faster than that
+  autodiff: docs/rnn.md). A `jax.custom_vjp`: reverse mode only.
 
   Args:
     transition_HxH: real (H, H) W (row-vector convention: h @ W), float32 or float64.
@@ -142,11 +110,11 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
     ValueError: on mismatched shapes or an unknown activation.
   """
   elementwise_activation(activation)
-  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  parts.check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
   return _recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation, unroll)
 
 
-def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
+def modrelu(z, bias, eps: float = parts.MODRELU_EPS) -> jax.Array:
   """modReLU(z) = relu(|z| + b) z / |z| (Arjovsky et al. 2016), smooth at z = 0.
 
   Zero where |z| + b ≤ 0; elsewhere the phase of z kept and the modulus shifted by b.
@@ -163,7 +131,7 @@ def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
   return z * (jax.nn.relu(norm + bias) / norm).astype(z.dtype)
 
 
-def modrelu_pairs(pre_Bx2n, bias_n, eps: float = _MODRELU_EPS) -> jax.Array:
+def modrelu_pairs(pre_Bx2n, bias_n, eps: float = parts.MODRELU_EPS) -> jax.Array:
   """`modrelu` on complex vectors held as real pairs [Re z, Im z].
 
   Args:
@@ -184,7 +152,7 @@ def _modrelu_step(h, p, transition, bias):
   """One modReLU step -> (h_t, r_t): the state and each unit's r = sqrt(|z|² + eps)."""
   n = bias.shape[-1]
   pre = h @ transition + p
-  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + _MODRELU_EPS)
+  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + parts.MODRELU_EPS)
   scale = jax.nn.relu(r + bias) / r
   return pre * jnp.concatenate([scale, scale], axis=-1), r
 
@@ -209,40 +177,12 @@ def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
   return hs, (transition, h0, hs, rs, bias)
 
 
-def _modrelu_pre_activations(hs, rs, bias):
-  """From the saved states and moduli: (z, s, coef, active) of every unit and step.
-
-  Per complex unit z = (x, y), r = sqrt(x² + y² + eps), s = relu(r + b) / r, out = s z:
-  Jᵀ v = s v + coef · z (z·v), coef = (1[r + b > 0] - s) / r² (J is symmetric), and
-  ∂out/∂b · v = 1[r + b > 0] / r · (z·v). z = out / s where the unit is active; where
-  it is not, s = coef = 0 and b̄'s term is 0, so z may be anything (0 here).
-  """
-  two = lambda a: jnp.concatenate([a, a], axis=-1)
-  active = rs + bias > 0
-  s = jax.nn.relu(rs + bias) / rs
-  pre = hs / two(jnp.where(active, s, 1))  # z, off the loop (no second matmul)
-  coef = (active.astype(rs.dtype) - s) / (rs * rs)
-  return pre, s, coef, active
-
-
-def _modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas):
-  """(W̄, h̄_0, p̄ = δ, b̄) from the reverse loop's deltas, all after the loop."""
-  n = bias.shape[-1]
-  pre, s, coef, active = _modrelu_pre_activations(hs, rs, bias)
-  # z·δ = (z·v)(s + coef |z|²), |z|² = r² - eps: z·v from the loop's output, off the loop.
-  zd = pre[..., :n] * deltas[..., :n] + pre[..., n:] * deltas[..., n:]
-  # (s + coef |z|² > 0 where active; inactive units divide by 1 and are dropped.)
-  gain = jnp.where(active, s + coef * (rs * rs - _MODRELU_EPS), 1) * rs
-  ct_bias = jnp.sum(jnp.where(active, zd / gain, 0), axis=(0, 1))
-  return (_transition_cotangent(h0, hs, deltas), deltas[0] @ transition.T, deltas, ct_bias)
-
-
 def _modrelu_recurrence_bwd(unroll, res, ct_hs):
   transition, h0, hs, rs, bias = res
   n = bias.shape[-1]
   transition_t = transition.T
   two = lambda a: jnp.concatenate([a, a], axis=-1)
-  pre, s, coef, _ = _modrelu_pre_activations(hs, rs, bias)
+  pre, s, coef, _ = parts.modrelu_pre_activations(hs, rs, bias)
 
   def body(delta_next, inputs):
     ct_h, z, s_t, coef_t = inputs
@@ -253,7 +193,7 @@ def _modrelu_recurrence_bwd(unroll, res, ct_hs):
 
   _, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
                            reverse=True, unroll=unroll)
-  return _modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas)
+  return parts.modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas)
 
 
 _modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
@@ -286,5 +226,5 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   Raises:
     ValueError: on mismatched shapes, including a bias that is not (H / 2,).
   """
-  _check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n)
+  parts.check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n)
   return _modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, unroll)

@@ -23,7 +23,7 @@ import jax.numpy as jnp
 # How a `ScanningCell` runs its loops: `lax.scan`, or one fused Pallas kernel per loop.
 KERNELS = ("scan", "pallas")
 
-__all__ = ["FastPathCell", "ScanningCell", "SequenceModel"]
+__all__ = ["FastPathCell", "KERNELS", "ScanningCell", "SequenceModel"]
 
 
 @runtime_checkable

@@ -73,7 +73,7 @@ def unitary_weight(lam, in_features: int, out_features: int) -> jax.Array:
   """W(λ), the complex (k, n) isometry (k ≥ n) or co-isometry (k < n) of the module docstring.
 
   Args:
-    lam: real array (..., `num_unitary_weight_params(n, k)`).
+    lam: real array (..., `num_unitary_weight_params(n, k)`), float32 or float64.
     in_features: n.
     out_features: k.
 
@@ -81,19 +81,20 @@ def unitary_weight(lam, in_features: int, out_features: int) -> jax.Array:
     Complex array (..., k, n) (complex64 for float32 λ, complex128 for float64).
 
   Raises:
-    ValueError: for a size that is not an integer ≥ 1, complex λ or a wrong last axis.
+    ValueError: for a size that is not an integer ≥ 1, complex or half-precision λ
+      (float16, bfloat16), or a wrong last axis.
   """
   n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
   if k >= n:
     return stiefel.semi_unitary_from_lambdas(lam, k, n)
-  return jnp.swapaxes(stiefel.semi_unitary_from_lambdas(lam, n, k), -1, -2)
+  return jnp.matrix_transpose(stiefel.semi_unitary_from_lambdas(lam, n, k))
 
 
 def orthogonal_weight(mu, in_features: int, out_features: int) -> jax.Array:
   """W(μ), the real (k, n) isometry (k ≥ n) or co-isometry (k < n).
 
   Args:
-    mu: real array (..., `num_orthogonal_weight_params(n, k)`).
+    mu: real array (..., `num_orthogonal_weight_params(n, k)`), float32 or float64.
     in_features: n.
     out_features: k.
 
@@ -101,12 +102,13 @@ def orthogonal_weight(mu, in_features: int, out_features: int) -> jax.Array:
     Real array (..., k, n) of μ's dtype.
 
   Raises:
-    ValueError: for a size that is not an integer ≥ 1, complex μ or a wrong last axis.
+    ValueError: for a size that is not an integer ≥ 1, complex or half-precision μ
+      (float16, bfloat16), or a wrong last axis.
   """
   n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
   if k >= n:
     return stiefel.semi_orthogonal_from_lambdas(mu, k, n)
-  return jnp.swapaxes(stiefel.semi_orthogonal_from_lambdas(mu, n, k), -1, -2)
+  return jnp.matrix_transpose(stiefel.semi_orthogonal_from_lambdas(mu, n, k))
 
 
 def unitary_in_features(x, real_pairs: bool, layer: str = "UnitaryLinear") -> int:
