@@ -7,6 +7,7 @@ multiple of the block, a state that is not a power of two) and inactive modReLU 
 `SequenceModel(kernel='pallas')` must give the scan kernels' outputs and gradients.
 """
 
+import contextlib
 import math
 
 import flax.linen as nn
@@ -176,6 +177,17 @@ def test_experiment_kernel_field_trains_as_scan_and_keeps_scan_units():
     experiment.validate_config(config)
 
 
+def _abstract_gpu():
+  """From jax 0.11 Pallas asks the mesh which GPU it compiles for: name one (an H100).
+  Earlier releases read no such device (and their AbstractDevice takes no platform)."""
+  try:
+    gpu = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=132,
+                                      platform="gpu")
+  except (AttributeError, TypeError):
+    return contextlib.nullcontext()
+  return jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((), (), abstract_device=gpu))
+
+
 @pytest.mark.parametrize("activation", ["tanh", "relu", "modrelu"])
 def test_kernels_lower_through_the_triton_backend_for_cuda(activation, monkeypatch):
   # Lowered for CUDA from this CPU process (what a GPU would compile, up to PTX): the
@@ -190,10 +202,7 @@ def test_kernels_lower_through_the_triton_backend_for_cuda(activation, monkeypat
   else:
     run = lambda w: lnn.fused_elementwise_recurrence(w, h0, p, activation)
   grads = jax.vmap(jax.grad(lambda w: jnp.sum(run(w))))
-  # From jax 0.11 Pallas asks the mesh which GPU it compiles for; name one (an H100).
-  gpu = jax.sharding.AbstractDevice(device_kind="NVIDIA H100 80GB HBM3", num_cores=132,
-                                    platform="gpu")
-  with jax.sharding.use_abstract_mesh(jax.sharding.AbstractMesh((), (), abstract_device=gpu)):
+  with _abstract_gpu():
     exported = export.export(
         jax.jit(grads), platforms=["cuda"],
         disabled_checks=[export.DisabledSafetyCheck.custom_call(name)

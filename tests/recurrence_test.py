@@ -89,7 +89,9 @@ class ModReLURecurrenceTest(chex.TestCase):
 
     loss = lambda fn, *args: jnp.sum(jnp.sin(fn(*args)) * weights)
     ours_fn = self.variant(lambda *a: lnn.modrelu_recurrence(*a, 1))
-    np.testing.assert_allclose(ours_fn(w, h0, p, bias), reference(w, h0, p, bias), atol=1e-5)
+    # float32 states grow to ~1e2 here: relative agreement (hosts round differently).
+    np.testing.assert_allclose(ours_fn(w, h0, p, bias), reference(w, h0, p, bias), rtol=2e-5,
+                               atol=1e-5)
     ours = jax.grad(lambda *a: loss(ours_fn, *a), argnums=(0, 1, 2, 3))(w, h0, p, bias)
     ref = jax.grad(lambda *a: loss(reference, *a), argnums=(0, 1, 2, 3))(w, h0, p, bias)
     for a, b in zip(ours, ref):
