@@ -128,9 +128,9 @@ __all__ = [
 ]
 
 # The copy and adding problems' batch generators moved to the experiment layer
-# (`lie_unitary.experiments.rnn.tasks`); the core no longer imports it.
-_MOVED = {"adding_batch": "lie_unitary.experiments.rnn.tasks",
-          "memory_batch": "lie_unitary.experiments.rnn.tasks"}
+# (`lie_unitary.experiments.rnn.data`); the core no longer imports it.
+_MOVED = {"adding_batch": "lie_unitary.experiments.rnn.data",
+          "memory_batch": "lie_unitary.experiments.rnn.data"}
 
 
 def __getattr__(name):

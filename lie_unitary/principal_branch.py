@@ -41,11 +41,14 @@ from lie_unitary import generators
 from lie_unitary import logm
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["INIT_SCHEMES", "SpectrumStats", "basis_norms", "init_lambdas", "lambda_initializer",
-           "principal_lambdas", "rebase", "rebased_unitary", "reset_optimizer_state",
-           "reunitarize", "spectrum", "spectrum_stats", "wrap_phases"]
+__all__ = ["INIT_SCHEMES", "REFRESH_STATES", "SpectrumStats", "basis_norms", "init_lambdas",
+           "lambda_initializer", "principal_lambdas", "rebase", "rebased_unitary",
+           "reset_optimizer_state", "reunitarize", "spectrum", "spectrum_stats", "wrap_phases"]
 
 INIT_SCHEMES = ("normal", "zeros", "haar")
+# What a refresh of the chart does to the optimizer's moments: keep them, or reset
+# them (`reset_optimizer_state`).
+REFRESH_STATES = ("keep", "reset")
 
 
 class SpectrumStats(NamedTuple):

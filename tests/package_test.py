@@ -9,7 +9,7 @@ import pytest
 import lie_unitary as lu
 from lie_unitary import experiments
 from lie_unitary import nn as lnn
-from lie_unitary.experiments.rnn import tasks
+from lie_unitary.experiments.rnn import data as tasks
 
 
 @pytest.mark.slow
@@ -30,7 +30,7 @@ def test_all_names_exist_and_are_sorted(module):
 
 @pytest.mark.parametrize("name", ["adding_batch", "memory_batch"])
 def test_moved_task_generators_warn_and_still_work(name):
-  with pytest.warns(DeprecationWarning, match=f"experiments.rnn.tasks.{name}"):
+  with pytest.warns(DeprecationWarning, match=f"experiments.rnn.data.{name}"):
     fn = getattr(lu, name)
   assert fn is getattr(tasks, name)
 

@@ -13,11 +13,10 @@ launch that listed it::
 from __future__ import annotations
 
 import dataclasses
-import os
 from typing import Any
 
-from lie_unitary.experiments import provenance
 from lie_unitary.experiments import results
+from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.units import Unit
 
 __all__ = ["LoadedUnit", "load_unit", "unit_names"]
@@ -61,11 +60,11 @@ def load_unit(workdir: str, name_or_id: str) -> LoadedUnit:
   from lie_unitary.experiments import checkpoints
   current = results.current_unit_ids(workdir)
   uid = current.get(name_or_id, name_or_id)
-  for launch in reversed(provenance.read_launches(workdir)):
+  for launch in reversed(workdir_lib.read_launches(workdir)):
     for u in launch["units"]:
       if u["id"] == uid:
         unit = Unit(u["name"], u["fields"], u["target_step"])
-        folder = os.path.join(workdir, "checkpoints", unit.slug)
+        folder = workdir_lib.checkpoint_dir(workdir, unit.slug)
         ckpt = checkpoints.Checkpointer(folder)
         try:
           step = ckpt.latest_step()
@@ -75,14 +74,9 @@ def load_unit(workdir: str, name_or_id: str) -> LoadedUnit:
         finally:
           ckpt.close()
         meta_step = int(step)
-        finished = any(r.get("unit") == uid and int(r.get("step", -1)) == unit.target_step
-                       for r in _finished_records(workdir))
+        finished = (uid, unit.target_step) in workdir_lib.finished_units(workdir)
         return LoadedUnit(uid, unit.name, meta_step, state, dict(unit.fields),
                           launch["config"], finished)
   raise FileNotFoundError(f"no launch in {workdir} lists a unit {name_or_id!r}; current "
                           f"units: {sorted(current)}.")
 
-
-def _finished_records(workdir):
-  from lie_unitary.experiments import records
-  return records.read_records(os.path.join(workdir, "finished.jsonl"))

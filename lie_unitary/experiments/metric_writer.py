@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from typing import Mapping
 
-__all__ = ["MetricWriter", "make_writer"]
+__all__ = ["MetricWriter", "make_writer", "require_tensorboard"]
 
 _TENSORBOARD_HINT = "pip install lie_unitary[tensorboard]"
 
@@ -65,6 +65,15 @@ class _TensorBoardWriter(MetricWriter):
 
   def close(self) -> None:
     self._writer.close()
+
+
+def require_tensorboard() -> None:
+  """Raises ConfigError (before a run writes anything) when tensorboardX is missing."""
+  try:
+    import tensorboardX  # noqa: F401
+  except ImportError as e:
+    from lie_unitary.experiments.fields import ConfigError
+    raise ConfigError(f"--tensorboard needs tensorboardX: {_TENSORBOARD_HINT}") from e
 
 
 def make_writer(logdir: str | os.PathLike | None) -> MetricWriter:

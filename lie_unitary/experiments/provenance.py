@@ -18,7 +18,9 @@ import sys
 from typing import Any
 from typing import Sequence
 
-__all__ = ["git_commit", "provenance", "write_launch", "read_launches"]
+from lie_unitary.experiments import workdir as workdir_lib
+
+__all__ = ["git_commit", "provenance", "write_launch"]
 
 _PACKAGES = ("lie_unitary", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex",
              "numpy", "ml_collections", "absl-py")
@@ -79,7 +81,7 @@ def write_launch(workdir: str, family: str, config_json: dict, units: Sequence[A
     The path written. Earlier launches are never overwritten (NNNN increases; the
     file is created exclusively).
   """
-  folder = os.path.join(workdir, "launches")
+  folder = workdir_lib.path(workdir, workdir_lib.LAUNCHES)
   os.makedirs(folder, exist_ok=True)
   stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
   body: dict[str, Any] = {
@@ -96,16 +98,3 @@ def write_launch(workdir: str, family: str, config_json: dict, units: Sequence[A
       return path
     except FileExistsError:  # another process took that number: take the next
       stamp += "x"
-
-
-def read_launches(workdir: str) -> list[dict]:
-  """Every launch of `workdir`, oldest first ([] when there is none)."""
-  folder = os.path.join(workdir, "launches")
-  if not os.path.isdir(folder):
-    return []
-  out = []
-  for name in sorted(os.listdir(folder)):
-    if name.endswith(".json"):
-      with open(os.path.join(folder, name), encoding="utf-8") as f:
-        out.append(json.load(f))
-  return out

@@ -15,18 +15,19 @@ import time
 from typing import Any
 from typing import Iterable
 
-__all__ = ["Progress", "append_records", "read_records"]
+__all__ = ["Progress", "append_records", "read_records", "to_jsonable"]
 
 
-def _to_jsonable(value: Any) -> Any:
+def to_jsonable(value: Any) -> Any:
+  """Arrays as lists; NaN and ±inf as the strings 'nan', 'inf', '-inf' (JSON has none)."""
   if hasattr(value, "tolist"):  # numpy / jax arrays and scalars
     value = value.tolist()
   if isinstance(value, float) and not math.isfinite(value):
     return repr(value)  # JSON has no NaN/inf; keep them readable rather than invalid
   if isinstance(value, dict):
-    return {str(k): _to_jsonable(v) for k, v in value.items()}
+    return {str(k): to_jsonable(v) for k, v in value.items()}
   if isinstance(value, (list, tuple)):
-    return [_to_jsonable(v) for v in value]
+    return [to_jsonable(v) for v in value]
   return value
 
 
@@ -35,7 +36,7 @@ def append_records(path: str | os.PathLike, records: Iterable[dict]) -> None:
 
   Arrays become lists; NaN and ±inf become the strings 'nan', 'inf', '-inf'.
   """
-  lines = "".join(json.dumps(_to_jsonable(r), sort_keys=True) + "\n" for r in records)
+  lines = "".join(json.dumps(to_jsonable(r), sort_keys=True) + "\n" for r in records)
   if not lines:
     return
   os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
@@ -77,34 +78,44 @@ def _fmt(seconds: float) -> str:
 class Progress:
   """Prints one line per finished unit: its time, the elapsed total and an ETA.
 
-  The ETA averages over units computed in this process; skipped units cost nothing;
-  with `parallel` worker processes sharing the units it is divided by their number.
+  The ETA weighs the units by their relative `cost` (`units.Unit.cost`): the seconds
+  per unit of cost of the units computed in this process, times the cost still to
+  run, so a fast first unit (a baseline) does not set the pace of the trained ones.
+  Skipped units cost nothing; with `parallel` worker processes sharing the units it
+  is divided by their number.
   """
 
-  def __init__(self, total: int, printer=print, parallel: int = 1):
-    self.total = total
+  def __init__(self, costs: Iterable[float], printer=print, parallel: int = 1):
+    self._remaining = [float(c) for c in costs]
+    self.total = len(self._remaining)
+    self._left = sum(self._remaining)
     self._parallel = max(1, parallel)
     self.done = 0
     self._print = printer
     self._start = self._unit_start = time.perf_counter()
-    self._computed = 0
+    self._cost_done = 0.0
     self._compute_time = 0.0
 
-  def skip(self, label: str, reason: str = "already done") -> None:
+  def skip(self, label: str, cost: float = 0.0, reason: str = "already done") -> None:
     """Marks a unit found finished on disk (or taken by another worker process)."""
     self.done += 1
+    self._left -= cost
     self._print(f"[{self.done}/{self.total}] {label}: {reason}, skipped")
     self._unit_start = time.perf_counter()
 
-  def finish(self, label: str) -> float:
+  def finish(self, label: str, cost: float = 1.0) -> float:
     """Marks a unit computed; prints and returns its wall time in seconds."""
     now = time.perf_counter()
     unit = now - self._unit_start
     self.done += 1
-    self._computed += 1
+    self._left -= cost
+    self._cost_done += cost
     self._compute_time += unit
-    eta = self._compute_time / self._computed * (self.total - self.done) / self._parallel
+    eta = ""
+    if self.done < self.total and self._cost_done > 0:
+      seconds = self._compute_time / self._cost_done * max(self._left, 0.0) / self._parallel
+      eta = f", ETA {_fmt(seconds)}"
     self._print(f"[{self.done}/{self.total}] {label}: {unit:.1f}s "
-                f"(elapsed {_fmt(now - self._start)}, ETA {_fmt(eta)})")
+                f"(elapsed {_fmt(now - self._start)}{eta})")
     self._unit_start = now
     return unit

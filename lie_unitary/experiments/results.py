@@ -25,27 +25,13 @@ import os
 from typing import Any
 
 from lie_unitary.experiments import records as records_lib
+from lie_unitary.experiments import workdir as workdir_lib
+from lie_unitary.experiments.workdir import launch_files
 
 __all__ = ["as_records", "current_unit_ids", "launch_files", "load_results",
            "superseded_units"]
 
 _PANDAS_HINT = "pip install lie_unitary[pandas]"
-
-
-def launch_files(workdir: str | os.PathLike) -> list[str]:
-  """The launch files of `workdir`, oldest first.
-
-  Args:
-    workdir: an experiment's working directory.
-
-  Returns:
-    The paths of ``WORKDIR/launches/*.json`` sorted by file name (their ``NNNN``
-    prefix orders them); an empty list when there is no ``launches/`` folder.
-  """
-  folder = os.path.join(os.fspath(workdir), "launches")
-  if not os.path.isdir(folder):
-    return []
-  return [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".json")]
 
 
 def _launch_units(path: str) -> list[tuple[str, str]]:
@@ -108,7 +94,7 @@ def _have_pandas() -> bool:
   return True
 
 
-def load_results(workdir: str | os.PathLike, file: str = "results.jsonl", *,
+def load_results(workdir: str | os.PathLike, file: str = workdir_lib.RESULTS, *,
                  current_only: bool = True, as_frame: bool | None = None) -> Any:
   """The records of ``WORKDIR/<file>``: by default those of the current units only.
 
@@ -139,7 +125,7 @@ def load_results(workdir: str | os.PathLike, file: str = "results.jsonl", *,
   workdir = os.fspath(workdir)
   if not os.path.isdir(workdir):
     raise FileNotFoundError(f"no workdir {workdir!r}")
-  path = os.path.join(workdir, file)
+  path = workdir_lib.path(workdir, file)
   if not os.path.exists(path):
     raise FileNotFoundError(f"workdir {workdir!r} holds no {file}")
   recs = records_lib.read_records(path)

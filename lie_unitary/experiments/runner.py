@@ -45,6 +45,8 @@ from lie_unitary.experiments import interrupts
 from lie_unitary.experiments import metric_writer
 from lie_unitary.experiments import provenance
 from lie_unitary.experiments import records
+from lie_unitary.experiments import workdir as workdir_lib
+from lie_unitary.experiments.fields import ConfigError
 from lie_unitary.experiments.units import Unit
 
 __all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "get_family",
@@ -52,11 +54,6 @@ __all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "ge
 
 FAMILIES = {"operators": "lie_unitary.experiments.operators.experiment",
             "rnn": "lie_unitary.experiments.rnn.experiment"}
-FINISHED = "finished.jsonl"
-
-
-class ConfigError(ValueError):
-  """A config field that does not exist or has a bad value; the message names it."""
 
 
 class Family(Protocol):
@@ -98,13 +95,13 @@ class UnitContext:
   tensorboard: bool = False
   _writer: Any = dataclasses.field(default=None, repr=False)
 
-  def write(self, recs: Sequence[dict], file: str = "results.jsonl") -> None:
+  def write(self, recs: Sequence[dict], file: str = workdir_lib.RESULTS) -> None:
     """Appends records (fsynced), each with the unit's id, name and fields; only
     process 0 writes."""
     if jax.process_index() != 0 or not recs:
       return
     base = {"unit": self.unit.id, "unit_name": self.unit.name, **self.unit.fields}
-    records.append_records(os.path.join(self.workdir, file),
+    records.append_records(workdir_lib.path(self.workdir, file),
                            [{**base, **r} for r in recs])
 
   def scalars(self, step: int, values: dict) -> None:
@@ -113,7 +110,7 @@ class UnitContext:
       return
     if self._writer is None:
       self._writer = metric_writer.make_writer(
-          os.path.join(self.workdir, "tensorboard", self.unit.slug))
+          workdir_lib.tensorboard_dir(self.workdir, self.unit.slug))
     self._writer.scalars(int(step), {k: float(v) for k, v in values.items()})
 
   def close(self) -> None:
@@ -123,7 +120,7 @@ class UnitContext:
 
   def checkpointer(self) -> checkpoints.Checkpointer:
     """The unit's own checkpoint folder, WORKDIR/checkpoints/<unit id>."""
-    return checkpoints.Checkpointer(os.path.join(self.workdir, "checkpoints", self.unit.slug))
+    return checkpoints.Checkpointer(workdir_lib.checkpoint_dir(self.workdir, self.unit.slug))
 
   def check_stop(self) -> None:
     """Raises `interrupts.Interrupted` if a stop was requested (call after a checkpoint)."""
@@ -137,11 +134,6 @@ class RunSummary:
   computed: int = 0
   skipped: int = 0
   interrupted: bool = False
-
-
-def _finished(workdir: str) -> set[tuple[str, int]]:
-  return {(r["unit"], int(r["step"])) for r in records.read_records(
-      os.path.join(workdir, FINISHED)) if "unit" in r and "step" in r}
 
 
 def _check_units(units: Sequence[Unit]) -> None:
@@ -174,16 +166,16 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
     A `RunSummary`.
   """
   stop = stop or interrupts.StopRequest()
-  done = _finished(workdir)
-  progress = records.Progress(len(units), printer, parallel)
+  done = workdir_lib.finished_units(workdir)
+  progress = records.Progress([u.cost for u in units], printer, parallel)
   summary = RunSummary()
-  for unit in units:
+  for i, unit in enumerate(units):
     if (unit.id, unit.target_step) in done:
-      progress.skip(unit.name)
+      progress.skip(unit.name, unit.cost)
       summary.skipped += 1
       continue
     if claim is not None and not claim(unit.slug):
-      progress.skip(unit.name, "taken by another worker")
+      progress.skip(unit.name, unit.cost, "taken by another worker")
       summary.skipped += 1
       continue
     ctx = UnitContext(workdir, unit, printer, stop, tensorboard)
@@ -198,12 +190,14 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
       return summary
     ctx.close()
     if jax.process_index() == 0:
-      records.append_records(os.path.join(workdir, FINISHED), [{
+      records.append_records(workdir_lib.path(workdir, workdir_lib.FINISHED), [{
           "unit": unit.id, "name": unit.name, "step": unit.target_step,
           "seconds": round(time.perf_counter() - start, 3)}])
-    progress.finish(unit.name)
+    progress.finish(unit.name, unit.cost)
     summary.computed += 1
-    if stop.requested():
+    if stop.requested() and i + 1 < len(units):
+      printer(f"stopped ({stop.signal_name}) between units, after {unit.name}: "
+              f"{len(units) - i - 1} unit(s) not started; rerun the same command to resume.")
       summary.interrupted = True
       return summary
   return summary
@@ -236,7 +230,8 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *, num_worker
     A `RunSummary` (interrupted=True after a graceful stop).
 
   Raises:
-    ConfigError: a bad config field, before anything is written.
+    ConfigError: a bad config field, or `tensorboard` without tensorboardX, before
+      anything is written.
     RuntimeError: a worker process failed (finished units stay recorded).
   """
   family = get_family(family) if isinstance(family, str) else family
@@ -248,6 +243,8 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *, num_worker
   family.validate_config(config)
   units = family.units(config)
   _check_units(units)
+  if tensorboard:
+    metric_writer.require_tensorboard()
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     provenance.write_launch(workdir, family.NAME, config_to_json(config), units)
@@ -326,7 +323,7 @@ def _run_workers(family_name, config, workdir, count, units, printer, stop, tens
   if failed:
     raise RuntimeError(f"{', '.join(failed)} failed; finished units are recorded, rerun the "
                        "same command to resume.")
-  finished = _finished(workdir)
+  finished = workdir_lib.finished_units(workdir)
   computed = sum((u.id, u.target_step) in finished for u in units)
   return RunSummary(computed=computed, skipped=len(units) - computed,
                     interrupted=stop.requested() or computed < len(units))
@@ -335,4 +332,5 @@ def _run_workers(family_name, config, workdir, count, units, printer, stop, tens
 
 def holds_results(workdir: str, family_name: str) -> bool:
   """Whether `workdir` has a launch of `family_name` (for ``--report_only``)."""
-  return any(l.get("family") == family_name for l in provenance.read_launches(workdir))
+  return any(launch.get("family") == family_name
+             for launch in workdir_lib.read_launches(workdir))

@@ -23,7 +23,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec
 import numpy as np
 
-__all__ = ["AXIS", "DATA_AXIS", "ReplicateMap", "gather", "padded_size", "replicate_sharding"]
+__all__ = ["AXIS", "DATA_AXIS", "ReplicateMap", "Replicas", "gather", "padded_size",
+           "replicate_sharding"]
 
 AXIS = "replicate"
 # The mesh axis over which one replicate's batch is split (data parallelism).
@@ -69,7 +70,56 @@ def gather(tree: Any, num_replicates: int) -> Any:
   return jax.tree.map(lambda a: np.asarray(a)[:num_replicates], tree)
 
 
-class ReplicateMap:
+class Replicas:
+  """R replicates on a leading axis, padded to a multiple of the devices and sharded.
+
+  `to_host` and `from_host` move a state between its device form (padded, sharded) and
+  its host form (numpy, exactly R replicates): checkpoints hold the host form, so a
+  state saved on one device count is restored on any other.
+
+  Args:
+    num_replicates: R ≥ 1.
+    sharding: the replicate axis' sharding (default `replicate_sharding()`: all
+      devices); its mesh's first axis is the replicate axis.
+  """
+
+  def __init__(self, num_replicates: int, sharding: NamedSharding | None = None):
+    self.num_replicates = num_replicates
+    self.sharding = replicate_sharding() if sharding is None else sharding
+    self.padded = padded_size(num_replicates, self.sharding.mesh.shape[AXIS])
+    ids = np.arange(self.padded, dtype=np.int32)
+    self.ids = jax.make_array_from_callback((self.padded,), self.sharding,
+                                            lambda index: ids[index])
+
+  def gather(self, tree: Any) -> Any:
+    """`gather(tree, num_replicates)`: numpy, padding dropped."""
+    return gather(tree, self.num_replicates)
+
+  def to_host(self, tree: Any) -> Any:
+    """The state's R replicates as numpy arrays (every host gets all of them)."""
+    return self.gather(tree)
+
+  def from_host(self, host: Any, fresh: Any) -> Any:
+    """`host` (R replicates, numpy) back on the devices, padded with `fresh`'s padding
+    replicates (whatever they hold: their results are dropped) and sharded.
+
+    Raises:
+      ValueError: a leaf of `host` does not have R replicates and `fresh`'s shape.
+    """
+    pad = gather(fresh, self.padded)
+
+    def put(h, p):
+      h = np.asarray(h)
+      if h.shape != (self.num_replicates,) + p.shape[1:]:
+        raise ValueError(f"a stored state leaf has shape {h.shape}; expected "
+                         f"{(self.num_replicates,) + p.shape[1:]}.")
+      full = np.concatenate([h.astype(p.dtype), p[self.num_replicates:]])
+      return jax.make_array_from_callback(full.shape, self.sharding, lambda i: full[i])
+
+    return jax.tree.map(put, host, pad)
+
+
+class ReplicateMap(Replicas):
   """Maps per-replicate functions over all replicates, sharded, call after call.
 
   ``rmap(fn, *state, *scalars)`` runs ``jit(vmap(fn))`` over the (padded) replicate
@@ -84,12 +134,7 @@ class ReplicateMap:
   """
 
   def __init__(self, num_replicates: int, devices: Sequence[jax.Device] | None = None):
-    self.num_replicates = num_replicates
-    self.sharding = replicate_sharding(devices)
-    self.padded = padded_size(num_replicates, self.sharding.mesh.size)
-    ids = np.arange(self.padded, dtype=np.int32)
-    self.ids = jax.make_array_from_callback((self.padded,), self.sharding,
-                                            lambda index: ids[index])
+    super().__init__(num_replicates, replicate_sharding(devices))
     self._compiled = {}
 
   def __call__(self, fn: Callable, *args, num_state: int = 0, static: tuple = ()) -> Any:
@@ -112,7 +157,3 @@ class ReplicateMap:
       self._compiled[key] = jax.jit(jax.vmap(body, in_axes=in_axes),
                                     out_shardings=self.sharding)
     return self._compiled[key](self.ids, *args)
-
-  def gather(self, tree: Any) -> Any:
-    """`gather(tree, num_replicates)`: numpy, padding dropped."""
-    return gather(tree, self.num_replicates)

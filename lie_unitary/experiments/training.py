@@ -19,9 +19,12 @@ from typing import Union
 import jax.numpy as jnp
 import optax
 
-__all__ = ["OPTIMIZERS", "LearningRate", "TrainState", "make_optimizer", "step_schedule"]
+__all__ = ["OPTIMIZERS", "SCHEDULES", "LearningRate", "TrainState", "make_optimizer",
+           "schedule", "step_schedule"]
 
 OPTIMIZERS = ("sgd", "rmsprop")
+# Learning-rate schedules over a whole run (`schedule`).
+SCHEDULES = ("constant", "cosine")
 
 LearningRate = Union[float, Callable[[Any], Any]]  # a constant or an optax schedule
 
@@ -64,6 +67,22 @@ def step_schedule(learning_rate: float, drops: Sequence[int], factor: float) -> 
     return learning_rate * factor ** num_drops
 
   return schedule
+
+
+def schedule(name: str, learning_rate: float, total_steps: int | None = None) -> LearningRate:
+  """A learning rate over a run: 'constant', or 'cosine' (from `learning_rate` to 0 over
+  `total_steps`, optax.cosine_decay_schedule).
+
+  Raises:
+    ValueError: an unknown name, or 'cosine' without total_steps ≥ 1.
+  """
+  if name == "constant":
+    return learning_rate
+  if name == "cosine":
+    if not total_steps or total_steps < 1:
+      raise ValueError("the 'cosine' schedule needs total_steps ≥ 1.")
+    return optax.cosine_decay_schedule(learning_rate, total_steps)
+  raise ValueError(f"unknown learning-rate schedule {name!r}; expected one of {SCHEDULES}.")
 
 
 def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: float = 0.9,

@@ -1,6 +1,8 @@
 """Flax layers and recurrent cells built on the unitary and orthogonal maps."""
 
 from lie_unitary.nn.cells import BASE_COLLECTION
+from lie_unitary.nn.cells import GURNN_ACTIVATIONS
+from lie_unitary.nn.cells import H0_INITS
 from lie_unitary.nn.cells import GURNNCell
 from lie_unitary.nn.cells import SimpleRNNCell
 from lie_unitary.nn.cells import URNNCell
@@ -34,6 +36,8 @@ __all__ = [
     "BASE_COLLECTION",
     "FastPathCell",
     "GURNNCell",
+    "GURNN_ACTIVATIONS",
+    "H0_INITS",
     "IsometryReport",
     "KERNELS",
     "ORTHOGONAL_INITS",

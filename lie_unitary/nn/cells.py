@@ -36,12 +36,17 @@ from lie_unitary.nn import fused_recurrence
 from lie_unitary.nn import recurrence
 from lie_unitary.nn.sequence import KERNELS
 
-__all__ = ["BASE_COLLECTION", "GURNNCell", "SimpleRNNCell", "URNNCell", "diagonal_phases_init"]
+__all__ = ["BASE_COLLECTION", "GURNN_ACTIVATIONS", "GURNNCell", "H0_INITS", "SimpleRNNCell",
+           "URNNCell", "diagonal_phases_init"]
 
 Initializer = Callable[..., jax.Array]
 
 # The flax variable collection of a rebased GURNNCell's base U₀ (not "params").
 BASE_COLLECTION = "lie_base"
+# GURNNCell's activations: the elementwise ones, and modReLU per complex unit.
+GURNN_ACTIVATIONS = recurrence.ELEMENTWISE_ACTIVATIONS + ("modrelu",)
+# Initial states of the complex-state cells (GURNNCell, URNNCell).
+H0_INITS = ("random", "zeros")
 
 
 def _uniform_h0(rng, shape, scale, dtype):
@@ -191,8 +196,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   def setup(self):
     if self.features < 1:
       raise ValueError(f"features must be ≥ 1; got {self.features}.")
-    if self.h0 not in ("random", "zeros"):
-      raise ValueError(f"h0 must be 'random' or 'zeros'; got {self.h0!r}.")
+    if self.h0 not in H0_INITS:
+      raise ValueError(f"h0 must be one of {H0_INITS}; got {self.h0!r}.")
     n = self.features
     if self.activation == "modrelu":
       self.modrelu_bias = self.param(
@@ -288,8 +293,8 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
   param_dtype: Any = jnp.float32
 
   def setup(self):
-    if self.h0 not in ("random", "zeros"):
-      raise ValueError(f"h0 must be 'random' or 'zeros'; got {self.h0!r}.")
+    if self.h0 not in H0_INITS:
+      raise ValueError(f"h0 must be one of {H0_INITS}; got {self.h0!r}.")
     n = self.features
     s = math.sqrt(6.0 / (2.0 + 2.0 * n))
     uniform = lambda lo, hi: lambda k, shape, dtype: jax.random.uniform(k, shape, dtype, lo, hi)

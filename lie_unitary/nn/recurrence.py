@@ -24,11 +24,17 @@ import jax.numpy as jnp
 from lie_unitary.nn import recurrence_parts as parts
 
 __all__ = [
-    "elementwise_activation", "elementwise_recurrence", "modrelu", "modrelu_pairs",
+    "ELEMENTWISE_ACTIVATIONS",
+    "elementwise_activation",
+    "elementwise_recurrence",
+    "modrelu",
+    "modrelu_pairs",
     "modrelu_recurrence",
 ]
 
 _ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "identity": lambda x: x}
+# The elementwise activations of `elementwise_recurrence`, by name.
+ELEMENTWISE_ACTIVATIONS = tuple(_ACTIVATIONS)
 
 
 def elementwise_activation(name: str) -> Callable[[jax.Array], jax.Array]:

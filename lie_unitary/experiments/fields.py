@@ -1,0 +1,198 @@
+"""Config field tables: each field's default, allowed values, identity and comment, once.
+
+A family's `config.py` lists its fields as a table of `Field`s. From that one table
+come the default config (`defaults`), its validation (`validate`: unknown, missing and
+bad fields, each named in one line with what it may be) and the fields that enter a
+unit's identity (`identity`), so a new field is one row.
+
+A `Check` is a predicate with the words of what it accepts ("an integer ≥ 1"); the
+helpers below build the common ones, and allowed values are read off the registries
+(parametrizations, optimizers, activations) rather than retyped.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import math
+from typing import Any
+from typing import Callable
+from typing import Iterable
+from typing import Mapping
+
+import ml_collections
+import numpy as np
+
+__all__ = ["Check", "ConfigError", "Field", "any_of", "boolean", "defaults", "fail",
+           "identity", "integer", "number", "one_of", "pairs", "string", "tuple_of", "validate"]
+
+
+class ConfigError(ValueError):
+  """A config field that does not exist or has a bad value; the message names it."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+  """A test of a field's value and the words of what it accepts.
+
+  Attributes:
+    accepts: value -> bool.
+    expected: what it accepts, e.g. "an integer ≥ 1" (for the error message).
+  """
+  accepts: Callable[[Any], bool]
+  expected: str
+
+  def __call__(self, value) -> bool:
+    try:
+      return bool(self.accepts(value))
+    except (TypeError, ValueError):
+      return False
+
+
+def _is_int(v) -> bool:
+  return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+  return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+          and math.isfinite(v))
+
+
+def integer(minimum: int = 1) -> Check:
+  """Integers ≥ `minimum` (bool excluded)."""
+  return Check(lambda v: _is_int(v) and v >= minimum, f"an integer ≥ {minimum}")
+
+
+def number(minimum: float = 0.0, positive: bool = False, below: float | None = None) -> Check:
+  """Finite numbers ≥ `minimum` (> 0 when `positive`; < `below` when given)."""
+  words = "a finite number " + ("> 0" if positive else f"≥ {minimum:g}")
+  if below is not None:
+    words += f" and < {below:g}"
+  return Check(lambda v: _is_number(v) and v >= minimum and (not positive or v > 0)
+               and (below is None or v < below), words)
+
+
+def one_of(choices: Iterable[Any]) -> Check:
+  """One of `choices` (derived from a registry where there is one)."""
+  choices = tuple(choices)
+  return Check(lambda v: any(v == c and type(v) is type(c) for c in choices),
+               f"one of {choices}")
+
+
+def boolean() -> Check:
+  return Check(lambda v: isinstance(v, bool), "True or False")
+
+
+def string() -> Check:
+  return Check(lambda v: isinstance(v, str), "a string")
+
+
+def any_of(*checks: Check) -> Check:
+  """A value that one of `checks` accepts."""
+  return Check(lambda v: any(c(v) for c in checks), " or ".join(c.expected for c in checks))
+
+
+def tuple_of(item: Check, nonempty: bool = True, unique: bool = False,
+             example: str = "") -> Check:
+  """A tuple (or list) of values that `item` accepts."""
+  def accepts(v):
+    if not isinstance(v, (tuple, list)) or (nonempty and not v):
+      return False
+    if unique and len({repr(x) for x in v}) != len(v):
+      return False
+    return all(item(x) for x in v)
+  words = (f"a {'non-empty ' if nonempty else ''}tuple of {item.expected.removeprefix('an ')}"
+           .replace("tuple of a ", "tuple of ").replace("tuple of one of", "tuple from"))
+  if unique:
+    words += ", each once"
+  return Check(accepts, words + (f", e.g. {example}" if example else ""))
+
+
+def pairs(first: Check, second: Check, example: str) -> Check:
+  """A non-empty tuple of pairs (a, b) with `first(a)` and `second(b)`."""
+  def accepts(v):
+    return (isinstance(v, (tuple, list)) and bool(v)
+            and all(isinstance(p, (tuple, list)) and len(p) == 2 and first(p[0])
+                    and second(p[1]) for p in v))
+  return Check(accepts, f"a non-empty tuple of pairs ({first.expected}, {second.expected}), "
+               f"e.g. {example}")
+
+
+# Whether a field enters a unit's identity: always, never, or a rule of the unit.
+IdentityRule = bool | Callable[..., bool]
+
+
+@dataclasses.dataclass(frozen=True)
+class Field:
+  """One config field.
+
+  Attributes:
+    default: its default value (a nested field table for a sub-config).
+    check: what values it accepts (None for a nested table).
+    doc: what it means, as a user reads it (the config's comment).
+    identity: whether it enters a unit's identity: True (every unit), False (it only
+      says what to run or where to stop: a unit's own values enter instead), or a
+      rule `(config, unit) -> bool` of the family's unit description.
+  """
+  default: Any
+  check: Check | None
+  doc: str
+  identity: IdentityRule = True
+
+
+def fail(field: str, value, expected: str):
+  """Raises the one-line ConfigError of a bad field."""
+  raise ConfigError(f"config.{field} = {value!r}: expected {expected}.")
+
+
+def defaults(table: Mapping[str, Field]) -> ml_collections.ConfigDict:
+  """The default config of a field table; a field whose default is None is left for
+  the family to fill (a nested table whose defaults depend on other fields)."""
+  c = ml_collections.ConfigDict()
+  for name, f in table.items():
+    if f.default is not None:
+      c[name] = f.default
+  return c
+
+
+def _unknown(name: str, known: Iterable[str], prefix: str) -> ConfigError:
+  known = sorted(known)
+  close = difflib.get_close_matches(name, known, n=1)
+  hint = f" (did you mean {prefix + close[0]!r}?)" if close else ""
+  return ConfigError(f"config has no field {prefix + name!r}{hint}; the fields are {known}.")
+
+
+def validate(config, table: Mapping[str, Field], prefix: str = "",
+             skip: Iterable[str] = ()) -> None:
+  """Checks a config against a field table: every field known, present and accepted.
+
+  Args:
+    config: a ConfigDict (or mapping).
+    table: the field table.
+    prefix: the config path of `config` within the whole (for messages), e.g. "models.gurnn.".
+    skip: fields whose values the family checks itself (nested tables of its own shape).
+
+  Raises:
+    ConfigError: naming the first unknown, missing or bad field and what it may be.
+  """
+  for name in config.keys():
+    if name not in table:
+      raise _unknown(name, table.keys(), prefix)
+  for name, f in table.items():
+    if name not in config:
+      raise ConfigError(f"config field {prefix + name!r} is missing.")
+    if name in skip or f.check is None:
+      continue
+    if not f.check(config[name]):
+      fail(prefix + name, config[name], f.check.expected)
+
+
+def identity(config, table: Mapping[str, Field], unit) -> dict:
+  """The fields of `table` that enter the identity of `unit` (see `Field.identity`)."""
+  out = {}
+  for name, f in table.items():
+    rule = f.identity
+    if rule is True or (callable(rule) and rule(config, unit)):
+      value = config[name]
+      out[name] = tuple(value) if isinstance(value, list) else value
+  return out
