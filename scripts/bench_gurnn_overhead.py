@@ -35,7 +35,7 @@ import jax.numpy as jnp  # noqa: E402
 
 from lie_unitary import algebra  # noqa: E402
 from lie_unitary import nn as lnn  # noqa: E402
-from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
+from lie_unitary.experiments.rnn import trainer as rnn_training  # noqa: E402
 
 import bench_rnn  # noqa: E402
 

@@ -37,7 +37,7 @@ import numpy as np  # noqa: E402
 from lie_unitary.experiments import runner  # noqa: E402
 from lie_unitary.experiments.operators import config as config_lib  # noqa: E402
 from lie_unitary.experiments.operators import experiment  # noqa: E402
-from lie_unitary.experiments.operators import task as ol  # noqa: E402
+from lie_unitary.experiments.operators import trainer as ol_trainer  # noqa: E402
 
 _SIZES = flags.DEFINE_list("sizes", ["6", "64"], "n of the units to time.")
 _APPROACH = flags.DEFINE_string("approach", "lie_algebra", "The unit's approach.")
@@ -64,11 +64,11 @@ def time_bare(config) -> float:
   experiment.validate_config(config)
   unit, = experiment.units(config)
   s = unit.spec
-  task = experiment._task(config, s.n)
-  train = experiment._train_spec(config, s)
+  task = experiment.task_spec(config, s.n)
+  train = experiment.train_spec(config, s)
   key = experiment._setting_key(config, s.n)
   start = time.perf_counter()
-  fn = jax.jit(jax.vmap(ol.make_train(task, train), in_axes=(None, 0)))
+  fn = jax.jit(jax.vmap(ol_trainer.make_train(task, train), in_axes=(None, 0)))
   out = fn(key, jnp.arange(config.num_replicates, dtype=jnp.int32))
   jax.block_until_ready(out)
   return time.perf_counter() - start

@@ -19,7 +19,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from lie_unitary.experiments.operators import task as ol
+from lie_unitary.experiments.operators import data as ol_data
+from lie_unitary.experiments.operators import trainer as ol_trainer
 
 _N = flags.DEFINE_list("n", ["64", "128"], "Matrix sizes.")
 _APPROACHES = flags.DEFINE_list(
@@ -32,11 +33,11 @@ _REFRESH_EVERY = flags.DEFINE_integer("refresh_every", 100, "K of the refreshing
 
 
 def _program(n, approach):
-  task = ol.TaskSpec(n=n, generators=("haar",), num_train=_STEPS.value * 20, num_val=2_000,
+  task = ol_data.TaskSpec(n=n, generators=("haar",), num_train=_STEPS.value * 20, num_val=2_000,
                      num_test=2_000, val_subsample=2_000)
-  train = ol.TrainSpec(approach, optimizer="rmsprop", val_every=100,
+  train = ol_trainer.TrainSpec(approach, optimizer="rmsprop", val_every=100,
                        refresh_every=_REFRESH_EVERY.value)
-  trainer = ol.make_trainer(task, train)
+  trainer = ol_trainer.make_trainer(task, train)
   key = jax.random.key(0)
   reps = jnp.arange(_REPLICATES.value)
   state, _ = jax.jit(jax.vmap(lambda r: trainer.init(key, r)))(reps)

@@ -33,9 +33,9 @@ import optax  # noqa: E402
 
 from lie_unitary.experiments import training  # noqa: E402
 from lie_unitary.experiments.rnn import config as rnn_configs  # noqa: E402
+from lie_unitary.experiments.rnn import data as tasks  # noqa: E402
 from lie_unitary.experiments.rnn import experiment as rnn_experiment  # noqa: E402
-from lie_unitary.experiments.rnn import tasks  # noqa: E402
-from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
+from lie_unitary.experiments.rnn import trainer as rnn_training  # noqa: E402
 
 _QUICK = flags.DEFINE_bool("quick", False, "T = 100 only and shorter timings.")
 _TASKS = flags.DEFINE_list("tasks", ["adding", "memory"], "Tasks to time.")
@@ -64,7 +64,7 @@ def make_timer(task: str, T: int, model: str, hidden_size: int, batch_size: int,
     config.models[model].activation = activation
   spec = rnn_experiment.unit_spec(config, model, T)
   exp = rnn_training.make_experiment(spec)
-  optimizer = rnn_training.make_optimizer(spec)
+  optimizer = rnn_training.optimizer_for(spec)
   key = jax.random.key(0)
   state = [jax.tree.map(lambda a: a[0], exp.init(jnp.zeros((1,), jnp.int32)))]
   x, targets = tasks.get_task(task).sample(jax.random.fold_in(key, 1), batch_size, T)

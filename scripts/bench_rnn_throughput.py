@@ -52,9 +52,9 @@ import numpy as np  # noqa: E402
 
 from lie_unitary.experiments import sweep  # noqa: E402
 from lie_unitary.experiments.rnn import config as rnn_configs  # noqa: E402
+from lie_unitary.experiments.rnn import data as tasks  # noqa: E402
 from lie_unitary.experiments.rnn import experiment as rnn_experiment  # noqa: E402
-from lie_unitary.experiments.rnn import tasks  # noqa: E402
-from lie_unitary.experiments.rnn import training as rnn_training  # noqa: E402
+from lie_unitary.experiments.rnn import trainer as rnn_training  # noqa: E402
 
 import bench_rnn  # noqa: E402
 

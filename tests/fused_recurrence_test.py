@@ -21,7 +21,7 @@ from lie_unitary import nn as lnn
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import experiment
-from lie_unitary.experiments.rnn import training
+from lie_unitary.experiments.rnn import trainer as training
 from lie_unitary.nn import fused_recurrence
 
 import reference_loops

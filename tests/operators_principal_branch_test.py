@@ -17,9 +17,10 @@ from lie_unitary import logm
 from lie_unitary import parametrizations
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.operators import config as config_lib
+from lie_unitary.experiments.operators import data as ol_data
 from lie_unitary.experiments.operators import experiment
 from lie_unitary.experiments.operators import report
-from lie_unitary.experiments.operators import task as ol
+from lie_unitary.experiments.operators import trainer as ol_trainer
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")  # compile-bound
 
@@ -36,16 +37,16 @@ def _expm_unitary(lam):
 
 def _reference_curve(approach, optimizer, refresh_state="keep"):
   """Validation losses after steps 6 and 12, by a plain Python loop."""
-  task = ol.TaskSpec(**_TASK)
+  task = ol_data.TaskSpec(**_TASK)
   key = jax.random.key(7)
-  keys = ol._replicate_keys(key, 0)
-  target = ol.make_target(keys.target, 0, task)
+  keys = ol_data.replicate_keys(key, 0)
+  target = ol_data.make_target(keys.target, 0, task)
   params, _ = parametrizations.get_parametrization(approach).init(keys.init, 3, jnp.float64)
   base = jnp.eye(3, dtype=jnp.complex128)
   opt_state = optimizer.init(params)
   order = jax.random.permutation(jax.random.fold_in(keys.order, 0), task.num_train)
   order = order.reshape(_STEPS, _BATCH)
-  val = ol.example_pairs(keys.val, jnp.arange(task.val_subsample), target, task)
+  val = ol_data.example_pairs(keys.val, jnp.arange(task.val_subsample), target, task)
 
   @jax.jit
   def refresh(base, params, opt_state):
@@ -59,11 +60,11 @@ def _reference_curve(approach, optimizer, refresh_state="keep"):
 
   @jax.jit
   def step(base, params, opt_state, idx):
-    x, y = ol.example_pairs(keys.train, idx, target, task)
-    loss = lambda p: ol.squared_error_loss(base @ _expm_unitary(p["lam"]), x, y)
+    x, y = ol_data.example_pairs(keys.train, idx, target, task)
+    loss = lambda p: ol_data.squared_error_loss(base @ _expm_unitary(p["lam"]), x, y)
     updates, opt_state = optimizer.update(jax.grad(loss)(params), opt_state, params)
     params = optax.apply_updates(params, updates)
-    return params, opt_state, ol.squared_error_loss(base @ _expm_unitary(params["lam"]), *val)
+    return params, opt_state, ol_data.squared_error_loss(base @ _expm_unitary(params["lam"]), *val)
 
   curve = []
   for s in range(_STEPS):
@@ -80,19 +81,19 @@ def _reference_curve(approach, optimizer, refresh_state="keep"):
     ("lie_recentred", "rmsprop", "reset"),
 ])
 def test_refreshes_follow_the_hand_written_loop(x64, approach, opt, refresh_state):
-  train = ol.TrainSpec(approach, optimizer=opt, learning_rate=0.05,
+  train = ol_trainer.TrainSpec(approach, optimizer=opt, learning_rate=0.05,
                        batch_size=_BATCH, val_every=_VAL_EVERY, refresh_every=_K,
                        refresh_state=refresh_state)
-  out = jax.jit(lambda r: ol.make_train(ol.TaskSpec(**_TASK), train)(jax.random.key(7), r))(
-      jnp.int32(0))
-  ref = _reference_curve(approach, ol.make_optimizer(train, _STEPS), refresh_state)
+  train_fn = ol_trainer.make_train(ol_data.TaskSpec(**_TASK), train)
+  out = jax.jit(lambda r: train_fn(jax.random.key(7), r))(jnp.int32(0))
+  ref = _reference_curve(approach, ol_trainer.optimizer_for(train, _STEPS), refresh_state)
   assert ref[-1] < 0.9 * float(out["val_curve"][0])  # it trained
   np.testing.assert_allclose(np.asarray(out["val_curve"][1:]), ref, rtol=1e-9)
 
 
 def test_rebased_without_refresh_is_lie_algebra(x64):
-  task = ol.TaskSpec(**_TASK)
-  run = lambda a, k: jax.jit(lambda r: ol.make_train(task, ol.TrainSpec(
+  task = ol_data.TaskSpec(**_TASK)
+  run = lambda a, k: jax.jit(lambda r: ol_trainer.make_train(task, ol_trainer.TrainSpec(
       a, batch_size=_BATCH, val_every=_VAL_EVERY, refresh_every=k))(jax.random.key(3), r))(
           jnp.int32(1))
   plain, rebased = run("lie_algebra", 0), run("lie_rebased", 0)
@@ -100,11 +101,11 @@ def test_rebased_without_refresh_is_lie_algebra(x64):
 
 
 def test_spectrum_points_are_the_charts_spectrum(x64):
-  task = ol.TaskSpec(**_TASK)
-  out = jax.jit(lambda r: ol.make_train(task, ol.TrainSpec(
+  task = ol_data.TaskSpec(**_TASK)
+  out = jax.jit(lambda r: ol_trainer.make_train(task, ol_trainer.TrainSpec(
       "lie_algebra", batch_size=_BATCH, val_every=_VAL_EVERY))(jax.random.key(3), r))(
           jnp.int32(0))
-  keys = ol._replicate_keys(jax.random.key(3), 0)
+  keys = ol_data.replicate_keys(jax.random.key(3), 0)
   lam0 = parametrizations.get_parametrization("lie_algebra").init(keys.init, 3,
                                                                   jnp.float64)[0]["lam"]
   for lam, i in ((lam0, 0), (out["params"]["lam"], -1)):
@@ -117,13 +118,13 @@ def test_spectrum_points_are_the_charts_spectrum(x64):
                                np.min(np.abs(np.sin(gaps / 2) / (gaps / 2))), rtol=1e-9)
     np.testing.assert_allclose(out["wide_share"][i], np.mean(gaps > np.pi))
   assert "theta_spread" not in jax.eval_shape(
-      lambda r: ol.make_train(task, ol.TrainSpec("projection", batch_size=_BATCH,
+      lambda r: ol_trainer.make_train(task, ol_trainer.TrainSpec("projection", batch_size=_BATCH,
                                                  val_every=_VAL_EVERY))(jax.random.key(3), r),
       jnp.int32(0))
 
 
 def test_cosine_schedule_is_the_closed_form():
-  opt = ol.make_optimizer(ol.TrainSpec("lie_algebra", learning_rate=0.1,
+  opt = ol_trainer.optimizer_for(ol_trainer.TrainSpec("lie_algebra", learning_rate=0.1,
                                        lr_schedule="cosine"), total_steps=10)
   params = {"lam": jnp.ones(4)}
   state = opt.init(params)
@@ -133,18 +134,20 @@ def test_cosine_schedule_is_the_closed_form():
     steps.append(-float(u["lam"][0]))
   np.testing.assert_allclose(steps, 0.1 * 0.5 * (1 + np.cos(np.pi * np.arange(10) / 10)),
                              rtol=1e-6)
-  with pytest.raises(ValueError, match="lr_schedule"):
-    ol.make_optimizer(ol.TrainSpec("lie_algebra", lr_schedule="linear"), 10)
+  with pytest.raises(ValueError, match="learning-rate schedule 'linear'"):
+    ol_trainer.optimizer_for(ol_trainer.TrainSpec("lie_algebra", lr_schedule="linear"), 10)
 
 
 def test_bad_settings_are_named():
-  task = ol.TaskSpec(**_TASK)
+  task = ol_data.TaskSpec(**_TASK)
   with pytest.raises(ValueError, match="refresh_state"):
-    ol.make_trainer(task, ol.TrainSpec("lie_rebased", val_every=6, refresh_state="zero"))
+    ol_trainer.make_trainer(task, ol_trainer.TrainSpec("lie_rebased", val_every=6,
+                                                       refresh_state="zero"))
   with pytest.raises(ValueError, match="refresh_every"):
-    ol.make_trainer(task, ol.TrainSpec("lie_rebased", val_every=6, refresh_every=-1))
+    ol_trainer.make_trainer(task, ol_trainer.TrainSpec("lie_rebased", val_every=6,
+                                                       refresh_every=-1))
   with pytest.raises(ValueError, match="change of basis"):
-    ol.make_trainer(task, ol.TrainSpec("lie_recentred", val_every=6), jnp.eye(9))
+    ol_trainer.make_trainer(task, ol_trainer.TrainSpec("lie_recentred", val_every=6), jnp.eye(9))
   for field, value in (("lr_schedule", "linear"), ("refresh_every", -3),
                        ("refresh_state", "zero")):
     config = config_lib.get_config("smoke")

@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import lie_unitary as lu
-from lie_unitary.experiments.operators import task as ol
+from lie_unitary.experiments.operators import data as ol_data
+from lie_unitary.experiments.operators import trainer as ol_trainer
 
 # Compile-bound (each test builds its own training or baseline program): measured
 # 62 s -> 41 s for this file, cold compilation cache, most XLA optimisations skipped.
@@ -17,10 +18,10 @@ _SMALL = dict(num_train=2_000, num_val=500, num_test=500, val_subsample=200)
 
 def test_pairs_follow_the_definition_and_are_regenerated_from_their_index():
   n = 5
-  task = ol.TaskSpec(n=n, generators=("haar",))
+  task = ol_data.TaskSpec(n=n, generators=("haar",))
   u = lu.random_unitary(jax.random.key(1), n, "haar")
   key = jax.random.key(2)
-  x, y = ol.example_pairs(key, jnp.arange(20_000), u, task)
+  x, y = ol_data.example_pairs(key, jnp.arange(20_000), u, task)
   assert x.shape == y.shape == (20_000, n) and x.dtype == y.dtype == jnp.complex64
   x, y = np.asarray(x, np.complex128), np.asarray(y, np.complex128)
   eps = y - x @ np.asarray(u, np.complex128).T
@@ -29,51 +30,51 @@ def test_pairs_follow_the_definition_and_are_regenerated_from_their_index():
   np.testing.assert_allclose(parts.std(), 1.0, rtol=0.01)
   np.testing.assert_allclose(np.stack([eps.real, eps.imag]).std(), 0.01, rtol=0.02)
   # Pair i depends on its index only, not on the batch it is drawn in.
-  x7, y7 = ol.example_pairs(key, jnp.array([3, 7, 11]), u, task)
+  x7, y7 = ol_data.example_pairs(key, jnp.array([3, 7, 11]), u, task)
   # (Equal up to rounding: XLA may vectorise the normal transform differently.)
   np.testing.assert_allclose(np.asarray(x7[1]), x[7], rtol=1e-6, atol=1e-6)
-  np.testing.assert_allclose(np.asarray(y7[1]), np.asarray(ol.example_pairs(
+  np.testing.assert_allclose(np.asarray(y7[1]), np.asarray(ol_data.example_pairs(
       key, jnp.array([7]), u, task)[1][0]), rtol=1e-6, atol=1e-6)
 
 
 def test_real_pairs_are_real():
-  task = ol.TaskSpec(n=4, field="real", generators=("haar",))
-  r = ol.make_target(jax.random.key(0), 0, task)
+  task = ol_data.TaskSpec(n=4, field="real", generators=("haar",))
+  r = ol_data.make_target(jax.random.key(0), 0, task)
   assert r.dtype == jnp.float32
   np.testing.assert_allclose(np.linalg.det(np.asarray(r, np.float64)), 1.0, atol=1e-5)
-  x, y = ol.example_pairs(jax.random.key(1), jnp.arange(10), r, task)
+  x, y = ol_data.example_pairs(jax.random.key(1), jnp.arange(10), r, task)
   assert x.dtype == y.dtype == jnp.float32
 
 
 @pytest.mark.parametrize("n", [3, 8])
 def test_true_is_the_noise_floor_and_rand_matches_its_expectation(n):
-  task = ol.TaskSpec(n=n, generators=("haar",))
+  task = ol_data.TaskSpec(n=n, generators=("haar",))
   u = lu.random_unitary(jax.random.key(10 + n), n, "haar")
   v = lu.random_unitary(jax.random.key(20 + n), n, "haar")
   key = jax.random.key(3)
-  true = float(ol.dataset_loss(u, key, 100_000, u, task))
+  true = float(ol_data.dataset_loss(u, key, 100_000, u, task))
   np.testing.assert_allclose(true, 2e-4 * n, rtol=0.02)  # E‖ε‖² = 2n·0.01²
   # E_x ‖(V - U) x‖² = 2‖V - U‖_F² for E|x_j|² = 2, plus the noise floor.
   diff = np.asarray(v, np.complex128) - np.asarray(u, np.complex128)
   expected = 2 * np.sum(np.abs(diff) ** 2) + 2e-4 * n
-  np.testing.assert_allclose(float(ol.dataset_loss(v, key, 100_000, u, task)), expected,
+  np.testing.assert_allclose(float(ol_data.dataset_loss(v, key, 100_000, u, task)), expected,
                              rtol=0.03)
 
 
 def test_rand_averages_to_4n_for_haar():
   n = 6
-  task = ol.TaskSpec(n=n, generators=("haar",), **_SMALL)
-  out = jax.vmap(lambda r: ol.make_baselines(task)(jax.random.key(0), r))(jnp.arange(32))
+  task = ol_data.TaskSpec(n=n, generators=("haar",), **_SMALL)
+  out = jax.vmap(lambda r: ol_data.make_baselines(task)(jax.random.key(0), r))(jnp.arange(32))
   np.testing.assert_allclose(float(jnp.mean(out["rand"]["test_loss"])), 4 * n, rtol=0.08)
 
 
 def test_least_squares_matches_numpy_on_the_training_pairs():
   n = 4
-  task = ol.TaskSpec(n=n, generators=("qr",), num_train=700)
+  task = ol_data.TaskSpec(n=n, generators=("qr",), num_train=700)
   u = lu.random_unitary(jax.random.key(5), n, "qr")
   key = jax.random.key(6)
-  fit = np.asarray(ol.least_squares_fit(key, u, task), np.complex128)
-  x, y = ol.example_pairs(key, jnp.arange(700), u, task)
+  fit = np.asarray(ol_data.least_squares_fit(key, u, task), np.complex128)
+  x, y = ol_data.example_pairs(key, jnp.arange(700), u, task)
   ref_t, *_ = np.linalg.lstsq(np.asarray(x, np.complex128), np.asarray(y, np.complex128),
                               rcond=None)
   np.testing.assert_allclose(fit, ref_t.T, atol=2e-5)
@@ -82,11 +83,11 @@ def test_least_squares_matches_numpy_on_the_training_pairs():
 
 
 def test_restricted_training_moves_only_the_masked_coefficients():
-  task = ol.TaskSpec(n=4, generators=("lie",), **_SMALL)
-  train = ol.TrainSpec("lie_restricted", optimizer="rmsprop", learning_rate=1e-2,
+  task = ol_data.TaskSpec(n=4, generators=("lie",), **_SMALL)
+  train = ol_trainer.TrainSpec("lie_restricted", optimizer="rmsprop", learning_rate=1e-2,
                        val_every=25)
   key = jax.random.key(0)
-  out = jax.jit(lambda r: ol.make_train(task, train)(key, r))(jnp.int32(0))
+  out = jax.jit(lambda r: ol_trainer.make_train(task, train)(key, r))(jnp.int32(0))
   init_key = jax.random.split(jax.random.fold_in(key, 0), 7)[5]  # _Keys.init
   params, constants = lu.get_parametrization("lie_restricted").init(init_key, 4)
   moved = np.asarray(out["params"]["lam"] != params["lam"])
@@ -96,12 +97,12 @@ def test_restricted_training_moves_only_the_masked_coefficients():
 
 
 def test_training_learns_and_projection_stays_unitary():
-  task = ol.TaskSpec(n=3, generators=("haar",), **_SMALL)
+  task = ol_data.TaskSpec(n=3, generators=("haar",), **_SMALL)
   key = jax.random.key(4)
   for approach in ("lie_algebra", "projection"):
-    train = ol.TrainSpec(approach, optimizer="rmsprop", learning_rate=1e-2, num_epochs=2,
+    train = ol_trainer.TrainSpec(approach, optimizer="rmsprop", learning_rate=1e-2, num_epochs=2,
                          val_every=25)
-    out = jax.jit(lambda r, a=train: ol.make_train(task, a)(key, r))(jnp.int32(1))
+    out = jax.jit(lambda r, a=train: ol_trainer.make_train(task, a)(key, r))(jnp.int32(1))
     curve = np.asarray(out["val_curve"])
     assert curve.shape == (1 + 2 * 100 // 25,)
     assert curve[-1] < 0.1 * curve[0] and float(out["test_loss"]) < 0.5
@@ -111,20 +112,20 @@ def test_training_learns_and_projection_stays_unitary():
 
 
 def test_change_of_basis_needs_lie_algebra_and_steps_must_divide():
-  task = ol.TaskSpec(n=3, **_SMALL)
+  task = ol_data.TaskSpec(n=3, **_SMALL)
   with pytest.raises(ValueError, match="change of basis"):
-    ol.make_train(task, ol.TrainSpec("arjovsky", val_every=25), jnp.eye(9))
+    ol_trainer.make_train(task, ol_trainer.TrainSpec("arjovsky", val_every=25), jnp.eye(9))
   with pytest.raises(ValueError, match="val_every"):
-    ol.make_train(task, ol.TrainSpec("arjovsky", val_every=33))
+    ol_trainer.make_train(task, ol_trainer.TrainSpec("arjovsky", val_every=33))
   with pytest.raises(ValueError, match="field"):
-    ol.make_train(task, ol.TrainSpec("so_algebra", val_every=25))
+    ol_trainer.make_train(task, ol_trainer.TrainSpec("so_algebra", val_every=25))
 
 
 def test_orthogonal_training_on_real_data():
-  task = ol.TaskSpec(n=3, field="real", generators=("haar", "lie"), **_SMALL)
-  train = ol.TrainSpec("so_algebra", optimizer="rmsprop", learning_rate=5e-2, num_epochs=2,
+  task = ol_data.TaskSpec(n=3, field="real", generators=("haar", "lie"), **_SMALL)
+  train = ol_trainer.TrainSpec("so_algebra", optimizer="rmsprop", learning_rate=5e-2, num_epochs=2,
                        val_every=25)
-  out = jax.jit(lambda r: ol.make_train(task, train)(jax.random.key(2), r))(jnp.int32(0))
+  out = jax.jit(lambda r: ol_trainer.make_train(task, train)(jax.random.key(2), r))(jnp.int32(0))
   curve = np.asarray(out["val_curve"])
   assert curve[-1] < 0.2 * curve[0]
   r = np.asarray(lu.orthogonal_from_lambdas(out["params"]["mu"]), np.float64)

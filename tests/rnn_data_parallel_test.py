@@ -18,7 +18,7 @@ from lie_unitary.experiments import runner
 from lie_unitary.experiments import sweep
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import experiment
-from lie_unitary.experiments.rnn import training
+from lie_unitary.experiments.rnn import trainer as training
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -18,7 +18,7 @@ from lie_unitary.experiments import sweep
 from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import experiment as rnn
-from lie_unitary.experiments.rnn import training as rnn_training
+from lie_unitary.experiments.rnn import trainer as rnn_training
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
@@ -140,7 +140,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
 def test_recentre_keeps_u_and_wraps_the_spectrum():
   spec = rnn.unit_spec(_config("recentre", 4), "gurnn", 10)
   exp = rnn_training.make_experiment(spec, sweep.replicate_sharding())
-  optimizer = rnn_training.make_optimizer(spec)
+  optimizer = rnn_training.optimizer_for(spec)
   # λ ~ N(0, 1) at n = 8: iL's spectrum spans about ±2√16, beyond ±π.
   lam = jax.random.normal(jax.random.key(3), (2, 64))
   params = {"cell": {"lam": lam}}
@@ -213,7 +213,7 @@ def test_reset_restarts_lambda_statistics_only(lambda_optimizer):
                    lambda_optimizer=lambda_optimizer, lr_drops=(7,))
   config.models.gurnn.lambda_learning_rate = 1e-3
   spec = rnn.unit_spec(config, "gurnn", 10)
-  optimizer = rnn_training.make_optimizer(spec)
+  optimizer = rnn_training.optimizer_for(spec)
   params = {"params": {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}}
   _, opt_state = optimizer.update(jax.tree.map(lambda a: 3 * a, params),
                                   optimizer.init(params), params)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from lie_unitary import nn as lnn
-from lie_unitary.experiments.rnn import tasks
+from lie_unitary.experiments.rnn import data as tasks
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 

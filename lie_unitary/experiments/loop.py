@@ -57,6 +57,7 @@ class Chunks:
       validation loss).
     to_host, from_host: the state without the replicate padding as numpy arrays,
       and back (`sweep.Replicas`): checkpoints hold the host form.
+    target_field: the config field that sets `total_steps` (for messages).
   """
   init: Callable[[], tuple[Any, dict]]
   advance: Callable[[Any, Any, int, int], tuple[Any, Any]]
@@ -68,6 +69,7 @@ class Chunks:
   epoch_data: Callable[[Any, int], Any] | None = None
   after_call: Callable[[Any, int, Any, dict, float], None] = lambda *_: None
   status: Callable[[int, Any], str] = lambda step, out: ""
+  target_field: str = "the target"
 
 
 @dataclasses.dataclass
@@ -107,8 +109,9 @@ def run_chunks(ctx, chunks: Chunks, *, checkpoint_seconds: float = 60.0,
       step, elapsed = int(meta["step"]), float(meta["elapsed"])
       if step > target:
         raise ConfigError(
-            f"{name}: its checkpoint is at step {step}, beyond the target {target}; ask "
-            f"for at least {step} steps (its records up to {target} are in the workdir).")
+            f"{name}: its checkpoint is at step {step}, beyond {chunks.target_field} = "
+            f"{target}; ask for at least {step} (its records up to {target} are in the "
+            "workdir).")
       state, history = chunks.from_host(host, state), dict(meta.get("history", {}))
       ctx.printer(f"{name}: resumed at step {step} ({elapsed:.0f}s so far)")
     resumed_from = step

@@ -15,7 +15,11 @@ import time
 from typing import Any
 from typing import Iterable
 
-__all__ = ["Progress", "append_records", "read_records", "to_jsonable"]
+__all__ = ["SPECTRUM_FIELDS", "Progress", "append_records", "read_records", "to_jsonable"]
+
+# The record names of `lie_unitary.principal_branch.SpectrumStats`' fields (in its
+# order): the spectrum diagnostics of a λ chart, in both families' records.
+SPECTRUM_FIELDS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
 
 
 def to_jsonable(value: Any) -> Any:

@@ -32,6 +32,7 @@ import optax
 from lie_unitary import algebra
 from lie_unitary import parametrizations
 from lie_unitary import principal_branch
+from lie_unitary.experiments import records
 from lie_unitary.experiments import training
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data
@@ -42,7 +43,7 @@ __all__ = ["EpochData", "ReplicateState", "SPECTRUM_FIELDS", "TrainSpec", "Train
            "make_train", "make_trainer", "optimizer_for", "validation_steps"]
 
 # The spectrum diagnostics of the λ chart logged beside the validation loss.
-SPECTRUM_FIELDS = principal_branch.SpectrumStats._fields
+SPECTRUM_FIELDS = records.SPECTRUM_FIELDS
 _DEFAULTS = config_lib.defaults()
 
 

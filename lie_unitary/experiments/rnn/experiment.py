@@ -81,7 +81,7 @@ def validate_config(config) -> None:
   F.validate(config, config_lib.FIELDS)
   _validate_models(config)
   if data.get_task(config.task).name == "adding" and min(config.T) < 2:
-    F.fail("T", config.T, "T ≥ 2 for the adding problem")
+    F.fail("T", config.T, "integers ≥ 2 for the adding problem")
   if 0 < config.num_train < config.batch_size:
     F.fail("num_train", config.num_train, f"0 (fresh data) or ≥ batch_size = "
            f"{config.batch_size}")
@@ -191,7 +191,8 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   chunks = loop.Chunks(
       init=init, advance=lambda state, _, step, n: exp.train_chunk(state, replicas.ids, step, n),
       total_steps=unit.target_step, call_steps=spec.val_every, after_call=after_call,
-      status=status, to_host=replicas.to_host, from_host=replicas.from_host)
+      status=status, to_host=replicas.to_host, from_host=replicas.from_host,
+      target_field="num_updates")
   outcome = loop.run_chunks(ctx, chunks)
   t0 = time.perf_counter()
   val = evaluate(outcome.state, "val", spec.eval_size)

@@ -27,7 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from lie_unitary.experiments import results as results_lib
-from lie_unitary.experiments.rnn import tasks
+from lie_unitary.experiments.rnn import data
 
 __all__ = ["ORIGINAL_FINAL_VAL", "figures", "markdown", "summarize", "write_report"]
 
@@ -117,7 +117,7 @@ def _fmt(x):
 
 
 def _table(task, T, units) -> list[str]:
-  lines = [f"### {task}, T = {T} (random baseline {tasks.get_task(task).baseline(T):.4g})", "",
+  lines = [f"### {task}, T = {T} (random baseline {data.get_task(task).baseline(T):.4g})", "",
            "| model | replicates | final val (median) | final val (best) | test (median) | "
            "original run (val) | steps | wall time (s) |",
            "|---|---|---|---|---|---|---|---|"]
@@ -157,7 +157,7 @@ def _figure(task, T, units):
     if common:
       med = [np.median([dict(c)[u] for c in curves]) for u in common]
       ax.plot(common, med, color=color, lw=1.5, label=unit["label"])
-  baseline = tasks.get_task(task).baseline(T)
+  baseline = data.get_task(task).baseline(T)
   ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
   ax.set_yscale("log")
   # Keep divergent runs (the IRNN on memory reaches 1e15) from flattening the others.

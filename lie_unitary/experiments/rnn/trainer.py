@@ -42,6 +42,7 @@ import optax
 
 from lie_unitary import nn as lnn
 from lie_unitary import principal_branch
+from lie_unitary.experiments import records
 from lie_unitary.experiments import sweep
 from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import data
@@ -63,7 +64,7 @@ FUSED_MODELS = ("gurnn", "gurnn_beta", "free", "irnn", "tanh")
 LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
 LAMBDA_REFRESHES = ("none", "recentre", "rebase")
 # Val-record names of the spectrum diagnostics of λ's chart.
-SPECTRUM_METRICS = principal_branch.SpectrumStats._fields
+SPECTRUM_METRICS = records.SPECTRUM_FIELDS
 
 
 def lambda_refresh(spec) -> tuple[str, int, str]:
