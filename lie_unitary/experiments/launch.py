@@ -114,6 +114,8 @@ def _launch(family_name: str, argv) -> None:
   family = runner.get_family(family_name)
   workdir = flag_values.workdir
   if flag_values.report_only:
+    if not os.path.isdir(workdir):
+      raise app.UsageError(f"--workdir={workdir}: no such folder.")
     if not runner.holds_results(workdir, family_name):
       raise app.UsageError(f"{workdir} holds no {family_name} results "
                            f"(no WORKDIR/launches/*.json of family {family_name!r}).")

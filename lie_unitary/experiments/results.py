@@ -43,6 +43,17 @@ def _launch_units(path: str) -> list[tuple[str, str]]:
     raise ValueError(f"unreadable launch file {path}: {e!r}") from e
 
 
+def _current_targets(workdir) -> dict[str, int]:
+  """{unit id: target step} as the latest launch listing each unit asked for."""
+  targets = {}
+  for path in launch_files(workdir):
+    with open(path, encoding="utf-8") as f:
+      for u in json.load(f).get("units", []):
+        if "target_step" in u:
+          targets[str(u["id"])] = int(u["target_step"])
+  return targets
+
+
 def current_unit_ids(workdir: str | os.PathLike) -> dict[str, str]:
   """Each unit name mapped to its current id: the one the latest launch listing it gave.
 
@@ -103,8 +114,9 @@ def load_results(workdir: str | os.PathLike, file: str = workdir_lib.RESULTS, *,
     file: the JSONL file inside it: ``"results.jsonl"`` (both experiments) or
       ``"curves.jsonl"`` (the operator experiment's validation curves).
     current_only: keep only the records of the current units (see the module
-      docstring); False keeps every record, superseded ones and ones without a
-      ``unit`` included.
+      docstring), and of a unit extended to a later target step only the "final"
+      and "curve" records of its current target; False keeps every record,
+      superseded ones and ones without a ``unit`` included.
     as_frame: True: a pandas DataFrame; False: a list of dicts; None (default): a
       DataFrame when pandas is importable, else a list of dicts.
 
@@ -134,7 +146,12 @@ def load_results(workdir: str | os.PathLike, file: str = workdir_lib.RESULTS, *,
   if current_only:
     if launch_files(workdir):
       ids = set(current_unit_ids(workdir).values())
-      recs = [r for r in recs if r.get("unit") in ids]
+      targets = _current_targets(workdir)
+      # A unit extended to a later target step wrote "final" records at both: the
+      # earlier ones are not its final results any more.
+      recs = [r for r in recs if r.get("unit") in ids and not (
+          r.get("kind") in ("final", "curve") and r.get("unit") in targets
+          and int(r.get("step", -1)) != targets[r["unit"]])]
       why = "none of a unit that the launches in launches/ list as current"
     else:
       recs = [r for r in recs if "unit" in r]

@@ -131,6 +131,22 @@ def _cell(values, paper=None) -> str:
   return out
 
 
+# Fewer training pairs than this per replicate: the report says the run is too short.
+_SHORT_RUN_PAIRS = 100_000
+
+
+def _short_run_note(results) -> list[str]:
+  """A warning when every trained unit saw far fewer pairs than the paper's 10⁶."""
+  pairs = [int(r["num_train"]) * int(r.get("num_epochs", 1)) for r in results
+           if r.get("optimizer") != "none" and "num_train" in r]
+  if pairs and max(pairs) < _SHORT_RUN_PAIRS:
+    return [f"**A short run ({max(pairs):,} training pairs per replicate at most, against "
+            "the paper's 10⁶): too short to learn; it checks that everything runs. Its "
+            "losses are not results, and the paper's values beside them show the tables' "
+            "shape only.**", ""]
+  return []
+
+
 def _groups(results):
   """Standard-basis results grouped by the trained settings' optimizer (baselines shared).
 
@@ -142,10 +158,12 @@ def _groups(results):
   baselines = [r for r in results if r["optimizer"] == "none"]
   groups = collections.defaultdict(list)
   for r in trained:
-    groups[(r["optimizer"], r["learning_rate"], _schedule(r))].append(r)
-  if not groups and baselines:
-    groups[("none", 0.0, "constant")] = []
-  return {k: v + baselines for k, v in groups.items()}
+    groups[(r.get("seed", 0), r["optimizer"], r["learning_rate"], _schedule(r))].append(r)
+  if not groups:
+    for seed in sorted({r.get("seed", 0) for r in baselines}):
+      groups[(seed, "none", 0.0, "constant")] = []
+  return {k: v + [b for b in baselines if b.get("seed", 0) == k[0]]
+          for k, v in groups.items()}
 
 
 def _table(results, paper, approaches=None, title="") -> list[str]:
@@ -417,6 +435,11 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   if superseded:
     lines += ["superseded: " + ", ".join(f"{name} ({uid})" for name, uid in superseded)
               + " (replaced by a later launch; left out).", ""]
+  seeds = sorted({r["seed"] for r in results if "seed" in r})
+  if len(seeds) > 1:
+    lines += [f"**The records come from several seeds ({', '.join(map(str, seeds))}): each "
+              "table below is one seed's.**", ""]
+  lines += _short_run_note(results)
   paper = {n: dict(row) for n, row in PAPER_TABLE1.items()}
   for n, row in PAPER_TABLE2.items():
     paper.setdefault(n, {})["lie_restricted"] = row["lie_restricted"]
@@ -424,10 +447,12 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   if real:  # SO(n) targets: the paper has no numbers for them
     paper = {}
     lines += _orthogonal_components(real)
-  for (opt, lr, sched), group in sorted(_groups(results).items()):
+  for (seed, opt, lr, sched), group in sorted(_groups(results).items()):
     title = (f"## Test loss ({opt}, lr {lr:g}" + ("" if sched == "constant" else
                                                  f", {sched} schedule") + ")"
              if opt != "none" else "## Baselines")
+    if len(seeds) > 1:
+      title += f", seed {seed}"
     lines += _table(group, paper, title=title)
     lines += _floor_ratios(group)
     if any(r["approach"] == "lie_restricted" for r in group):

@@ -38,6 +38,8 @@ ORIGINAL_FINAL_VAL = {
     ("memory", "gurnn_beta"): 0.0058, ("memory", "urnn"): 1.3e-8,
     ("memory", "lstm"): 0.173, ("memory", "irnn"): 0.173,
 }
+# Fewer updates than this: the report says the run is too short to learn.
+_SHORT_RUN_UPDATES = 1_000
 _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm": "LSTM",
            "irnn": "IRNN", "tanh": "tanh RNN", "free": "free 2n×2n RNN"}
 
@@ -216,10 +218,15 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     ValueError: a record names a task `lie_unitary.experiments.rnn.tasks` lacks.
   """
   figure_files = figure_files or {}
+  records = results_lib.as_records(results)
+  sizes = sorted({int(r["eval_size"]) for r in records if "eval_size" in r})
+  sets = (f"{' / '.join(f'{n:,}' for n in sizes)} sequences each" if sizes
+          else "their sizes not recorded")
   lines = ["# RNN results", "",
-           "Final losses on the full 10,000-sequence validation and test sets (median and "
-           "best over replicates); 'original run' is the final validation loss the "
-           "original code's logged runs reached (T = 100 only).", ""]
+           f"Final losses on the full validation and test sets ({sets}; median and best "
+           "over replicates); 'original run' is the final validation loss the original "
+           "code's logged runs reached (T = 100 only).", ""]
+  lines += _short_run_note(records)
   if superseded:
     lines += ["superseded: " + ", ".join(f"{name} ({uid})" for name, uid in superseded)
               + " (replaced by a later launch; left out).", ""]
@@ -229,6 +236,16 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     if key in figure_files:
       lines += [f"![{task}, T = {T}]({figure_files[key]})", ""]
   return "\n".join(lines)
+
+
+def _short_run_note(records: Sequence[dict]) -> list[str]:
+  """A warning when every unit trained far less than the paper's 50,000 updates."""
+  steps = [int(r["step"]) for r in records if r.get("kind") == "final"]
+  if steps and max(steps) < _SHORT_RUN_UPDATES:
+    return [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
+            "too short to learn these tasks; it checks that everything runs, and its "
+            "losses are not results.**", ""]
+  return []
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
