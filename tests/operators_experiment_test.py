@@ -299,14 +299,35 @@ def test_tensorboard_events_beside_the_records(tmp_path):
   assert any(f.startswith("events.out.tfevents") for f in events)
 
 
-def test_report_only_needs_this_familys_results(tmp_path):
+@pytest.mark.slow
+@pytest.mark.parametrize("folder,match", [("", "holds no operators results"),
+                                          ("missing", "missing: no such folder")])
+def test_report_only_needs_this_familys_results(tmp_path, folder, match):
   env = dict(os.environ, PYTHONPATH=_ROOT)
   proc = subprocess.run(
       [sys.executable, "-m", "lie_unitary.experiments.operators", "--report_only",
-       f"--workdir={tmp_path}"], env=env, cwd=str(tmp_path), capture_output=True, text=True,
-      timeout=120)
-  assert proc.returncode != 0 and "holds no operators results" in proc.stderr
+       f"--workdir={tmp_path / folder}"], env=env, cwd=str(tmp_path), capture_output=True,
+      text=True, timeout=120)
+  assert proc.returncode != 0 and match in proc.stderr, proc.stderr
   assert "Traceback" not in proc.stderr
+
+
+def test_tensorboard_without_tensorboardx_fails_before_writing(tmp_path, monkeypatch):
+  monkeypatch.setitem(sys.modules, "tensorboardX", None)
+  with pytest.raises(runner.ConfigError, match=r"tensorboardX.*lie_unitary\[tensorboard\]"):
+    experiment.train_and_evaluate(_smoke(), str(tmp_path / "w"), tensorboard=True, **_QUIET)
+  assert not (tmp_path / "w").exists()
+
+
+def test_the_report_says_a_short_run_is_not_a_result_and_shows_seeds_apart():
+  rec = dict(kind="final", n=3, approach="lie_algebra", optimizer="sgd", learning_rate=1e-3,
+             basis_scale=0.0, num_train=2000, num_epochs=1, test_loss=1.0, replicate=0,
+             unit="u", field="complex")
+  text = report.markdown([dict(rec, seed=0), dict(rec, seed=1, unit="v")])
+  assert "A short run (2,000 training pairs" in text
+  assert "several seeds (0, 1)" in text and "seed 0" in text and "seed 1" in text
+  text = report.markdown([dict(rec, seed=0, num_train=1_000_000)])
+  assert "short run" not in text and "seed 0" not in text
 
 
 def test_every_named_config_is_valid_and_documented():

@@ -13,6 +13,7 @@ import pytest
 
 from lie_unitary.experiments import interrupts
 from lie_unitary.experiments import records
+from lie_unitary.experiments import results
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import sweep
 from lie_unitary.experiments import training
@@ -130,6 +131,12 @@ def test_extending_resumes_from_the_checkpoint_and_an_identical_rerun_skips(smok
   for key, value in got.items():
     if key[0] == "val" or key[2] == 60:
       assert value == ref[key], key
+  # The results hold the unit's final records at its current target only (the ones
+  # written at update 40 are not its results any more).
+  finals = [r for r in results.load_results(str(tmp_path), as_frame=False)
+            if r["kind"] == "final"]
+  assert sorted((r["step"], r["replicate"]) for r in finals) == [(60, 0), (60, 1)]
+  assert len([r for r in _records(tmp_path) if r["kind"] == "final"]) == 4  # on disk: both
   lines = []
   _run(_smoke("gurnn", num_updates=60), tmp_path, lines.append)
   assert any("already done, skipped" in l for l in lines), lines
@@ -324,7 +331,7 @@ def test_report_and_launcher(smoke_run, tmp_path):
   for args, match in (
       (["--config=smoke", "--config.models.gurnn.activation=gelu"], "models.gurnn.activation"),
       (["--config=smoke", "--config.num_updates=many"], "num_updates"),
-      (["--report_only"], "holds no rnn results")):
+      (["--report_only"], "no such folder")):
     out = _launcher(*args, f"--workdir={tmp_path / 'w'}", cwd=str(tmp_path))
     assert out.returncode != 0 and out.stdout == "", out
     assert len(out.stderr.strip().splitlines()) == 1 and match in out.stderr, out.stderr

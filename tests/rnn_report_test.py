@@ -185,3 +185,12 @@ def test_write_report_leaves_the_backend_alone(tmp_path):
                        check=False)
   assert out.returncode == 0, out.stderr
   assert out.stdout.strip() == "3"
+
+
+def test_the_report_names_the_sets_size_and_a_short_run():
+  recs, _ = _unit_records("adding", 100, "gurnn", final_loss=0.1, eval_size=2000)
+  text = report.markdown(recs)
+  assert "2,000 sequences each" in text and "10,000" not in text
+  assert "A short run (40 updates at most" in text  # _STEPS end at 40
+  long = [dict(r, step=50_000) if r["kind"] == "final" else r for r in recs]
+  assert "short run" not in report.markdown(long)
