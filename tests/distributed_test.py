@@ -17,6 +17,8 @@ import pytest
 
 from lie_unitary.experiments import records
 
+pytestmark = pytest.mark.slow  # processes that start jax and talk over gloo
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 

@@ -21,7 +21,8 @@ from lie_unitary.experiments import records
 
 import golden
 
-pytestmark = pytest.mark.usefixtures("fast_compiles")
+# End to end: 50 steps through the runner (marked slow: outside the inner loop).
+pytestmark = [pytest.mark.usefixtures("fast_compiles"), pytest.mark.slow]
 
 
 def _rnn_config(kind):

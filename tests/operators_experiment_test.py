@@ -57,6 +57,7 @@ def smoke_run(tmp_path_factory):
   return workdir, summary, lines
 
 
+@pytest.mark.slow
 def test_smoke_writes_one_record_per_replicate_with_its_fields(smoke_run):
   workdir, summary, lines = smoke_run
   assert summary.computed == 2 and not summary.interrupted  # baselines, lie_algebra
@@ -83,6 +84,7 @@ def test_smoke_writes_one_record_per_replicate_with_its_fields(smoke_run):
                                                    "n=3 lie_algebra epochs=1 lr=0.001"}
 
 
+@pytest.mark.slow
 def test_report_renders_tables_and_figure(smoke_run):
   workdir, _, _ = smoke_run
   paths = experiment.write_report(workdir)
@@ -91,6 +93,7 @@ def test_report_renders_tables_and_figure(smoke_run):
   assert os.path.join(workdir, "figure2.png") in paths
 
 
+@pytest.mark.slow
 def test_trained_parameters_load_for_a_notebook(smoke_run):
   workdir, _, _ = smoke_run
   assert experiments.unit_names(workdir) == ["n=3 baselines", "n=3 lie_algebra epochs=1 lr=0.001"]
@@ -114,6 +117,7 @@ def test_trained_parameters_load_for_a_notebook(smoke_run):
     experiments.load_unit(workdir, "n=3 nothing")
 
 
+@pytest.mark.slow
 def test_rerun_skips_finished_units(smoke_run):
   workdir, _, _ = smoke_run
   before = open(os.path.join(workdir, "results.jsonl"), encoding="utf-8").read()
@@ -126,6 +130,7 @@ def test_rerun_skips_finished_units(smoke_run):
   assert len(workdir_lib.read_launches(workdir)) == 2  # every launch kept
 
 
+@pytest.mark.slow
 def test_changed_fields_compute_new_units_beside_the_old(smoke_run, tmp_path):
   # The same workdir, another seed, noise level and training-set size: nothing is
   # reused; the report shows the new units and names the superseded ones.
@@ -168,6 +173,7 @@ class _StopAfter(interrupts.StopRequest):
     return super().requested()
 
 
+@pytest.mark.slow
 def test_a_stop_checkpoints_and_the_resume_gives_the_same_numbers(smoke_run, tmp_path):
   workdir, _, _ = smoke_run
   config = _smoke(approaches=("lie_algebra",))
@@ -189,6 +195,7 @@ def test_a_stop_checkpoints_and_the_resume_gives_the_same_numbers(smoke_run, tmp
     np.testing.assert_allclose(c["val_loss"], curve_ref[c["replicate"]], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_stop_after_the_last_step_resumes_to_the_records(smoke_run, tmp_path):
   # Stopped after the last chunk's checkpoint, before the records: the rerun restores
   # the finished state and only evaluates it.
@@ -206,6 +213,7 @@ def test_a_stop_after_the_last_step_resumes_to_the_records(smoke_run, tmp_path):
     np.testing.assert_allclose(r["test_loss"], ref[r["replicate"]]["test_loss"], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
   workdir, _, _ = smoke_run
   script = (
@@ -228,6 +236,7 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
     np.testing.assert_allclose(r["final_val_loss"], single[k]["final_val_loss"], rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_two_worker_processes_share_the_units_and_equal_one_process(smoke_run, tmp_path):
   workdir, _, _ = smoke_run
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
@@ -277,6 +286,7 @@ def test_an_unknown_field_is_named(tmp_path):
   assert not os.path.exists(tmp_path / "w")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("override,match", [("--config.no_such_field=1", "no_such_field"),
                                             ("--config.optimizer=adam", "config.optimizer")])
 def test_the_launcher_reports_config_errors_in_one_line(override, match, tmp_path):
@@ -290,6 +300,7 @@ def test_the_launcher_reports_config_errors_in_one_line(override, match, tmp_pat
   assert not os.path.exists(tmp_path / "w" / "results.jsonl")
 
 
+@pytest.mark.slow
 def test_tensorboard_events_beside_the_records(tmp_path):
   pytest.importorskip("tensorboardX")
   config = _smoke(approaches=("lie_algebra",))

@@ -209,6 +209,7 @@ print(len(paths))
 """
 
 
+@pytest.mark.slow
 def test_write_report_leaves_the_backend_alone(tmp_path):
   wd = _write_workdir(str(tmp_path), [_table1_records()])
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -58,6 +58,7 @@ _TWO_DEVICES = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_two_devices_match_one():
   env = dict(os.environ, PYTHONPATH=_ROOT, JAX_PLATFORMS="cpu", OPENBLAS_NUM_THREADS="1")
   out = subprocess.run([sys.executable, "-c", _TWO_DEVICES], env=env, capture_output=True,

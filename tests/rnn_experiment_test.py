@@ -63,6 +63,7 @@ def smoke_run(tmp_path_factory):
   return config, workdir, _records(workdir)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("model", SMOKE_MODELS)
 def test_smoke_loss_finite_and_decreasing(smoke_run, model):
   config, _, recs = smoke_run
@@ -88,6 +89,7 @@ def test_smoke_loss_finite_and_decreasing(smoke_run, model):
     assert ("lambda_optimizer" in rec) == (model in ("gurnn", "gurnn_beta"))
 
 
+@pytest.mark.slow
 def test_smoke_copy_long_setting(tmp_path):
   # The copy_long recipe (modReLU, diagonal phases, its own λ learning rate) at smoke size.
   long = rnn_configs.get_config("copy_long")
@@ -108,12 +110,14 @@ def test_smoke_copy_long_setting(tmp_path):
   assert "guRNN₁ (modReLU, phases init, λ: RMSProp)" in report, report
 
 
+@pytest.mark.slow
 def test_replicates_differ(smoke_run):
   _, _, recs = smoke_run
   finals = [r["val_loss"] for r in recs if r["kind"] == "final" and r["model"] == "gurnn"]
   assert len(finals) == 2 and finals[0] != finals[1]
 
 
+@pytest.mark.slow
 def test_extending_resumes_from_the_checkpoint_and_an_identical_rerun_skips(smoke_run,
                                                                               tmp_path):
   _, _, recs = smoke_run
@@ -145,6 +149,7 @@ def test_extending_resumes_from_the_checkpoint_and_an_identical_rerun_skips(smok
     _run(_smoke("gurnn", num_updates=20), tmp_path)
 
 
+@pytest.mark.slow
 def test_a_changed_learning_rate_is_a_new_unit(tmp_path):
   config = _smoke("tanh", num_updates=20)
   _run(config, tmp_path)
@@ -160,6 +165,7 @@ def test_a_changed_learning_rate_is_a_new_unit(tmp_path):
   assert len(os.listdir(tmp_path / "checkpoints")) == 2
 
 
+@pytest.mark.slow
 def test_a_graceful_stop_checkpoints_and_resumes_to_the_same_numbers(smoke_run, tmp_path):
   _, _, recs = smoke_run
   config = _smoke("gurnn")
@@ -299,6 +305,7 @@ def test_clipping_by_value_for_lstm():
   np.testing.assert_allclose(updates["w"], ref["w"], rtol=1e-6)
 
 
+@pytest.mark.slow
 def test_a_worker_skips_units_claimed_by_another(tmp_path):
   config = _smoke("lstm", "tanh", num_updates=20)
   lines = []
@@ -314,6 +321,7 @@ def _launcher(*args, cwd):
                         capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
 
 
+@pytest.mark.slow
 def test_report_and_launcher(smoke_run, tmp_path):
   _, workdir, _ = smoke_run
   paths = rnn_report.write_report(workdir)

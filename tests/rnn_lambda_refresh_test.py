@@ -188,6 +188,7 @@ def test_haar_init_has_every_phase_within_pi():
   assert np.abs(theta).max() <= np.pi + 1e-5 and np.ptp(theta) > 2
 
 
+@pytest.mark.slow
 def test_val_records_hold_the_spectrum(tmp_path):
   config = _config("rebase", 3, **REBASE)  # the rebase test's program
   config.num_updates = 3

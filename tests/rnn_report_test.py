@@ -177,6 +177,7 @@ print(len(paths))
 """
 
 
+@pytest.mark.slow
 def test_write_report_leaves_the_backend_alone(tmp_path):
   _add_launch(str(tmp_path), 1, _all_models())
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
