@@ -46,7 +46,7 @@ _NUM_TRAIN = flags.DEFINE_integer("num_train", 0, "Pairs per replicate (one epoc
                                   "the size's default below.")
 
 # n -> (config variant, pairs per replicate).
-_SETTINGS = {6: ("table1", 200_000), 64: ("large", 20_000)}
+_SETTINGS = {3: ("table1", 200_000), 6: ("table1", 200_000), 64: ("large", 20_000)}
 
 
 def unit_config(n: int):

@@ -39,6 +39,7 @@ from typing import Sequence
 import numpy as np
 
 from lie_unitary.experiments import results as results_lib
+from lie_unitary.experiments import workdir as workdir_lib
 
 __all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "bootstrap_ci", "bootstrap_mean_se", "figures",
            "markdown", "write_report"]
@@ -514,7 +515,7 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
     superseded = results_lib.superseded_units(workdir)
   if curves is None:
     try:
-      curves = results_lib.load_results(workdir, "curves.jsonl", as_frame=False)
+      curves = results_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
     except (FileNotFoundError, ValueError):
       curves = []
   written, files = [], {}
@@ -523,8 +524,8 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
     fig.savefig(path, dpi=120 if key == "figure2" else 110)
     files[key] = f"{key}.png"
     written.append(path)
-  path = os.path.join(workdir, "report.md")
+  path = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(path, "w", encoding="utf-8") as f:
     f.write(markdown(results, figure_files=files, superseded=superseded,
-                     source=os.path.join(workdir, "results.jsonl")))
+                     source=workdir_lib.path(workdir, workdir_lib.RESULTS)))
   return [path] + written

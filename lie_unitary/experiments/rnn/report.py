@@ -27,6 +27,7 @@ from typing import Sequence
 import numpy as np
 
 from lie_unitary.experiments import results as results_lib
+from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 
 __all__ = ["ORIGINAL_FINAL_VAL", "figures", "markdown", "summarize", "write_report"]
@@ -275,7 +276,7 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
     fig.savefig(path, dpi=120)
     files[key] = f"{key}.png"
     paths.append(path)
-  report = os.path.join(workdir, "report.md")
+  report = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(report, "w", encoding="utf-8") as f:
     f.write(markdown(results, figure_files=files, superseded=superseded))
   return [report] + paths
