@@ -1,4 +1,4 @@
-"""Beyond the paper: the adding task at T = 750 and 1000 (target MSE ≤ 1e-3).
+"""Beyond the paper: the adding task at T = 750 and 1000.
 
 guRNN₁ (β = 1: relu with β = 1.4 over 750+ steps invites overflow) started at U = I
 (λ = 0), relu, h0 = 0: an IRNN whose recurrence stays unitary, so it cannot blow up

@@ -39,7 +39,7 @@ def paper_unitary_and_jacobian(lam) -> tuple[jax.Array, jax.Array]:
   """U(λ) and all dU/dλ_a from ONE eigh, as the paper's pipeline computes them.
 
   One eigh also matters on CPU: two independent batched LAPACK calls in one program
-  can deadlock jaxlib's intra-op thread pool (see the README).
+  can deadlock jaxlib's intra-op thread pool (docs/cpu_notes.md).
 
   Args:
     lam: real array (n²,).

@@ -7,13 +7,14 @@ A family's ``__main__.py`` calls ``main(FAMILY, path of its config.py)``:
         --config.FIELD=VALUE
     python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
 
-Flags: --config (a bare VARIANT is the family's own config.py:VARIANT), --workdir,
+Flags: --config (a bare NAME is the family's named config file, configs/NAME.py, or the
+path of any config file), --workdir,
 --report_only, --num_workers, --tensorboard, and for several hosts
 --coordinator_address, --num_processes, --process_id (empty: one process; given:
 ``jax.distributed.initialize`` before anything else, CPU collectives over gloo).
 
-A bad flag or config field ends the program with ONE line on stderr (exit status 1;
-2 for a flag that does not parse); the first Ctrl-C (SIGINT/SIGTERM) stops at the
+A bad flag, config name or config field ends the program with ONE line on stderr (exit
+status 2); the first Ctrl-C (SIGINT/SIGTERM) stops at the
 next checkpoint and exits 0; the same command resumes. Results, checkpoints and the
 report go to the workdir (`lie_unitary.experiments.runner`).
 
@@ -178,5 +179,35 @@ def main(family_name: str, default_config_path: str | None = None,
   flags.DEFINE_integer("num_processes", None, "Number of processes (with --coordinator_address).")
   flags.DEFINE_integer("process_id", None, "This process's index (with --coordinator_address).")
   flags.mark_flag_as_required("workdir")
-  argv = resolve_config_arg(sys.argv if argv is None else argv, default_config_path)
+  argv = list(sys.argv if argv is None else argv)
+  try:
+    argv = _named_config_files(argv, family_name)
+  except ValueError as e:
+    print(f"error: {_one_line(e)}", file=sys.stderr)
+    sys.exit(2)
+  argv = resolve_config_arg(argv, default_config_path)
   app.run(functools.partial(_main, family_name), argv=argv, flags_parser=_parse_flags)
+
+
+def _named_config_files(argv: list[str], family_name: str) -> list[str]:
+  """A bare ``--config=NAME`` as the path of the family's config file NAME (configs/).
+
+  Raises:
+    ValueError: NAME is not one of the family's named configs.
+  """
+  import importlib
+
+  from lie_unitary.experiments import config_files
+  named = importlib.import_module(f"lie_unitary.experiments.{family_name}.config").NAMED_CONFIGS
+  out = list(argv)
+  for i, arg in enumerate(out):
+    if arg.startswith("--config="):
+      value, at = arg[len("--config="):], i
+    elif arg == "--config" and i + 1 < len(out):
+      value, at = out[i + 1], i + 1
+    else:
+      continue
+    if value and not any(s in value for s in (os.sep, "/", ".py", ":")):
+      path = config_files.path(named, value, family_name)
+      out[at] = f"--config={path}" if at == i else path
+  return out

@@ -1,8 +1,9 @@
-"""Append-only JSONL result records, resume bookkeeping and progress lines.
+"""Append-only JSONL result records and the runner's progress lines.
 
-Both experiments write one JSON object per finished unit of work, flushed and
-fsynced as soon as it is done, so a run killed at any moment loses at most the unit
-in progress; rerunning skips every unit whose key is already on disk.
+Records are JSON objects appended as they are made (a unit's validation points per
+chunk, its final results), flushed and fsynced, so a run killed at any moment keeps
+every record written before; a half-written last line is ignored when read. Which
+units are finished is recorded apart (`workdir.finished_units`).
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
 r"""Trains RNNs on the adding / memory problems and writes the report (paper §4, Figure 3).
 
-  python -m lie_unitary.experiments.rnn --config=VARIANT --workdir=runs/NAME
-  python -m lie_unitary.experiments.rnn --config=path/config.py:VARIANT --workdir=runs/NAME
+  python -m lie_unitary.experiments.rnn --config=NAME --workdir=runs/NAME
+  python -m lie_unitary.experiments.rnn --config=configs/memory.py --workdir=runs/NAME
   python -m lie_unitary.experiments.rnn --workdir=runs/NAME --report_only
 
-VARIANT: adding, memory, copy_long, adding_long or smoke (this package's config.py,
-which documents every field, the runtimes and the expected results). Flags:
-lie_unitary.experiments.launch.
+NAME: adding, memory, copy_long, adding_long or smoke (files of configs/); the fields:
+`lie_unitary.experiments.rnn.config`. Flags: `lie_unitary.experiments.launch`.
 """
 
 import os

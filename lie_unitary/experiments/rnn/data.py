@@ -118,7 +118,7 @@ def memory_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
 def memory_loss(logits_BxLxK, labels_BxL) -> jax.Array:
   """Softmax cross-entropy averaged over batch and steps: (B, L, 9), (B, L) -> scalar."""
   # One-hot labels, not integer ones: the integer form's gradient is a scatter-add,
-  # which XLA's CPU compiler spent ~1 s constant-folding at batch 128, T = 1000.
+  # which XLA's CPU compiler constant-folds slowly at large batch × T.
   one_hot = jax.nn.one_hot(labels_BxL, logits_BxLxK.shape[-1], dtype=logits_BxLxK.dtype)
   return jnp.mean(optax.softmax_cross_entropy(logits_BxLxK, one_hot))
 
