@@ -14,7 +14,7 @@ import pytest
 
 @pytest.fixture(autouse=True, scope="session")
 def _shared_compilation_cache(tmp_path_factory):
-  """One persistent compilation cache for the session, its subprocesses and xdist workers.
+  """One persistent compilation cache for the session and the subprocesses it starts.
 
   Many tests compile the same smoke-size programs (in process and in the launcher
   subprocesses); the cache compiles each once. Subprocesses also skip most XLA

@@ -148,6 +148,7 @@ def test_sequence_model_rejects_a_bad_or_unusable_kernel():
     lnn.SequenceModel(nn.OptimizedLSTMCell(4), 1, kernel="pallas").init(jax.random.key(0), x)
 
 
+@pytest.mark.slow
 def test_experiment_kernel_field_trains_as_scan_and_keeps_scan_units():
   # `--config.kernel=pallas`: a different unit for the models it concerns only, and a
   # few training updates that give the scan kernels' losses and parameters.

@@ -365,6 +365,7 @@ def test_unit_identity_ignores_nothing_that_computes():
   assert {u.name: u.id for u in experiment.units(_smoke())} == base  # stable
 
 
+@pytest.mark.slow
 def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_0(tmp_path):
   import signal
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")

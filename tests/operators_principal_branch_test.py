@@ -80,6 +80,7 @@ def _reference_curve(approach, optimizer, refresh_state="keep"):
     ("lie_rebased", "sgd", "keep"),
     ("lie_recentred", "rmsprop", "reset"),
 ])
+@pytest.mark.slow
 def test_refreshes_follow_the_hand_written_loop(x64, approach, opt, refresh_state):
   train = ol_trainer.TrainSpec(approach, optimizer=opt, learning_rate=0.05,
                        batch_size=_BATCH, val_every=_VAL_EVERY, refresh_every=_K,
@@ -91,6 +92,7 @@ def test_refreshes_follow_the_hand_written_loop(x64, approach, opt, refresh_stat
   np.testing.assert_allclose(np.asarray(out["val_curve"][1:]), ref, rtol=1e-9)
 
 
+@pytest.mark.slow
 def test_rebased_without_refresh_is_lie_algebra(x64):
   task = ol_data.TaskSpec(**_TASK)
   run = lambda a, k: jax.jit(lambda r: ol_trainer.make_train(task, ol_trainer.TrainSpec(

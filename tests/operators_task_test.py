@@ -82,6 +82,7 @@ def test_least_squares_matches_numpy_on_the_training_pairs():
   np.testing.assert_allclose(fit, np.asarray(u), atol=3e-3)
 
 
+@pytest.mark.slow
 def test_restricted_training_moves_only_the_masked_coefficients():
   task = ol_data.TaskSpec(n=4, generators=("lie",), **_SMALL)
   train = ol_trainer.TrainSpec("lie_restricted", optimizer="rmsprop", learning_rate=1e-2,
@@ -96,6 +97,7 @@ def test_restricted_training_moves_only_the_masked_coefficients():
   assert mask.sum() == min(7 * 4, 16)
 
 
+@pytest.mark.slow
 def test_training_learns_and_projection_stays_unitary():
   task = ol_data.TaskSpec(n=3, generators=("haar",), **_SMALL)
   key = jax.random.key(4)
@@ -121,6 +123,7 @@ def test_change_of_basis_needs_lie_algebra_and_steps_must_divide():
     ol_trainer.make_train(task, ol_trainer.TrainSpec("so_algebra", val_every=25))
 
 
+@pytest.mark.slow
 def test_orthogonal_training_on_real_data():
   task = ol_data.TaskSpec(n=3, field="real", generators=("haar", "lie"), **_SMALL)
   train = ol_trainer.TrainSpec("so_algebra", optimizer="rmsprop", learning_rate=5e-2, num_epochs=2,

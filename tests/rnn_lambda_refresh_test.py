@@ -105,6 +105,7 @@ def _unitary(variables):
   return _product(lam, base)
 
 
+@pytest.mark.slow
 def test_rebase_in_training_keeps_u_across_every_refresh():
   spec = rnn.unit_spec(_config("rebase", 3, **REBASE), "gurnn", 10)
   sharding = sweep.replicate_sharding()
@@ -137,6 +138,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
                              atol=2e-5)
 
 
+@pytest.mark.slow
 def test_recentre_keeps_u_and_wraps_the_spectrum():
   spec = rnn.unit_spec(_config("recentre", 4), "gurnn", 10)
   exp = rnn_training.make_experiment(spec, sweep.replicate_sharding())
