@@ -22,6 +22,8 @@ from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import report as rnn_report
 from lie_unitary.experiments.rnn import trainer as rnn_training
 
+from idx_files import write_image_folder
+
 # The guRNN (its own scan and reverse pass) and flax's LSTM (the generic nn.scan path);
 # every model trains in tests/golden_rnn_test.py's all-model run.
 SMOKE_MODELS = ("gurnn", "lstm")
@@ -213,7 +215,7 @@ def test_config_errors_before_the_workdir_exists(tmp_path):
   assert not workdir.exists()
 
 
-def test_the_per_model_table_follows_the_paper():
+def test_the_per_model_table_follows_the_paper(tmp_path):
   memory, adding = rnn_configs.get_config("memory"), rnn_configs.get_config("adding")
   spec = rnn.unit_spec(memory, "gurnn_beta", 100)
   assert (spec.beta, spec.activation, spec.hidden_size, spec.clip_value, spec.learning_rate,
@@ -230,6 +232,8 @@ def test_the_per_model_table_follows_the_paper():
   assert "beta" not in rnn.unit_spec(adding, "lstm", 100)
   for variant in rnn_configs.NAMED_CONFIGS:
     config = rnn_configs.get_config(variant)
+    if config.task in ("pixel", "permuted"):  # their files: a small folder written here
+      config.dataset = write_image_folder(tmp_path / "idx")
     rnn.validate_config(config)
     assert rnn.units(config)
   copy = rnn.units(rnn_configs.get_config("copy_long"))

@@ -35,14 +35,21 @@ from lie_unitary.experiments import config_files
 from lie_unitary.experiments import fields as F
 from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn import images
 from lie_unitary.experiments.rnn import trainer
 
-__all__ = ["FIELDS", "MODEL_FIELDS", "NAMED_CONFIGS", "defaults", "get_config",
-           "paper_models"]
+__all__ = ["BUDGETS", "FIELDS", "MODEL_FIELDS", "NAMED_CONFIGS", "budget_hidden_size", "defaults",
+           "get_config", "image_models", "paper_models", "task_models"]
 
 # The experiments of ``configs/`` that `get_config` and ``--config=NAME`` know.
 NAMED_CONFIGS = {"adding": "adding", "memory": "memory", "copy_long": "copy_long",
-                 "adding_long": "adding_long", "smoke": "rnn_smoke"}
+                 "adding_long": "adding_long", "smoke": "rnn_smoke",
+                 "pixel_mnist": "pixel_mnist", "permuted_mnist": "permuted_mnist"}
+# Parameter budgets of the sequential-image tables: expRNN's orthogonal RNN of this many
+# units (16K, 69K, 137K parameters on MNIST); every model is sized to its count.
+BUDGETS = {"16k": 170, "69k": 360, "137k": 512}
+# The models of the sequential-image tasks.
+IMAGE_MODELS = ("gurnn", "orthogonal", "lstm")
 
 
 def _models(*names):
@@ -59,6 +66,14 @@ def _fused(config, model) -> bool:
 
 def _split(config, model) -> bool:
   return config.data_parallel > 1
+
+
+def _images(config, model) -> bool:
+  return config.task in data.IMAGE_TASKS
+
+
+def _permuted(config, model) -> bool:
+  return config.task == "permuted"
 
 
 _POSITIVE = F.integer(1)
@@ -161,6 +176,23 @@ FIELDS = {
     "unroll": F.Field(1, _POSITIVE, "Time steps per iteration of the compiled loop: a "
                       "speed setting, but part of a unit's identity (XLA may fuse and round "
                       "differently)."),
+    "dataset": F.Field(
+        "mnist", F.string(), "Image tasks: 'mnist', 'fashion_mnist', 'kmnist', or the path "
+        "of any folder holding the four IDX files.", identity=_images),
+    "data_dir": F.Field(
+        "", F.string(), f"Image tasks: where the dataset's IDX files are; '' = "
+        f"${images.DATA_DIR_ENV}/<dataset>, or Debian's Fashion-MNIST package "
+        f"({images.DEBIAN_FASHION_MNIST_DIR}) when installed.", identity=False),
+    "permutation_seed": F.Field(
+        data.PERMUTATION_SEED, F.integer(0), "The permuted task's fixed pixel order: "
+        "numpy.random.RandomState(seed).permutation(784) (expRNN's).", identity=_permuted),
+    "num_validation": F.Field(
+        data.NUM_VALIDATION, F.integer(1), "Image tasks: the last this many training "
+        "images are the validation set (the rest train).", identity=_images),
+    "param_budget": F.Field(
+        "", F.one_of(("",) + tuple(BUDGETS)), "Image tasks: '' (each model's hidden_size), "
+        "or a parameter budget that sizes every model to the count of expRNN's orthogonal "
+        f"RNN of {BUDGETS} units.", identity=False),
     "kernel": F.Field(
         "scan", F.one_of(lnn.KERNELS), "How the guRNN, free, IRNN and tanh RNN run their "
         "loops over time: 'scan' (lax.scan) or 'pallas' (each loop one fused Pallas "
@@ -206,7 +238,65 @@ def paper_models(task: str) -> ml_collections.ConfigDict:
       "lstm": plain(30, 1e-3, 1.0),
       "irnn": plain(30, 1e-4, 1.0),
       "tanh": plain(30, 1e-3, 1.0),
+      # Beyond the paper: expRNN's orthogonal RNN, a real state of the guRNN's size.
+      "orthogonal": _orthogonal(60, 1e-3),
   })
+
+
+def _orthogonal(hidden_size, learning_rate):
+  return ml_collections.ConfigDict({
+      "hidden_size": hidden_size, "learning_rate": learning_rate,
+      "lambda_learning_rate": learning_rate / 10, "clip_value": 0.0})
+
+
+def image_models(budget: str = "16k") -> ml_collections.ConfigDict:
+  """The per-model settings of the sequential-image tasks at a parameter budget.
+
+  The orthogonal RNN as expRNN's code ran it on permuted MNIST (RMSProp at 1e-3, its μ
+  at 1e-4; hidden units `BUDGETS[budget]`); the guRNN (modReLU, β = 1) with λ at a
+  tenth of the rate likewise; the LSTM at 1e-3. Each model's hidden_size gives the
+  budget's parameter count (`budget_hidden_size`).
+
+  Raises:
+    ValueError: an unknown budget.
+  """
+  if budget not in BUDGETS:
+    raise ValueError(f"unknown parameter budget {budget!r}; expected one of {tuple(BUDGETS)}.")
+  gurnn = ml_collections.ConfigDict({
+      "hidden_size": budget_hidden_size("gurnn", budget), "beta": 1.0,
+      "activation": "modrelu", "learning_rate": 1e-3, "lambda_learning_rate": 1e-4,
+      "clip_value": 0.0})
+  lstm = ml_collections.ConfigDict({"hidden_size": budget_hidden_size("lstm", budget),
+                                    "learning_rate": 1e-3, "clip_value": 1.0})
+  return ml_collections.ConfigDict({
+      "gurnn": gurnn, "orthogonal": _orthogonal(BUDGETS[budget], 1e-3), "lstm": lstm})
+
+
+def budget_hidden_size(model: str, budget: str, input_size: int = 1,
+                       output_size: int = 10) -> int:
+  """The hidden size of `model` whose trainable count (`trainer.num_params`) is nearest
+  to that of expRNN's orthogonal RNN at `budget` (ties: the smaller).
+
+  Raises:
+    ValueError: an unknown budget or model.
+  """
+  if budget not in BUDGETS:
+    raise ValueError(f"unknown parameter budget {budget!r}; expected one of {tuple(BUDGETS)}.")
+  target = trainer.num_params("orthogonal", BUDGETS[budget], input_size, output_size)
+  activation = "modrelu" if model in trainer.GURNN_MODELS else ""
+  count = lambda n: trainer.num_params(model, n, input_size, output_size, activation)
+  n = 1
+  while count(n + 1) <= target:
+    n += 1
+  return n if target - count(n) <= count(n + 1) - target else n + 1
+
+
+def task_models(task: str, budget: str = "16k") -> ml_collections.ConfigDict:
+  """The per-model table of `task`: `paper_models` for adding and memory, `image_models`
+  for the image tasks."""
+  if task in data.IMAGE_TASKS:
+    return image_models(budget)
+  return paper_models(task)
 
 
 def defaults() -> ml_collections.ConfigDict:

@@ -1,7 +1,8 @@
-"""The adding and memory (copy) problems (Hochreiter & Schmidhuber 1997).
+"""The RNN tasks: the adding and memory (copy) problems, and sequential images.
 
-Both are generated from a PRNG key inside jit, for any sequence length T, as set up
-by Arjovsky et al. (2016) and used by the paper (§4):
+The adding and memory problems (Hochreiter & Schmidhuber 1997) are generated from a
+PRNG key inside jit, for any sequence length T, as set up by Arjovsky et al. (2016)
+and used by the paper (§4):
 
 - adding: inputs (B, T, 2) = [value ~ U(0, 1), marker ∈ {0, 1}], one marker in
   [0, T//2), one in [T//2, T); target (B,) = the sum of the two marked values;
@@ -11,6 +12,12 @@ by Arjovsky et al. (2016) and used by the paper (§4):
   T + 10 blanks then the 10 symbols (9 output classes); loss: softmax cross-entropy
   averaged over all T + 20 steps. Predicting blanks, then uniform over {1..8} for the
   last 10 steps, scores 10·ln(8)/(T + 20).
+
+Beyond the paper, the table the orthogonal/unitary RNN literature reports: an
+MNIST-family image read one pixel a step (T = 784): 'pixel' row by row, 'permuted' in
+one fixed random order (`load_image_sets`); loss: softmax cross-entropy of the last
+state's readout over 10 classes. Their data are the IDX files of a folder
+(`lie_unitary.experiments.rnn.images`), held as `ImageSets`.
 
 Letters in names: B batch, T sequence length (steps), D input features, K classes.
 """
@@ -23,11 +30,28 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 
 __all__ = [
-    "TASKS", "Task", "adding_baseline", "adding_batch", "adding_loss", "get_task",
-    "memory_baseline", "memory_batch", "memory_loss", "sequence_length",
+    "IMAGE_TASKS",
+    "ImageSets",
+    "NUM_VALIDATION",
+    "PERMUTATION_SEED",
+    "TASKS",
+    "Task",
+    "accuracy",
+    "adding_baseline",
+    "adding_batch",
+    "adding_loss",
+    "classification_loss",
+    "get_task",
+    "image_inputs",
+    "load_image_sets",
+    "memory_baseline",
+    "memory_batch",
+    "memory_loss",
+    "sequence_length",
 ]
 
 MEMORY_SYMBOLS = 10   # symbols to remember
@@ -128,6 +152,78 @@ def memory_baseline(T: int) -> float:
   return MEMORY_SYMBOLS * math.log(MEMORY_ALPHABET) / (T + 2 * MEMORY_SYMBOLS)
 
 
+# Sequential images (beyond the paper): an MNIST-family image read one pixel a step.
+
+IMAGE_TASKS = ("pixel", "permuted")
+# The fixed pixel order of the permuted task, as expRNN's code draws it.
+PERMUTATION_SEED = 92916
+NUM_VALIDATION = 5_000  # the last training images, held out
+
+
+class ImageSets(NamedTuple):
+  """An image task's data, pixels in the order the network reads them.
+
+  Attributes:
+    train_x, val_x, test_x: uint8 (N, P): P pixels per image (784 for 28 × 28),
+      permuted for the 'permuted' task. The validation set is the last
+      `num_validation` training images (5,000 by default); the test set the test
+      images.
+    train_y, val_y, test_y: int32 (N,) labels in 0..9.
+  """
+  train_x: jax.Array
+  train_y: jax.Array
+  val_x: jax.Array
+  val_y: jax.Array
+  test_x: jax.Array
+  test_y: jax.Array
+
+
+def load_image_sets(folder: str, task: str, seed: int = PERMUTATION_SEED,
+                    num_validation: int = NUM_VALIDATION) -> ImageSets:
+  """An IDX folder's images as the sets of `task` ('pixel' or 'permuted'), as numpy.
+
+  Args:
+    folder: a folder holding the four IDX files (`images.resolve_data_dir`).
+    task: 'pixel' (row by row) or 'permuted' (the pixels in the fixed order
+      `numpy.random.RandomState(seed).permutation(P)`).
+    seed: the permutation's seed.
+    num_validation: the last this many training images are the validation set.
+
+  Raises:
+    FileNotFoundError, ValueError: as `images.load_idx_dataset`; ValueError for an
+      unknown task or no more training images than `num_validation`.
+  """
+  from lie_unitary.experiments.rnn import images
+  if task not in IMAGE_TASKS:
+    raise ValueError(f"unknown image task {task!r}; expected one of {IMAGE_TASKS}.")
+  ds = images.load_idx_dataset(folder)
+  if len(ds.train_images) <= num_validation:
+    raise ValueError(f"{folder}: {len(ds.train_images)} training images; the validation "
+                     f"split holds out the last {num_validation}.")
+  split = images.train_validation_split(ds, num_validation)
+  order = (images.pixel_permutation(seed, ds.train_images.shape[1]) if task == "permuted"
+           else np.arange(ds.train_images.shape[1]))
+  return ImageSets(split.train_images[:, order], split.train_labels,
+                   split.validation_images[:, order], split.validation_labels,
+                   ds.test_images[:, order], ds.test_labels)
+
+
+def image_inputs(pixels_BxP) -> jax.Array:
+  """uint8 pixels (B, P) as the network's inputs: float32 (B, P, 1) in [0, 1]."""
+  return (pixels_BxP.astype(jnp.float32) / 255.0)[..., None]
+
+
+def classification_loss(logits_BxK, labels_B) -> jax.Array:
+  """Softmax cross-entropy averaged over the batch: (B, K), (B,) int -> scalar."""
+  one_hot = jax.nn.one_hot(labels_B, logits_BxK.shape[-1], dtype=logits_BxK.dtype)
+  return jnp.mean(optax.softmax_cross_entropy(logits_BxK, one_hot))
+
+
+def accuracy(logits_BxK, labels_B) -> jax.Array:
+  """Share of the batch whose largest logit is its label: (B, K), (B,) -> scalar in [0, 1]."""
+  return jnp.mean((jnp.argmax(logits_BxK, axis=-1) == labels_B).astype(jnp.float32))
+
+
 def sequence_length(task: str, T: int) -> int:
   """Number of steps the network reads: T for adding, T + 20 for memory."""
   return get_task(task).length(T)
@@ -137,8 +233,9 @@ class Task(NamedTuple):
   """One task behind one interface.
 
   Attributes:
-    name: 'adding' or 'memory'.
-    sample: (key, batch_size, T) -> (x_BxLxD float32, targets).
+    name: 'adding', 'memory', 'pixel' or 'permuted'.
+    sample: (key, batch_size, T) -> (x_BxLxD float32, targets); None for the image
+      tasks, whose batches come from `ImageSets`.
     loss: (model outputs, targets) -> scalar.
     baseline: T -> the random baseline's loss.
     input_size: D.
@@ -162,11 +259,20 @@ TASKS: dict[str, Task] = {
     "memory": Task("memory", memory_batch, memory_loss, memory_baseline,
                    MEMORY_INPUT_CLASSES, MEMORY_OUTPUT_CLASSES, "all",
                    lambda T: T + 2 * MEMORY_SYMBOLS),
+    # Images: batches come from `ImageSets` (no `sample`); T is the pixel count; the
+    # baseline is the cross-entropy of a uniform guess over the 10 classes.
+    **{name: Task(name, None, classification_loss, lambda T: math.log(10), 1, 10, "last",
+                  lambda T: T) for name in IMAGE_TASKS},
 }
 
 
 def get_task(name: str) -> Task:
-  """The `Task` called `name` ('adding' or 'memory'; 'copy' is an alias of 'memory')."""
+  """The `Task` called `name` ('adding', 'memory', 'pixel' or 'permuted'; 'copy' is an
+  alias of 'memory').
+
+  Raises:
+    ValueError: an unknown name.
+  """
   name = {"copy": "memory"}.get(name, name)
   if name not in TASKS:
     raise ValueError(f"unknown task {name!r}; choose from {sorted(TASKS)} (or 'copy').")

@@ -29,6 +29,7 @@ import time
 
 import jax
 import ml_collections
+import numpy as np
 
 from lie_unitary.experiments import fields as F
 from lie_unitary.experiments import loop
@@ -37,6 +38,7 @@ from lie_unitary.experiments import sweep
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import config as config_lib
 from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn import images
 from lie_unitary.experiments.rnn import report
 from lie_unitary.experiments.rnn import trainer
 from lie_unitary.experiments.units import Unit
@@ -48,15 +50,16 @@ NAME = "rnn"
 
 # Relative cost per step and state unit² (matmul widths: LSTM 4 gates, the complex
 # pair 2n) to start the longest units first when worker processes share them.
-_COST = {"lstm": 8, "gurnn": 4, "gurnn_beta": 4, "free": 4, "urnn": 4, "irnn": 1, "tanh": 1}
+_COST = {"lstm": 8, "gurnn": 4, "gurnn_beta": 4, "free": 4, "urnn": 4, "irnn": 1, "tanh": 1,
+         "orthogonal": 1}
 
 
 # Validation -------------------------------------------------------------------------
 
 
 def _validate_models(config) -> None:
-  """The per-model table: the models of `paper_models`, each with its own fields."""
-  paper = config_lib.paper_models(config.task)
+  """The per-model table: the models of the task's table, each with its own fields."""
+  paper = config_lib.task_models(config.task)
   table = config.models
   if not isinstance(table, (ml_collections.ConfigDict, dict)):
     F.fail("models", table, "a table like `paper_models(task)`'s")
@@ -80,12 +83,14 @@ def validate_config(config) -> None:
   """
   F.validate(config, config_lib.FIELDS)
   _validate_models(config)
+  if config.task in data.IMAGE_TASKS:
+    _validate_images(config)
   if data.get_task(config.task).name == "adding" and min(config.T) < 2:
     F.fail("T", config.T, "integers ≥ 2 for the adding problem")
   if 0 < config.num_train < config.batch_size:
     F.fail("num_train", config.num_train, f"0 (fresh data) or ≥ batch_size = "
            f"{config.batch_size}")
-  for field in ("val_size", "eval_size"):
+  for field in (() if config.task in data.IMAGE_TASKS else ("val_size", "eval_size")):
     if config[field] % config.eval_batch_size:
       F.fail(field, config[field], f"a multiple of eval_batch_size = {config.eval_batch_size}")
   if config.batch_size % config.data_parallel:
@@ -96,6 +101,25 @@ def validate_config(config) -> None:
            f"a divisor of the device count, {jax.device_count()} (several processes: "
            "--num_processes; one CPU process: "
            "XLA_FLAGS=--xla_force_host_platform_device_count=N)")
+
+
+def _validate_images(config) -> None:
+  """The image tasks' own rules; their files must exist before anything is written."""
+  wrong = [m for m in config.model if m not in config_lib.IMAGE_MODELS]
+  if wrong:
+    F.fail("model", config.model, f"models of the image tasks, {config_lib.IMAGE_MODELS}")
+  if len(config.T) != 1:
+    F.fail("T", config.T, "one T for an image task: its pixel count, e.g. (784,)")
+  if config.data_parallel != 1:
+    F.fail("data_parallel", config.data_parallel, "1 for the image tasks")
+  if config.num_validation % config.eval_batch_size:
+    F.fail("eval_batch_size", config.eval_batch_size,
+           f"a divisor of num_validation = {config.num_validation}")
+  try:
+    images.check_dataset_files(images.resolve_data_dir(config.dataset, config.data_dir))
+  except (FileNotFoundError, ValueError) as e:
+    raise F.ConfigError(f"config.dataset = {config.dataset!r}: {' '.join(str(e).split())}"
+                        ) from e
 
 
 # Units ------------------------------------------------------------------------------
@@ -111,6 +135,8 @@ def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
   if "data_parallel" in spec:
     spec["data_parallel"] = int(spec["data_parallel"])
   spec.update(config.models[model].to_dict())
+  if config.task in data.IMAGE_TASKS and config.param_budget:
+    spec["hidden_size"] = config_lib.budget_hidden_size(model, config.param_budget)
   return ml_collections.FrozenConfigDict(spec)
 
 
@@ -143,8 +169,9 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     interrupts.Interrupted: after a checkpoint, when a stop was requested.
     runner.ConfigError: when the unit's checkpoint is beyond its target step.
   """
-  del config  # everything is in unit.spec
   spec = unit.spec
+  if spec.task in data.IMAGE_TASKS:
+    return _run_image_unit(config, unit, ctx)
   num = spec.num_replicates
   replicas = sweep.Replicas(num, sweep.replicate_sharding(
       data_parallel=spec.get("data_parallel", 1)))
@@ -199,6 +226,103 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   test = evaluate(outcome.state, "test", spec.eval_size)
   write("final", unit.target_step, outcome.elapsed + time.perf_counter() - t0,
         {"val_loss": val, "test_loss": test})
+
+
+def _load_sets(config, spec) -> data.ImageSets:
+  """The unit's image sets on the devices (replicated: every replicate reads them)."""
+  folder = images.resolve_data_dir(spec.dataset, config.data_dir)
+  sets = data.load_image_sets(folder, spec.task, spec.get("permutation_seed",
+                                                           data.PERMUTATION_SEED),
+                              spec.num_validation)
+  if sets.test_y.shape[0] % spec.eval_batch_size:
+    raise F.ConfigError(f"config.eval_batch_size = {spec.eval_batch_size}: expected a "
+                        f"divisor of the {sets.test_y.shape[0]} test images of {folder}.")
+  if sets.train_x.shape[1] != spec.T:
+    raise F.ConfigError(f"config.T = ({spec.T},): the images of {folder} have "
+                        f"{sets.train_x.shape[1]} pixels; set T to that.")
+  everywhere = jax.sharding.NamedSharding(sweep.replicate_sharding().mesh,
+                                          jax.sharding.PartitionSpec())
+  return data.ImageSets(*(jax.device_put(a, everywhere) for a in sets))
+
+
+def _best(recs: list[dict], num: int) -> dict:
+  """Per replicate, from its "val" records (after step 0): the test accuracy where the
+  validation accuracy was best (the first such step), and the best test accuracy."""
+  out = {k: np.full(num, np.nan) for k in ("test_accuracy", "best_test_accuracy",
+                                           "best_val_accuracy", "best_step")}
+  for r in range(num):
+    rows = sorted((x for x in recs if x["replicate"] == r and x["step"] > 0),
+                  key=lambda x: x["step"])
+    if not rows:
+      continue
+    best = max(rows, key=lambda x: x["val_accuracy"])  # max keeps the first of ties
+    out["test_accuracy"][r] = best["test_accuracy"]
+    out["best_val_accuracy"][r] = best["val_accuracy"]
+    out["best_step"][r] = best["step"]
+    out["best_test_accuracy"][r] = max(x["test_accuracy"] for x in rows)
+  return out
+
+
+def _run_image_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
+  """A sequential-image unit: val and test accuracy after every `val_every` updates
+  ("val" records), and at the end (kind "final") each replicate's test accuracy at
+  its best validation accuracy, the best test accuracy over the run (the published
+  anchors' protocol), and its trainable parameter count."""
+  spec = unit.spec
+  num = spec.num_replicates
+  sets = _load_sets(config, spec)
+  replicas = sweep.Replicas(num, sweep.replicate_sharding())
+  exp = trainer.make_image_experiment(spec, replicas.sharding, sets.train_y.shape[0])
+  done = {(r.get("kind"), r.get("replicate"), r.get("step"))
+          for r in workdir_lib.read(ctx.workdir) if r.get("unit") == unit.id}
+  last = {}
+
+  def write(kind, step, elapsed, metrics):
+    ctx.write([{"kind": kind, "replicate": r, "step": step, "seconds": round(elapsed, 3),
+                "epoch": round(step / exp.updates_per_epoch, 4),
+                **{k: float(v[r]) for k, v in metrics.items()}}
+               for r in range(num) if (kind, r, step) not in done])
+    ctx.scalars(step, {f"{kind}/{k}/replicate_{r}": v[r] for k, v in metrics.items()
+                       for r in range(num)})
+
+  def evaluate(state):
+    out = {}
+    for which, x, y in (("val", sets.val_x, sets.val_y), ("test", sets.test_x, sets.test_y)):
+      for k, v in replicas.gather(exp.evaluate(state.params, x, y)).items():
+        out[f"{which}_{k}"] = v
+    return out
+
+  def init():
+    state = exp.init(replicas.ids)
+    if ("val", 0, 0) not in done:
+      write("val", 0, 0.0, evaluate(state))
+    return state, {}
+
+  def after_call(state, step, train, history, elapsed):
+    last.update(evaluate(state))
+    write("val", step, elapsed, {**last, **{f"train_{k}": v for k, v in
+                                            replicas.gather(train).items()}})
+
+  def status(step, train):
+    acc = last["val_accuracy"]
+    return (f"epoch {step / exp.updates_per_epoch:.2f}, val accuracy median "
+            f"{loop.median(acc):.4f} (replicates {', '.join(f'{v:.4f}' for v in acc)})")
+
+  chunks = loop.Chunks(
+      init=init, advance=lambda state, order, step, n: exp.train_chunk(
+          state, replicas.ids, step, n, order, sets),
+      total_steps=unit.target_step, call_steps=spec.val_every,
+      epoch_steps=exp.updates_per_epoch,
+      epoch_data=lambda state, epoch: exp.epoch_order(replicas.ids, epoch),
+      after_call=after_call, status=status, to_host=replicas.to_host,
+      from_host=replicas.from_host, target_field="num_updates")
+  outcome = loop.run_chunks(ctx, chunks)
+  # Per replicate: every leaf's size without its replicate axis.
+  count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(outcome.state.params["params"]))
+  recs = [r for r in workdir_lib.read(ctx.workdir)
+          if r.get("unit") == unit.id and r.get("kind") == "val"]
+  write("final", unit.target_step, outcome.elapsed, {
+      **_best(recs, num), "num_params": np.full(num, count)})
 
 
 def write_report(workdir: str) -> list[str]:

@@ -29,6 +29,7 @@ import numpy as np
 from lie_unitary.experiments import results as results_lib
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn import image_report
 
 __all__ = ["ORIGINAL_FINAL_VAL", "figures", "markdown", "summarize", "write_report"]
 
@@ -88,7 +89,7 @@ def summarize(results: Any) -> dict:
   """
   out = collections.defaultdict(dict)
   for r in results_lib.as_records(results):
-    if r.get("kind") not in ("val", "final"):
+    if r.get("kind") not in ("val", "final") or r.get("task") in data.IMAGE_TASKS:
       continue
     label = _label(r["model"], r.get("lambda_optimizer"), _setting_notes(r))
     uid = r.get("unit") or f"{r['model']}|{r.get('lambda_optimizer')}|{label}"
@@ -191,8 +192,9 @@ def figures(results: Any) -> dict:
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.tasks` lacks.
   """
-  return {f"figure3_{task}_T{T}": _figure(task, T, units)
-          for (task, T), units in sorted(summarize(results).items())}
+  out = {f"figure3_{task}_T{T}": _figure(task, T, units)
+         for (task, T), units in sorted(summarize(results).items())}
+  return {**out, **image_report.figures(results_lib.as_records(results))}
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
@@ -236,12 +238,16 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     key = f"figure3_{task}_T{T}"
     if key in figure_files:
       lines += [f"![{task}, T = {T}]({figure_files[key]})", ""]
+  lines += image_report.markdown(records)
+  lines += [f"![{key}]({name})" for key, name in figure_files.items()
+            if key.startswith("images_")]
   return "\n".join(lines)
 
 
 def _short_run_note(records: Sequence[dict]) -> list[str]:
   """A warning when every unit trained far less than the paper's 50,000 updates."""
-  steps = [int(r["step"]) for r in records if r.get("kind") == "final"]
+  steps = [int(r["step"]) for r in records if r.get("kind") == "final"
+           and r.get("task") not in data.IMAGE_TASKS]
   if steps and max(steps) < _SHORT_RUN_UPDATES:
     return [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
             "too short to learn these tasks; it checks that everything runs, and its "

@@ -48,14 +48,18 @@ from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import data
 
 __all__ = ["FUSED_MODELS", "GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS",
-           "LAMBDA_REFRESHES", "MODELS", "SPECTRUM_METRICS", "Experiment", "ReplicateKeys",
-           "lambda_refresh", "make_experiment", "make_model", "optimizer_for"]
+           "LAMBDA_REFRESHES", "MODELS", "ORTHOGONAL_MODELS", "SPECTRUM_METRICS", "Experiment",
+           "ImageExperiment", "ReplicateKeys", "lambda_refresh", "make_experiment",
+           "make_image_experiment", "make_model", "num_params", "optimizer_for"]
 
-MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
+MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free", "orthogonal")
 # Models built on GURNNCell (β, activation); `free` is its recurrence without the
 # constraint: an unconstrained 2n×2n matrix instead of U(λ), so it has no λ.
 GURNN_MODELS = ("gurnn", "gurnn_beta", "free")
 LAMBDA_MODELS = ("gurnn", "gurnn_beta")
+# expRNN's orthogonal RNN (`lie_unitary.nn.OrthogonalRNNCell`): real state, W ∈ SO(n)
+# from so(n) coefficients μ, trained at its own learning rate (expRNN: a tenth).
+ORTHOGONAL_MODELS = ("orthogonal",)
 # Models with a complex state whose initial value `h0` sets.
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")
 # Models whose cell runs its own loop, which config.kernel = "pallas" fuses.
@@ -101,6 +105,9 @@ def make_model(spec) -> lnn.SequenceModel:
     cell = lnn.SimpleRNNCell.irnn(n)
   elif spec.model == "tanh":
     cell = lnn.SimpleRNNCell.tanh_rnn(n)
+  elif spec.model == "orthogonal":
+    # Real W ∈ SO(n) vmapped over replicates: eigh beats Padé on batches.
+    cell = lnn.OrthogonalRNNCell(n, expm_method="eigh")
   else:
     raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
   return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll,
@@ -111,16 +118,26 @@ def _is_lambda(path) -> bool:
   return getattr(path[-1], "key", None) == "lam"
 
 
+def _is_mu(path) -> bool:
+  return getattr(path[-1], "key", None) == "mu"
+
+
 def optimizer_for(spec) -> optax.GradientTransformation:
   """RMSProp (no momentum) on everything, optionally clipped by value first; the
   guRNN's λ, unclipped, gets `lambda_optimizer` at `lambda_learning_rate`: plain SGD
   (as the original code) or its own RMSProp (with RMSProp at the shared learning rate
-  it is simply part of the rest). Every learning rate follows `lr_drops`."""
+  it is simply part of the rest); the orthogonal RNN's μ, unclipped, its own RMSProp
+  at `lambda_learning_rate`. Every learning rate follows `lr_drops`."""
   rate = lambda lr: training.step_schedule(lr, spec.lr_drops, spec.lr_drop_factor)
   rmsprop = dict(rmsprop_decay=spec.rmsprop_decay, rmsprop_eps=spec.rmsprop_eps,
                  rmsprop_initial_scale=spec.rmsprop_initial_scale)
   rest = training.make_optimizer("rmsprop", rate(spec.learning_rate),
                                  clip_value=spec.clip_value, **rmsprop)
+  if spec.model in ORTHOGONAL_MODELS:  # μ: RMSProp at its own rate, unclipped (expRNN)
+    mu = training.make_optimizer("rmsprop", rate(spec.lambda_learning_rate), **rmsprop)
+    labels = lambda params: jax.tree_util.tree_map_with_path(
+        lambda path, _: "mu" if _is_mu(path) else "rest", params)
+    return optax.multi_transform({"rest": rest, "mu": mu}, labels)
   if spec.model not in LAMBDA_MODELS or (spec.lambda_optimizer == "rmsprop" and
                                           spec.lambda_learning_rate == spec.learning_rate):
     return rest
@@ -326,3 +343,142 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
 
   v_refresh = None if refresh_state is None else jax.jit(jax.vmap(refresh_state), **out)
   return Experiment(v_init, v_train, evaluate_sets, loss_fn, v_spectrum, v_refresh)
+
+
+def num_params(model: str, hidden_size: int, input_size: int, output_size: int,
+               activation: str = "relu") -> int:
+  """Trainable reals of `model`'s `SequenceModel` with a last-state readout: the
+  manifold's dimension for a constrained matrix (n² for U(n), n(n-1)/2 for SO(n)).
+
+  Args:
+    model: 'gurnn', 'gurnn_beta', 'orthogonal' or 'lstm'.
+    hidden_size: the cell's size (complex units for the guRNN).
+    input_size: D; output_size: K.
+    activation: the guRNN's activation (its modReLU has a bias per unit).
+
+  Raises:
+    ValueError: another model, or a size that is not an integer ≥ 1.
+  """
+  if model in LAMBDA_MODELS:
+    return lnn.gurnn_num_params(hidden_size, input_size, output_size, activation)
+  if model in ORTHOGONAL_MODELS:
+    return lnn.orthogonal_rnn_num_params(hidden_size, input_size, output_size)
+  if model == "lstm":  # flax's OptimizedLSTMCell: 4 gates of D·h + h·h + h, then the readout
+    h = hidden_size
+    return 4 * h * (input_size + h + 1) + (h + 1) * output_size
+  raise ValueError(f"num_params counts {LAMBDA_MODELS + ORTHOGONAL_MODELS + ('lstm',)}; "
+                   f"got {model!r}.")
+
+
+class ImageExperiment(NamedTuple):
+  """Pure functions of one sequential-image unit, batched over replicates (axis R).
+
+  Attributes:
+    init: replicate indices (R,) int32 -> TrainState_R.
+    epoch_order: (replicate indices (R,), epoch) -> (R, N) int32: each replicate's
+      order of the N training images in that epoch (a permutation drawn from its key).
+    train_chunk: (TrainState_R, replicate indices, first update, number of updates,
+      epoch order (R, N), ImageSets) -> (TrainState_R, {"loss", "accuracy"}: (R,) means
+      over the updates); update u reads the images order[(u mod S)·B : ...] of its
+      epoch, S = N // B updates per epoch (the last N mod B images of an order are
+      left out). Jitted, the state donated; the updates must stay within one epoch.
+    evaluate: (params_R, images (M, P) uint8, labels (M,)) -> {"loss", "accuracy"}:
+      (R,), over the whole set in batches of `eval_batch_size` (which divides M).
+    updates_per_epoch: S.
+  """
+  init: Callable
+  epoch_order: Callable
+  train_chunk: Callable
+  evaluate: Callable
+  updates_per_epoch: int
+
+
+def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
+                          num_train: int) -> ImageExperiment:
+  """The jitted, replicate-vmapped programs of a sequential-image unit (`ImageExperiment`).
+
+  The images stay on the device (uint8) and every batch is gathered inside the jitted
+  chunk from the epoch's order, so a replicate's batches are a pure function of its key
+  and the update index, and a run resumed mid-epoch makes the uninterrupted run's steps.
+
+  Args:
+    spec: the unit's spec (task 'pixel' or 'permuted').
+    sharding: the replicate axis' sharding (`sweep.replicate_sharding()`), or None.
+    num_train: N, the training images.
+
+  Raises:
+    ValueError: a task that is not an image task, or fewer training images than a batch.
+  """
+  if spec.task not in data.IMAGE_TASKS:
+    raise ValueError(f"task {spec.task!r} is not an image task {data.IMAGE_TASKS}.")
+  if num_train < spec.batch_size:
+    raise ValueError(f"{num_train} training images cannot fill a batch of {spec.batch_size}.")
+  model = make_model(spec)
+  optimizer = optimizer_for(spec)
+  per_epoch = num_train // spec.batch_size
+
+  def replicate_keys(replicate) -> ReplicateKeys:
+    root = jax.random.fold_in(jax.random.key(spec.seed), replicate)
+    return ReplicateKeys(*(jax.random.fold_in(root, i) for i in range(len(ReplicateKeys._fields))))
+
+  def metrics(params, pixels, labels, carry_key):
+    logits = model.apply(params, data.image_inputs(pixels), carry_key)
+    return data.classification_loss(logits, labels), data.accuracy(logits, labels)
+
+  def init(replicate):
+    keys = replicate_keys(replicate)
+    x = jnp.zeros((1, spec.T, 1), jnp.float32)
+    variables = model.init(keys.params, x, keys.init_carry)
+    return training.TrainState(variables, optimizer.init(_trainable(variables)))
+
+  def epoch_order(replicate, epoch):
+    key = jax.random.fold_in(replicate_keys(replicate).data, epoch)
+    return jax.random.permutation(key, num_train).astype(jnp.int32)
+
+  def train_chunk(state, replicate, start, num, order, sets):
+    carry_key = replicate_keys(replicate).carry
+
+    def step(u, carry):
+      state, loss_sum, acc_sum = carry
+      batch = jax.lax.dynamic_slice_in_dim(order, (u % per_epoch) * spec.batch_size,
+                                           spec.batch_size)
+      trainable = _trainable(state.params)
+      (loss, acc), grads = jax.value_and_grad(
+          lambda p: metrics({**state.params, **p}, sets.train_x[batch], sets.train_y[batch],
+                            jax.random.fold_in(carry_key, u)), has_aux=True)(trainable)
+      updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
+      variables = {**state.params, **optax.apply_updates(trainable, updates)}
+      return training.TrainState(variables, opt_state), loss_sum + loss, acc_sum + acc
+
+    state, loss_sum, acc_sum = jax.lax.fori_loop(
+        start, start + num, step, (state, jnp.float32(0), jnp.float32(0)))
+    return state, {"loss": loss_sum / num, "accuracy": acc_sum / num}
+
+  def evaluate(params, pixels, labels):
+    size = spec.eval_batch_size
+    carry_key = jax.random.key(spec.eval_seed)
+
+    def one_batch(j, totals):
+      x = jax.lax.dynamic_slice_in_dim(pixels, j * size, size)
+      y = jax.lax.dynamic_slice_in_dim(labels, j * size, size)
+      loss, acc = metrics(params, x, y, carry_key)
+      return totals[0] + loss, totals[1] + acc
+
+    count = labels.shape[0] // size
+    loss, acc = jax.lax.fori_loop(0, count, one_batch, (jnp.float32(0), jnp.float32(0)))
+    return {"loss": loss / count, "accuracy": acc / count}
+
+  out = {} if sharding is None else {"out_shardings": sharding}
+  v_init = jax.jit(jax.vmap(init), **out)
+  v_order = jax.jit(jax.vmap(epoch_order, in_axes=(0, None)), **out)
+  v_train = jax.jit(jax.vmap(train_chunk, in_axes=(0, 0, None, None, 0, None)),
+                    donate_argnums=0, **out)
+  v_eval = jax.jit(jax.vmap(evaluate, in_axes=(0, None, None)), **out)
+
+  def evaluate_set(params, pixels, labels):
+    if labels.shape[0] % spec.eval_batch_size:
+      raise ValueError(f"{labels.shape[0]} images are not a multiple of "
+                       f"eval_batch_size = {spec.eval_batch_size}.")
+    return v_eval(params, pixels, labels)
+
+  return ImageExperiment(v_init, v_order, v_train, evaluate_set, per_epoch)

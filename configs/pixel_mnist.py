@@ -1,0 +1,15 @@
+"""Pixel-by-pixel MNIST (sMNIST, T = 784): the permuted task's setting with the pixels
+in reading order, and expRNN's learning rates for it (7e-4, the Lie-algebra
+coefficients at 7e-5)."""
+
+from lie_unitary.experiments import config_files
+
+
+def get_config():
+  c = config_files.sibling(__file__, "permuted_mnist")
+  c.variant = "pixel_mnist"
+  c.task = "pixel"
+  for m in ("gurnn", "orthogonal"):
+    c.models[m].learning_rate = 7e-4
+    c.models[m].lambda_learning_rate = 7e-5
+  return c

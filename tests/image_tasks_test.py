@@ -1,0 +1,178 @@
+"""Sequential-image tasks (pixel and permuted) on small IDX sets the tests write.
+
+References: numpy (the split, the permutation, accuracy), the models' parameter leaves
+(the counts), and an uninterrupted run (a run resumed mid-epoch).
+"""
+
+import os
+import subprocess
+import sys
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lie_unitary.experiments import runner
+from lie_unitary.experiments import workdir as workdir_lib
+from lie_unitary.experiments.rnn import config as rnn_config
+from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn import experiment as rnn
+from lie_unitary.experiments.rnn import images
+from lie_unitary.experiments.rnn import trainer
+
+from idx_files import HW
+from idx_files import write_image_folder
+
+pytestmark = pytest.mark.usefixtures("fast_compiles")
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _config(folder, **fields):
+  c = rnn_config.get_config("permuted_mnist")
+  c.dataset = folder
+  c.T = (HW[0] * HW[1],)
+  c.num_validation, c.eval_batch_size, c.batch_size = 64, 32, 32
+  c.num_replicates, c.num_updates, c.val_every = 2, 12, 3
+  for m in c.models.values():
+    m.hidden_size = 8
+  c.model = ("gurnn",)
+  for k, v in fields.items():
+    c[k] = v
+  return c
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+  return write_image_folder(tmp_path_factory.mktemp("idx"))
+
+
+def test_sets_split_the_last_images_off_and_permute_every_set_alike(folder):
+  ds = images.load_idx_dataset(folder)
+  pixel = data.load_image_sets(folder, "pixel", num_validation=64)
+  perm = data.load_image_sets(folder, "permuted", seed=3, num_validation=64)
+  order = np.random.RandomState(3).permutation(16)
+  np.testing.assert_array_equal(pixel.train_x, ds.train_images[:192])
+  np.testing.assert_array_equal(pixel.val_x, ds.train_images[192:])
+  np.testing.assert_array_equal(pixel.test_y, ds.test_labels)
+  for a, b in zip(perm, pixel):
+    np.testing.assert_array_equal(a, b[:, order] if b.ndim == 2 else b)
+  with pytest.raises(ValueError, match="holds out the last 256"):
+    data.load_image_sets(folder, "pixel", num_validation=256)
+
+
+def test_accuracy_and_loss_against_numpy():
+  logits = jnp.array([[0.1, 2.0, -1.0], [3.0, 0.0, 0.5], [0.0, 0.0, 1.0], [1.0, 2.0, 3.0]])
+  labels = jnp.array([1, 2, 2, 0])
+  assert float(data.accuracy(logits, labels)) == 0.5
+  p = np.exp(logits) / np.exp(logits).sum(-1, keepdims=True)
+  np.testing.assert_allclose(float(data.classification_loss(logits, labels)),
+                             -np.mean(np.log(p[np.arange(4), labels])), rtol=1e-6)
+  np.testing.assert_allclose(data.image_inputs(jnp.array([[0, 255]], jnp.uint8))[..., 0],
+                             [[0.0, 1.0]])
+
+
+@pytest.mark.parametrize("model,activation", [("gurnn", "modrelu"), ("orthogonal", ""),
+                                              ("lstm", "")])
+def test_parameter_counts_are_the_models_leaves(model, activation, folder):
+  config = _config(folder, model=(model,))
+  for m in config.models.values():
+    m.hidden_size = 7
+  spec = rnn.unit_spec(config, model, 16)
+  exp = trainer.make_image_experiment(spec, None, 192)
+  params = exp.init(jnp.arange(1, dtype=jnp.int32)).params["params"]
+  leaves = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(params))
+  assert trainer.num_params(model, 7, 1, 10, activation or "relu") == leaves
+
+
+def test_budgets_size_each_model_to_the_orthogonal_rnns_count():
+  for budget, n in rnn_config.BUDGETS.items():
+    target = trainer.num_params("orthogonal", n, 1, 10)
+    for model in ("gurnn", "lstm"):
+      h = rnn_config.budget_hidden_size(model, budget)
+      count = lambda k: trainer.num_params(model, k, 1, 10, "modrelu")
+      assert abs(count(h) - target) <= min(abs(count(h - 1) - target),
+                                           abs(count(h + 1) - target)), (budget, model)
+
+
+def test_epoch_orders_are_a_function_of_the_replicates_key_and_epoch(folder):
+  spec = rnn.unit_spec(_config(folder), "gurnn", 16)
+  exp = trainer.make_image_experiment(spec, None, 192)
+  ids = jnp.arange(2, dtype=jnp.int32)
+  a, b, c = exp.epoch_order(ids, 0), exp.epoch_order(ids, 0), exp.epoch_order(ids, 1)
+  np.testing.assert_array_equal(a, b)
+  assert not np.array_equal(a[0], a[1]) and not np.array_equal(a, c)
+  for row in np.concatenate([np.asarray(a), np.asarray(c)]):
+    np.testing.assert_array_equal(np.sort(row), np.arange(192))
+  assert exp.updates_per_epoch == 6
+
+
+def test_missing_files_fail_before_the_workdir_exists(tmp_path):
+  config = _config(str(tmp_path / "nothing"))
+  with pytest.raises(runner.ConfigError, match="config.dataset"):
+    rnn.train_and_evaluate(config, str(tmp_path / "w"), printer=lambda *_: None)
+  assert not (tmp_path / "w").exists()
+  config = _config(str(tmp_path), model=("tanh",))
+  with pytest.raises(runner.ConfigError, match="models of the image tasks"):
+    rnn.validate_config(config)
+
+
+def _losses(workdir):
+  return {(r["kind"], r["replicate"], r["step"]): (r.get("train_loss"), r["val_accuracy"]
+                                                   if "val_accuracy" in r else
+                                                   r["test_accuracy"])
+          for r in workdir_lib.read(workdir)}
+
+
+@pytest.mark.slow
+def test_a_run_resumed_mid_epoch_equals_an_uninterrupted_run(folder, tmp_path):
+  quiet = dict(printer=lambda *_: None, handle_signals=False)
+  rnn.train_and_evaluate(_config(folder), str(tmp_path / "whole"), **quiet)
+  # 9 updates: one epoch and a half (6 per epoch); then extended to 12.
+  rnn.train_and_evaluate(_config(folder, num_updates=9), str(tmp_path / "parts"), **quiet)
+  lines = []
+  rnn.train_and_evaluate(_config(folder), str(tmp_path / "parts"), printer=lines.append,
+                         handle_signals=False)
+  assert any("resumed at step 9" in line for line in lines), lines
+  whole, parts = _losses(tmp_path / "whole"), _losses(tmp_path / "parts")
+  for key, value in whole.items():
+    assert parts[key] == value, key
+  finals = [r for r in workdir_lib.read(tmp_path / "whole") if r["kind"] == "final"]
+  assert len(finals) == 2
+  for r in finals:
+    val = [x for x in workdir_lib.read(tmp_path / "whole") if x["kind"] == "val"
+           and x["replicate"] == r["replicate"] and x["step"] > 0]
+    best = max(val, key=lambda x: x["val_accuracy"])
+    assert r["test_accuracy"] == best["test_accuracy"]
+    assert r["best_test_accuracy"] == max(x["test_accuracy"] for x in val)
+    assert r["num_params"] == trainer.num_params("gurnn", 8, 1, 10, "modrelu")
+  # The toy set is learnable: the best validation accuracy beats chance (0.1).
+  assert max(r["best_val_accuracy"] for r in finals) > 0.3
+
+
+@pytest.mark.slow
+def test_the_launcher_runs_a_small_idx_set_end_to_end(folder, tmp_path):
+  env = dict(os.environ, PYTHONPATH=_ROOT, JAX_PLATFORMS="cpu")
+  args = ["--config=permuted_mnist", f"--config.dataset={folder}", "--config.T=(16,)",
+          "--config.num_validation=64", "--config.eval_batch_size=32",
+          "--config.batch_size=32", "--config.num_replicates=1", "--config.num_updates=6",
+          "--config.val_every=3", "--config.model=orthogonal,lstm",
+          "--config.models.orthogonal.hidden_size=6", "--config.models.lstm.hidden_size=5",
+          f"--workdir={tmp_path / 'w'}"]
+  proc = subprocess.run([sys.executable, "-m", "lie_unitary.experiments.rnn", *args],
+                        env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+  assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+  finals = [r for r in workdir_lib.read(tmp_path / "w") if r["kind"] == "final"]
+  assert sorted(r["model"] for r in finals) == ["lstm", "orthogonal"]
+  assert os.path.exists(tmp_path / "w" / "report.md")
+
+
+def test_the_real_fashion_mnist_files_when_installed():
+  folder = images.DEBIAN_FASHION_MNIST_DIR
+  if not os.path.isdir(folder):
+    pytest.skip(f"Fashion-MNIST is not installed ({folder}: apt-get install "
+                "dataset-fashion-mnist).")
+  sets = data.load_image_sets(folder, "permuted")
+  assert sets.train_x.shape == (55_000, 784) and sets.val_x.shape == (5_000, 784)
+  assert sets.test_x.shape == (10_000, 784) and set(np.unique(sets.test_y)) == set(range(10))
