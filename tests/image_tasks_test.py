@@ -157,7 +157,7 @@ def test_the_launcher_runs_a_small_idx_set_end_to_end(folder, tmp_path):
   args = ["--config=permuted_mnist", f"--config.dataset={folder}", "--config.T=(16,)",
           "--config.num_validation=64", "--config.eval_batch_size=32",
           "--config.batch_size=32", "--config.num_replicates=1", "--config.num_updates=6",
-          "--config.val_every=3", "--config.model=orthogonal,lstm",
+          "--config.val_every=3", "--config.model=('orthogonal','lstm')",
           "--config.models.orthogonal.hidden_size=6", "--config.models.lstm.hidden_size=5",
           f"--workdir={tmp_path / 'w'}"]
   proc = subprocess.run([sys.executable, "-m", "lie_unitary.experiments.rnn", *args],
