@@ -137,6 +137,52 @@ class ModReLURecurrenceTest(chex.TestCase):
         self.variant(lnn.modrelu_recurrence)(*args)
 
 
+class RealModReLURecurrenceTest(chex.TestCase):
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_matches_grad_of_plain_scan_in_float64(self):
+    # Against jax.grad through a plain lax.scan of sign(z)·relu(|z| + b) written here:
+    # all four cotangents, unroll 2 with L odd, one unit always off, biases of both signs.
+    with jax.enable_x64(True):
+      k = jax.random.split(jax.random.key(2), 4)
+      L, B, H = 7, 3, 5
+      w = jax.random.normal(k[0], (H, H), jnp.float64) / math.sqrt(H)
+      h0 = jax.random.normal(k[1], (B, H), jnp.float64)
+      p = jax.random.normal(k[2], (L, B, H), jnp.float64)
+      bias = jnp.array([-10.0, -0.3, 0.0, 0.2, -0.05])
+      weights = jax.random.normal(k[3], (L, B, H), jnp.float64)
+
+      def reference(w, h0, p, bias):
+        def body(h, p_t):
+          z = h @ w + p_t
+          h = jnp.sign(z) * jnp.maximum(jnp.abs(z) + bias, 0.0)
+          return h, h
+        return jax.lax.scan(body, h0, p)[1]
+
+      ours_fn = self.variant(lambda *a: lnn.real_modrelu_recurrence(*a, unroll=2))
+      hs = ours_fn(w, h0, p, bias)
+      chex.assert_shape(hs, (L, B, H))
+      chex.assert_type(hs, jnp.float64)
+      np.testing.assert_allclose(hs, reference(w, h0, p, bias), rtol=1e-12, atol=1e-12)
+      np.testing.assert_array_equal(hs[:, :, 0], 0.0)
+      assert 0 < float(jnp.mean(hs == 0)) < 0.5  # both branches of modReLU are exercised
+      loss = lambda fn, *args: jnp.sum(jnp.sin(fn(*args)) * weights)
+      ours = jax.grad(lambda *a: loss(ours_fn, *a), argnums=(0, 1, 2, 3))(w, h0, p, bias)
+      ref = jax.grad(lambda *a: loss(reference, *a), argnums=(0, 1, 2, 3))(w, h0, p, bias)
+      for name, a, b in zip(("W", "h0", "p", "bias"), ours, ref):
+        chex.assert_equal_shape([a, b])
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12, err_msg=name)
+      assert float(ours[3][0]) == 0.0  # an inactive unit's bias gets no gradient
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_bad_shapes_raise_value_error(self):
+    w, h0, p, bias = jnp.eye(4), jnp.zeros((2, 4)), jnp.zeros((3, 2, 4)), jnp.zeros((4,))
+    for args in ((w[:, :3], h0, p, bias), (w, h0[0], p, bias), (w, h0, p[..., :3], bias),
+                 (w, h0, p, bias[:2]), (w, h0, p, jnp.zeros((1, 4)))):
+      with pytest.raises(ValueError, match="expected"):
+        self.variant(lnn.real_modrelu_recurrence)(*args)
+
+
 def test_modrelu_pairs_is_modrelu_on_real_pairs():
   z = jax.random.normal(jax.random.key(0), (4, 3)) + 1j * jax.random.normal(
       jax.random.key(1), (4, 3))

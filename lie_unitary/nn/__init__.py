@@ -19,10 +19,11 @@ from lie_unitary.nn.orthogonal_cell import block_rotation_init
 from lie_unitary.nn.orthogonal_cell import gurnn_num_params
 from lie_unitary.nn.orthogonal_cell import orthogonal_labels
 from lie_unitary.nn.orthogonal_cell import orthogonal_rnn_num_params
-from lie_unitary.nn.orthogonal_cell import real_modrelu
 from lie_unitary.nn.recurrence import elementwise_recurrence
 from lie_unitary.nn.recurrence import modrelu
 from lie_unitary.nn.recurrence import modrelu_recurrence
+from lie_unitary.nn.recurrence import real_modrelu
+from lie_unitary.nn.recurrence import real_modrelu_recurrence
 from lie_unitary.nn.sequence import KERNELS
 from lie_unitary.nn.sequence import FastPathCell
 from lie_unitary.nn.sequence import ScanningCell
@@ -63,5 +64,6 @@ __all__ = [
     "orthogonal_rnn_num_params",
     "orthogonal_weight",
     "real_modrelu",
+    "real_modrelu_recurrence",
     "unitary_weight",
 ]

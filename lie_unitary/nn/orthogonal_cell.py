@@ -27,6 +27,7 @@ from lie_unitary import algebra
 from lie_unitary import expm
 from lie_unitary.nn import recurrence
 from lie_unitary.nn import weights
+from lie_unitary.nn.recurrence import real_modrelu
 
 __all__ = [
     "ORTHOGONAL_INITS",
@@ -35,7 +36,7 @@ __all__ = [
     "gurnn_num_params",
     "orthogonal_labels",
     "orthogonal_rnn_num_params",
-    "real_modrelu",
+    "real_modrelu",  # re-exported from `recurrence`, where its kernel lives
 ]
 
 Initializer = Callable[..., jax.Array]
@@ -95,21 +96,6 @@ def block_rotation_init(kind: str = "cayley") -> Initializer:
   return initializer
 
 
-def real_modrelu(z, bias) -> jax.Array:
-  """modReLU of real units: sign(z) · relu(|z| + b), as expRNN's ``modrelu``.
-
-  Zero where |z| + b ≤ 0 (and at z = 0); elsewhere z's sign kept and |z| shifted by b.
-
-  Args:
-    z: real (..., n), float32 or float64.
-    bias: real (n,) b, broadcast against z's last axis.
-
-  Returns:
-    Real (..., n), the promoted dtype of z and b.
-  """
-  return jnp.sign(z) * jax.nn.relu(jnp.abs(z) + bias)
-
-
 def _uniform(minval: float, maxval: float) -> Initializer:
   return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, minval,
                                                                   maxval)
@@ -130,9 +116,11 @@ class OrthogonalRNNCell(nn.RNNCellBase):
     `he_normal` truncates).
   - ``modrelu_bias`` (n,): b ~ U(-0.01, 0.01).
 
-  The initial state is zeros. A `lie_unitary.nn.FastPathCell`: `SequenceModel` forms
+  The initial state is zeros. A `lie_unitary.nn.ScanningCell`: `SequenceModel` forms
   W once per forward pass (`transition`) and V x for all steps at once
-  (`project_inputs`), and loops over `step`, one (B, n) @ (n, n) matmul and modReLU.
+  (`project_inputs`), then runs `scan`, `real_modrelu_recurrence`: one (B, n) @ (n, n)
+  matmul and modReLU a step, and a hand-written reverse pass that forms W̄ in one
+  matmul after its loop (`step` gives the same numbers, one step at a time).
 
   expRNN's code applies B = expm(A) to row vectors (h @ B, i.e. Bᵀ h); this cell
   applies W = expm(A(μ)) as W h, so its A(μ) is expRNN's Aᵀ = -A. To carry a trained
@@ -185,6 +173,19 @@ class OrthogonalRNNCell(nn.RNNCellBase):
     """h = modReLU(h_prev @ transition + projected, b): (..., n) -> (new carry, output)."""
     h = real_modrelu(carry_BxH @ transition + projected_BxH, self.modrelu_bias)
     return h, h
+
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1,
+           kernel: str = "scan"):
+    """All L steps, time-major: (B, n) carry, (L, B, n) projections -> (carry, (L, B, n)).
+
+    Raises:
+      ValueError: kernel other than 'scan' (this cell has no fused kernel).
+    """
+    if kernel != "scan":
+      raise ValueError(f"OrthogonalRNNCell runs only kernel='scan'; got {kernel!r}.")
+    hs = recurrence.real_modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
+                                            self.modrelu_bias, unroll)
+    return hs[-1], hs
 
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., n), x (..., D) real -> (new carry, output = new carry).

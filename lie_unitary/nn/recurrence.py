@@ -2,10 +2,11 @@
 
 Pure functions of arrays (no flax): the all-steps loops that `SequenceModel` runs for
 the recurrent cells of paper §4 (the guRNN, the unconstrained `free` cell, the IRNN and
-the tanh RNN), and modReLU (Arjovsky et al. 2016) on complex numbers and on complex
-vectors held as real pairs [Re z, Im z].
+the tanh RNN) and `OrthogonalRNNCell` (expRNN's architecture), and modReLU (Arjovsky
+et al. 2016) on complex numbers, on complex vectors held as real pairs [Re z, Im z]
+and on real numbers.
 
-Both loops compute h_t = f(h_{t-1} @ W + p_t), t = 1..L, time-major, in the row-vector
+The loops compute h_t = f(h_{t-1} @ W + p_t), t = 1..L, time-major, in the row-vector
 convention (h @ W). Their reverse passes run one backward loop for the per-step deltas
 and form W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop, where autodiff of
 `lax.scan` accumulates it step by step. Both are `jax.custom_vjp`: reverse mode only.
@@ -30,6 +31,8 @@ __all__ = [
     "modrelu",
     "modrelu_pairs",
     "modrelu_recurrence",
+    "real_modrelu",
+    "real_modrelu_recurrence",
 ]
 
 _ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "identity": lambda x: x}
@@ -234,3 +237,87 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   """
   parts.check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n)
   return _modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, unroll)
+
+
+def real_modrelu(z, bias) -> jax.Array:
+  """modReLU on real numbers, as expRNN: sign(z) · relu(|z| + b).
+
+  Zero where |z| + b ≤ 0 (and at z = 0); elsewhere z's sign kept and |z| shifted by b.
+
+  Args:
+    z: real (..., n), float32 or float64.
+    bias: real (n,) b, broadcast against z's last axis.
+
+  Returns:
+    Real (..., n), the promoted dtype of z and b.
+  """
+  return jnp.sign(z) * jax.nn.relu(jnp.abs(z) + bias)
+
+
+def _real_modrelu_forward(transition, h0, projected, bias, unroll):
+  def body(h, p):
+    h = real_modrelu(h @ transition + p, bias)
+    return h, h
+
+  return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
+def _real_modrelu_recurrence(transition, h0, projected, bias, unroll):
+  return _real_modrelu_forward(transition, h0, projected, bias, unroll)
+
+
+def _real_modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
+  hs = _real_modrelu_forward(transition, h0, projected, bias, unroll)
+  return hs, (transition, h0, hs)
+
+
+def _real_modrelu_recurrence_bwd(unroll, res, ct_hs):
+  transition, h0, hs = res
+  transition_t = transition.T
+
+  def body(delta_next, inputs):
+    ct_h, h = inputs
+    # d h / d z = 1 exactly where h ≠ 0 (what autodiff of `real_modrelu` gives).
+    delta = jnp.where(h != 0, ct_h + delta_next @ transition_t, 0)
+    return delta, delta
+
+  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, hs),
+                                     reverse=True, unroll=unroll)
+  # d h / d b = sign(z) where h ≠ 0, i.e. sign(h); δ is already zero elsewhere.
+  ct_bias = jnp.einsum("lbh,lbh->h", jnp.sign(hs), deltas)
+  return (parts.transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas,
+          ct_bias)
+
+
+_real_modrelu_recurrence.defvjp(_real_modrelu_recurrence_fwd, _real_modrelu_recurrence_bwd)
+
+
+def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
+                            unroll: int = 1) -> jax.Array:
+  """All states of h_t = real_modrelu(h_{t-1} @ W + p_t, b), t = 1..L, hand-written reverse.
+
+  The recurrence of expRNN's orthogonal RNN. The reverse pass needs only the saved
+  states (the modReLU's derivative is 1 where h_t ≠ 0 and 0 elsewhere; its derivative
+  in b is sign(h_t)): one loop of δ_t = 1[h_t ≠ 0] ⊙ (h̄_t + δ_{t+1} Wᵀ), then W̄ as ONE
+  matmul and b̄ as one sum after the loop, as `elementwise_recurrence`.
+  A `jax.custom_vjp`: reverse mode only.
+
+  Args:
+    transition_HxH: real (H, H) W (row-vector convention: h @ W), float32 or float64.
+    h0_BxH: real (B, H) initial state, the same dtype.
+    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
+    bias_H: real (H,), the modReLU bias b.
+    unroll: steps per loop iteration (forward and reverse loops).
+
+  Returns:
+    Real (L, B, H), the inputs' dtype: h_1..h_L.
+
+  Raises:
+    ValueError: on mismatched shapes, including a bias that is not (H,).
+  """
+  parts.check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  if bias_H.shape != h0_BxH.shape[-1:]:
+    raise ValueError(f"expected a bias (H,) for states (B, H); got {bias_H.shape=}, "
+                     f"{h0_BxH.shape=}.")
+  return _real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H, unroll)

@@ -77,8 +77,9 @@ class ScanningCell(FastPathCell, Protocol):
   """A `FastPathCell` that also runs all steps at once in its own loop.
 
   `SequenceModel` uses `scan` instead of looping over `step` when the carry is (B, H);
-  it must give the same numbers as scanning `step` (the guRNN, IRNN and tanh RNN run a
-  kernel of `lie_unitary.nn.recurrence` there, whose reverse pass is hand-written).
+  it must give the same numbers as scanning `step` (the guRNN, IRNN, tanh RNN and
+  orthogonal RNN run a kernel of `lie_unitary.nn.recurrence` there, whose reverse pass
+  is hand-written).
   """
 
   def scan(self, carry_BxH: jax.Array, projected_LxBxH: jax.Array, transition: Any,
@@ -111,8 +112,8 @@ class SequenceModel(nn.Module):
   """A cell scanned over a sequence, then a linear readout (with bias) of its outputs.
 
   A `FastPathCell` has `transition()` and `project_inputs()` run once per call; a
-  `ScanningCell` (the guRNN, `free`, IRNN and tanh RNN: `elementwise_recurrence` or
-  `modrelu_recurrence`, hand-written reverse passes) then runs its own `scan`, any
+  `ScanningCell` (the guRNN, `free`, IRNN, tanh and orthogonal RNN: the kernels of
+  `lie_unitary.nn.recurrence`, hand-written reverse passes) then runs its own `scan`, any
   other `FastPathCell` (the ruRNN) `nn.scan` over `step` with the transition
   broadcast. Any other `nn.RNNCellBase` (flax's LSTM cells) is `nn.scan`-ed as is.
   `readout='last'` maps the last step's output to (B, K) (adding); `readout='all'`
