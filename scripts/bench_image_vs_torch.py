@@ -1,0 +1,153 @@
+r"""Sequential-image training throughput: our three models beside a PyTorch expRNN, one process.
+
+Every row is one training step, forward + backward + RMSProp, on a batch of 128
+sequences of T = 784 pixels (random images: throughput does not depend on the data):
+
+  guRNN, orthogonal, LSTM   the experiments' own jitted training chunk
+                            (`rnn.trainer.make_image_experiment`, `--updates` updates a
+                            call), at the parameter budget `--budget`;
+  torch expRNN              a PyTorch reference in expRNN's architecture, written here
+                            as expRNN's code runs it: W = matrix_exp(A − Aᵀ) once per
+                            batch, h ← modReLU(h Wᵀ + V x_t) in a Python loop over the
+                            784 steps (`torch.nn.RNNCell`-style), the last state's
+                            readout, RMSprop with A at a tenth of the rate.
+
+The rows run round-robin (`--rounds`, the best of each counts) so that they share the
+machine's state; the table gives examples/s and each row's ratio to the torch row.
+
+PyTorch is NOT a dependency of lie_unitary: run this in a separate environment that
+has it beside lie_unitary:
+
+  python -m venv /tmp/cmp && /tmp/cmp/bin/pip install torch==2.13.0 -e .
+  OPENBLAS_NUM_THREADS=1 /tmp/cmp/bin/python scripts/bench_image_vs_torch.py
+"""
+
+import os
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import time  # noqa: E402
+
+from absl import app  # noqa: E402
+from absl import flags  # noqa: E402
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from lie_unitary.experiments import sweep  # noqa: E402
+from lie_unitary.experiments.rnn import config as rnn_config  # noqa: E402
+from lie_unitary.experiments.rnn import data  # noqa: E402
+from lie_unitary.experiments.rnn import experiment as rnn  # noqa: E402
+from lie_unitary.experiments.rnn import trainer  # noqa: E402
+
+_BUDGET = flags.DEFINE_enum("budget", "16k", list(rnn_config.BUDGETS), "Parameter budget.")
+_MODELS = flags.DEFINE_list("models", list(rnn_config.IMAGE_MODELS), "Our models to time.")
+_UPDATES = flags.DEFINE_integer("updates", 3, "Training steps per timed call.")
+_ROUNDS = flags.DEFINE_integer("rounds", 3, "Round-robin rounds; the best counts.")
+_BATCH, _T, _IMAGES = 128, 784, 1024
+
+
+def _sets() -> data.ImageSets:
+  rng = np.random.RandomState(0)
+  x = lambda n: jnp.asarray(rng.randint(0, 256, (n, _T)).astype(np.uint8))
+  y = lambda n: jnp.asarray(rng.randint(0, 10, n).astype(np.int32))
+  return data.ImageSets(x(_IMAGES), y(_IMAGES), x(500), y(500), x(500), y(500))
+
+
+def jax_step(model: str):
+  """A timer of our `model`'s training: () -> seconds per step (one timed call)."""
+  config = rnn_config.get_config("permuted_mnist")
+  config.param_budget, config.num_replicates = _BUDGET.value, 1
+  spec = rnn.unit_spec(config, model, _T)
+  replicas = sweep.Replicas(1)
+  exp = trainer.make_image_experiment(spec, replicas.sharding, _IMAGES)
+  sets = _sets()
+  box = {"state": exp.init(replicas.ids), "step": 0}
+  order = exp.epoch_order(replicas.ids, 0)
+
+  def run():
+    n = _UPDATES.value
+    start = box["step"] % (exp.updates_per_epoch - n + 1)
+    t0 = time.perf_counter()
+    box["state"], out = exp.train_chunk(box["state"], replicas.ids, start, n, order, sets)
+    jax.block_until_ready(out)
+    box["step"] += n
+    return (time.perf_counter() - t0) / n
+
+  run()  # compile, warm up
+  return run, spec.hidden_size
+
+
+def torch_step(hidden: int):
+  """A timer of the PyTorch expRNN reference of `hidden` units."""
+  import torch  # fail early here, with the import error, where it is missing
+
+  class ExpRNN(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      a = torch.zeros(hidden, hidden)
+      u = torch.rand(hidden // 2) * (np.pi / 2)  # expRNN's Cayley init of A
+      idx = torch.arange(0, 2 * (hidden // 2), 2)
+      a[idx, idx + 1] = -torch.sqrt((1 - torch.cos(u)) / (1 + torch.cos(u)))
+      self.a = torch.nn.Parameter(a)
+      self.v = torch.nn.Linear(1, hidden, bias=False)
+      torch.nn.init.kaiming_normal_(self.v.weight, nonlinearity="relu")
+      self.b = torch.nn.Parameter(torch.empty(hidden).uniform_(-0.01, 0.01))
+      self.readout = torch.nn.Linear(hidden, 10)
+
+    def forward(self, x):  # x (T, B, 1)
+      skew = self.a.triu(1) - self.a.triu(1).t()
+      w = torch.matrix_exp(skew)
+      h = x.new_zeros(x.shape[1], hidden)
+      # Iterating the tensor unbinds it (one gather in the backward pass), as expRNN's
+      # loop does; indexing `x[t]` instead would materialise a (T, B, 1) gradient a step.
+      for x_t in x:
+        z = h @ w.t() + self.v(x_t)
+        h = torch.sign(z) * torch.relu(torch.abs(z) + self.b)
+      return self.readout(h)
+
+  torch.manual_seed(0)
+  model = ExpRNN()
+  rest = [p for n, p in model.named_parameters() if n != "a"]
+  opt = torch.optim.RMSprop([{"params": rest, "lr": 1e-3}, {"params": [model.a], "lr": 1e-4}])
+  x = torch.rand(_T, _BATCH, 1)
+  y = torch.randint(0, 10, (_BATCH,))
+
+  def run():
+    t0 = time.perf_counter()
+    opt.zero_grad()
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return time.perf_counter() - t0
+
+  run()
+  return run
+
+
+def main(argv):
+  del argv
+  import torch
+  print(f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads), OPENBLAS_NUM_THREADS="
+        f"{os.environ.get('OPENBLAS_NUM_THREADS')}", flush=True)
+  timers, hidden = {}, {}
+  for model in _MODELS.value:
+    timers[model], hidden[model] = jax_step(model)
+  reference = rnn_config.BUDGETS[_BUDGET.value]
+  timers["torch expRNN"], hidden["torch expRNN"] = torch_step(reference), reference
+  best = dict.fromkeys(timers, float("inf"))
+  for r in range(_ROUNDS.value):
+    for name, timer in timers.items():
+      best[name] = min(best[name], timer())
+    print(f"round {r + 1}: " + ", ".join(f"{k} {_BATCH / v:,.0f}/s" for k, v in best.items()),
+          flush=True)
+  lines = ["| model | hidden | examples/s | × torch expRNN |", "|---|---|---|---|"]
+  for name, seconds in best.items():
+    lines.append(f"| {name} | {hidden[name]} | {_BATCH / seconds:,.0f} | "
+                 f"{best['torch expRNN'] / seconds:.2f} |")
+  print("\n".join(lines))
+
+
+if __name__ == "__main__":
+  app.run(main)
