@@ -6,11 +6,11 @@ sequences of T = 784 pixels (random images: throughput does not depend on the da
   guRNN, orthogonal, LSTM   the experiments' own jitted training chunk
                             (`rnn.trainer.make_image_experiment`, `--updates` updates a
                             call), at the parameter budget `--budget`;
-  torch expRNN              a PyTorch reference in expRNN's architecture, written here
-                            as expRNN's code runs it: W = matrix_exp(A − Aᵀ) once per
-                            batch, h ← modReLU(h Wᵀ + V x_t) in a Python loop over the
-                            784 steps (`torch.nn.RNNCell`-style), the last state's
-                            readout, RMSprop with A at a tenth of the rate.
+  torch expRNN              a PyTorch reference in expRNN's architecture
+                            (`torch_exprnn.py`: W = matrix_exp(A − Aᵀ) once per batch,
+                            h ← modReLU(h Wᵀ + V x_t) in a Python loop over the 784
+                            steps, the last state's readout, RMSprop with A at a tenth
+                            of the rate), at the orthogonal RNN's hidden size.
 
 The rows run round-robin (`--rounds`, the best of each counts) so that they share the
 machine's state; the table gives examples/s and each row's ratio to the torch row.
@@ -33,6 +33,7 @@ from absl import flags  # noqa: E402
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
+import torch_exprnn  # noqa: E402  (scripts/, beside this file)
 
 from lie_unitary.experiments import sweep  # noqa: E402
 from lie_unitary.experiments.rnn import config as rnn_config  # noqa: E402
@@ -82,34 +83,9 @@ def torch_step(hidden: int):
   """A timer of the PyTorch expRNN reference of `hidden` units."""
   import torch  # fail early here, with the import error, where it is missing
 
-  class ExpRNN(torch.nn.Module):
-    def __init__(self):
-      super().__init__()
-      a = torch.zeros(hidden, hidden)
-      u = torch.rand(hidden // 2) * (np.pi / 2)  # expRNN's Cayley init of A
-      idx = torch.arange(0, 2 * (hidden // 2), 2)
-      a[idx, idx + 1] = -torch.sqrt((1 - torch.cos(u)) / (1 + torch.cos(u)))
-      self.a = torch.nn.Parameter(a)
-      self.v = torch.nn.Linear(1, hidden, bias=False)
-      torch.nn.init.kaiming_normal_(self.v.weight, nonlinearity="relu")
-      self.b = torch.nn.Parameter(torch.empty(hidden).uniform_(-0.01, 0.01))
-      self.readout = torch.nn.Linear(hidden, 10)
-
-    def forward(self, x):  # x (T, B, 1)
-      skew = self.a.triu(1) - self.a.triu(1).t()
-      w = torch.matrix_exp(skew)
-      h = x.new_zeros(x.shape[1], hidden)
-      # Iterating the tensor unbinds it (one gather in the backward pass), as expRNN's
-      # loop does; indexing `x[t]` instead would materialise a (T, B, 1) gradient a step.
-      for x_t in x:
-        z = h @ w.t() + self.v(x_t)
-        h = torch.sign(z) * torch.relu(torch.abs(z) + self.b)
-      return self.readout(h)
-
   torch.manual_seed(0)
-  model = ExpRNN()
-  rest = [p for n, p in model.named_parameters() if n != "a"]
-  opt = torch.optim.RMSprop([{"params": rest, "lr": 1e-3}, {"params": [model.a], "lr": 1e-4}])
+  model = torch_exprnn.exprnn(torch, hidden)
+  opt = torch_exprnn.optimizer(torch, model)
   x = torch.rand(_T, _BATCH, 1)
   y = torch.randint(0, 10, (_BATCH,))
 
