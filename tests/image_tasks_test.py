@@ -165,7 +165,11 @@ def test_the_launcher_runs_a_small_idx_set_end_to_end(folder, tmp_path):
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
   finals = [r for r in workdir_lib.read(tmp_path / "w") if r["kind"] == "final"]
   assert sorted(r["model"] for r in finals) == ["lstm", "orthogonal"]
-  assert os.path.exists(tmp_path / "w" / "report.md")
+  report = (tmp_path / "w" / "report.md").read_text()
+  # The image table with the parameter counts of finished units; no synthetic-task text.
+  assert "permuted pixel-by-pixel" in report and "unfinished" not in report
+  assert f"{trainer.num_params('orthogonal', 6, 1, 10):,}" in report
+  assert "Final losses" not in report
 
 
 def test_the_real_fashion_mnist_files_when_installed():

@@ -225,10 +225,11 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   sizes = sorted({int(r["eval_size"]) for r in records if "eval_size" in r})
   sets = (f"{' / '.join(f'{n:,}' for n in sizes)} sequences each" if sizes
           else "their sizes not recorded")
-  lines = ["# RNN results", "",
-           f"Final losses on the full validation and test sets ({sets}; median and best "
-           "over replicates); 'original run' is the final validation loss the original "
-           "code's logged runs reached (T = 100 only).", ""]
+  lines = ["# RNN results", ""]
+  if any(r.get("task") not in data.IMAGE_TASKS for r in records):
+    lines += [f"Final losses on the full validation and test sets ({sets}; median and best "
+              "over replicates); 'original run' is the final validation loss the original "
+              "code's logged runs reached (T = 100 only).", ""]
   lines += _short_run_note(records)
   if superseded:
     lines += ["superseded: " + ", ".join(f"{name} ({uid})" for name, uid in superseded)
