@@ -63,10 +63,13 @@ def test_committed_with_outputs_and_no_error(name):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
-def test_runs_top_to_bottom(name):
+def test_runs_top_to_bottom(name, monkeypatch):
   pytest.importorskip("nbclient", reason="needs the notebooks extra (nbclient, ipykernel)")
   reason = _data_missing(name)
   if reason:
     pytest.skip(reason)
+  # The kernel runs as a reader's would: with XLA's optimisations, which conftest turns
+  # off for the compile-bound launcher subprocesses (sequential_images: 74 s against 132).
+  monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS", raising=False)
   notebook, _ = _runner().execute(NOTEBOOKS / f"{name}.ipynb")
   assert all(c["execution_count"] for c in notebook.cells if c.cell_type == "code")
