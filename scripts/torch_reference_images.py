@@ -5,7 +5,9 @@ RMSprop with A at a tenth of the rate; batches of 128) on the SAME data as the e
 files read by `lie_unitary.experiments.rnn.data.load_image_sets`, the same fixed
 permutation, the last 5,000 training images held out for validation, 429 updates an
 epoch. After every epoch it appends one JSON line per seed to `--out`: the epoch,
-validation and test accuracy, and seconds. A rerun continues nothing: it starts over.
+validation and test accuracy, and seconds; and it saves the seed's model, optimizer and
+random states to `<out>.ckpt/seed<seed>.pt`, so a rerun with more `--epochs` continues
+each seed where it stopped (a checkpoint made with other settings is refused).
 
 PyTorch is NOT a dependency of lie_unitary; run this in a throwaway environment:
 
@@ -16,6 +18,7 @@ PyTorch is NOT a dependency of lie_unitary; run this in a throwaway environment:
 """
 
 import json
+import pathlib
 import time
 
 from absl import app
@@ -33,8 +36,18 @@ _HIDDEN = flags.DEFINE_integer("hidden", 170, "Hidden units (expRNN's 16K model:
 _EPOCHS = flags.DEFINE_integer("epochs", 3, "Epochs to train.")
 _SEEDS = flags.DEFINE_list("seeds", ["0"], "Seeds, one model each, in turn.")
 _THREADS = flags.DEFINE_integer("threads", 1, "torch.set_num_threads.")
+_UPDATES = flags.DEFINE_integer("updates_per_epoch", 0,
+                                "Updates an epoch: 0 for every batch (429); fewer for a smoke run.")
+_LR = flags.DEFINE_float("learning_rate", 1e-3, "RMSprop's rate (A at a tenth of it).")
 _OUT = flags.DEFINE_string("out", "runs/torch_reference.jsonl", "JSON lines written here.")
 _BATCH = 128
+
+
+def _settings(seed):
+  """What a checkpoint must have been made with to be continued."""
+  return {"seed": int(seed), "hidden": _HIDDEN.value, "dataset": _DATASET.value,
+          "task": _TASK.value, "learning_rate": _LR.value, "batch_size": _BATCH,
+          "updates_per_epoch": _UPDATES.value}
 
 
 def main(argv):
@@ -46,7 +59,7 @@ def main(argv):
   sets = data.load_image_sets(folder, _TASK.value)
   as_inputs = lambda x: torch.from_numpy(x.astype(np.float32) / 255.0).t().unsqueeze(-1)
   n_train = sets.train_x.shape[0]
-  per_epoch = n_train // _BATCH
+  per_epoch = _UPDATES.value or n_train // _BATCH
 
   def accuracy(model, x, y):
     with torch.no_grad():
@@ -54,14 +67,29 @@ def main(argv):
                  for i in range(0, len(y), 500))
     return hits / len(y)
 
+  ckpt_dir = pathlib.Path(_OUT.value + ".ckpt")
+  ckpt_dir.mkdir(parents=True, exist_ok=True)
   with open(_OUT.value, "a") as out:
     for seed in _SEEDS.value:
       torch.manual_seed(int(seed))
       rng = np.random.RandomState(int(seed))
       model = torch_exprnn.exprnn(torch, _HIDDEN.value)
-      opt = torch_exprnn.optimizer(torch, model)
-      start = time.perf_counter()
-      for epoch in range(1, _EPOCHS.value + 1):
+      opt = torch_exprnn.optimizer(torch, model, _LR.value)
+      done, seconds = 0, 0.0
+      ckpt = ckpt_dir / f"seed{seed}.pt"
+      if ckpt.exists():
+        state = torch.load(ckpt, weights_only=False)
+        if state["settings"] != _settings(seed):
+          raise SystemExit(f"{ckpt} was made with {state['settings']}, not "
+                           f"{_settings(seed)}: move it away or change --out.")
+        model.load_state_dict(state["model"])
+        opt.load_state_dict(state["optimizer"])
+        torch.set_rng_state(state["torch_rng"])
+        rng.set_state(state["numpy_rng"])
+        done, seconds = state["epoch"], state["seconds"]
+        print(f"seed {seed}: continues after epoch {done} ({seconds:.0f} s so far)", flush=True)
+      start = time.perf_counter() - seconds
+      for epoch in range(done + 1, _EPOCHS.value + 1):
         order = rng.permutation(n_train)
         for b in range(per_epoch):
           idx = order[b * _BATCH:(b + 1) * _BATCH]
@@ -75,7 +103,14 @@ def main(argv):
                   "val_accuracy": accuracy(model, sets.val_x, sets.val_y),
                   "test_accuracy": accuracy(model, sets.test_x, sets.test_y),
                   "seconds": round(time.perf_counter() - start, 1),
-                  "torch": torch.__version__}
+                  "learning_rate": _LR.value, "torch": torch.__version__}
+        # Checkpoint before the record: a crash between them loses a line, never
+        # repeats an epoch on the rerun.
+        torch.save({"settings": _settings(seed), "epoch": epoch,
+                    "seconds": record["seconds"], "model": model.state_dict(),
+                    "optimizer": opt.state_dict(), "torch_rng": torch.get_rng_state(),
+                    "numpy_rng": rng.get_state()}, ckpt.with_suffix(".tmp"))
+        ckpt.with_suffix(".tmp").replace(ckpt)
         out.write(json.dumps(record) + "\n")
         out.flush()
         print(record, flush=True)
