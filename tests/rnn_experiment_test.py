@@ -266,6 +266,28 @@ def test_lambda_optimizer(lambda_optimizer):
   np.testing.assert_allclose(updates["cell"]["lam"], np.asarray(expected) / 100, rtol=1e-5)
 
 
+@pytest.mark.parametrize("eps_in_sqrt", [True, False])
+def test_rmsprop_eps_under_or_outside_the_root(eps_in_sqrt):
+  # Two updates from a zero mean square, against the formulas written out: TensorFlow's
+  # g / sqrt(ν + ε) or PyTorch's g / (sqrt(ν) + ε). Gradients of 1e-5 and 1e-3 with
+  # ε = 1e-8: under the root ε floors the denominator at 1e-4, outside at 1e-8.
+  config = rnn_configs.get_config("adding")
+  config.rmsprop_eps, config.rmsprop_initial_scale, config.rmsprop_decay = 1e-8, 0.0, 0.99
+  config.rmsprop_eps_in_sqrt = eps_in_sqrt
+  spec = rnn.unit_spec(config, "lstm", 100)
+  assert ("rmsprop_eps_in_sqrt" in spec) == (not eps_in_sqrt)  # default: ids unchanged
+  opt = rnn_training.optimizer_for(spec)
+  g = np.array([1e-5, -1e-3])
+  params = {"w": jnp.zeros(2)}
+  state, nu = opt.init(params), np.zeros(2)
+  for _ in range(2):
+    updates, state = opt.update({"w": jnp.asarray(g, jnp.float32)}, state, params)
+    nu = 0.99 * nu + 0.01 * g**2
+    denominator = np.sqrt(nu + 1e-8) if eps_in_sqrt else np.sqrt(nu) + 1e-8
+    np.testing.assert_allclose(updates["w"], -1e-3 * g / denominator, rtol=1e-5)
+  assert (abs(float(updates["w"][0])) < 1e-3 * 0.2) == eps_in_sqrt
+
+
 def test_step_schedule_drops_the_update_with_index_d_and_later():
   schedule = training.step_schedule(1.0, (1, 3), 0.5)
   assert [float(schedule(jnp.int32(u))) for u in range(5)] == [1.0, 0.5, 0.5, 0.25, 0.25]

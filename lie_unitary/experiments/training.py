@@ -87,6 +87,7 @@ def schedule(name: str, learning_rate: float, total_steps: int | None = None) ->
 
 def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: float = 0.9,
                    rmsprop_eps: float = 1e-8, rmsprop_initial_scale: float = 0.0,
+                   rmsprop_eps_in_sqrt: bool = True,
                    clip_value: float = 0.0) -> optax.GradientTransformation:
   """'sgd' or 'rmsprop' (no momentum), optionally after clipping gradients by value.
 
@@ -94,9 +95,12 @@ def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: flo
     name: 'sgd' or 'rmsprop'.
     learning_rate: a float or an optax schedule (e.g. `step_schedule`).
     rmsprop_decay: decay of RMSProp's mean square.
-    rmsprop_eps: RMSProp's epsilon (added under the square root, as TensorFlow).
+    rmsprop_eps: RMSProp's epsilon.
     rmsprop_initial_scale: RMSProp's initial mean square (1.0 as TensorFlow's
       RMSPropOptimizer, 0 as optax).
+    rmsprop_eps_in_sqrt: add epsilon under the square root (TensorFlow's and optax's
+      default, a floor of √eps on the denominator) or, False, outside it (PyTorch's
+      `RMSprop`, a floor of eps).
     clip_value: > 0: clip every gradient entry to [-clip_value, clip_value] first;
       0: no clipping.
 
@@ -110,7 +114,8 @@ def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: flo
     optimizer = optax.sgd(learning_rate)
   elif name == "rmsprop":
     optimizer = optax.rmsprop(learning_rate, decay=rmsprop_decay, eps=rmsprop_eps,
-                              initial_scale=rmsprop_initial_scale)
+                              initial_scale=rmsprop_initial_scale,
+                              eps_in_sqrt=rmsprop_eps_in_sqrt)
   else:
     raise ValueError(f"unknown optimizer {name!r}; expected one of {OPTIMIZERS}.")
   if not clip_value >= 0:

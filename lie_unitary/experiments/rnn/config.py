@@ -68,6 +68,12 @@ def _split(config, model) -> bool:
   return config.data_parallel > 1
 
 
+def _eps_outside(config, model) -> bool:
+  # Only the non-default value enters the identity: units made before the field keep
+  # their ids and their checkpoints.
+  return not config.rmsprop_eps_in_sqrt
+
+
 def _images(config, model) -> bool:
   return config.task in data.IMAGE_TASKS
 
@@ -155,8 +161,11 @@ FIELDS = {
         "XLA_FLAGS=--xla_force_host_platform_device_count=N make the devices.",
         identity=_split),
     "rmsprop_decay": F.Field(0.9, F.number(0.0, below=1.0), "RMSProp decay (no momentum)."),
-    "rmsprop_eps": F.Field(1e-10, _NONNEGATIVE, "RMSProp epsilon (under the square root; "
-                           "TensorFlow's)."),
+    "rmsprop_eps": F.Field(1e-10, _NONNEGATIVE, "RMSProp epsilon (see rmsprop_eps_in_sqrt)."),
+    "rmsprop_eps_in_sqrt": F.Field(
+        True, F.boolean(), "Add rmsprop_eps under the square root (TensorFlow's and optax's) "
+        "or, False, outside it (PyTorch's RMSprop, which expRNN's code runs).",
+        identity=_eps_outside),
     "rmsprop_initial_scale": F.Field(
         1.0, _NONNEGATIVE, "RMSProp's initial mean square: 1.0 as TensorFlow's "
         "RMSPropOptimizer (the original code), 0 as optax."),

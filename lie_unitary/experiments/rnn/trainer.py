@@ -130,7 +130,8 @@ def optimizer_for(spec) -> optax.GradientTransformation:
   at `lambda_learning_rate`. Every learning rate follows `lr_drops`."""
   rate = lambda lr: training.step_schedule(lr, spec.lr_drops, spec.lr_drop_factor)
   rmsprop = dict(rmsprop_decay=spec.rmsprop_decay, rmsprop_eps=spec.rmsprop_eps,
-                 rmsprop_initial_scale=spec.rmsprop_initial_scale)
+                 rmsprop_initial_scale=spec.rmsprop_initial_scale,
+                 rmsprop_eps_in_sqrt=spec.get("rmsprop_eps_in_sqrt", True))
   rest = training.make_optimizer("rmsprop", rate(spec.learning_rate),
                                  clip_value=spec.clip_value, **rmsprop)
   if spec.model in ORTHOGONAL_MODELS:  # μ: RMSProp at its own rate, unclipped (expRNN)
