@@ -5,7 +5,8 @@ its Lie-algebra coefficients (the guRNN's λ, the orthogonal RNN's μ), the frac
 the generator's Frobenius norm off its initial pattern (the guRNN starts diagonal
 under `lambda_init='phases'`, the orthogonal RNN block-diagonal in 2×2 rotations
 under the Cayley init, so 0 at step 0), and how the eigenvalues of U = expm(L) spread
-on the unit circle (a histogram of their phases in 8 bins over (-π, π]).
+on the unit circle (a histogram of their phases in 8 bins over [-π, π); one eigh of
+the Hermitian iL, no matrix exponential).
 
   python scripts/recurrent_spectrum.py --workdir=results/psfashion_16k \
       --units='permuted T=784 gurnn','permuted T=784 orthogonal'
@@ -26,17 +27,19 @@ _UNITS = flags.DEFINE_list("units", ["permuted T=784 gurnn", "permuted T=784 ort
                            "Unit names (or ids) to read.")
 
 
-def _generator(cell) -> tuple[np.ndarray, np.ndarray]:
-  """(L, mask of its initial pattern) per replicate: (R, n, n) each."""
+def _generator(cell) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+  """(L, mask of its initial pattern, phases of U's eigenvalues) per replicate."""
   if "lam" in cell:
-    gen = np.asarray(lu.lambdas_to_skew_hermitian(jnp.asarray(cell["lam"])))
+    lam = jnp.asarray(cell["lam"])
+    gen = np.asarray(lu.lambdas_to_skew_hermitian(lam))
     mask = np.eye(gen.shape[-1], dtype=bool)
+    theta = lu.spectrum(lam)  # U(λ) has eigenvalues e^{-iθ}
   else:
     gen = np.asarray(lu.lambdas_to_skew_symmetric(jnp.asarray(cell["mu"])))
-    n = gen.shape[-1]
-    pair = np.arange(n) // 2
+    pair = np.arange(gen.shape[-1]) // 2
     mask = pair[:, None] == pair[None, :]  # the 2×2 blocks of the Cayley init
-  return gen, mask
+    theta = jnp.linalg.eigvalsh(1j * gen)  # expm(A) has eigenvalues e^{-iθ}
+  return gen, mask, np.asarray(lu.wrap_phases(-theta))
 
 
 def main(argv):
@@ -46,13 +49,11 @@ def main(argv):
     unit = loading.load_unit(_WORKDIR.value, name)
     cell = unit.state["params"]["params"]["cell"]
     coeffs = np.asarray(cell["lam"] if "lam" in cell else cell["mu"])
-    gen, mask = _generator(cell)
+    gen, mask, phases = _generator(cell)
     print(f"{unit.name} at step {unit.step}:")
     for r in range(gen.shape[0]):
       off = np.linalg.norm(np.where(mask, 0, gen[r])) / np.linalg.norm(gen[r])
-      as_matrix = lu.unitary_from_lambdas if "lam" in cell else lu.orthogonal_from_lambdas
-      phases = np.angle(np.linalg.eigvals(np.asarray(as_matrix(jnp.asarray(coeffs[r])))))
-      hist, _ = np.histogram(phases, edges)
+      hist, _ = np.histogram(phases[r], edges)
       print(f"  replicate {r}: |coefficients| {np.linalg.norm(coeffs[r]):.3f}, off the "
             f"initial pattern {off:.3f}, eigenphases per π/4 from -π: {hist.tolist()}")
 
