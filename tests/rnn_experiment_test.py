@@ -1,6 +1,7 @@
 """The RNN family on the shared runner: every model, records, identity, resume, stops,
 config errors, optimizers, report and launcher (smoke sizes)."""
 
+import math
 import os
 import subprocess
 import sys
@@ -286,6 +287,30 @@ def test_rmsprop_eps_under_or_outside_the_root(eps_in_sqrt):
     denominator = np.sqrt(nu + 1e-8) if eps_in_sqrt else np.sqrt(nu) + 1e-8
     np.testing.assert_allclose(updates["w"], -1e-3 * g / denominator, rtol=1e-5)
   assert (abs(float(updates["w"][0])) < 1e-3 * 0.2) == eps_in_sqrt
+
+
+@pytest.mark.parametrize("phase_range", [math.pi, math.pi / 2])
+def test_phases_init_draws_its_phases_within_the_range(phase_range):
+  config = rnn_configs.get_config("permuted_mnist")
+  config.lambda_phase_range = phase_range
+  spec = rnn.unit_spec(config, "gurnn", 784)
+  # Only a range other than the full circle enters the identity: older units keep theirs.
+  assert ("lambda_phase_range" in spec) == (phase_range != math.pi)
+  n = spec.hidden_size
+  lam = rnn_training.make_model(spec).cell.lambda_init(jax.random.key(3), (n * n,))
+  theta = np.asarray(lam[:n])
+  np.testing.assert_array_equal(np.asarray(lam[n:]), 0.0)  # U = diag(e^{iθ})
+  assert np.all(np.abs(theta) < phase_range)
+  # n = 116 uniform draws fill the range: the widest phase is near its end.
+  assert np.max(np.abs(theta)) > 0.9 * phase_range
+  assert "lambda_phase_range" not in rnn.unit_spec(config, "orthogonal", 784)
+
+
+def test_phase_range_must_be_positive():
+  config = rnn_configs.get_config("permuted_mnist")
+  config.lambda_phase_range = 0.0
+  with pytest.raises(ValueError, match="lambda_phase_range"):
+    rnn.validate_config(config)
 
 
 def test_step_schedule_drops_the_update_with_index_d_and_later():

@@ -27,6 +27,8 @@ value extends finished units.
 
 from __future__ import annotations
 
+import math
+
 import ml_collections
 
 from lie_unitary import nn as lnn
@@ -72,6 +74,13 @@ def _eps_outside(config, model) -> bool:
   # Only the non-default value enters the identity: units made before the field keep
   # their ids and their checkpoints.
   return not config.rmsprop_eps_in_sqrt
+
+
+def _phase_range(config, model) -> bool:
+  # Only a range other than the full circle enters the identity (units made before the
+  # field keep their ids), and only where the phases init uses it.
+  return (model in trainer.LAMBDA_MODELS and config.lambda_init == "phases"
+          and config.lambda_phase_range != math.pi)
 
 
 def _images(config, model) -> bool:
@@ -129,6 +138,10 @@ FIELDS = {
         "lambda_init_std²), the paper), 'phases' (U = diag(e^{iθ}), θ ~ U(-π, π): Henaff "
         "et al.'s init for the copy task), 'zeros' (U = I) or 'haar' (the principal "
         "logarithm of a Haar-random U).", identity=_models(*trainer.LAMBDA_MODELS)),
+    "lambda_phase_range": F.Field(
+        math.pi, F.number(positive=True), "With lambda_init='phases': θ ~ U(-r, r) for this "
+        "r (π: the whole circle, Henaff et al.'s; π/2: the eigenphases of expRNN's Cayley "
+        "init of the orthogonal RNN).", identity=_phase_range),
     "lambda_refresh": F.Field(
         "none", F.one_of(trainer.LAMBDA_REFRESHES), "guRNN λ refresh every "
         "lambda_refresh_every updates (before update u, u % every == 0), U unchanged: "

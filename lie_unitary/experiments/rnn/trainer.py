@@ -31,6 +31,7 @@ principal logarithm of U(λ), "rebase" moves U(λ) into the cell's base U₀ and
 from __future__ import annotations
 
 import functools
+import math
 from typing import Callable
 from typing import NamedTuple
 
@@ -89,7 +90,8 @@ def make_model(spec) -> lnn.SequenceModel:
     lambda_init = nn.initializers.zeros  # unused by `free`
     if spec.model in LAMBDA_MODELS:
       if spec.lambda_init == "phases":
-        lambda_init = lnn.diagonal_phases_init()
+        r = spec.get("lambda_phase_range", math.pi)
+        lambda_init = lnn.diagonal_phases_init(-r, r)
       elif spec.lambda_init in ("zeros", "haar"):
         lambda_init = principal_branch.lambda_initializer(spec.lambda_init)
       elif spec.lambda_init_std > 0:
