@@ -90,6 +90,20 @@ def test_modrelu_matches_autodiff_of_a_plain_scan(L, n):
     assert float(ours[3][0]) == 0.0  # an inactive unit's bias gets no gradient
 
 
+def test_modrelu_state_held_at_zero_passes_no_gradient():
+  # A zero state under zero inputs: modReLU's derivative at 0 is 0, as the scan's.
+  with jax.enable_x64(True):
+    L0, L, B, n = 6, 9, 16, 3
+    w, h0, p, weights = _inputs(L, B, 2 * n, seed=2)
+    h0, p = jnp.zeros_like(h0), p.at[:L0].set(0.0)
+    bias = jnp.array([0.01, 0.3, -0.01])
+    ours_fn = jax.jit(lambda *a: lnn.fused_modrelu_recurrence(*a, block_batch=16))
+    np.testing.assert_array_equal(ours_fn(w, h0, p, bias)[:L0], 0.0)
+    ours = _assert_matches(ours_fn, reference_loops.modrelu_pairs_scan, (w, h0, p, bias), weights,
+                           ("W", "h0", "p", "bias"))
+    np.testing.assert_array_equal(ours[2][:L0], 0.0)
+
+
 def test_vmap_over_transitions_matches_each_call():
   # Replicate sweeps vmap the model: the kernel's grid gains an axis.
   with jax.enable_x64(True):

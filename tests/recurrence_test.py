@@ -111,6 +111,41 @@ class ModReLURecurrenceTest(chex.TestCase):
       assert float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b)) < 1e-4
 
   @chex.variants(with_jit=True, without_jit=True)
+  def test_a_state_held_at_zero_passes_no_gradient(self):
+    # h0 = 0 and 300 zero inputs (a blank image row's worth and more) keep the state at
+    # exactly 0, where modReLU with b > 0 jumps: its derivative there is 0, so the
+    # cotangents stay finite and those inputs get none. (The eps-smoothed derivative,
+    # 1 + b/sqrt(eps) ≈ 4.2 a step, overflows float32 to inf, and inf · 0 = nan in W̄.)
+    k = jax.random.split(jax.random.key(2), 3)
+    L0, L, B, n = 300, 310, 2, 3
+    w = jnp.linalg.qr(jax.random.normal(k[0], (2 * n, 2 * n)))[0]
+    p = jnp.zeros((L, B, 2 * n)).at[L0:].set(jax.random.normal(k[1], (L - L0, B, 2 * n)))
+    h0 = jnp.zeros((B, 2 * n))
+    bias = jnp.array([0.01, 0.01, -0.01])
+    weights = jax.random.normal(k[2], (L, B, 2 * n))
+    loss = lambda fn, *a: jnp.sum(jnp.sin(fn(*a)) * weights)
+    ours_fn = self.variant(lambda *a: lnn.modrelu_recurrence(*a, 1))
+    hs = ours_fn(w, h0, p, bias)
+    np.testing.assert_array_equal(hs[:L0], 0.0)
+    grads = jax.grad(lambda *a: loss(ours_fn, *a), argnums=(0, 1, 2, 3))(w, h0, p, bias)
+    for g in grads:
+      assert bool(jnp.all(jnp.isfinite(g)))
+    np.testing.assert_array_equal(grads[2][:L0], 0.0)
+    assert float(jnp.abs(grads[2][L0:]).max()) > 0
+    ref = jax.grad(lambda *a: loss(reference_loops.modrelu_pairs_scan, *a),
+                   argnums=(0, 1, 2, 3))(w, h0, p, bias)
+    for a, b in zip(grads, ref):
+      np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+    # The complex `modrelu` and `modrelu_pairs` take the same value at 0: no gradient.
+    def complex_modrelu(a):
+      z = lnn.modrelu(a[:n] + 1j * a[n:], bias)
+      return jnp.concatenate([jnp.real(z), jnp.imag(z)])
+
+    np.testing.assert_array_equal(jax.jacobian(complex_modrelu)(jnp.zeros(2 * n)), 0.0)
+    pairs = jax.jacobian(lambda a: recurrence.modrelu_pairs(a, bias))(jnp.zeros(2 * n))
+    np.testing.assert_array_equal(pairs, 0.0)
+
+  @chex.variants(with_jit=True, without_jit=True)
   def test_direct_call_matches_grad_of_plain_scan_in_float64(self):
     # `modrelu_recurrence` called directly (unroll 2, L odd) against jax.grad through a
     # plain lax.scan written here on real pairs: all four cotangents, to float64 accuracy.

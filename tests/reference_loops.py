@@ -12,7 +12,8 @@ def modrelu_pairs_scan(w, h0, p, bias, eps=1e-5):
     a = h @ w + p_t
     x, y = a[:, :n], a[:, n:]
     r = jnp.sqrt(x * x + y * y + eps)
-    s = jnp.maximum(r + bias, 0.0) / r
+    # modReLU's derivative at z = 0 exactly is taken as 0 (its output is 0 there).
+    s = jnp.where((x != 0) | (y != 0), jnp.maximum(r + bias, 0.0) / r, 0.0)
     h = jnp.concatenate([s * x, s * y], -1)
     return h, h
 

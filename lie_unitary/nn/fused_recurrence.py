@@ -277,11 +277,13 @@ def _modrelu_reverse_kernel(wt_ref, bias_ref, ct_ref, hs_ref, rs_ref, deltas_ref
       cx, cy = cols[j], cols[half + j]
       vx, vy = ct_ref[t, :, cx] + back[j], ct_ref[t, :, cy] + back[half + j]
       r, bias = rs_ref[t, :, cx], bias_ref[:, cx]
-      active = r + bias > 0
-      s = jnp.maximum(r + bias, 0) / r
+      hx, hy = hs_ref[t, :, cx], hs_ref[t, :, cy]
+      # Derivative 0 at z = 0 exactly (`recurrence_parts.modrelu_pre_activations`).
+      active = (r + bias > 0) & ((hx != 0) | (hy != 0))
+      s = jnp.where(active, jnp.maximum(r + bias, 0) / r, 0)
       safe_s = jnp.where(active, s, 1)
-      zx, zy = hs_ref[t, :, cx] / safe_s, hs_ref[t, :, cy] / safe_s
-      coef = (active.astype(r.dtype) - s) / (r * r)
+      zx, zy = hx / safe_s, hy / safe_s
+      coef = jnp.where(active, (1 - s) / (r * r), 0)
       czv = coef * (zx * vx + zy * vy)
       dxs.append(s * vx + czv * zx)
       dys.append(s * vy + czv * zy)

@@ -124,9 +124,11 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
 
 
 def modrelu(z, bias, eps: float = parts.MODRELU_EPS) -> jax.Array:
-  """modReLU(z) = relu(|z| + b) z / |z| (Arjovsky et al. 2016), smooth at z = 0.
+  """modReLU(z) = relu(|z| + b) z / |z| (Arjovsky et al. 2016), smoothed near z = 0.
 
   Zero where |z| + b ≤ 0; elsewhere the phase of z kept and the modulus shifted by b.
+  |z| is sqrt(|z|² + eps); at z = 0 exactly the output is 0 with derivative 0 (with
+  b > 0 the function jumps there; expRNN's real modReLU takes the same value).
 
   Args:
     z: complex (..., n), complex64 or complex128.
@@ -137,7 +139,10 @@ def modrelu(z, bias, eps: float = parts.MODRELU_EPS) -> jax.Array:
     Complex (..., n), z's dtype.
   """
   norm = jnp.sqrt(jnp.real(z) ** 2 + jnp.imag(z) ** 2 + eps)
-  return z * (jax.nn.relu(norm + bias) / norm).astype(z.dtype)
+  # 0 at z = 0 exactly: the output is 0 either way, the derivative there 0 (see
+  # `recurrence_parts.modrelu_pre_activations`).
+  scale = jnp.where(z != 0, jax.nn.relu(norm + bias) / norm, 0)
+  return z * scale.astype(z.dtype)
 
 
 def modrelu_pairs(pre_Bx2n, bias_n, eps: float = parts.MODRELU_EPS) -> jax.Array:
@@ -152,8 +157,10 @@ def modrelu_pairs(pre_Bx2n, bias_n, eps: float = parts.MODRELU_EPS) -> jax.Array
     Real (..., 2n), [Re, Im] of modReLU(z), pre_Bx2n's dtype.
   """
   n = bias_n.shape[-1]
-  norm = jnp.sqrt(pre_Bx2n[..., :n] ** 2 + pre_Bx2n[..., n:] ** 2 + eps)
-  scale = jax.nn.relu(norm + bias_n) / norm
+  x, y = pre_Bx2n[..., :n], pre_Bx2n[..., n:]
+  norm = jnp.sqrt(x ** 2 + y ** 2 + eps)
+  # 0 at z = 0 exactly, as `modrelu`.
+  scale = jnp.where((x != 0) | (y != 0), jax.nn.relu(norm + bias_n) / norm, 0)
   return pre_Bx2n * jnp.concatenate([scale, scale], axis=-1)
 
 

@@ -115,10 +115,14 @@ def modrelu_pre_activations(hs_LxBxH, rs_LxBxn, bias_n):
   """From saved states and moduli, the per-unit factors of modReLU's Jacobian.
 
   Per complex unit z = (x, y), r = sqrt(x² + y² + eps), s = relu(r + b) / r and
-  out = s z: Jᵀ v = s v + coef · z (z·v) with coef = (1[r + b > 0] - s) / r² (J is
-  symmetric), and ∂out/∂b · v = 1[r + b > 0] / r · (z·v). z = out / s where the unit
-  is active; where it is not, s = coef = 0 and b̄'s term is 0, so z may be anything
-  (0 here). No matmul: the pre-activations come back from h and r alone.
+  out = s z: Jᵀ v = s v + coef · z (z·v) with coef = (1 - s) / r² (J is symmetric),
+  and ∂out/∂b · v = 1 / r · (z·v), where the unit is active: r + b > 0 and out ≠ 0.
+  Elsewhere s = coef = 0 and b̄'s term is 0, so z may be anything (0 here). At z = 0
+  exactly (a state that zero inputs keep at 0) modReLU with b > 0 jumps from 0 to
+  modulus b; its derivative there is taken as 0, as for `real_modrelu` and PyTorch's
+  sign(z)·relu(|z| + b): the smoothed one, 1 + b/sqrt(eps) ≈ 4 for b = 0.01, would
+  grow the cotangent 4× a step through every such step (to inf over a blank image
+  row). No matmul: the pre-activations come back from h and r alone.
 
   Args:
     hs_LxBxH: real (..., H), H = 2n: modReLU's outputs [Re, Im].
@@ -129,10 +133,12 @@ def modrelu_pre_activations(hs_LxBxH, rs_LxBxn, bias_n):
     ``(z, s, coef, active)``: z real (..., H) as [Re, Im] pairs; s and coef real
     (..., n); active bool (..., n).
   """
-  active = rs_LxBxn + bias_n > 0
-  s = jax.nn.relu(rs_LxBxn + bias_n) / rs_LxBxn
+  n = bias_n.shape[-1]
+  nonzero = (hs_LxBxH[..., :n] != 0) | (hs_LxBxH[..., n:] != 0)
+  active = (rs_LxBxn + bias_n > 0) & nonzero
+  s = jnp.where(active, jax.nn.relu(rs_LxBxn + bias_n) / rs_LxBxn, 0)
   pre = hs_LxBxH / _pairs(jnp.where(active, s, 1))
-  coef = (active.astype(rs_LxBxn.dtype) - s) / (rs_LxBxn * rs_LxBxn)
+  coef = jnp.where(active, (1 - s) / (rs_LxBxn * rs_LxBxn), 0)
   return pre, s, coef, active
 
 
