@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lie_unitary.experiments import loop
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import config as rnn_config
@@ -170,6 +171,14 @@ def test_the_launcher_runs_a_small_idx_set_end_to_end(folder, tmp_path):
   assert "permuted pixel-by-pixel" in report and "unfinished" not in report
   assert f"{trainer.num_params('orthogonal', 6, 1, 10):,}" in report
   assert "Final losses" not in report
+
+
+def test_the_progress_line_names_replicates_with_a_nan_loss():
+  # The image tasks' progress line leads with an accuracy, which a nan loss leaves at
+  # chance without saying why: the note does.
+  assert loop.nonfinite_note(np.array([0.5, 0.4])) == ""
+  note = loop.nonfinite_note(np.array([np.nan, 0.4, np.inf]), "training loss")
+  assert note == "; 2 of 3 replicates have a nan/inf training loss"
 
 
 def test_the_real_fashion_mnist_files_when_installed():

@@ -180,5 +180,14 @@ def median(values) -> float:
   return float(np.nanmedian(np.asarray(values, np.float64)))
 
 
+def nonfinite_note(values, what: str = "loss") -> str:
+  """'; K of N replicates have a nan/inf <what>' for a replicate array, or '' if all
+  are finite: a progress line whose headline metric (e.g. an accuracy) hides a
+  diverged replicate says so."""
+  values = np.asarray(values, np.float64)
+  bad = int(np.sum(~np.isfinite(values)))
+  return f"; {bad} of {values.size} replicates have a nan/inf {what}" if bad else ""
+
+
 # Re-exported so families need one import for the loop and its stop.
 Interrupted = interrupts.Interrupted

@@ -306,7 +306,8 @@ def _run_image_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   def status(step, train):
     acc = last["val_accuracy"]
     return (f"epoch {step / exp.updates_per_epoch:.2f}, val accuracy median "
-            f"{loop.median(acc):.4f} (replicates {', '.join(f'{v:.4f}' for v in acc)})")
+            f"{loop.median(acc):.4f} (replicates {', '.join(f'{v:.4f}' for v in acc)})"
+            f"{loop.nonfinite_note(replicas.gather(train)['loss'], 'training loss')}")
 
   chunks = loop.Chunks(
       init=init, advance=lambda state, order, step, n: exp.train_chunk(
