@@ -1,4 +1,5 @@
-r"""Trains RNNs on the adding / memory problems and writes the report (paper §4, Figure 3).
+r"""Trains RNNs on the adding / memory problems (paper §4, Figure 3) and the sequential
+image tasks (pixel-by-pixel and permuted MNIST-family sets), and writes the report.
 
   python scripts/train_rnn.py --config=configs/memory.py --workdir=runs/memory
   python scripts/train_rnn.py --config=memory --workdir=runs/memory   # by name

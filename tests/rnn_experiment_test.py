@@ -313,6 +313,13 @@ def test_phase_range_must_be_positive():
     rnn.validate_config(config)
 
 
+def test_the_launchers_help_names_every_named_config():
+  import importlib
+  text = importlib.import_module("lie_unitary.experiments.rnn.__main__").__doc__
+  for name in rnn_configs.NAMED_CONFIGS:
+    assert name in text, name
+
+
 def test_step_schedule_drops_the_update_with_index_d_and_later():
   schedule = training.step_schedule(1.0, (1, 3), 0.5)
   assert [float(schedule(jnp.int32(u))) for u in range(5)] == [1.0, 0.5, 0.5, 0.25, 0.25]
