@@ -2,7 +2,8 @@
 
 Every model (plus the long-sequence recipes: modReLU with the diagonal-phases init and
 its own λ learning rate; learning-rate drops) is trained for 50 updates at smoke size
-through the family's public entry point, and a few metrics are compared with the
+through the family's public entry point, and the three sequential-image models for two
+epochs of a 16-pixel IDX set the test writes, and a few metrics are compared with the
 values the training loop gave when these tests were written.
 
 If one of these fails, the numbers a training run produces have changed. That is
@@ -45,9 +46,37 @@ def _rnn_config(kind):
   return c
 
 
+def _image_config(workdir):
+  """The three image models on a 16-pixel IDX set the test writes (T = 16), 2 epochs."""
+  from idx_files import write_image_folder
+  from lie_unitary.experiments.rnn import config as rnn_configs
+  c = rnn_configs.get_config("permuted_mnist")
+  c.dataset = write_image_folder(os.path.join(workdir, "idx"))
+  c.T = (16,)
+  c.num_validation, c.eval_batch_size, c.batch_size = 64, 32, 32
+  c.num_replicates, c.num_updates, c.val_every = 2, 12, 6
+  for m in c.models.values():
+    m.hidden_size = 8
+  return c
+
+
+def image_metrics(workdir):
+  """{(model, replicate): (train loss of epoch 1, val loss after 1 epoch, after 2, test
+  loss after 2)}: the image tasks' loop (batches gathered from each epoch's order)."""
+  from lie_unitary.experiments import runner
+  runner.train_and_evaluate("rnn", _image_config(workdir), os.path.join(workdir, "w"),
+                            printer=lambda *_: None, handle_signals=False)
+  recs = records.read_records(os.path.join(workdir, "w", "results.jsonl"))
+  val = {(r["model"], r["replicate"], r["step"]): r for r in recs if r["kind"] == "val"}
+  return {k[:2]: (v["train_loss"], v["val_loss"], val[k[:2] + (12,)]["val_loss"],
+                  val[k[:2] + (12,)]["test_loss"]) for k, v in val.items() if k[2] == 6}
+
+
 def rnn_metrics(kind, workdir):
   """{(model, replicate): (train loss of step 1, val loss after 1 step, after 50, test loss)}."""
   from lie_unitary.experiments import runner
+  if kind == "images":
+    return image_metrics(workdir)
   runner.train_and_evaluate("rnn", _rnn_config(kind), workdir, printer=lambda *_: None,
                             handle_signals=False)
   recs = records.read_records(os.path.join(workdir, "results.jsonl"))
@@ -91,6 +120,14 @@ GOLDEN_RNN = {
         ('gurnn', 0): (2.190523862838745, 1.2894080877304077, 0.20621584355831146, 0.2105017900466919),
         ('gurnn', 1): (1.1341992616653442, 0.9134864211082458, 0.19062082469463348, 0.1596311777830124),
     },
+    'images': {
+        ('gurnn', 0): (2.1133711338043213, 2.103194236755371, 2.0085275173187256, 2.067901134490967),
+        ('gurnn', 1): (2.328645706176758, 2.2703158855438232, 2.2097930908203125, 2.2720656394958496),
+        ('lstm', 0): (2.2997570037841797, 2.2985897064208984, 2.2977237701416016, 2.30263614654541),
+        ('lstm', 1): (2.2958412170410156, 2.3050785064697266, 2.305145740509033, 2.3167028427124023),
+        ('orthogonal', 0): (3.193864583969116, 3.366750717163086, 3.2235164642333984, 3.196104049682617),
+        ('orthogonal', 1): (3.0189013481140137, 2.7792410850524902, 2.6834425926208496, 3.0268287658691406),
+    },
 }
 
 
@@ -111,7 +148,7 @@ def test_rnn_golden_every_model(rnn_models_run):
   golden.check(rnn_models_run[0], GOLDEN_RNN["models"], RTOL)
 
 
-@pytest.mark.parametrize("kind", ["copy_long", "lr_drops"])
+@pytest.mark.parametrize("kind", ["copy_long", "lr_drops", "images"])
 def test_rnn_golden(kind, tmp_path):
   golden.require_cpu()
   golden.check(rnn_metrics(kind, str(tmp_path)), GOLDEN_RNN[kind], RTOL)
@@ -137,4 +174,4 @@ def test_every_rnn_model_trains_on_any_toolchain(rnn_models_run):
 
 
 if __name__ == "__main__":  # prints the values to paste above
-  golden.print_values("GOLDEN_RNN", rnn_metrics, ("models", "copy_long", "lr_drops"))
+  golden.print_values("GOLDEN_RNN", rnn_metrics, ("models", "copy_long", "lr_drops", "images"))
