@@ -45,6 +45,17 @@ _BUDGET = flags.DEFINE_enum("budget", "16k", list(rnn_config.BUDGETS), "Paramete
 _MODELS = flags.DEFINE_list("models", list(rnn_config.IMAGE_MODELS), "Our models to time.")
 _UPDATES = flags.DEFINE_integer("updates", 3, "Training steps per timed call.")
 _ROUNDS = flags.DEFINE_integer("rounds", 3, "Round-robin rounds; the best counts.")
+_DATA_PARALLEL = flags.DEFINE_list(
+    "data_parallel", ["1"], "Time each of our models with its batch split over each of these "
+    "device counts (config data_parallel), e.g. 1,2.")
+_UNROLL = flags.DEFINE_integer("unroll", 0, "> 0: our models' config unroll (time steps per "
+                               "iteration of the compiled loop); 0: the config's.")
+_REPLICATES = flags.DEFINE_integer("replicates", 1, "Replicates of each of our models, "
+                                   "vmapped in one program (examples/s counts them all).")
+_SKIP_TORCH = flags.DEFINE_bool("skip_torch", False, "Time our models only (no PyTorch).")
+_CPU_DEVICES = flags.DEFINE_integer(
+    "cpu_devices", 0, "CPU devices in this process (jax_num_cpu_devices), set before any "
+    "work; 0: the largest --data_parallel.")
 _BATCH, _T, _IMAGES = 128, 784, 1024
 
 
@@ -55,14 +66,20 @@ def _sets() -> data.ImageSets:
   return data.ImageSets(x(_IMAGES), y(_IMAGES), x(500), y(500), x(500), y(500))
 
 
-def jax_step(model: str):
-  """A timer of our `model`'s training: () -> seconds per step (one timed call)."""
+def jax_step(model: str, data_parallel: int = 1):
+  """A timer of our `model`'s training (its batch split over `data_parallel` devices):
+  () -> seconds per step (one timed call)."""
   config = rnn_config.get_config("permuted_mnist")
-  config.param_budget, config.num_replicates = _BUDGET.value, 1
+  config.param_budget, config.num_replicates = _BUDGET.value, _REPLICATES.value
+  config.data_parallel = data_parallel
+  if _UNROLL.value:
+    config.unroll = _UNROLL.value
   spec = rnn.unit_spec(config, model, _T)
-  replicas = sweep.Replicas(1)
+  replicas = sweep.Replicas(_REPLICATES.value, sweep.replicate_sharding(
+      jax.devices()[:data_parallel], data_parallel=data_parallel))
   exp = trainer.make_image_experiment(spec, replicas.sharding, _IMAGES)
-  sets = _sets()
+  everywhere = jax.sharding.NamedSharding(replicas.sharding.mesh, jax.sharding.PartitionSpec())
+  sets = jax.device_put(_sets(), everywhere)
   box = {"state": exp.init(replicas.ids), "step": 0}
   order = exp.epoch_order(replicas.ids, 0)
 
@@ -73,7 +90,7 @@ def jax_step(model: str):
     box["state"], out = exp.train_chunk(box["state"], replicas.ids, start, n, order, sets)
     jax.block_until_ready(out)
     box["step"] += n
-    return (time.perf_counter() - t0) / n
+    return (time.perf_counter() - t0) / (n * _REPLICATES.value)
 
   run()  # compile, warm up
   return run, spec.hidden_size
@@ -103,25 +120,33 @@ def torch_step(hidden: int):
 
 def main(argv):
   del argv
-  import torch
-  print(f"jax {jax.__version__} ({jax.default_backend()}), torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), OPENBLAS_NUM_THREADS="
-        f"{os.environ.get('OPENBLAS_NUM_THREADS')}", flush=True)
+  splits = [int(d) for d in _DATA_PARALLEL.value]
+  jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value or max(splits))
+  versions = f"jax {jax.__version__} ({jax.default_backend()}, {jax.device_count()} devices)"
+  if not _SKIP_TORCH.value:
+    import torch
+    versions += f", torch {torch.__version__} ({torch.get_num_threads()} threads)"
+  print(f"{versions}, OPENBLAS_NUM_THREADS={os.environ.get('OPENBLAS_NUM_THREADS')}", flush=True)
   timers, hidden = {}, {}
   for model in _MODELS.value:
-    timers[model], hidden[model] = jax_step(model)
-  reference = rnn_config.BUDGETS[_BUDGET.value]
-  timers["torch expRNN"], hidden["torch expRNN"] = torch_step(reference), reference
+    for d in splits:
+      name = model if d == 1 else f"{model} ({d} devices)"
+      timers[name], hidden[name] = jax_step(model, d)
+  if not _SKIP_TORCH.value:
+    reference = rnn_config.BUDGETS[_BUDGET.value]
+    timers["torch expRNN"], hidden["torch expRNN"] = torch_step(reference), reference
+  # The ratios' reference: the PyTorch row, or our first row without it.
+  base = "torch expRNN" if "torch expRNN" in timers else next(iter(timers))
   best = dict.fromkeys(timers, float("inf"))
   for r in range(_ROUNDS.value):
     for name, timer in timers.items():
       best[name] = min(best[name], timer())
     print(f"round {r + 1}: " + ", ".join(f"{k} {_BATCH / v:,.0f}/s" for k, v in best.items()),
           flush=True)
-  lines = ["| model | hidden | examples/s | × torch expRNN |", "|---|---|---|---|"]
+  lines = [f"| model | hidden | examples/s | × {base} |", "|---|---|---|---|"]
   for name, seconds in best.items():
     lines.append(f"| {name} | {hidden[name]} | {_BATCH / seconds:,.0f} | "
-                 f"{best['torch expRNN'] / seconds:.2f} |")
+                 f"{best[base] / seconds:.2f} |")
   print("\n".join(lines))
 
 

@@ -48,8 +48,9 @@ def _rnn_config(kind):
 
 def _image_config(workdir):
   """The three image models on a 16-pixel IDX set the test writes (T = 16), 2 epochs."""
-  from idx_files import write_image_folder
   from lie_unitary.experiments.rnn import config as rnn_configs
+
+  from idx_files import write_image_folder
   c = rnn_configs.get_config("permuted_mnist")
   c.dataset = write_image_folder(os.path.join(workdir, "idx"))
   c.T = (16,)

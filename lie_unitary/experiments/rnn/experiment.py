@@ -110,8 +110,9 @@ def _validate_images(config) -> None:
     F.fail("model", config.model, f"models of the image tasks, {config_lib.IMAGE_MODELS}")
   if len(config.T) != 1:
     F.fail("T", config.T, "one T for an image task: its pixel count, e.g. (784,)")
-  if config.data_parallel != 1:
-    F.fail("data_parallel", config.data_parallel, "1 for the image tasks")
+  if config.eval_batch_size % config.data_parallel:
+    F.fail("data_parallel", config.data_parallel,
+           f"a divisor of eval_batch_size = {config.eval_batch_size}")
   if config.num_validation % config.eval_batch_size:
     F.fail("eval_batch_size", config.eval_batch_size,
            f"a divisor of num_validation = {config.num_validation}")
@@ -228,8 +229,9 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
         {"val_loss": val, "test_loss": test})
 
 
-def _load_sets(config, spec) -> data.ImageSets:
-  """The unit's image sets on the devices (replicated: every replicate reads them)."""
+def _load_sets(config, spec, mesh) -> data.ImageSets:
+  """The unit's image sets on the devices of `mesh` (replicated: every replicate reads
+  them)."""
   folder = images.resolve_data_dir(spec.dataset, config.data_dir)
   sets = data.load_image_sets(folder, spec.task, spec.get("permutation_seed",
                                                            data.PERMUTATION_SEED),
@@ -240,8 +242,7 @@ def _load_sets(config, spec) -> data.ImageSets:
   if sets.train_x.shape[1] != spec.T:
     raise F.ConfigError(f"config.T = ({spec.T},): the images of {folder} have "
                         f"{sets.train_x.shape[1]} pixels; set T to that.")
-  everywhere = jax.sharding.NamedSharding(sweep.replicate_sharding().mesh,
-                                          jax.sharding.PartitionSpec())
+  everywhere = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   return data.ImageSets(*(jax.device_put(a, everywhere) for a in sets))
 
 
@@ -270,8 +271,8 @@ def _run_image_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   anchors' protocol), and its trainable parameter count."""
   spec = unit.spec
   num = spec.num_replicates
-  sets = _load_sets(config, spec)
-  replicas = sweep.Replicas(num, sweep.replicate_sharding())
+  replicas = sweep.Replicas(num, sweep.replicate_sharding(data_parallel=config.data_parallel))
+  sets = _load_sets(config, spec, replicas.sharding.mesh)
   exp = trainer.make_image_experiment(spec, replicas.sharding, sets.train_y.shape[0])
   done = {(r.get("kind"), r.get("replicate"), r.get("step"))
           for r in workdir_lib.read(ctx.workdir) if r.get("unit") == unit.id}

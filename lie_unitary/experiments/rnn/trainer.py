@@ -234,6 +234,61 @@ def _refresh_fn(spec, optimizer) -> Callable:
   return apply
 
 
+def _check_data_axis(data_parallel: int, sharding) -> None:
+  """Raises ValueError unless data_parallel is 1 or the size of the sharding's data axis."""
+  if data_parallel > 1 and (sharding is None or sharding.mesh.shape.get(sweep.DATA_AXIS)
+                            != data_parallel):
+    raise ValueError(f"data_parallel = {data_parallel} needs a sharding whose mesh has a "
+                     f"{sweep.DATA_AXIS!r} axis of that size (sweep.replicate_sharding).")
+
+
+def _replicate_program(fn: Callable, in_axes: tuple, sharding) -> Callable:
+  """fn over the replicate axis, as each device runs it: (in_axes: 0 or None per
+  argument; outputs all carry the replicate axis).
+
+  On one device (or sharding None): `jax.vmap(fn, in_axes)`. When the sharding's mesh
+  has a data axis (data parallelism) or several CPU devices of this process, a
+  `jax.shard_map` over the mesh in which each device maps fn over its own replicates
+  (those arguments split over `sweep.AXIS`, the rest replicated). With several CPU
+  devices of one process it maps them one at a time (`lax.map`), not vmapped: the
+  devices share one thread pool, and two of them running batched LAPACK calls (the
+  eigh of U(λ) over their replicates) at once deadlock it (docs/cpu_notes.md); one
+  matrix at a time does not.
+  """
+  mesh = None if sharding is None else sharding.mesh
+  mine = [] if mesh is None else [d for d in mesh.devices.flat
+                                  if d.process_index == jax.process_index()]
+  one_at_a_time = len(mine) > 1 and mine[0].platform == "cpu"
+  if not one_at_a_time:
+    mapped = jax.vmap(fn, in_axes=in_axes)
+  else:
+    def mapped(*args):
+      per_replicate = [a for a, axis in zip(args, in_axes) if axis == 0]
+
+      def one(xs):
+        it = iter(xs)
+        return fn(*(next(it) if axis == 0 else a for a, axis in zip(args, in_axes)))
+
+      return jax.lax.map(one, per_replicate)
+  if mesh is None or not (one_at_a_time or sweep.DATA_AXIS in mesh.shape):
+    return mapped
+  specs = tuple(P(sweep.AXIS) if axis == 0 else P() for axis in in_axes)
+  return jax.shard_map(mapped, mesh=mesh, check_vma=False, in_specs=specs,
+                       out_specs=P(sweep.AXIS))
+
+
+def _data_shard(rows, key, data_parallel: int):
+  """This device's equal share of `rows` (a pytree of arrays with a leading batch axis)
+  and its own key, fold_in(key, shard); inside `shard_map` over `sweep.DATA_AXIS`."""
+  shard = jax.lax.axis_index(sweep.DATA_AXIS)
+
+  def share(a):
+    size = a.shape[0] // data_parallel
+    return jax.lax.dynamic_slice_in_dim(a, shard * size, size)
+
+  return jax.tree.map(share, rows), jax.random.fold_in(key, shard)
+
+
 @functools.lru_cache(maxsize=16)
 def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Experiment:
   """Builds the jitted, replicate-vmapped init / train / evaluate functions of a unit.
@@ -254,10 +309,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
   optimizer = optimizer_for(spec)
   L = task.length(spec.T)
   data_parallel = spec.get("data_parallel", 1)
-  if data_parallel > 1 and (sharding is None or sharding.mesh.shape.get(sweep.DATA_AXIS)
-                            != data_parallel):
-    raise ValueError(f"data_parallel = {data_parallel} needs a sharding whose mesh has a "
-                     f"{sweep.DATA_AXIS!r} axis of that size (sweep.replicate_sharding).")
+  _check_data_axis(data_parallel, sharding)
   num_batches = spec.num_train // spec.batch_size if spec.num_train > 0 else 0
 
   def replicate_keys(replicate) -> ReplicateKeys:
@@ -293,11 +345,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
       if data_parallel > 1:
         # This device's share of the batch (and its own initial states); the mean of
         # the shards' mean losses and gradients is the whole batch's.
-        shard = jax.lax.axis_index(sweep.DATA_AXIS)
-        size = spec.batch_size // data_parallel
-        x, targets = (jax.lax.dynamic_slice_in_dim(a, shard * size, size)
-                      for a in (x, targets))
-        step_key = jax.random.fold_in(step_key, shard)
+        (x, targets), step_key = _data_shard((x, targets), step_key, data_parallel)
       # Other collections (a rebased guRNN's base) are constants of the gradient.
       loss, grads = jax.value_and_grad(
           lambda p: loss_fn({**state.params, **p}, x, targets, step_key))(trainable)
@@ -321,16 +369,13 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
     return jax.lax.fori_loop(0, num_batches, one_batch, jnp.float32(0)) / num_batches
 
   out = {} if sharding is None else {"out_shardings": sharding}
-  v_init = jax.jit(jax.vmap(init), **out)
-  chunks = jax.vmap(train_chunk, in_axes=(0, 0, None, None))
-  if data_parallel > 1:
-    # Each device runs its replicates' steps on its share of their batches; every
-    # array but the gradient's inputs is replicated over the data axis.
-    chunks = jax.shard_map(chunks, mesh=sharding.mesh, check_vma=False,
-                           in_specs=(P(sweep.AXIS), P(sweep.AXIS), P(), P()),
-                           out_specs=(P(sweep.AXIS), P(sweep.AXIS)))
-  v_train = jax.jit(chunks, donate_argnums=0, **out)
-  v_eval = jax.jit(jax.vmap(evaluate, in_axes=(0, None, None)), **out)
+  # Each device runs its replicates' steps on its share of their batches (with
+  # data_parallel > 1); every array but the gradient's inputs is replicated over the
+  # data axis.
+  v_init = jax.jit(_replicate_program(init, (0,), sharding), **out)
+  v_train = jax.jit(_replicate_program(train_chunk, (0, 0, None, None), sharding),
+                    donate_argnums=0, **out)
+  v_eval = jax.jit(_replicate_program(evaluate, (0, None, None), sharding), **out)
 
   def evaluate_sets(params, which, num_sequences):
     if num_sequences % spec.eval_batch_size:
@@ -339,12 +384,14 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
 
   v_spectrum = None
   if spec.model in LAMBDA_MODELS:
-    v_spectrum_stats = jax.jit(lambda params: principal_branch.spectrum_stats(_lambda(params)))
+    v_spectrum_stats = jax.jit(_replicate_program(
+        lambda params: principal_branch.spectrum_stats(_lambda(params)), (0,), sharding))
 
     def v_spectrum(params):
       return dict(zip(SPECTRUM_METRICS, v_spectrum_stats(params)))
 
-  v_refresh = None if refresh_state is None else jax.jit(jax.vmap(refresh_state), **out)
+  v_refresh = None if refresh_state is None else jax.jit(
+      _replicate_program(refresh_state, (0,), sharding), **out)
   return Experiment(v_init, v_train, evaluate_sets, loss_fn, v_spectrum, v_refresh)
 
 
@@ -404,18 +451,32 @@ def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
   chunk from the epoch's order, so a replicate's batches are a pure function of its key
   and the update index, and a run resumed mid-epoch makes the uninterrupted run's steps.
 
+  With a sharding whose mesh has a data axis of size d > 1 (`sweep.replicate_sharding(
+  data_parallel=d)`), every training batch and every evaluation batch is split over it:
+  each device takes its d-th of the batch's images (the same images as on one device)
+  and its own initial-state key, fold_in(key, shard), and the devices average losses,
+  accuracies and gradients (`lax.pmean`) before the same update. With zero initial
+  states the numbers are one device's up to the order of float sums.
+
   Args:
     spec: the unit's spec (task 'pixel' or 'permuted').
     sharding: the replicate axis' sharding (`sweep.replicate_sharding()`), or None.
     num_train: N, the training images.
 
   Raises:
-    ValueError: a task that is not an image task, or fewer training images than a batch.
+    ValueError: a task that is not an image task, fewer training images than a batch,
+      a batch (or spec.eval_batch_size) that the data axis does not divide, or a spec
+      whose data_parallel is not the data axis' size.
   """
   if spec.task not in data.IMAGE_TASKS:
     raise ValueError(f"task {spec.task!r} is not an image task {data.IMAGE_TASKS}.")
   if num_train < spec.batch_size:
     raise ValueError(f"{num_train} training images cannot fill a batch of {spec.batch_size}.")
+  split = 1 if sharding is None else sharding.mesh.shape.get(sweep.DATA_AXIS, 1)
+  _check_data_axis(spec.get("data_parallel", split), sharding)
+  if spec.batch_size % split or spec.eval_batch_size % split:
+    raise ValueError(f"a data axis of {split} devices must divide batch_size = "
+                     f"{spec.batch_size} and eval_batch_size = {spec.eval_batch_size}.")
   model = make_model(spec)
   optimizer = optimizer_for(spec)
   per_epoch = num_train // spec.batch_size
@@ -445,10 +506,15 @@ def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
       state, loss_sum, acc_sum = carry
       batch = jax.lax.dynamic_slice_in_dim(order, (u % per_epoch) * spec.batch_size,
                                            spec.batch_size)
+      step_key = jax.random.fold_in(carry_key, u)
+      if split > 1:
+        batch, step_key = _data_shard(batch, step_key, split)
       trainable = _trainable(state.params)
       (loss, acc), grads = jax.value_and_grad(
           lambda p: metrics({**state.params, **p}, sets.train_x[batch], sets.train_y[batch],
-                            jax.random.fold_in(carry_key, u)), has_aux=True)(trainable)
+                            step_key), has_aux=True)(trainable)
+      if split > 1:
+        loss, acc, grads = jax.lax.pmean((loss, acc, grads), sweep.DATA_AXIS)
       updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
       variables = {**state.params, **optax.apply_updates(trainable, updates)}
       return training.TrainState(variables, opt_state), loss_sum + loss, acc_sum + acc
@@ -464,19 +530,26 @@ def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
     def one_batch(j, totals):
       x = jax.lax.dynamic_slice_in_dim(pixels, j * size, size)
       y = jax.lax.dynamic_slice_in_dim(labels, j * size, size)
-      loss, acc = metrics(params, x, y, carry_key)
+      key = carry_key
+      if split > 1:
+        (x, y), key = _data_shard((x, y), key, split)
+      loss, acc = metrics(params, x, y, key)
       return totals[0] + loss, totals[1] + acc
 
     count = labels.shape[0] // size
     loss, acc = jax.lax.fori_loop(0, count, one_batch, (jnp.float32(0), jnp.float32(0)))
+    if split > 1:
+      loss, acc = jax.lax.pmean((loss, acc), sweep.DATA_AXIS)
     return {"loss": loss / count, "accuracy": acc / count}
 
   out = {} if sharding is None else {"out_shardings": sharding}
-  v_init = jax.jit(jax.vmap(init), **out)
+  v_init = jax.jit(_replicate_program(init, (0,), sharding), **out)
   v_order = jax.jit(jax.vmap(epoch_order, in_axes=(0, None)), **out)
-  v_train = jax.jit(jax.vmap(train_chunk, in_axes=(0, 0, None, None, 0, None)),
+  # Replicates over the mesh's first axis; each device of a data row runs its share of
+  # every batch (the images, the state and the orders are replicated along it).
+  v_train = jax.jit(_replicate_program(train_chunk, (0, 0, None, None, 0, None), sharding),
                     donate_argnums=0, **out)
-  v_eval = jax.jit(jax.vmap(evaluate, in_axes=(0, None, None)), **out)
+  v_eval = jax.jit(_replicate_program(evaluate, (0, None, None), sharding), **out)
 
   def evaluate_set(params, pixels, labels):
     if labels.shape[0] % spec.eval_batch_size:
