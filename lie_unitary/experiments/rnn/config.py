@@ -20,8 +20,9 @@ A unit is every replicate of one (model, T). Its identity holds the task, the mo
 T, the model's entry of `models` and the fields of `FIELDS` whose identity rule holds
 for the model (h0 only for models with a complex state, the λ fields only for the
 guRNNs, the refresh fields only when a refresh is on, `kernel` only when not 'scan',
-`data_parallel` only when > 1: units without them keep the identity they had before
-those fields existed). `num_updates` says where a unit stops, not what it is: a larger
+`data_parallel` only when > 1 and it changes the numbers (on the image tasks only with
+a random initial state): units without them keep the identity they had before those
+fields existed). `num_updates` says where a unit stops, not what it is: a larger
 value extends finished units.
 """
 
@@ -172,9 +173,9 @@ FIELDS = {
     "batch_size": F.Field(20, _POSITIVE, "Sequences per update."),
     "data_parallel": F.Field(
         1, _POSITIVE, "Devices that split each replicate's batch (each takes batch_size / "
-        "data_parallel sequences; the gradients are averaged). Several processes "
-        "(--num_processes) or, in one CPU process, "
-        "XLA_FLAGS=--xla_force_host_platform_device_count=N make the devices.",
+        "data_parallel sequences; the gradients are averaged; the image tasks split their "
+        "evaluation batches too). Several processes (--num_processes) or, in one CPU "
+        "process, XLA_FLAGS=--xla_force_host_platform_device_count=N make the devices.",
         identity=_split),
     "rmsprop_decay": F.Field(0.9, F.number(0.0, below=1.0), "RMSProp decay (no momentum)."),
     "rmsprop_eps": F.Field(1e-10, _NONNEGATIVE, "RMSProp epsilon (see rmsprop_eps_in_sqrt)."),
