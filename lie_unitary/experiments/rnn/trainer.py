@@ -299,7 +299,10 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
       sharding over all devices); None: wherever jit puts it. A spec with
       data_parallel = d > 1 needs the sharding of `sweep.replicate_sharding(
       data_parallel=d)`: training then splits each replicate's batch over the mesh's
-      data axis (`jax.shard_map`, gradients averaged with `pmean`).
+      data axis (`jax.shard_map`, gradients averaged with `pmean`). On several CPU
+      devices of one process every program maps each device's replicates one at a
+      time instead of vmapping them (batched eighs on two such devices at once
+      deadlock their shared thread pool).
 
   Raises:
     ValueError: data_parallel > 1 without a matching sharding.
