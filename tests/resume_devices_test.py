@@ -98,5 +98,7 @@ def test_a_unit_stopped_on_two_devices_resumes_on_one_and_three(case, tmp_path):
     assert sorted(got) == sorted(expected)
     for key, values in expected.items():
       for name, value in values.items():
-        # Float32 rounding only: each device count batches the replicates differently.
-        np.testing.assert_allclose(got[key][name], value, rtol=1e-5, err_msg=str((key, name)))
+        # Float32 rounding only: each device count batches the replicates differently
+        # (vmapped on one device; on several CPU devices one at a time, `lax.map`):
+        # measured up to 2.1e-5 relative after 20 updates (jax 0.8.0).
+        np.testing.assert_allclose(got[key][name], value, rtol=1e-4, err_msg=str((key, name)))
