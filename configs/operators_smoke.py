@@ -3,11 +3,11 @@
 ``--config=smoke`` of the operators launcher; the tests use it.
 """
 
-from lie_unitary.experiments import config_files
+from lie_unitary.experiments import launch
 
 
 def get_config():
-  c = config_files.sibling(__file__, "table1")
+  c = launch.sibling(__file__, "table1")
   c.variant = "smoke"
   c.n_values = (3, 4)
   c.num_replicates = 3

@@ -8,13 +8,13 @@ epochs of the 55,000 training images, the last 5,000 held out for validation.
 `--config.dataset=fashion_mnist` (or any folder of IDX files) for another dataset.
 """
 
-from lie_unitary.experiments.rnn import config as rnn
+from lie_unitary.experiments.rnn import defaults as rnn
 
 _EPOCH = 55_000 // 128  # updates per epoch
 
 
 def get_config():
-  c = rnn.defaults()
+  c = rnn.get_config()
   c.variant = "permuted_mnist"
   c.task = "permuted"
   c.dataset = "mnist"

@@ -2,11 +2,11 @@
 in reading order, and expRNN's learning rates for it (7e-4, the Lie-algebra
 coefficients at 7e-5)."""
 
-from lie_unitary.experiments import config_files
+from lie_unitary.experiments import launch
 
 
 def get_config():
-  c = config_files.sibling(__file__, "permuted_mnist")
+  c = launch.sibling(__file__, "permuted_mnist")
   c.variant = "pixel_mnist"
   c.task = "pixel"
   for m in ("gurnn", "orthogonal"):

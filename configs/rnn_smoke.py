@@ -1,11 +1,11 @@
 """A few seconds per model on the adding task at T = 10 (``--config=smoke`` of the RNN
 launcher; the tests use it)."""
 
-from lie_unitary.experiments import config_files
+from lie_unitary.experiments import launch
 
 
 def get_config():
-  c = config_files.sibling(__file__, "adding")
+  c = launch.sibling(__file__, "adding")
   c.variant = "smoke"
   c.T = (10,)
   for m in c.models.values():

@@ -20,7 +20,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import lie_unitary as lu
-from lie_unitary.experiments import loading
+from lie_unitary.experiments import workdir
 
 _WORKDIR = flags.DEFINE_string("workdir", None, "The experiment's workdir.", required=True)
 _UNITS = flags.DEFINE_list("units", ["permuted T=784 gurnn", "permuted T=784 orthogonal"],
@@ -46,7 +46,7 @@ def main(argv):
   del argv
   edges = np.linspace(-np.pi, np.pi, 9)
   for name in _UNITS.value:
-    unit = loading.load_unit(_WORKDIR.value, name)
+    unit = workdir.load_unit(_WORKDIR.value, name)
     cell = unit.state["params"]["params"]["cell"]
     coeffs = np.asarray(cell["lam"] if "lam" in cell else cell["mu"])
     gen, mask, phases = _generator(cell)

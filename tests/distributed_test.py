@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from lie_unitary.experiments import records
+from lie_unitary.experiments import workdir as workdir_lib
 
 pytestmark = pytest.mark.slow  # processes that start jax and talk over gloo
 
@@ -48,7 +48,7 @@ def _launch(module, args, workdir, processes):
 
 def _finals(workdir):
   return {(r["unit_name"], r.get("approach", r.get("model")), r["replicate"]): r
-          for r in records.read_records(workdir / "results.jsonl") if r["kind"] == "final"}
+          for r in workdir_lib.read_records(workdir / "results.jsonl") if r["kind"] == "final"}
 
 
 @pytest.mark.parametrize("module,args", [

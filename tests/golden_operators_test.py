@@ -16,7 +16,7 @@ import os
 
 import pytest
 
-from lie_unitary.experiments import records
+from lie_unitary.experiments import workdir as workdir_lib
 
 import golden
 
@@ -54,9 +54,9 @@ def operator_metrics(kind, workdir):
   experiment.train_and_evaluate(_operator_config(kind), workdir, printer=lambda *_: None,
                                 handle_signals=False)
   out = {}
-  for c in records.read_records(os.path.join(workdir, "curves.jsonl")):
+  for c in workdir_lib.read_records(os.path.join(workdir, "curves.jsonl")):
     out[(c["approach"], c["replicate"])] = [c["val_loss"][1], c["val_loss"][50]]
-  for r in records.read_records(os.path.join(workdir, "results.jsonl")):
+  for r in workdir_lib.read_records(os.path.join(workdir, "results.jsonl")):
     out.setdefault((r["approach"], r["replicate"]), []).append(r["test_loss"])
   return {k: tuple(v) for k, v in out.items()}
 

@@ -18,7 +18,7 @@ import os
 import numpy as np
 import pytest
 
-from lie_unitary.experiments import records
+from lie_unitary.experiments import workdir as workdir_lib
 
 import golden
 
@@ -67,7 +67,7 @@ def image_metrics(workdir):
   from lie_unitary.experiments import runner
   runner.train_and_evaluate("rnn", _image_config(workdir), os.path.join(workdir, "w"),
                             printer=lambda *_: None, handle_signals=False)
-  recs = records.read_records(os.path.join(workdir, "w", "results.jsonl"))
+  recs = workdir_lib.read_records(os.path.join(workdir, "w", "results.jsonl"))
   val = {(r["model"], r["replicate"], r["step"]): r for r in recs if r["kind"] == "val"}
   return {k[:2]: (v["train_loss"], v["val_loss"], val[k[:2] + (12,)]["val_loss"],
                   val[k[:2] + (12,)]["test_loss"]) for k, v in val.items() if k[2] == 6}
@@ -80,7 +80,7 @@ def rnn_metrics(kind, workdir):
     return image_metrics(workdir)
   runner.train_and_evaluate("rnn", _rnn_config(kind), workdir, printer=lambda *_: None,
                             handle_signals=False)
-  recs = records.read_records(os.path.join(workdir, "results.jsonl"))
+  recs = workdir_lib.read_records(os.path.join(workdir, "results.jsonl"))
   out = {}
   for r in recs:
     if r["kind"] == "val" and r["step"] in (1, 50):
@@ -159,7 +159,7 @@ def test_every_rnn_model_trains_on_any_toolchain(rnn_models_run):
   # Not pinned: every model's validation loss is finite and falls over 50 steps, and its
   # records carry the shared vocabulary (this also runs where the pins are skipped).
   _, workdir = rnn_models_run
-  recs = records.read_records(os.path.join(workdir, "results.jsonl"))
+  recs = workdir_lib.read_records(os.path.join(workdir, "results.jsonl"))
   models = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
   assert {r["model"] for r in recs} == set(models)
   for model in models:

@@ -18,10 +18,8 @@ import pytest
 
 import lie_unitary as lu
 from lie_unitary import experiments
-from lie_unitary.experiments import config_files
-from lie_unitary.experiments import interrupts
-from lie_unitary.experiments import records
-from lie_unitary.experiments import results
+from lie_unitary.experiments import launch
+from lie_unitary.experiments import loop
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.operators import config as cfg_lib
@@ -44,7 +42,7 @@ def _smoke(**changes):
 
 
 def _finals(workdir):
-  return [r for r in records.read_records(os.path.join(workdir, "results.jsonl"))
+  return [r for r in workdir_lib.read_records(os.path.join(workdir, "results.jsonl"))
           if r["kind"] == "final"]
 
 
@@ -74,7 +72,7 @@ def test_smoke_writes_one_record_per_replicate_with_its_fields(smoke_run):
   true = [r["test_loss"] for r in recs if r["approach"] == "true"]
   np.testing.assert_allclose(true, 6e-4, rtol=0.3)  # noise floor 2n·0.01², 500 pairs
   assert all(r["step"] == 100 for r in recs if r["approach"] == "lie_algebra")
-  curves = records.read_records(os.path.join(workdir, "curves.jsonl"))
+  curves = workdir_lib.read_records(os.path.join(workdir, "curves.jsonl"))
   assert len(curves) == 3 and all(len(c["val_loss"]) == 5 for c in curves)
   assert curves[0]["val_steps"] == [0, 25, 50, 75, 100]
   launch, = workdir_lib.read_launches(workdir)
@@ -151,7 +149,7 @@ def test_changed_fields_compute_new_units_beside_the_old(smoke_run, tmp_path):
   assert summary.computed == 2  # nothing reused
   recs = _finals(workdir)
   assert len({r["unit"] for r in recs}) == 4
-  current = results.load_results(workdir, as_frame=False)
+  current = workdir_lib.load_results(workdir, as_frame=False)
   assert {(r["seed"], r["noise_std"]) for r in current} == {(5, 0.5)}
   true_new = [r["test_loss"] for r in current if r["approach"] == "true"]
   np.testing.assert_allclose(true_new, 2 * 3 * 0.5 ** 2, rtol=0.3)  # the new noise floor
@@ -159,7 +157,7 @@ def test_changed_fields_compute_new_units_beside_the_old(smoke_run, tmp_path):
   assert "superseded" in open(os.path.join(workdir, "report.md"), encoding="utf-8").read()
 
 
-class _StopAfter(interrupts.StopRequest):
+class _StopAfter(loop.StopRequest):
   """A stop request that turns on after `calls` checks (as if Ctrl-C came then)."""
 
   def __init__(self, calls):
@@ -189,9 +187,9 @@ def test_a_stop_checkpoints_and_the_resume_gives_the_same_numbers(smoke_run, tmp
   ref = {r["replicate"]: r for r in _finals(workdir) if r["approach"] == "lie_algebra"}
   for r in _finals(str(tmp_path)):
     np.testing.assert_allclose(r["test_loss"], ref[r["replicate"]]["test_loss"], rtol=1e-6)
-  curve_ref = {c["replicate"]: c["val_loss"] for c in records.read_records(
+  curve_ref = {c["replicate"]: c["val_loss"] for c in workdir_lib.read_records(
       os.path.join(workdir, "curves.jsonl"))}
-  for c in records.read_records(tmp_path / "curves.jsonl"):
+  for c in workdir_lib.read_records(tmp_path / "curves.jsonl"):
     np.testing.assert_allclose(c["val_loss"], curve_ref[c["replicate"]], rtol=1e-6)
 
 
@@ -248,9 +246,9 @@ def test_two_worker_processes_share_the_units_and_equal_one_process(smoke_run, t
   assert proc.returncode == 0, proc.stderr[-2000:]
   for w in ("[worker 0/2]", "[worker 1/2]"):
     assert w in proc.stdout
-  skips = proc.stdout.count("taken by another worker") + proc.stdout.count("already done")
+  skips = proc.stdout.count("running in another process") + proc.stdout.count("done, skipped")
   assert skips == 2 and proc.stdout.count("s (elapsed") == 2, proc.stdout
-  assert not any(name.startswith(".claims-") for name in os.listdir(tmp_path))
+  assert os.listdir(tmp_path / "claims") == [".lock"]  # every claim released
   single = {(r["approach"], r["replicate"]): r for r in _finals(workdir)}
   recs = _finals(str(tmp_path))
   assert len(recs) == 12
@@ -346,7 +344,7 @@ def test_every_named_config_is_valid_and_documented():
     config = cfg_lib.get_config(name)
     experiment.validate_config(config)
     assert experiment.units(config)
-    path = os.path.join(config_files.config_dir(), file + ".py")
+    path = os.path.join(launch.config_dir(), file + ".py")
     assert ast.get_docstring(ast.parse(open(path, encoding="utf-8").read())), path
   assert json.loads(cfg_lib.get_config("table1").to_json())["num_replicates"] == 18
   with pytest.raises(ValueError, match="unknown operators config 'nope'"):
@@ -379,7 +377,7 @@ def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_0(tmp_path):
   proc.send_signal(signal.SIGINT)  # during the first chunk (or its compilation)
   out = first + proc.communicate(timeout=300)[0]
   assert proc.returncode == 0, out
-  assert "SIGINT: stopping after the current chunk" in out and "Traceback" not in out, out
+  assert "SIGINT: stopping after the current call" in out and "Traceback" not in out, out
   assert "stopped at a checkpoint (SIGINT); rerun the same command to resume" in out
   assert os.listdir(tmp_path / "checkpoints")  # resuming from it: the in-process test above
   assert not os.path.exists(tmp_path / "finished.jsonl")

@@ -9,7 +9,7 @@ import matplotlib.figure
 import numpy as np
 import pytest
 
-from lie_unitary.experiments import records
+from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.operators import report
 
 _GENERATORS = ("lie", "qr", "composition")
@@ -66,8 +66,8 @@ def _write_workdir(wd, launches):
     with open(os.path.join(wd, "launches", f"{i:04d}-2025010{i}T000000.json"), "w") as f:
       json.dump({"family": "operators", "config": {}, "provenance": {},
                  "units": [{"id": uid, "name": name} for name, uid in units]}, f)
-    records.append_records(os.path.join(wd, "results.jsonl"), recs)
-    records.append_records(os.path.join(wd, "curves.jsonl"), curves)
+    workdir_lib.append_records(os.path.join(wd, "results.jsonl"), recs)
+    workdir_lib.append_records(os.path.join(wd, "curves.jsonl"), curves)
   return wd
 
 
@@ -189,11 +189,11 @@ def test_write_report_with_given_records_and_a_basis_sweep(tmp_path):
 
 def test_frames_work_like_lists(tmp_path):
   pytest.importorskip("pandas")
-  from lie_unitary.experiments import results
+  from lie_unitary.experiments import workdir as workdir_lib
   wd = _write_workdir(str(tmp_path), [_table1_records()])
-  df = results.load_results(wd, as_frame=True)
-  curves = results.load_results(wd, "curves.jsonl", as_frame=True)
-  assert report.markdown(df) == report.markdown(results.load_results(wd, as_frame=False))
+  df = workdir_lib.load_results(wd, as_frame=True)
+  curves = workdir_lib.load_results(wd, "curves.jsonl", as_frame=True)
+  assert report.markdown(df) == report.markdown(workdir_lib.load_results(wd, as_frame=False))
   assert set(report.figures(df, curves)) == {"figure2"}
 
 

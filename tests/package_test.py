@@ -1,6 +1,8 @@
 """The package's public surface: the core stands alone, `__all__` is whole and sorted,
-moved names keep a deprecation path."""
+and the README's checkout does not shadow the package."""
 
+import os
+import re
 import subprocess
 import sys
 
@@ -9,7 +11,6 @@ import pytest
 import lie_unitary as lu
 from lie_unitary import experiments
 from lie_unitary import nn as lnn
-from lie_unitary.experiments.rnn import data as tasks
 
 
 @pytest.mark.slow
@@ -28,13 +29,18 @@ def test_all_names_exist_and_are_sorted(module):
     assert getattr(module, name) is not None, name
 
 
-@pytest.mark.parametrize("name", ["adding_batch", "memory_batch"])
-def test_moved_task_generators_warn_and_still_work(name):
-  with pytest.warns(DeprecationWarning, match=f"experiments.rnn.data.{name}"):
-    fn = getattr(lu, name)
-  assert fn is getattr(tasks, name)
-
-
 def test_an_unknown_attribute_raises_attribute_error():
   with pytest.raises(AttributeError, match="no_such_name"):
     lu.no_such_name
+
+
+def test_the_readme_clones_into_a_folder_not_named_like_the_package():
+  # A checkout folder named lie_unitary, with Python started from its parent, is
+  # imported as a namespace package in place of the (editable) installed one.
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  with open(os.path.join(root, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  clone = re.search(r"git clone \S+ URL> (\S+) && cd (\S+)", readme) or re.search(
+      r"git clone \S+ (\S+) && cd (\S+)", readme)
+  assert clone, "the README's quickstart has no 'git clone URL FOLDER && cd FOLDER'"
+  assert clone.group(1) == clone.group(2) != "lie_unitary"

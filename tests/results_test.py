@@ -1,5 +1,6 @@
 """Selecting the current units' records across launches; the optional metric writer."""
 
+import importlib.util
 import json
 import os
 import struct
@@ -7,9 +8,10 @@ import sys
 
 import pytest
 
-from lie_unitary.experiments import metric_writer
-from lie_unitary.experiments import records
-from lie_unitary.experiments import results
+from lie_unitary.experiments import fields
+from lie_unitary.experiments import loop
+from lie_unitary.experiments import runner
+from lie_unitary.experiments import workdir as workdir_lib
 
 
 def _launch(workdir, number, units, family="operators", config=None):
@@ -31,44 +33,44 @@ def _workdir_with_rerun(tmp_path):
   wd = str(tmp_path)
   a, b = "n=3 lie_algebra epochs=1 lr=0.001", "n=3 arjovsky epochs=1 lr=0.001"
   _launch(wd, 1, [(a, "a-old"), (b, "b-1")])
-  records.append_records(os.path.join(wd, "results.jsonl"), [
+  workdir_lib.append_records(os.path.join(wd, "results.jsonl"), [
       _rec("a-old", a, r, seed=0, test_loss=9.0) for r in range(2)] + [
       _rec("b-1", b, r, seed=0, test_loss=1.0) for r in range(2)])
   _launch(wd, 2, [(a, "a-new")])
-  records.append_records(os.path.join(wd, "results.jsonl"), [
+  workdir_lib.append_records(os.path.join(wd, "results.jsonl"), [
       _rec("a-new", a, r, seed=1, test_loss=0.5) for r in range(2)])
   return wd, a, b
 
 
 def test_the_latest_launch_of_a_name_wins(tmp_path):
   wd, a, b = _workdir_with_rerun(tmp_path)
-  assert results.current_unit_ids(wd) == {a: "a-new", b: "b-1"}
-  assert results.superseded_units(wd) == [(a, "a-old")]
-  recs = results.load_results(wd, as_frame=False)
+  assert workdir_lib.current_unit_ids(wd) == {a: "a-new", b: "b-1"}
+  assert workdir_lib.superseded_units(wd) == [(a, "a-old")]
+  recs = workdir_lib.load_results(wd, as_frame=False)
   assert sorted((r["unit"], r["replicate"]) for r in recs) == [
       ("a-new", 0), ("a-new", 1), ("b-1", 0), ("b-1", 1)]
   assert all(r["seed"] == 1 for r in recs if r["unit_name"] == a)
-  every = results.load_results(wd, current_only=False, as_frame=False)
+  every = workdir_lib.load_results(wd, current_only=False, as_frame=False)
   assert len(every) == 6
 
 
 def test_a_later_launch_can_bring_back_an_earlier_id(tmp_path):
   wd, a, _ = _workdir_with_rerun(tmp_path)
   _launch(wd, 3, [(a, "a-old")])  # e.g. the first seed run again: the same id
-  assert results.current_unit_ids(wd)[a] == "a-old"
-  assert results.superseded_units(wd) == [(a, "a-new")]
-  assert {r["unit"] for r in results.load_results(wd, as_frame=False)} == {"a-old", "b-1"}
+  assert workdir_lib.current_unit_ids(wd)[a] == "a-old"
+  assert workdir_lib.superseded_units(wd) == [(a, "a-new")]
+  assert {r["unit"] for r in workdir_lib.load_results(wd, as_frame=False)} == {"a-old", "b-1"}
 
 
 def test_launches_of_different_models_are_all_current(tmp_path):
   wd = str(tmp_path)
   path = os.path.join(wd, "results.jsonl")
   _launch(wd, 1, [("adding T=100 lstm", "lstm-1")], family="rnn")
-  records.append_records(path, [_rec("lstm-1", "adding T=100 lstm", model="lstm")])
+  workdir_lib.append_records(path, [_rec("lstm-1", "adding T=100 lstm", model="lstm")])
   _launch(wd, 2, [("adding T=100 gurnn_beta", "gb-1")], family="rnn")
-  records.append_records(path, [_rec("gb-1", "adding T=100 gurnn_beta", model="gurnn_beta")])
-  assert results.superseded_units(wd) == []
-  assert sorted(r["model"] for r in results.load_results(wd, as_frame=False)) == [
+  workdir_lib.append_records(path, [_rec("gb-1", "adding T=100 gurnn_beta", model="gurnn_beta")])
+  assert workdir_lib.superseded_units(wd) == []
+  assert sorted(r["model"] for r in workdir_lib.load_results(wd, as_frame=False)) == [
       "gurnn_beta", "lstm"]
 
 
@@ -76,78 +78,86 @@ def test_launch_order_is_the_file_name_order(tmp_path):
   wd = str(tmp_path)
   _launch(wd, 10, [("u", "id-10")])
   _launch(wd, 9, [("u", "id-9")])  # written second, but 0009 < 0010
-  assert results.current_unit_ids(wd) == {"u": "id-10"}
-  assert [os.path.basename(p)[:4] for p in results.launch_files(wd)] == ["0009", "0010"]
+  assert workdir_lib.current_unit_ids(wd) == {"u": "id-10"}
+  assert [la["units"][0]["id"] for la in workdir_lib.read_launches(wd)] == ["id-9", "id-10"]
 
 
 def test_without_launches_every_record_with_a_unit_counts(tmp_path):
   wd = str(tmp_path)
-  records.append_records(os.path.join(wd, "results.jsonl"), [
+  workdir_lib.append_records(os.path.join(wd, "results.jsonl"), [
       _rec("x-1", "x"), _rec("x-2", "x"), {"kind": "final", "test_loss": 1.0}])
-  assert results.current_unit_ids(wd) == {} and results.superseded_units(wd) == []
-  assert [r["unit"] for r in results.load_results(wd, as_frame=False)] == ["x-1", "x-2"]
-  assert len(results.load_results(wd, current_only=False, as_frame=False)) == 3
+  assert workdir_lib.current_unit_ids(wd) == {} and workdir_lib.superseded_units(wd) == []
+  assert [r["unit"] for r in workdir_lib.load_results(wd, as_frame=False)] == ["x-1", "x-2"]
+  assert len(workdir_lib.load_results(wd, current_only=False, as_frame=False)) == 3
 
 
 def test_errors_name_the_workdir(tmp_path):
   with pytest.raises(FileNotFoundError, match="nowhere"):
-    results.load_results(str(tmp_path / "nowhere"))
+    workdir_lib.load_results(str(tmp_path / "nowhere"))
   with pytest.raises(FileNotFoundError, match=str(tmp_path)):
-    results.load_results(str(tmp_path))
+    workdir_lib.load_results(str(tmp_path))
   with pytest.raises(FileNotFoundError, match="curves.jsonl"):
-    results.load_results(str(tmp_path), "curves.jsonl")
+    workdir_lib.load_results(str(tmp_path), "curves.jsonl")
   open(tmp_path / "results.jsonl", "w").close()
   with pytest.raises(ValueError, match=str(tmp_path)):
-    results.load_results(str(tmp_path))
-  records.append_records(tmp_path / "results.jsonl", [{"kind": "final", "seed": 0}])
+    workdir_lib.load_results(str(tmp_path))
+  workdir_lib.append_records(tmp_path / "results.jsonl", [{"kind": "final", "seed": 0}])
   with pytest.raises(ValueError, match="'unit'"):  # records from before the unit vocabulary
-    results.load_results(str(tmp_path))
+    workdir_lib.load_results(str(tmp_path))
   _launch(str(tmp_path), 1, [("u", "u-1")])
   with pytest.raises(ValueError, match="no current records"):
-    results.load_results(str(tmp_path))
+    workdir_lib.load_results(str(tmp_path))
   (tmp_path / "launches" / "0002-broken.json").write_text("{")
   with pytest.raises(ValueError, match="0002-broken.json"):
-    results.current_unit_ids(str(tmp_path))
+    workdir_lib.current_unit_ids(str(tmp_path))
 
 
 def test_frame_or_list(tmp_path, monkeypatch):
   wd, _, _ = _workdir_with_rerun(tmp_path)
   monkeypatch.setitem(sys.modules, "pandas", None)  # pandas not installed
-  assert isinstance(results.load_results(wd), list)
+  assert isinstance(workdir_lib.load_results(wd), list)
   with pytest.raises(ImportError, match=r"pip install lie_unitary\[pandas\]"):
-    results.load_results(wd, as_frame=True)
-  assert isinstance(results.load_results(wd, as_frame=False), list)
+    workdir_lib.load_results(wd, as_frame=True)
+  assert isinstance(workdir_lib.load_results(wd, as_frame=False), list)
 
 
 def test_frame_with_pandas(tmp_path):
   pd = pytest.importorskip("pandas")
   wd, _, _ = _workdir_with_rerun(tmp_path)
-  df = results.load_results(wd)
+  df = workdir_lib.load_results(wd)
   assert isinstance(df, pd.DataFrame) and len(df) == 4
   assert sorted(df["unit"].unique()) == ["a-new", "b-1"]
-  assert isinstance(results.load_results(wd, as_frame=True), pd.DataFrame)
-  back = results.as_records(df)
-  assert back == results.load_results(wd, as_frame=False)
+  assert isinstance(workdir_lib.load_results(wd, as_frame=True), pd.DataFrame)
+  back = workdir_lib.as_records(df)
+  assert back == workdir_lib.load_results(wd, as_frame=False)
 
 
 def test_as_records_drops_the_cells_a_record_lacked():
   pd = pytest.importorskip("pandas")
   recs = [{"step": 0, "val_loss": 1.0}, {"step": 20, "val_loss": "nan", "train_loss": 0.5}]
-  assert results.as_records(pd.DataFrame.from_records(recs)) == recs
-  assert results.as_records(recs) == recs
+  assert workdir_lib.as_records(pd.DataFrame.from_records(recs)) == recs
+  assert workdir_lib.as_records(recs) == recs
 
 
-def test_the_default_writer_does_nothing(tmp_path):
-  with metric_writer.make_writer(None) as w:
-    w.scalars(0, {"val_loss": 1.0})
-  assert isinstance(w, metric_writer.MetricWriter)
+def _context(tmp_path, tensorboard=True):
+  unit = fields.Unit("u", {"seed": 0}, 10)
+  return runner.UnitContext(str(tmp_path), unit, print, loop.StopRequest(), tensorboard)
+
+
+def test_scalars_are_off_by_default(tmp_path):
+  ctx = _context(tmp_path, tensorboard=False)
+  ctx.scalars(0, {"val_loss": 1.0})
+  ctx.close()
   assert os.listdir(tmp_path) == []
 
 
-def test_a_logdir_without_tensorboardx(tmp_path, monkeypatch):
-  monkeypatch.setitem(sys.modules, "tensorboardX", None)
-  with pytest.raises(ImportError, match=r"pip install lie_unitary\[tensorboard\]"):
-    metric_writer.make_writer(str(tmp_path / "tb"))
+def test_tensorboard_without_tensorboardx_is_a_config_error(tmp_path, monkeypatch):
+  monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
+  from lie_unitary.experiments.operators import config
+  with pytest.raises(runner.ConfigError, match=r"pip install lie_unitary\[tensorboard\]"):
+    runner.train_and_evaluate("operators", config.get_config("smoke"), str(tmp_path / "w"),
+                              tensorboard=True)
+  assert not os.path.exists(tmp_path / "w")
 
 
 def _tfrecords(path):
@@ -164,11 +174,11 @@ def _tfrecords(path):
 def test_tensorboard_events(tmp_path):
   pytest.importorskip("tensorboardX")
   from tensorboardX.proto import event_pb2
-  logdir = tmp_path / "tb"
-  w = metric_writer.make_writer(str(logdir))
-  w.scalars(0, {"val_loss": 1.5})
-  w.scalars(20, {"val_loss": 0.25, "train_loss": "nan"})
-  w.close()
+  ctx = _context(tmp_path)
+  ctx.scalars(0, {"val_loss": 1.5})
+  ctx.scalars(20, {"val_loss": 0.25, "train_loss": "nan"})
+  ctx.close()
+  logdir = tmp_path / "tensorboard" / ctx.unit.slug
   files = [f for f in os.listdir(logdir) if "tfevents" in f]
   assert len(files) == 1
   got = []

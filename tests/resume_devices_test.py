@@ -21,7 +21,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # k-th chunk (the loop checks between chunks), so the unit checkpoints and stops there.
 _SCRIPT = """
 import json, sys
-from lie_unitary.experiments import interrupts, runner
+from lie_unitary.experiments import loop, runner
 family_name, config_name, workdir, stop_after = sys.argv[1:5]
 family = runner.get_family(family_name)
 from lie_unitary.experiments.operators import config as ops
@@ -32,7 +32,7 @@ for k, v in overrides.items():
   config[k] = tuple(v) if isinstance(v, list) else v
 family.validate_config(config)
 
-class StopAfter(interrupts.StopRequest):
+class StopAfter(loop.StopRequest):
   def __init__(self, k):
     super().__init__()
     self.k, self.calls = k, 0

@@ -14,8 +14,8 @@ import textwrap
 import jax
 import pytest
 
+from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
-from lie_unitary.experiments import sweep
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import experiment
 from lie_unitary.experiments.rnn import trainer as training
@@ -25,7 +25,7 @@ _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TWO_DEVICES = textwrap.dedent("""
     import jax, numpy as np
     jax.config.update("jax_num_cpu_devices", 2)
-    from lie_unitary.experiments import sweep
+    from lie_unitary.experiments import replicas as replicas_lib
     from lie_unitary.experiments.rnn import config as C, experiment as E, training as TR
 
     def train(model, data_parallel, steps=6, **fields):
@@ -39,9 +39,9 @@ _TWO_DEVICES = textwrap.dedent("""
           cfg[k] = v
       E.validate_config(cfg)
       spec = E.unit_spec(cfg, model, cfg.T[0])
-      sharding = sweep.replicate_sharding(data_parallel=data_parallel)
+      sharding = replicas_lib.replicate_sharding(data_parallel=data_parallel)
       exp = TR.make_experiment(spec, sharding)
-      padded = sweep.padded_size(3, sharding.mesh.shape[sweep.AXIS])
+      padded = replicas_lib.padded_size(3, sharding.mesh.shape[replicas_lib.AXIS])
       ids = jax.make_array_from_callback(
           (padded,), sharding, lambda i: np.arange(padded, dtype=np.int32)[i])
       state, loss = exp.train_chunk(exp.init(ids), ids, 0, steps)
@@ -72,7 +72,7 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
     jax.config.update("jax_num_cpu_devices", 2)
     sys.path.insert(0, "tests")
     from idx_files import write_image_folder
-    from lie_unitary.experiments import sweep
+    from lie_unitary.experiments import replicas as replicas_lib
     from lie_unitary.experiments.rnn import config as C, experiment as E, trainer as TR
 
     folder = write_image_folder(sys.argv[1])
@@ -86,7 +86,8 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
       E.validate_config(cfg)
       spec = E.unit_spec(cfg, model, 16)
       assert "data_parallel" not in spec  # a zero initial state: not the unit's
-      replicas = sweep.Replicas(3, sweep.replicate_sharding(data_parallel=data_parallel))
+      replicas = replicas_lib.Replicas(
+          3, replicas_lib.replicate_sharding(data_parallel=data_parallel))
       sets = E._load_sets(cfg, spec, replicas.sharding.mesh)
       exp = TR.make_image_experiment(spec, replicas.sharding, sets.train_y.shape[0])
       state = exp.init(replicas.ids)
@@ -134,7 +135,7 @@ def test_an_image_experiment_checks_its_data_axis():
   config.data_parallel = 2
   spec = experiment.unit_spec(config, "gurnn", 784)
   with pytest.raises(ValueError, match="needs a sharding whose mesh has a 'data' axis"):
-    training.make_image_experiment(spec, sweep.replicate_sharding(), 64)
+    training.make_image_experiment(spec, replicas_lib.replicate_sharding(), 64)
 
 
 @pytest.mark.slow
@@ -181,7 +182,7 @@ def test_more_data_parallel_than_devices_is_named():
   with pytest.raises(runner.ConfigError, match="a divisor of the device count"):
     experiment.validate_config(config)
   with pytest.raises(ValueError, match="must be ≥ 1 and divide"):
-    sweep.replicate_sharding(data_parallel=2 * jax.device_count())
+    replicas_lib.replicate_sharding(data_parallel=2 * jax.device_count())
 
 
 def test_data_parallel_spec_needs_its_mesh():
@@ -189,4 +190,4 @@ def test_data_parallel_spec_needs_its_mesh():
   config.data_parallel = 2
   spec = experiment.unit_spec(config, "gurnn", 10)
   with pytest.raises(ValueError, match="needs a sharding whose mesh has a 'data' axis"):
-    training.make_experiment(spec, sweep.replicate_sharding())
+    training.make_experiment(spec, replicas_lib.replicate_sharding())

@@ -12,12 +12,11 @@ import numpy as np
 import optax
 import pytest
 
-from lie_unitary.experiments import interrupts
-from lie_unitary.experiments import records
-from lie_unitary.experiments import results
+from lie_unitary.experiments import loop
+from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
-from lie_unitary.experiments import sweep
 from lie_unitary.experiments import training
+from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import report as rnn_report
@@ -48,7 +47,7 @@ def _smoke(*models, **fields):
 
 
 def _records(workdir):
-  return records.read_records(os.path.join(workdir, "results.jsonl"))
+  return workdir_lib.read_records(os.path.join(workdir, "results.jsonl"))
 
 
 def _losses(recs, model="gurnn"):
@@ -140,7 +139,7 @@ def test_extending_resumes_from_the_checkpoint_and_an_identical_rerun_skips(smok
       assert value == ref[key], key
   # The results hold the unit's final records at its current target only (the ones
   # written at update 40 are not its results any more).
-  finals = [r for r in results.load_results(str(tmp_path), as_frame=False)
+  finals = [r for r in workdir_lib.load_results(str(tmp_path), as_frame=False)
             if r["kind"] == "final"]
   assert sorted((r["step"], r["replicate"]) for r in finals) == [(60, 0), (60, 1)]
   assert len([r for r in _records(tmp_path) if r["kind"] == "final"]) == 4  # on disk: both
@@ -172,7 +171,7 @@ def test_a_changed_learning_rate_is_a_new_unit(tmp_path):
 def test_a_graceful_stop_checkpoints_and_resumes_to_the_same_numbers(smoke_run, tmp_path):
   _, _, recs = smoke_run
   config = _smoke("gurnn")
-  stop = interrupts.StopRequest()
+  stop = loop.StopRequest()
   stop.request("SIGINT")  # as if Ctrl-C came during the first chunk
   lines = []
   summary = runner.run_units(rnn, config, rnn.units(config), str(tmp_path),
@@ -345,7 +344,7 @@ def test_lr_drops_scale_every_update_after_them():
   ids = jnp.arange(2, dtype=jnp.int32)
 
   def run(spec, num):
-    exp = rnn_training.make_experiment(spec, sweep.replicate_sharding())  # smoke_run's
+    exp = rnn_training.make_experiment(spec, replicas_lib.replicate_sharding())  # smoke_run's
     return exp.train_chunk(exp.init(ids), ids, 0, num)[0].params
 
   one, three, three_dropped = run(plain, 1), run(plain, 3), run(dropped, 3)
@@ -364,12 +363,14 @@ def test_clipping_by_value_for_lstm():
 
 
 @pytest.mark.slow
-def test_a_worker_skips_units_claimed_by_another(tmp_path):
+def test_a_unit_claimed_by_another_process_is_skipped(tmp_path):
   config = _smoke("lstm", "tanh", num_updates=20)
   lines = []
-  runner.run_units(rnn, config, rnn.units(config), str(tmp_path), printer=lines.append,
-                   claim=lambda slug: "lstm" not in slug)
-  assert any("lstm" in l and "taken by another worker" in l for l in lines), lines
+  lstm = [u for u in rnn.units(config) if u.spec.model == "lstm"][0]
+  with workdir_lib.claim(str(tmp_path), lstm.slug) as mine:  # held while the launch runs
+    assert mine
+    runner.run_units(rnn, config, rnn.units(config), str(tmp_path), printer=lines.append)
+  assert any("lstm" in l and "running in another process" in l for l in lines), lines
   assert {r["model"] for r in _records(tmp_path)} == {"tanh"}
 
 

@@ -12,10 +12,10 @@ import pytest
 from lie_unitary import algebra
 from lie_unitary import nn as lnn
 from lie_unitary import principal_branch
-from lie_unitary.experiments import records
+from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
-from lie_unitary.experiments import sweep
 from lie_unitary.experiments import training
+from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import trainer as rnn_training
@@ -108,7 +108,7 @@ def _unitary(variables):
 @pytest.mark.slow
 def test_rebase_in_training_keeps_u_across_every_refresh():
   spec = rnn.unit_spec(_config("rebase", 3, **REBASE), "gurnn", 10)
-  sharding = sweep.replicate_sharding()
+  sharding = replicas_lib.replicate_sharding()
   exp = rnn_training.make_experiment(spec, sharding)
   ids = jax.device_put(jnp.arange(2, dtype=jnp.int32), sharding)  # as the runner's
   start = exp.init(ids)
@@ -141,7 +141,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
 @pytest.mark.slow
 def test_recentre_keeps_u_and_wraps_the_spectrum():
   spec = rnn.unit_spec(_config("recentre", 4), "gurnn", 10)
-  exp = rnn_training.make_experiment(spec, sweep.replicate_sharding())
+  exp = rnn_training.make_experiment(spec, replicas_lib.replicate_sharding())
   optimizer = rnn_training.optimizer_for(spec)
   # λ ~ N(0, 1) at n = 8: iL's spectrum spans about ±2√16, beyond ±π.
   lam = jax.random.normal(jax.random.key(3), (2, 64))
@@ -196,7 +196,7 @@ def test_val_records_hold_the_spectrum(tmp_path):
   config.num_updates = 3
   runner.train_and_evaluate(rnn, config, str(tmp_path), printer=lambda *_: None,
                             handle_signals=False)
-  recs = records.read_records(os.path.join(tmp_path, "results.jsonl"))
+  recs = workdir_lib.read_records(os.path.join(tmp_path, "results.jsonl"))
   val = {(r["replicate"], r["step"]): r for r in recs if r["kind"] == "val"}
   for replicate in (0, 1):
     start, later = val[(replicate, 0)], val[(replicate, 3)]
@@ -206,7 +206,7 @@ def test_val_records_hold_the_spectrum(tmp_path):
     # Re-based before update 0: after three small steps from λ = 0 all gaps are small.
     assert later["theta_spread"] < 1 and later["wide_share"] == 0 and later["min_sinc"] > 0.9
   assert rnn_training.make_experiment(
-      rnn.unit_spec(config, "lstm", 10), sweep.replicate_sharding()).spectrum is None
+      rnn.unit_spec(config, "lstm", 10), replicas_lib.replicate_sharding()).spectrum is None
 
 
 @pytest.mark.parametrize("lambda_optimizer", ["sgd", "rmsprop"])

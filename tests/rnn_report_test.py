@@ -8,7 +8,7 @@ import sys
 import matplotlib.figure
 import pytest
 
-from lie_unitary.experiments import records
+from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import report
 
 _STEPS = (0, 20, 40)
@@ -54,7 +54,7 @@ def _launch(wd, number, units):
 
 def _add_launch(wd, number, unit_records):
   _launch(wd, number, [u for _, u in unit_records])
-  records.append_records(os.path.join(wd, "results.jsonl"),
+  workdir_lib.append_records(os.path.join(wd, "results.jsonl"),
                          [r for recs, _ in unit_records for r in recs])
 
 
@@ -157,11 +157,11 @@ def test_write_report_with_given_records(tmp_path):
 
 def test_frames_work_like_lists(tmp_path):
   pytest.importorskip("pandas")
-  from lie_unitary.experiments import results
+  from lie_unitary.experiments import workdir as workdir_lib
   _add_launch(str(tmp_path), 1, _all_models())
-  df = results.load_results(str(tmp_path), as_frame=True)
+  df = workdir_lib.load_results(str(tmp_path), as_frame=True)
   assert report.markdown(df) == report.markdown(
-      results.load_results(str(tmp_path), as_frame=False))
+      workdir_lib.load_results(str(tmp_path), as_frame=False))
   assert set(report.figures(df)) == {"figure3_adding_T10", "figure3_memory_T10"}
 
 

@@ -1,9 +1,18 @@
-"""Config field tables: each field's default, allowed values, identity and comment, once.
+"""Config field tables and units of work: what a field accepts, and what a result is.
 
-A family's `config.py` lists its fields as a table of `Field`s. From that one table
-come the default config (`defaults`), its validation (`validate`: unknown, missing and
-bad fields, each named in one line with what it may be) and the fields that enter a
-unit's identity (`identity`), so a new field is one row.
+A family's `config.py` lists its fields as a table of `Field`s: what each accepts and
+whether it enters a unit's identity (defaults and comments live in the family's light
+`defaults.py`, which config files import without loading jax). From the table come the
+validation (`validate`: unknown, missing and bad fields, each named in one line with
+what it may be) and the fields of a unit's identity (`identity`).
+
+A `Unit` is the smallest piece of an experiment that is computed, recorded and
+resumed as a whole (operators: all replicates of one (n, approach, epochs, learning
+rate, basis scale); RNNs: all replicates of one (task, model, T)). Its id hashes
+EVERY setting that changes what it computes, so a rerun with a changed field
+computes a new unit beside the old one and nothing is reused across settings. Where
+a unit stops (the number of updates) is not part of it: `target_step` holds that, so
+a run can be extended.
 
 A `Check` is a predicate with the words of what it accepts ("an integer ≥ 1"); the
 helpers below build the common ones, and allowed values are read off the registries
@@ -14,17 +23,20 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
+import json
 import math
+import re
 from typing import Any
 from typing import Callable
 from typing import Iterable
 from typing import Mapping
 
-import ml_collections
 import numpy as np
 
-__all__ = ["Check", "ConfigError", "Field", "any_of", "boolean", "defaults", "fail",
-           "identity", "integer", "number", "one_of", "pairs", "string", "tuple_of", "validate"]
+__all__ = ["Check", "ConfigError", "Field", "any_of", "boolean", "fail",
+           "identity", "integer", "number", "one_of", "pairs", "string", "tuple_of", "validate",
+           "Unit", "fingerprint"]
 
 
 class ConfigError(ValueError):
@@ -124,35 +136,20 @@ IdentityRule = bool | Callable[..., bool]
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-  """One config field.
+  """One config field's rules (its default and meaning: the family's defaults.py).
 
   Attributes:
-    default: its default value (a nested field table for a sub-config).
-    check: what values it accepts (None for a nested table).
-    doc: what it means, as a user reads it (the config's comment).
+    check: what values it accepts (None: the family checks it, e.g. a nested table).
     identity: whether it enters a unit's identity: True (every unit), False (it only
-      says what to run or where to stop: a unit's own values enter instead), or a
-      rule `(config, unit) -> bool` of the family's unit description.
+      says what to run or where to stop), or a rule `(config, unit spec) -> bool`.
   """
-  default: Any
   check: Check | None
-  doc: str
   identity: IdentityRule = True
 
 
 def fail(field: str, value, expected: str):
   """Raises the one-line ConfigError of a bad field."""
   raise ConfigError(f"config.{field} = {value!r}: expected {expected}.")
-
-
-def defaults(table: Mapping[str, Field]) -> ml_collections.ConfigDict:
-  """The default config of a field table; a field whose default is None is left for
-  the family to fill (a nested table whose defaults depend on other fields)."""
-  c = ml_collections.ConfigDict()
-  for name, f in table.items():
-    if f.default is not None:
-      c[name] = f.default
-  return c
 
 
 def _unknown(name: str, known: Iterable[str], prefix: str) -> ConfigError:
@@ -196,3 +193,66 @@ def identity(config, table: Mapping[str, Field], unit) -> dict:
       value = config[name]
       out[name] = tuple(value) if isinstance(value, list) else value
   return out
+
+
+# Units ------------------------------------------------------------------------------------
+
+
+def _canonical(value: Any) -> Any:
+  if hasattr(value, "tolist"):
+    value = value.tolist()
+  if isinstance(value, Mapping):
+    return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+  if isinstance(value, (list, tuple)):
+    return [_canonical(v) for v in value]
+  if isinstance(value, (bool, str)) or value is None:
+    return value
+  if isinstance(value, int):
+    return int(value)
+  if isinstance(value, float):
+    if not math.isfinite(value):
+      return repr(value)
+    return int(value) if value.is_integer() else float(repr(value))  # 1 and 1.0: one setting
+  raise TypeError(f"unit fields must be JSON-like (numbers, strings, lists, dicts); got "
+                  f"{type(value).__name__}: {value!r}.")
+
+
+def fingerprint(fields: Mapping[str, Any]) -> str:
+  """A 12-hex-digit SHA-256 prefix of the fields as canonical JSON (sorted keys, tuples
+  as lists, integral floats as ints): stable across processes, hosts and Pythons.
+
+  Raises:
+    TypeError: a value that is not JSON-like.
+  """
+  text = json.dumps(_canonical(fields), sort_keys=True, separators=(",", ":"))
+  return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+@dataclasses.dataclass(frozen=True)
+class Unit:
+  """One unit of work.
+
+  Attributes:
+    name: a short label, e.g. "n=6 lie_algebra epochs=1 lr=0.001" (distinct within a
+      launch).
+    fields: every setting that changes the computation (JSON-like): hashed into `id`
+      and written into each of the unit's records.
+    target_step: the step at which the unit is finished.
+    cost: relative cost, to start the longest units first when processes share them.
+    spec: the family's own description of the unit (derived from the same config).
+  """
+  name: str
+  fields: Mapping[str, Any]
+  target_step: int
+  cost: float = 1.0
+  spec: Any = None
+
+  @property
+  def id(self) -> str:
+    """`name` and the fields' fingerprint: "n=6 lie_algebra ...-3fa9c2d1e0b4"."""
+    return f"{self.name}-{fingerprint(self.fields)}"
+
+  @property
+  def slug(self) -> str:
+    """`id` as a file name (checkpoint folders, claims)."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "_", self.id)

@@ -1,15 +1,15 @@
 """The command line of every experiment family: flags → `runner.train_and_evaluate` → report.
 
-A family's ``__main__.py`` calls ``main(FAMILY, path of its config.py)``:
+A family's ``__main__.py`` calls ``main(FAMILY)``:
 
-    python -m lie_unitary.experiments.FAMILY --config=VARIANT --workdir=DIR
-    python -m lie_unitary.experiments.FAMILY --config=path/config.py:VARIANT --workdir=DIR \
+    python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR
+    python -m lie_unitary.experiments.FAMILY --config=path/file.py --workdir=DIR \
         --config.FIELD=VALUE
     python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
 
-Flags: --config (a bare NAME is the family's named config file, configs/NAME.py, or the
-path of any config file), --workdir,
---report_only, --num_workers, --tensorboard, and for several hosts
+Flags: --config (a bare NAME is one of the family's named config files in configs/,
+`config_path`; else the path of any config file), --workdir, --report_only,
+--num_workers, --tensorboard, and for several hosts
 --coordinator_address, --num_processes, --process_id (empty: one process; given:
 ``jax.distributed.initialize`` before anything else, CPU collectives over gloo).
 
@@ -31,25 +31,7 @@ from typing import Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-__all__ = ["main", "resolve_config_arg"]
-
-
-def resolve_config_arg(argv: Sequence[str], default_config_path: str) -> list[str]:
-  """`argv` with a bare ``--config=VARIANT`` turned into ``--config=DEFAULT:VARIANT``.
-
-  A value with a path separator, a '.py' or a ':' is a path form and kept as it is.
-  """
-  out = list(argv)
-  for i, arg in enumerate(out):
-    if arg.startswith("--config="):
-      head, value = "--config=", arg[len("--config="):]
-    elif arg == "--config" and i + 1 < len(out):
-      head, value, i = "", out[i + 1], i + 1
-    else:
-      continue
-    if value and not any(s in value for s in (os.sep, "/", ".py", ":")):
-      out[i] = f"{head}{default_config_path}:{value}"
-  return out
+__all__ = ["config_dir", "config_path", "load_config", "load_file", "main", "sibling"]
 
 
 def _split_comma_lists(config) -> None:
@@ -112,12 +94,13 @@ def _launch(family_name: str, argv) -> None:
   import jax
 
   from lie_unitary.experiments import runner
+  from lie_unitary.experiments import workdir as workdir_lib
   family = runner.get_family(family_name)
   workdir = flag_values.workdir
   if flag_values.report_only:
     if not os.path.isdir(workdir):
       raise app.UsageError(f"--workdir={workdir}: no such folder.")
-    if not runner.holds_results(workdir, family_name):
+    if not any(la.get("family") == family_name for la in workdir_lib.read_launches(workdir)):
       raise app.UsageError(f"{workdir} holds no {family_name} results "
                            f"(no WORKDIR/launches/*.json of family {family_name!r}).")
   else:
@@ -147,26 +130,19 @@ def _main(family_name: str, argv) -> None:
     sys.exit(2)
 
 
-def main(family_name: str, default_config_path: str | None = None,
-         argv: Sequence[str] | None = None) -> None:
-  """Defines the flags and runs the launcher of `family_name` (the family's ``__main__``).
+def main(family_name: str, argv: Sequence[str] | None = None) -> None:
+  """Defines the flags and runs the launcher of `family_name` (a family's ``__main__``).
 
   Args:
-    family_name: 'rnn' or 'operators' (`runner.FAMILIES`).
-    default_config_path: the family's config.py (default: the package's
-      ``experiments/<family>/config.py``); ``--config=VARIANT`` means
-      ``--config=default_config_path:VARIANT``.
+    family_name: 'rnn' or 'operators'.
     argv: the command line (default `sys.argv`).
   """
   from absl import app
   from absl import flags
   from ml_collections import config_flags
-  if default_config_path is None:
-    default_config_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), family_name,
-                                       "config.py")
   config_flags.DEFINE_config_file(
-      "config", None, f"VARIANT of {default_config_path}, or path/config.py:VARIANT; "
-      "fields overridable as --config.FIELD=VALUE.", lock_config=True)
+      "config", None, f"A named config ({', '.join(sorted(_named(family_name)))}) or the path "
+      "of a config file; fields overridable as --config.FIELD=VALUE.", lock_config=True)
   flags.DEFINE_string("workdir", None, "Folder of the results, checkpoints, launches and "
                       "the report (created).")
   flags.DEFINE_bool("report_only", False, "Only (re)write the report of WORKDIR's results.")
@@ -180,34 +156,79 @@ def main(family_name: str, default_config_path: str | None = None,
   flags.DEFINE_integer("process_id", None, "This process's index (with --coordinator_address).")
   flags.mark_flag_as_required("workdir")
   argv = list(sys.argv if argv is None else argv)
-  try:
-    argv = _named_config_files(argv, family_name)
-  except ValueError as e:
-    print(f"error: {_one_line(e)}", file=sys.stderr)
-    sys.exit(2)
-  argv = resolve_config_arg(argv, default_config_path)
+  for i, arg in enumerate(argv):  # a bare NAME: the family's config file of that name
+    at, value = ((i, arg[len("--config="):]) if arg.startswith("--config=") else
+                 (i + 1, argv[i + 1]) if arg == "--config" and i + 1 < len(argv) else (None, ""))
+    if at is not None and value and not any(s in value for s in (os.sep, "/", ".py", ":")):
+      try:
+        file = config_path(family_name, value)
+      except ValueError as e:
+        print(f"error: {_one_line(e)}", file=sys.stderr)
+        sys.exit(2)
+      argv[at] = f"--config={file}" if at == i else file
   app.run(functools.partial(_main, family_name), argv=argv, flags_parser=_parse_flags)
 
 
-def _named_config_files(argv: list[str], family_name: str) -> list[str]:
-  """A bare ``--config=NAME`` as the path of the family's config file NAME (configs/).
+# Config files ---------------------------------------------------------------------------
+# One small file per experiment, in the repository's configs/ folder; an installed
+# package carries it as lie_unitary/configs (pyproject.toml maps the folder).
+
+
+def _named(family: str) -> dict:
+  import importlib
+  return importlib.import_module(f"lie_unitary.experiments.{family}.defaults").NAMED_CONFIGS
+
+
+def config_dir() -> str:
+  """The config files' folder: the installed package's lie_unitary/configs, else the
+  checkout's configs/ beside the package.
 
   Raises:
-    ValueError: NAME is not one of the family's named configs.
+    FileNotFoundError: neither exists (a broken installation).
   """
-  import importlib
+  package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  for folder in (os.path.join(package, "configs"),
+                 os.path.join(os.path.dirname(package), "configs")):
+    if os.path.isfile(os.path.join(folder, "__init__.py")):
+      return folder
+  raise FileNotFoundError(f"no configs folder beside {package} (a broken installation?).")
 
-  from lie_unitary.experiments import config_files
-  named = importlib.import_module(f"lie_unitary.experiments.{family_name}.config").NAMED_CONFIGS
-  out = list(argv)
-  for i, arg in enumerate(out):
-    if arg.startswith("--config="):
-      value, at = arg[len("--config="):], i
-    elif arg == "--config" and i + 1 < len(out):
-      value, at = out[i + 1], i + 1
-    else:
-      continue
-    if value and not any(s in value for s in (os.sep, "/", ".py", ":")):
-      path = config_files.path(named, value, family_name)
-      out[at] = f"--config={path}" if at == i else path
-  return out
+
+def config_path(family: str, name: str) -> str:
+  """The path of the config file that `family` ('operators', 'rnn') calls `name`.
+
+  Raises:
+    ValueError: `name` is not one of the family's named configs.
+  """
+  named = _named(family)
+  if name not in named:
+    raise ValueError(f"unknown {family} config {name!r}; expected one of {sorted(named)} "
+                     "(or the path of a config file).")
+  return os.path.join(config_dir(), named[name] + ".py")
+
+
+def load_file(file: str):
+  """``get_config()`` of the config file at `file` (a ConfigDict).
+
+  Raises:
+    FileNotFoundError: no such file.
+  """
+  import importlib.util
+  if not os.path.isfile(file):
+    raise FileNotFoundError(f"no config file {file}.")
+  name = os.path.splitext(os.path.basename(file))[0]
+  spec = importlib.util.spec_from_file_location(f"_lie_unitary_config_{name}", file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def load_config(family: str, name: str):
+  """``get_config()`` of `family`'s named config `name` (`config_path`)."""
+  return load_file(config_path(family, name))
+
+
+def sibling(file: str, name: str):
+  """``get_config()`` of config file `name` beside `file` (a config file's own
+  ``__file__``): how one experiment builds on another, wherever the folder was copied."""
+  return load_file(os.path.join(os.path.dirname(os.path.abspath(file)), name + ".py"))

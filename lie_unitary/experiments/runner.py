@@ -1,24 +1,20 @@
-"""The one runner of both experiment families: validate, record the launch, resume.
+"""The one runner of both experiment families: validate, record the launch, run each unit once.
 
 `train_and_evaluate(family, config, workdir)` is the whole life of a launch:
 
-1. the family validates every config field, before the workdir is touched
-   (`ConfigError` names the field and the valid choices);
-2. the config, provenance and the launch's units are written to
-   ``WORKDIR/launches/NNNN-<time>.json`` (never overwritten);
-3. every unit not finished before runs, in this process or in worker processes
-   that share them (``num_workers``), or SPMD over several hosts after
-   ``jax.distributed.initialize()``; a unit is finished when
-   ``WORKDIR/finished.jsonl`` lists its id (a hash of every field that changes its
-   computation, `lie_unitary.experiments.units`) at its target step, so a rerun
-   with changed fields computes new units beside the old ones;
-4. a unit writes records as it goes (`UnitContext.write`) and checkpoints its
-   training state (`UnitContext.checkpointer`), so a crash loses at most one chunk;
-   the first SIGINT/SIGTERM ends the current chunk, checkpoints and returns.
+1. the family validates every config field before the workdir is touched
+   (`ConfigError` names the field and what it may be);
+2. the config, provenance and units are written to WORKDIR/launches/NNNN-<time>.json;
+3. each unit not yet finished (WORKDIR/finished.jsonl lists its id at its target step)
+   is claimed (`workdir.claim`: no two processes, launches or hosts compute one unit at
+   once) and run by the family's ``run_unit(config, unit, ctx)``, which resumes from the
+   unit's checkpoint and writes records as it goes (`UnitContext.write`);
+4. the first SIGINT/SIGTERM stops at the next checkpoint; the same command resumes.
 
-A family is a module with ``NAME``, ``validate_config(config)``,
-``units(config) -> list[Unit]``, ``run_unit(config, unit, ctx)`` and
-``write_report(workdir) -> list[str]`` (`Family`).
+A family is a module with ``NAME``, ``validate_config(config)``, ``units(config) ->
+list[Unit]``, ``run_unit(config, unit, ctx)`` and ``write_report(workdir) -> list[str]``.
+Units run in this process, in `num_workers` worker processes that share them, or SPMD
+over several hosts after ``jax.distributed.initialize()``.
 """
 
 from __future__ import annotations
@@ -26,51 +22,36 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import importlib
+import importlib.util
 import json
 import multiprocessing
 import os
-import shutil
 import signal
-import tempfile
 import time
 from typing import Any
 from typing import Callable
-from typing import Protocol
 from typing import Sequence
 
 import jax
 
-from lie_unitary.experiments import checkpoints
-from lie_unitary.experiments import interrupts
-from lie_unitary.experiments import metric_writer
-from lie_unitary.experiments import provenance
-from lie_unitary.experiments import records
+from lie_unitary.experiments import loop
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.fields import ConfigError
-from lie_unitary.experiments.units import Unit
+from lie_unitary.experiments.fields import Unit
 
-__all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "get_family",
-           "holds_results", "run_units", "train_and_evaluate"]
+__all__ = ["ConfigError", "FAMILIES", "RunSummary", "UnitContext", "get_family", "run_units",
+           "train_and_evaluate"]
 
 FAMILIES = {"operators": "lie_unitary.experiments.operators.experiment",
             "rnn": "lie_unitary.experiments.rnn.experiment"}
 
 
-class Family(Protocol):
-  """An experiment family (a module): operators (paper §3) or rnn (paper §4)."""
-  NAME: str
+def get_family(name: str):
+  """The family module `name` ('operators' or 'rnn').
 
-  def validate_config(self, config) -> None: ...
-
-  def units(self, config) -> list[Unit]: ...
-
-  def run_unit(self, config, unit: Unit, ctx: "UnitContext") -> None: ...
-
-  def write_report(self, workdir: str) -> list[str]: ...
-
-
-def get_family(name: str) -> Family:
-  """The family module `name` ('operators' or 'rnn'). Raises ValueError otherwise."""
+  Raises:
+    ValueError: another name.
+  """
   if name not in FAMILIES:
     raise ValueError(f"unknown experiment family {name!r}; expected one of {sorted(FAMILIES)}.")
   return importlib.import_module(FAMILIES[name])
@@ -84,120 +65,122 @@ class UnitContext:
     workdir: the run's folder.
     unit: the unit being computed.
     printer: where progress lines go.
-    stop: set by the first SIGINT/SIGTERM: finish the chunk, checkpoint, raise
-      `interrupts.Interrupted`.
-    tensorboard: write TensorBoard events under WORKDIR/tensorboard/<unit> too.
+    stop: set by the first SIGINT/SIGTERM (`loop.Loop` honours it).
+    tensorboard: also write TensorBoard events under WORKDIR/tensorboard/<unit>.
   """
   workdir: str
   unit: Unit
   printer: Callable[[str], None]
-  stop: interrupts.StopRequest
+  stop: loop.StopRequest
   tensorboard: bool = False
   _writer: Any = dataclasses.field(default=None, repr=False)
 
   def write(self, recs: Sequence[dict], file: str = workdir_lib.RESULTS) -> None:
-    """Appends records (fsynced), each with the unit's id, name and fields; only
-    process 0 writes."""
-    if jax.process_index() != 0 or not recs:
-      return
-    base = {"unit": self.unit.id, "unit_name": self.unit.name, **self.unit.fields}
-    records.append_records(workdir_lib.path(self.workdir, file),
-                           [{**base, **r} for r in recs])
+    """Appends records, each with the unit's id, name and fields (process 0 only)."""
+    if jax.process_index() == 0 and recs:
+      base = {"unit": self.unit.id, "unit_name": self.unit.name, **self.unit.fields}
+      workdir_lib.append_records(workdir_lib.path(self.workdir, file),
+                                 [{**base, **r} for r in recs])
+
+  def written(self) -> set[tuple]:
+    """{(kind, replicate, step)} of the unit's records already in results.jsonl (a
+    resumed unit does not write them twice)."""
+    return {(r.get("kind"), r.get("replicate"), r.get("step"))
+            for r in workdir_lib.read(self.workdir) if r.get("unit") == self.unit.id}
 
   def scalars(self, step: int, values: dict) -> None:
-    """TensorBoard scalars under WORKDIR/tensorboard/<unit> when enabled (process 0)."""
+    """TensorBoard scalars, when enabled (process 0). CLU's writers would need
+    TensorFlow for the event files; tensorboardX writes them alone."""
     if not self.tensorboard or jax.process_index() != 0:
       return
     if self._writer is None:
-      self._writer = metric_writer.make_writer(
-          workdir_lib.tensorboard_dir(self.workdir, self.unit.slug))
-    self._writer.scalars(int(step), {k: float(v) for k, v in values.items()})
+      from tensorboardX import SummaryWriter
+      self._writer = SummaryWriter(workdir_lib.tensorboard_dir(self.workdir, self.unit.slug))
+    for name, value in values.items():
+      self._writer.add_scalar(str(name), float(value), global_step=int(step))
+    self._writer.flush()
 
   def close(self) -> None:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
 
-  def checkpointer(self) -> checkpoints.Checkpointer:
-    """The unit's own checkpoint folder, WORKDIR/checkpoints/<unit id>."""
-    return checkpoints.Checkpointer(workdir_lib.checkpoint_dir(self.workdir, self.unit.slug))
-
-  def check_stop(self) -> None:
-    """Raises `interrupts.Interrupted` if a stop was requested (call after a checkpoint)."""
-    if self.stop.requested():
-      raise interrupts.Interrupted(self.unit.name)
-
 
 @dataclasses.dataclass
 class RunSummary:
-  """What a launch did: units computed here, skipped (done or taken), interrupted."""
+  """What a launch did: units computed here, skipped (done, or another process's), and
+  whether it stopped early."""
   computed: int = 0
   skipped: int = 0
   interrupted: bool = False
 
 
-def _check_units(units: Sequence[Unit]) -> None:
-  names = [u.name for u in units]
-  duplicates = sorted({n for n in names if names.count(n) > 1})
-  if duplicates:
-    raise ConfigError(f"the config lists the same unit twice: {duplicates}.")
+def _claim(workdir: str, unit: Unit):
+  """`workdir.claim` in this process; over several jax processes process 0 claims and
+  every process follows its answer (they compute the unit together)."""
+  if jax.process_count() == 1:
+    return workdir_lib.claim(workdir, unit.slug)
+
+  @contextlib.contextmanager
+  def spmd():
+    from jax.experimental import multihost_utils
+    with (workdir_lib.claim(workdir, unit.slug) if jax.process_index() == 0
+          else contextlib.nullcontext(True)) as mine:
+      yield bool(multihost_utils.broadcast_one_to_all(bool(mine)))
+  return spmd()
 
 
-def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
-              printer: Callable[[str], None] = print,
-              claim: Callable[[str], bool] | None = None,
-              stop: interrupts.StopRequest | None = None, parallel: int = 1,
-              tensorboard: bool = False) -> RunSummary:
-  """The resume loop: runs every unit not yet finished, in order.
+def run_units(family, config, units: Sequence[Unit], workdir: str, *,
+              printer: Callable[[str], None] = print, stop: loop.StopRequest | None = None,
+              parallel: int = 1, tensorboard: bool = False) -> RunSummary:
+  """Runs every unit not yet finished, in order, each claimed first.
 
   Args:
-    family: the experiment family.
+    family: the experiment family (module).
     config: its validated config.
     units: the units, in the order to run them.
     workdir: the run's folder.
     printer: progress lines.
-    claim: in a worker process, ``claim(slug) -> bool`` says whether this worker
-      takes an unfinished unit (False: another has it).
-    stop: a stop request to honour between chunks (default: a fresh one).
+    stop: a stop request to honour (default: a fresh one).
     parallel: processes sharing the units (divides the ETA).
     tensorboard: also write TensorBoard events.
-
-  Returns:
-    A `RunSummary`.
   """
-  stop = stop or interrupts.StopRequest()
-  done = workdir_lib.finished_units(workdir)
-  progress = records.Progress([u.cost for u in units], printer, parallel)
-  summary = RunSummary()
+  stop = stop or loop.StopRequest()
+  clock = loop.Clock(sum(u.cost for u in units))
+  clock.start(0.0)
+  summary, done_cost, start = RunSummary(), 0.0, time.perf_counter()
   for i, unit in enumerate(units):
-    if (unit.id, unit.target_step) in done:
-      progress.skip(unit.name, unit.cost)
+    label = f"[{i + 1}/{len(units)}] {unit.name}"
+    done_cost += unit.cost
+    if (unit.id, unit.target_step) in workdir_lib.finished_units(workdir):
+      printer(f"{label}: already done, skipped")
       summary.skipped += 1
       continue
-    if claim is not None and not claim(unit.slug):
-      progress.skip(unit.name, unit.cost, "taken by another worker")
-      summary.skipped += 1
-      continue
-    ctx = UnitContext(workdir, unit, printer, stop, tensorboard)
-    start = time.perf_counter()
-    try:
-      family.run_unit(config, unit, ctx)
-    except interrupts.Interrupted:
-      ctx.close()
-      printer(f"{unit.name}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
-              "command to resume.")
-      summary.interrupted = True
-      return summary
-    ctx.close()
-    if jax.process_index() == 0:
-      records.append_records(workdir_lib.path(workdir, workdir_lib.FINISHED), [{
-          "unit": unit.id, "name": unit.name, "step": unit.target_step,
-          "seconds": round(time.perf_counter() - start, 3)}])
-    progress.finish(unit.name, unit.cost)
+    with _claim(workdir, unit) as mine:
+      # Finished while we waited for the claim, or being computed elsewhere.
+      if not mine or (unit.id, unit.target_step) in workdir_lib.finished_units(workdir):
+        printer(f"{label}: {'running in another process' if not mine else 'done'}, skipped")
+        summary.skipped += 1
+        continue
+      ctx = UnitContext(workdir, unit, printer, stop, tensorboard)
+      t0 = time.perf_counter()
+      try:
+        family.run_unit(config, unit, ctx)
+      except loop.Interrupted:
+        printer(f"{unit.name}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
+                "command to resume.")
+        summary.interrupted = True
+        return summary
+      finally:
+        ctx.close()
+      if jax.process_index() == 0:
+        workdir_lib.mark_finished(workdir, unit, time.perf_counter() - t0)
     summary.computed += 1
+    printer(f"{label}: {time.perf_counter() - t0:.1f}s (elapsed "
+            f"{loop.format_seconds(time.perf_counter() - start)}{clock.eta(done_cost, parallel)})")
     if stop.requested() and i + 1 < len(units):
-      printer(f"stopped ({stop.signal_name}) between units, after {unit.name}: "
-              f"{len(units) - i - 1} unit(s) not started; rerun the same command to resume.")
+      printer(f"stopped ({stop.signal_name}) after {unit.name}: {len(units) - i - 1} unit(s) "
+              "not started; rerun the same command to resume.")
       summary.interrupted = True
       return summary
   return summary
@@ -210,7 +193,7 @@ def config_to_json(config) -> dict:
   return json.loads(json.dumps(dict(config), default=str))
 
 
-def train_and_evaluate(family: Family | str, config, workdir: str, *, num_workers: int = 1,
+def train_and_evaluate(family, config, workdir: str, *, num_workers: int = 1,
                        printer: Callable[[str], None] = print, tensorboard: bool = False,
                        handle_signals: bool = True) -> RunSummary:
   """Validates the config, records the launch, and runs (or resumes) every unit.
@@ -219,106 +202,87 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *, num_worker
     family: a family module or its name ('operators', 'rnn').
     config: the family's ConfigDict.
     workdir: output folder (created after validation).
-    num_workers: worker processes sharing the units (CPU hosts; each keeps about one
-      core busy). Started with multiprocessing's 'spawn' method, so this works from
-      a notebook too. Not with several jax processes (multi-host runs are SPMD).
+    num_workers: worker processes sharing the units (started with 'spawn', so this
+      works from a notebook too); not with several jax processes.
     printer: progress lines.
-    tensorboard: also write TensorBoard events (needs the `tensorboard` extra).
-    handle_signals: make the first SIGINT/SIGTERM a graceful stop (main thread only).
+    tensorboard: also write TensorBoard events (needs tensorboardX).
+    handle_signals: the first SIGINT/SIGTERM stops at a checkpoint (main thread).
 
   Returns:
-    A `RunSummary` (interrupted=True after a graceful stop).
+    A `RunSummary`.
 
   Raises:
-    ConfigError: a bad config field, or `tensorboard` without tensorboardX, before
+    ConfigError: a bad config field (or `tensorboard` without tensorboardX), before
       anything is written.
     RuntimeError: a worker process failed (finished units stay recorded).
   """
   family = get_family(family) if isinstance(family, str) else family
-  if not isinstance(num_workers, int) or num_workers < 1:
+  if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
     raise ConfigError(f"num_workers must be a positive integer; got {num_workers!r}.")
   if num_workers > 1 and jax.process_count() > 1:
     raise ConfigError("num_workers > 1 cannot be combined with several jax processes "
                       "(jax.distributed): use one or the other.")
   family.validate_config(config)
   units = family.units(config)
-  _check_units(units)
-  if tensorboard:
-    metric_writer.require_tensorboard()
+  names = [u.name for u in units]
+  if len(set(names)) < len(names):
+    raise ConfigError(f"the config lists the same unit twice: "
+                      f"{sorted({n for n in names if names.count(n) > 1})}.")
+  if tensorboard and importlib.util.find_spec("tensorboardX") is None:
+    raise ConfigError("--tensorboard needs tensorboardX: pip install lie_unitary[tensorboard]")
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
-    provenance.write_launch(workdir, family.NAME, config_to_json(config), units)
-  stop = interrupts.StopRequest()
-  if num_workers > 1:
-    return _run_workers(family.NAME, config, workdir, num_workers, units, printer, stop,
-                        tensorboard, handle_signals)
-  guard = interrupts.handle_signals(stop, printer) if handle_signals else contextlib.nullcontext()
+    workdir_lib.write_launch(workdir, family.NAME, config_to_json(config), units)
+  stop = loop.StopRequest()
+  guard = loop.handle_signals(stop, printer) if handle_signals else contextlib.nullcontext()
   with guard:
+    if num_workers > 1:
+      return _run_workers(family.NAME, config, workdir, num_workers, units, printer, stop,
+                          tensorboard)
     printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
             f"{jax.process_count()} process(es) → {workdir}")
     return run_units(family, config, units, workdir, printer=printer, stop=stop,
                      tensorboard=tensorboard)
 
 
-# Worker processes -----------------------------------------------------------------
-
-
-def _claimer(directory: str) -> Callable[[str], bool]:
-  def claim(slug: str) -> bool:
-    try:
-      os.close(os.open(os.path.join(directory, slug), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
-    except FileExistsError:
-      return False
-    return True
-  return claim
-
-
-def _worker_main(family_name: str, config, workdir: str, claims: str, index: int,
-                 count: int, tensorboard: bool) -> None:
-  """Entry point of a spawned worker: runs the units it can claim, longest first."""
+def _worker_main(family_name: str, config, workdir: str, index: int, count: int,
+                 tensorboard: bool) -> None:
+  """A spawned worker: the units it can claim, longest first."""
   family = get_family(family_name)
-  prefix = f"[worker {index}/{count}] "
-  printer = lambda line: print(prefix + line, flush=True)  # noqa: E731
+  printer = lambda line: print(f"[worker {index}/{count}] {line}", flush=True)  # noqa: E731
   units = sorted(family.units(config), key=lambda u: u.cost, reverse=True)
-  stop = interrupts.StopRequest()
-  with interrupts.handle_signals(stop, printer):
-    summary = run_units(family, config, units, workdir, printer=printer, claim=_claimer(claims),
-                        stop=stop, parallel=count, tensorboard=tensorboard)
-  if summary.interrupted:
-    printer("stopped; finished units are recorded.")
+  stop = loop.StopRequest()
+  with loop.handle_signals(stop, printer):
+    run_units(family, config, units, workdir, printer=printer, stop=stop, parallel=count,
+              tensorboard=tensorboard)
 
 
-def _run_workers(family_name, config, workdir, count, units, printer, stop, tensorboard,
-                 handle_signals) -> RunSummary:
+def _run_workers(family_name, config, workdir, count, units, printer, stop,
+                 tensorboard) -> RunSummary:
   context = multiprocessing.get_context("spawn")
-  claims = tempfile.mkdtemp(prefix=".claims-", dir=workdir)
   printer(f"{len(units)} unit(s) shared by {count} worker processes → {workdir}")
   procs = [context.Process(target=_worker_main, name=f"worker-{i}",
-                           args=(family_name, config, workdir, claims, i, count, tensorboard))
+                           args=(family_name, config, workdir, i, count, tensorboard))
            for i in range(count)]
   try:
     for p in procs:
       p.start()
-    guard = (interrupts.handle_signals(stop, printer) if handle_signals
-             else contextlib.nullcontext())
-    with guard:
-      forwarded = False
-      while any(p.is_alive() for p in procs):
+    forwarded = False
+    while any(p.is_alive() for p in procs):
+      for p in procs:
+        p.join(timeout=0.2)
+      # Ctrl-C reaches the workers through the terminal's process group; a SIGTERM sent
+      # to this process alone is passed on.
+      if stop.requested() and stop.signal_name == "SIGTERM" and not forwarded:
         for p in procs:
-          p.join(timeout=0.2)
-        # Ctrl-C reaches the workers through the terminal's process group; a SIGTERM
-        # sent to this process alone is passed on.
-        if stop.requested() and stop.signal_name == "SIGTERM" and not forwarded:
-          for p in procs:
-            if p.is_alive():
-              os.kill(p.pid, signal.SIGTERM)
-          forwarded = True
+          if p.is_alive():
+            os.kill(p.pid, signal.SIGTERM)
+        forwarded = True
   finally:
     for p in procs:
       if p.is_alive():
         p.terminate()
         p.join()
-    shutil.rmtree(claims, ignore_errors=True)
   failed = [f"worker {i} (exit code {p.exitcode})" for i, p in enumerate(procs) if p.exitcode]
   if failed:
     raise RuntimeError(f"{', '.join(failed)} failed; finished units are recorded, rerun the "
@@ -327,10 +291,3 @@ def _run_workers(family_name, config, workdir, count, units, printer, stop, tens
   computed = sum((u.id, u.target_step) in finished for u in units)
   return RunSummary(computed=computed, skipped=len(units) - computed,
                     interrupted=stop.requested() or computed < len(units))
-
-
-
-def holds_results(workdir: str, family_name: str) -> bool:
-  """Whether `workdir` has a launch of `family_name` (for ``--report_only``)."""
-  return any(launch.get("family") == family_name
-             for launch in workdir_lib.read_launches(workdir))

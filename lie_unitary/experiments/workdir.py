@@ -1,80 +1,458 @@
-"""The files of an experiment's workdir: named here, and read here.
+"""An experiment's workdir: every file's name, and every read and write of it.
 
     WORKDIR/
-      launches/NNNN-<time>.json   one per launch: config, provenance, its units (never
-                                  overwritten; `provenance.write_launch`)
-      results.jsonl               the records of every unit (`runner.UnitContext.write`)
+      launches/NNNN-<time>.json   one per launch: family, config, provenance, units
+      results.jsonl               every unit's records (append-only JSON lines)
       curves.jsonl                operators: each replicate's validation curve
-      finished.jsonl              one line per finished unit (id, target step, seconds)
-      checkpoints/<unit>/         the unit's latest training state (orbax)
+      finished.jsonl              a line per finished unit (id, target step, seconds)
+      claims/<unit>               the unit a process is computing now (`claim`)
+      checkpoints/<unit>/         the unit's latest training state (orbax; `loop`)
       tensorboard/<unit>/         TensorBoard events, when asked for
       report.md, *.png            the family's report
 
-Every other module asks this one for a path or a file's records.
+Records are appended, flushed and fsynced as they are made, so a crash keeps every
+record written before it; a half-written last line is ignored when read.
+
+Which records are *current*: walk the launches in order and map each unit name to
+the id that the latest launch listing it gave; a record is current when its unit is
+one of those ids (a rerun with another seed replaces a unit of the same name; a
+launch of other models adds units beside it).
 """
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import datetime
+import fcntl
+import importlib.metadata
 import json
+import math
 import os
+import platform
+import socket
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+from typing import Iterable
+from typing import Iterator
+from typing import Sequence
 
-from lie_unitary.experiments import records
-
-__all__ = ["CHECKPOINTS", "CURVES", "FINISHED", "LAUNCHES", "REPORT", "RESULTS", "TENSORBOARD",
-           "checkpoint_dir", "finished_units", "launch_files", "path", "read", "read_launches",
-           "tensorboard_dir"]
+__all__ = ["CURVES", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS", "LoadedUnit",
+           "append_records", "as_records", "checkpoint_dir", "claim", "current_unit_ids",
+           "finished_units", "load_results", "load_unit", "mark_finished", "read",
+           "read_launches", "read_records", "superseded_units", "to_jsonable", "unit_names",
+           "write_launch"]
 
 RESULTS = "results.jsonl"
 CURVES = "curves.jsonl"
 FINISHED = "finished.jsonl"
-LAUNCHES = "launches"
-CHECKPOINTS = "checkpoints"
-TENSORBOARD = "tensorboard"
 REPORT = "report.md"
+_LAUNCHES, _CLAIMS, _CHECKPOINTS, _TENSORBOARD = "launches", "claims", "checkpoints", "tensorboard"
+# A claim's owner refreshes its file this often; one not refreshed for STALE seconds
+# belongs to a process that died (on another host; on this one a dead pid says so at once).
+HEARTBEAT_SECONDS, STALE_SECONDS = 10.0, 60.0
+# The record names of `lie_unitary.principal_branch.SpectrumStats`' fields, in order:
+# the spectrum diagnostics of a λ chart, in both families' records.
+SPECTRUM_FIELDS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
 
 
-def path(workdir: str | os.PathLike, name: str) -> str:
+def path(workdir, name: str) -> str:
   """WORKDIR/name."""
   return os.path.join(os.fspath(workdir), name)
 
 
-def checkpoint_dir(workdir: str | os.PathLike, unit_slug: str) -> str:
-  """WORKDIR/checkpoints/<unit slug>: one unit's checkpoints."""
-  return os.path.join(os.fspath(workdir), CHECKPOINTS, unit_slug)
+def checkpoint_dir(workdir, slug: str) -> str:
+  """WORKDIR/checkpoints/<unit slug>."""
+  return os.path.join(os.fspath(workdir), _CHECKPOINTS, slug)
 
 
-def tensorboard_dir(workdir: str | os.PathLike, unit_slug: str) -> str:
-  """WORKDIR/tensorboard/<unit slug>: one unit's TensorBoard events."""
-  return os.path.join(os.fspath(workdir), TENSORBOARD, unit_slug)
+def tensorboard_dir(workdir, slug: str) -> str:
+  """WORKDIR/tensorboard/<unit slug>."""
+  return os.path.join(os.fspath(workdir), _TENSORBOARD, slug)
 
 
-def read(workdir: str | os.PathLike, name: str = RESULTS) -> list[dict]:
-  """The complete records of WORKDIR/name ([] when the file does not exist)."""
-  return records.read_records(path(workdir, name))
+# Records ------------------------------------------------------------------------------
 
 
-def finished_units(workdir: str | os.PathLike) -> set[tuple[str, int]]:
+def to_jsonable(value: Any) -> Any:
+  """Arrays as lists; NaN and ±inf as the strings 'nan', 'inf', '-inf' (JSON has none)."""
+  if hasattr(value, "tolist"):
+    value = value.tolist()
+  if isinstance(value, float) and not math.isfinite(value):
+    return repr(value)
+  if isinstance(value, dict):
+    return {str(k): to_jsonable(v) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [to_jsonable(v) for v in value]
+  return value
+
+
+def append_records(file: str | os.PathLike, records: Iterable[dict]) -> None:
+  """Appends records as JSON lines under an exclusive lock (processes share the file),
+  then fsyncs, so they survive a crash right after."""
+  lines = "".join(json.dumps(to_jsonable(r), sort_keys=True) + "\n" for r in records)
+  if not lines:
+    return
+  os.makedirs(os.path.dirname(os.path.abspath(file)), exist_ok=True)
+  with open(file, "a", encoding="utf-8") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+      f.write(lines)
+      f.flush()
+      os.fsync(f.fileno())
+    finally:
+      fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def read_records(file: str | os.PathLike) -> list[dict]:
+  """Every complete record of a JSONL file ([] when it does not exist)."""
+  if not os.path.exists(file):
+    return []
+  out = []
+  with open(file, encoding="utf-8") as f:
+    for line in f:
+      with contextlib.suppress(json.JSONDecodeError):
+        if line.strip():
+          out.append(json.loads(line))
+  return out
+
+
+def read(workdir, name: str = RESULTS) -> list[dict]:
+  """The complete records of WORKDIR/name."""
+  return read_records(path(workdir, name))
+
+
+def finished_units(workdir) -> set[tuple[str, int]]:
   """{(unit id, target step)} of the units finished in `workdir`."""
   return {(r["unit"], int(r["step"])) for r in read(workdir, FINISHED)
           if "unit" in r and "step" in r}
 
 
-def launch_files(workdir: str | os.PathLike) -> list[str]:
-  """The launch files of `workdir`, oldest first ([] when there is none).
+def mark_finished(workdir, unit, seconds: float) -> None:
+  """Records that `unit` reached its target step."""
+  append_records(path(workdir, FINISHED), [{"unit": unit.id, "name": unit.name,
+                                             "step": unit.target_step,
+                                             "seconds": round(seconds, 3)}])
 
-  Names are ``NNNN-<timestamp>.json`` with NNNN zero-padded and increasing, so the
-  name order is the launch order.
+
+# Launches -----------------------------------------------------------------------------
+
+_PACKAGES = ("lie_unitary", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex",
+             "numpy", "ml_collections", "absl-py")
+
+
+def _version(package: str) -> str | None:
+  try:
+    return importlib.metadata.version(package)
+  except importlib.metadata.PackageNotFoundError:
+    return None
+
+
+def _git_commit() -> dict | None:
+  """{'commit', 'dirty'} of the checkout holding this package, or None (a wheel)."""
+  here = os.path.dirname(os.path.abspath(__file__))
+  try:
+    run = lambda *a: subprocess.run(["git", *a], cwd=here, capture_output=True, text=True,  # noqa: E731
+                                    timeout=10, check=True).stdout.strip()
+    return {"commit": run("rev-parse", "HEAD"),
+            "dirty": bool(run("status", "--porcelain", "--untracked-files=no"))}
+  except (OSError, subprocess.SubprocessError):
+    return None
+
+
+def _provenance() -> dict:
+  import jax
+  return {
+      "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+      "versions": {p: _version(p) for p in _PACKAGES}, "python": sys.version.split()[0],
+      "platform": platform.platform(), "host": socket.gethostname(),
+      "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
+      "process_index": jax.process_index(), "process_count": jax.process_count(),
+      "argv": list(sys.argv),
+      "env": {k: os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS", "JAX_PLATFORMS")
+              if k in os.environ},
+      "git": _git_commit()}
+
+
+def write_launch(workdir, family: str, config_json: dict, units: Sequence[Any]) -> str:
+  """Writes WORKDIR/launches/NNNN-<time>.json: family, config, provenance and units.
+
+  Returns:
+    Its path. NNNN increases and the file is created exclusively, so no launch is
+    ever overwritten, even by a process launching at the same moment.
   """
-  folder = path(workdir, LAUNCHES)
-  if not os.path.isdir(folder):
-    return []
-  return [os.path.join(folder, f) for f in sorted(os.listdir(folder)) if f.endswith(".json")]
+  folder = path(workdir, _LAUNCHES)
+  os.makedirs(folder, exist_ok=True)
+  stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
+  text = json.dumps({"family": family, "config": config_json, "provenance": _provenance(),
+                     "units": [{"id": u.id, "name": u.name, "fields": dict(u.fields),
+                                "target_step": u.target_step} for u in units]},
+                    indent=1, sort_keys=True, default=str)
+  while True:
+    number = len([f for f in os.listdir(folder) if f.endswith(".json")])
+    file = os.path.join(folder, f"{number:04d}-{stamp}.json")
+    try:
+      with open(file, "x", encoding="utf-8") as f:
+        f.write(text)
+      return file
+    except FileExistsError:
+      stamp += "x"
 
 
-def read_launches(workdir: str | os.PathLike) -> list[dict]:
-  """Every launch of `workdir` (config, provenance, units), oldest first."""
+def read_launches(workdir) -> list[dict]:
+  """Every launch of `workdir`, oldest first ([] without a launches/ folder).
+
+  Raises:
+    ValueError: a launch file is not JSON or lacks its units' names and ids.
+  """
+  folder = path(workdir, _LAUNCHES)
+  names = sorted(f for f in os.listdir(folder) if f.endswith(".json")) if os.path.isdir(
+      folder) else []
   out = []
-  for name in launch_files(workdir):
-    with open(name, encoding="utf-8") as f:
-      out.append(json.load(f))
+  for name in names:
+    file = os.path.join(folder, name)
+    try:
+      with open(file, encoding="utf-8") as f:
+        launch = json.load(f)
+      for u in launch["units"]:
+        str(u["name"]), str(u["id"])
+    except (OSError, ValueError, TypeError, KeyError) as e:
+      raise ValueError(f"unreadable launch file {file}: {e!r}") from e
+    out.append(launch)
   return out
+
+
+def current_unit_ids(workdir) -> dict[str, str]:
+  """{unit name: its current id} over every unit a launch listed, in launch order.
+
+  Raises:
+    ValueError: an unreadable launch file.
+  """
+  current: dict[str, str] = {}
+  for launch in read_launches(workdir):
+    for u in launch["units"]:
+      current[str(u["name"])] = str(u["id"])
+  return current
+
+
+def unit_names(workdir) -> list[str]:
+  """The names of the current units of `workdir`, in launch order."""
+  return list(current_unit_ids(workdir))
+
+
+def superseded_units(workdir) -> list[tuple[str, str]]:
+  """[(unit name, id)] of the units that a later launch replaced (same name, other id)."""
+  launches = read_launches(workdir)
+  current = {str(u["name"]): str(u["id"]) for la in launches for u in la["units"]}
+  out: list[tuple[str, str]] = []
+  for la in launches:
+    for u in la["units"]:
+      pair = (str(u["name"]), str(u["id"]))
+      if current[pair[0]] != pair[1] and pair not in out:
+        out.append(pair)
+  return out
+
+
+def _have_pandas() -> bool:
+  try:
+    import pandas  # noqa: F401
+  except ImportError:
+    return False
+  return True
+
+
+def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
+                 as_frame: bool | None = None) -> Any:
+  """The records of WORKDIR/<file>, by default those of the current units only.
+
+  Args:
+    workdir: an experiment's workdir.
+    file: "results.jsonl" (both families) or "curves.jsonl" (operators' curves).
+    current_only: keep the current units' records only (module docstring), and of a
+      unit extended to a later target step only the "final" and "curve" records of
+      its current target; False keeps every record.
+    as_frame: True: a pandas DataFrame; False: a list of dicts; None: a DataFrame
+      when pandas is importable.
+
+  Returns:
+    The records in file order (a DataFrame: one row a record, NaN where a record
+    lacks a field).
+
+  Raises:
+    FileNotFoundError: no such workdir or file.
+    ValueError: no (current) records, or an unreadable launch file.
+    ImportError: as_frame=True without pandas.
+  """
+  if as_frame and not _have_pandas():
+    raise ImportError("load_results(as_frame=True) needs pandas: pip install lie_unitary[pandas]")
+  workdir = os.fspath(workdir)
+  if not os.path.isdir(workdir):
+    raise FileNotFoundError(f"no workdir {workdir!r}")
+  if not os.path.exists(path(workdir, file)):
+    raise FileNotFoundError(f"workdir {workdir!r} holds no {file}")
+  recs = read(workdir, file)
+  if not recs:
+    raise ValueError(f"workdir {workdir!r}: {file} holds no records")
+  if current_only:
+    launches = read_launches(workdir)
+    if launches:
+      ids = set(current_unit_ids(workdir).values())
+      targets = {str(u["id"]): int(u["target_step"]) for la in launches for u in la["units"]
+                 if "target_step" in u}
+      recs = [r for r in recs if r.get("unit") in ids and not (
+          r.get("kind") in ("final", "curve") and r.get("unit") in targets
+          and int(r.get("step", -1)) != targets[r["unit"]])]
+      why = "none of a unit that the launches list as current"
+    else:
+      recs = [r for r in recs if "unit" in r]
+      why = "none has a 'unit' field"
+    if not recs:
+      raise ValueError(f"workdir {workdir!r}: {file} holds no current records: {why}")
+  if as_frame or (as_frame is None and _have_pandas()):
+    import pandas as pd
+    return pd.DataFrame.from_records(recs)
+  return recs
+
+
+def as_records(results: Any) -> list[dict]:
+  """`load_results`' output (a DataFrame or a list of dicts) as a list of dicts; a
+  DataFrame's NaN cell (a field that record lacked) is dropped."""
+  if not (hasattr(results, "to_dict") and hasattr(results, "columns")):
+    return [dict(r) for r in results]
+  out = []
+  for row in results.to_dict("records"):
+    rec = {}
+    for k, v in row.items():
+      if hasattr(v, "item") and not hasattr(v, "__len__"):
+        v = v.item()
+      if not (isinstance(v, float) and v != v):
+        rec[str(k)] = v
+    out.append(rec)
+  return out
+
+
+@dataclasses.dataclass(frozen=True)
+class LoadedUnit:
+  """A unit's saved state and what produced it.
+
+  Attributes:
+    id, name: the unit's id (name and fields' hash) and name.
+    step: the training step of the saved state.
+    state: nested dicts of numpy arrays, each with a leading replicate axis
+      (operators: {"train": {"params", "opt_state"}, "target", "constants", "mask"};
+      RNNs: {"params", "opt_state"}).
+    fields: every setting that computed the unit.
+    config: the config (JSON) of the latest launch that listed it.
+    finished: whether it reached its target step.
+  """
+  id: str
+  name: str
+  step: int
+  state: Any
+  fields: dict
+  config: dict
+  finished: bool
+
+
+def load_unit(workdir, name_or_id: str) -> LoadedUnit:
+  """The saved state of a unit, by name (its current id) or by id.
+
+  Raises:
+    FileNotFoundError: no launch lists that unit, or it has no checkpoint.
+  """
+  from lie_unitary.experiments import fields
+  from lie_unitary.experiments import loop
+  current = current_unit_ids(workdir)
+  uid = current.get(name_or_id, name_or_id)
+  for launch in reversed(read_launches(workdir)):
+    for u in launch["units"]:
+      if u["id"] == uid:
+        unit = fields.Unit(u["name"], u["fields"], u["target_step"])
+        ckpt = loop.Checkpointer(checkpoint_dir(workdir, unit.slug))
+        try:
+          if ckpt.latest_step() is None:
+            raise FileNotFoundError(f"unit {uid!r} has no checkpoint in {ckpt.directory}.")
+          step = int(ckpt.latest_step())
+          state, _ = ckpt.restore(None)
+        finally:
+          ckpt.close()
+        return LoadedUnit(uid, unit.name, step, state, dict(unit.fields), launch["config"],
+                          (uid, unit.target_step) in finished_units(workdir))
+  raise FileNotFoundError(f"no launch in {workdir} lists a unit {name_or_id!r}; current "
+                          f"units: {sorted(current)}.")
+
+
+# Claims ---------------------------------------------------------------------------------
+
+
+def _alive(pid: int) -> bool:
+  try:
+    os.kill(pid, 0)
+  except ProcessLookupError:
+    return False
+  except PermissionError:
+    return True
+  return True
+
+
+def _stale(file: str, now: float) -> bool:
+  """A claim whose owner is gone: a dead pid on this host, or no heartbeat for STALE."""
+  try:
+    with open(file, encoding="utf-8") as f:
+      owner = json.load(f)
+    age = now - os.stat(file).st_mtime
+  except (OSError, ValueError):
+    return False  # being written or just released: not ours to judge
+  if owner.get("host") == socket.gethostname() and not _alive(int(owner.get("pid", 0))):
+    return True
+  return age > STALE_SECONDS
+
+
+@contextlib.contextmanager
+def claim(workdir, slug: str) -> Iterator[bool]:
+  """Takes the unit `slug` for this process: yields True, or False when another live
+  process (a worker, a second launch, another host) is computing it.
+
+  The claim is a file created exclusively, WORKDIR/claims/<slug>, refreshed by a
+  heartbeat thread while held and removed on exit. A claim left by a crash is taken
+  over: at once when its process is gone from this host, else after STALE_SECONDS
+  without a heartbeat. Take-overs are serialised by a lock on the claims folder.
+  """
+  folder = path(workdir, _CLAIMS)
+  os.makedirs(folder, exist_ok=True)
+  file = os.path.join(folder, slug)
+  owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()})
+  with open(os.path.join(folder, ".lock"), "a") as lock:
+    fcntl.flock(lock, fcntl.LOCK_EX)
+    try:
+      if os.path.exists(file) and _stale(file, time.time()):
+        os.remove(file)
+      fd = os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+    except FileExistsError:
+      fd = None
+    finally:
+      fcntl.flock(lock, fcntl.LOCK_UN)
+  if fd is None:
+    yield False
+    return
+  with os.fdopen(fd, "w", encoding="utf-8") as f:
+    f.write(owner)
+  done = threading.Event()
+
+  def heartbeat():
+    while not done.wait(HEARTBEAT_SECONDS):
+      with contextlib.suppress(OSError):
+        os.utime(file)
+
+  beat = threading.Thread(target=heartbeat, name=f"claim-{slug}", daemon=True)
+  beat.start()
+  try:
+    yield True
+  finally:
+    done.set()
+    beat.join()
+    with contextlib.suppress(OSError):
+      os.remove(file)

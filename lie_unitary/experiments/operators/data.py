@@ -1,7 +1,7 @@
 """The operator-learning task's data (paper §3): targets, noisy pairs, losses, baselines.
 
 Everything here is a pure function of PRNG keys, written for ONE replicate and
-batched by the caller with `jax.vmap` (see `lie_unitary.experiments.sweep`):
+batched by the caller with `jax.vmap` (see `lie_unitary.experiments.replicas`):
 
 - Data are never stored. Training pair i of a replicate is regenerated from
   ``fold_in(train_key, i)``: x ∈ Cⁿ with real and imaginary parts ~ N(0, 1) and

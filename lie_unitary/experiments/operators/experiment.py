@@ -6,8 +6,8 @@ the bad one (`config.FIELDS`, then the checks that involve several fields).
 the least-squares fit together) and one unit per (approach, basis scale, learning
 rate), each covering every replicate as one vmapped program sharded over all devices.
 
-`run_unit` trains through the shared loop (`lie_unitary.experiments.loop`): jitted
-chunks of validation intervals, the epoch's pair order computed once per epoch,
+`run_unit` trains with the shared loop (`lie_unitary.experiments.loop`): jitted
+calls of validation intervals, the epoch's pair order computed once per epoch,
 checkpoints, progress and resume. It writes
 
 - ``WORKDIR/results.jsonl``: kind "final", one record per (approach, replicate) with
@@ -37,14 +37,14 @@ import numpy as np
 from lie_unitary import generators
 from lie_unitary.experiments import fields as F
 from lie_unitary.experiments import loop
+from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
-from lie_unitary.experiments import sweep
 from lie_unitary.experiments import workdir as workdir_lib
+from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data
 from lie_unitary.experiments.operators import report
 from lie_unitary.experiments.operators import trainer as trainer_lib
-from lie_unitary.experiments.units import Unit
 
 __all__ = ["NAME", "Setting", "epochs_for", "run_unit", "settings", "task_spec",
            "train_and_evaluate", "train_spec", "units", "validate_config", "write_report"]
@@ -204,86 +204,82 @@ def _per_call(intervals_per_epoch: int, total_intervals: int) -> int:
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Computes one unit (all replicates), resuming from its checkpoint; writes records."""
+  """Computes one unit (all replicates), resuming from its checkpoint; writes records.
+
+  Raises:
+    loop.Interrupted: after a checkpoint, when a stop was requested.
+  """
   # complex128 needs x64 for this unit only: a context, not a global switch.
   with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
     start = time.perf_counter()
-    s = unit.spec
-    gens = tuple(config.generators)
-    rmap = sweep.ReplicateMap(config.num_replicates)
+    s, gens, num = unit.spec, tuple(config.generators), config.num_replicates
+    replicas = replicas_lib.Replicas(num)
     task = task_spec(config, s.n)
     key = _setting_key(config, s.n)
     common = dict(kind="final", step=unit.target_step)
     if s.approach == "baselines":
-      out = rmap.gather(rmap(lambda r, k: data.make_baselines(task)(k, r), key))
+      baselines = replicas.map(lambda r, k: data.make_baselines(task)(k, r), (0, None))
+      out = replicas.gather(baselines(replicas.ids, key))
       seconds = time.perf_counter() - start
       ctx.write([dict(common, approach=a, optimizer="none", replicate=r, learning_rate=0.0,
                       num_epochs=0, basis_scale=0.0, generator=gens[r % len(gens)],
                       test_loss=float(out[a]["test_loss"][r]),
                       final_val_loss=float(out[a]["final_val_loss"][r]),
                       seconds=round(seconds, 3))
-                 for a in _baselines_of(config) for r in range(config.num_replicates)])
+                 for a in _baselines_of(config) for r in range(num)])
       return
     train = train_spec(config, s)
     t = trainer_lib.make_trainer(task, train, _change_of_basis(config, s, task))
-    state, curves, elapsed = _train(config, ctx, rmap, t, key)
-    out = rmap.gather(rmap(lambda r, st, k: t.finish(st, k, r), state, key, num_state=1))
+    val_every, per_epoch = config.val_every, t.intervals_per_epoch
+    per_call = _per_call(per_epoch, per_epoch * t.num_epochs)
+    init = replicas.map(lambda r, k: t.init(k, r), (0, None))
+    epoch_data = replicas.map(lambda r, st, k, e: t.epoch_data(k, r, e, st), (0, 0, None, None))
+    chunks = {}  # one program per number of validation intervals in a call
+
+    def chunk(num_intervals):
+      if num_intervals not in chunks:
+        chunks[num_intervals] = replicas.map(
+            lambda r, st, d, k, e, first: t.chunk(st, d, k, r, e, first, num_intervals),
+            (0, 0, 0, None, None, None))
+      return chunks[num_intervals]
+
+    with loop.Loop(ctx, replicas, unit.target_step) as lp:
+      state, initial = init(replicas.ids, key)
+      initial = replicas.gather(initial)
+      state, history = lp.restore(state, {"curves": {
+          k: [np.asarray(v, np.float64).tolist()] for k, v in initial.items()}})
+      curves, this_epoch, data_epoch = history["curves"], None, None
+      for step, num_steps in lp.calls(per_call * val_every, per_epoch * val_every):
+        epoch, first = divmod(step // val_every, per_epoch)
+        if epoch != data_epoch:  # the epoch's pair order: once per epoch, never stored
+          this_epoch, data_epoch = epoch_data(replicas.ids, state, key, jnp.int32(epoch)), epoch
+        state, points = chunk(num_steps // val_every)(replicas.ids, state, this_epoch, key,
+                                                      jnp.int32(epoch), jnp.int32(first))
+        points = replicas.gather(points)
+        for k, v in points.items():
+          curves[k].extend(np.asarray(v, np.float64).T.tolist())
+        if ctx.tensorboard:
+          for i, row in enumerate(zip(*points.values())):
+            ctx.scalars((step // val_every + i + 1) * val_every,
+                        {f"{k}/median": np.median(v) for k, v in zip(points, row)})
+        last = {k: np.asarray(v)[:, -1] for k, v in points.items()}
+        spread = (f", θ spread median {loop.median(last['theta_spread']):.3g}"
+                  if "theta_spread" in last else "")
+        lp.after_call(state, step + num_steps, history,
+                      f"val loss median {loop.median(last['val_loss']):.4g}{spread}")
+      elapsed = lp.finish(state, history)
+      finish = replicas.map(lambda r, st, k: t.finish(st, k, r), (0, 0, None))
+      out = replicas.gather(finish(replicas.ids, state, key))
     seconds = elapsed + time.perf_counter() - start
     val_steps = trainer_lib.validation_steps(train, task)
     ctx.write([dict(common, approach=s.approach, replicate=r, generator=gens[r % len(gens)],
                     test_loss=float(out["test_loss"][r]),
                     final_val_loss=float(out["final_val_loss"][r]), seconds=round(seconds, 3))
-               for r in range(config.num_replicates)])
+               for r in range(num)])
     ctx.write([dict(kind="curve", step=unit.target_step, approach=s.approach, replicate=r,
                     generator=gens[r % len(gens)], val_steps=val_steps,
                     **{k: np.asarray(c, np.float64)[:, r] for k, c in curves.items()})
-               for r in range(config.num_replicates)], file=workdir_lib.CURVES)
-
-
-def _train(config, ctx, rmap: sweep.ReplicateMap, t: trainer_lib.Trainer, key):
-  """Every validation interval of the unit through the shared loop; returns (state,
-  curves {name: (C, R) nested lists}, seconds of training)."""
-  per_epoch, val_every = t.intervals_per_epoch, config.val_every
-  per_call = _per_call(per_epoch, per_epoch * t.num_epochs)
-  init = lambda r, k: t.init(k, r)  # noqa: E731  (replicate first, as rmap calls)
-  epoch_data = lambda r, st, k, e: t.epoch_data(k, r, e, st)  # noqa: E731
-  chunk = lambda r, st, d, k, e, first, num: t.chunk(st, d, k, r, e, first, num)  # noqa: E731
-
-  def init_state():
-    state, initial = rmap(init, key)
-    initial = rmap.gather(initial)
-    return state, {"curves": {k: [np.asarray(v, np.float64).tolist()] for k, v in initial.items()}}
-
-  def advance(state, this_epoch, step, num_steps):
-    epoch, first = divmod(step // val_every, per_epoch)
-    return rmap(chunk, state, this_epoch, key, jnp.int32(epoch), jnp.int32(first),
-                num_state=2, static=(num_steps // val_every,))
-
-  def after_call(state, step, points, history, elapsed):
-    points = rmap.gather(points)
-    curves = history["curves"]
-    for k, v in points.items():
-      curves[k].extend(np.asarray(v, np.float64).T.tolist())
-    if ctx.tensorboard:
-      first = step // val_every - len(points["val_loss"]) + 1
-      for i, row in enumerate(zip(*(points[k] for k in points))):
-        ctx.scalars((first + i) * val_every,
-                    {f"{k}/median": np.median(v) for k, v in zip(points, row)})
-
-  def status(step, points):
-    last = {k: np.asarray(v)[:, -1] for k, v in points.items()}
-    spread = (f", θ spread median {loop.median(last['theta_spread']):.3g}"
-              if "theta_spread" in last else "")
-    return f"val loss median {loop.median(last['val_loss']):.4g}{spread}"
-
-  chunks = loop.Chunks(
-      init=init_state, advance=advance, total_steps=per_epoch * t.num_epochs * val_every,
-      call_steps=per_call * val_every, epoch_steps=per_epoch * val_every,
-      epoch_data=lambda state, epoch: rmap(epoch_data, state, key, jnp.int32(epoch),
-                                           num_state=1),
-      after_call=after_call, status=status, to_host=rmap.to_host, from_host=rmap.from_host)
-  outcome = loop.run_chunks(ctx, chunks)
-  return outcome.state, outcome.history["curves"], outcome.elapsed
+               for r in range(num)], file=workdir_lib.CURVES)
 
 
 def write_report(workdir: str) -> list[str]:

@@ -21,7 +21,7 @@ pooled over n, each loss divided by the mean rand loss at its n, with bootstrap 
 CIs, the scaled true loss dotted; right panel lie_algebra and lie_restricted on a log
 scale) and ``basis_change.png`` (the appendix-B grid of validation curves).
 
-Records (see `lie_unitary.experiments.results`): ``results.jsonl`` holds kind
+Records (see `lie_unitary.experiments.workdir`): ``results.jsonl`` holds kind
 "final" records with the fields n, field, approach, generator, optimizer ("none" for
 the baselines true / rand / lstsq), learning_rate, num_epochs, basis_scale, replicate
 and the metrics test_loss, final_val_loss; ``curves.jsonl`` kind "curve" records with
@@ -38,7 +38,6 @@ from typing import Sequence
 
 import numpy as np
 
-from lie_unitary.experiments import results as results_lib
 from lie_unitary.experiments import workdir as workdir_lib
 
 __all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "bootstrap_ci", "bootstrap_mean_se", "figures",
@@ -219,7 +218,7 @@ _IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_ep
 def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
   """The records of `kind`, one per (unit, setting, replicate): the last written."""
   by_key = {}
-  for r in results_lib.as_records(recs):
+  for r in workdir_lib.as_records(recs):
     if r.get("kind", kind) == kind:
       by_key[(r.get("unit"),) + tuple(r.get(k) for k in _IDENTITY)] = r
   return list(by_key.values())
@@ -416,7 +415,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     figure_files: ``{figure key: file name}`` of figures saved beside the report
       (as `write_report` does); each gets an image link. None: no links.
     superseded: ``(unit_name, unit_id)`` pairs left out of the report because a
-      later launch replaced them (`results.superseded_units`); listed in a note.
+      later launch replaced them (`workdir.superseded_units`); listed in a note.
     source: where the records came from, named in the header.
 
   Returns:
@@ -497,7 +496,7 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
   Args:
     workdir: the experiment's working directory; the files are written there.
     results: the "final" records; default: the current ones of
-      WORKDIR/results.jsonl (``results.load_results(workdir, as_frame=False)``),
+      WORKDIR/results.jsonl (``workdir.load_results(workdir, as_frame=False)``),
       with a note listing the superseded units (given records get no such note).
     curves: the "curve" records; default: the current ones of WORKDIR/curves.jsonl,
       none when that file is missing or empty.
@@ -507,15 +506,15 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
 
   Raises:
     FileNotFoundError, ValueError: `results` is None and the workdir holds no
-      results.jsonl, or no current records in it (see `results.load_results`).
+      results.jsonl, or no current records in it (see `workdir.load_results`).
   """
   superseded = []
   if results is None:
-    results = results_lib.load_results(workdir, as_frame=False)
-    superseded = results_lib.superseded_units(workdir)
+    results = workdir_lib.load_results(workdir, as_frame=False)
+    superseded = workdir_lib.superseded_units(workdir)
   if curves is None:
     try:
-      curves = results_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
+      curves = workdir_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
     except (FileNotFoundError, ValueError):
       curves = []
   written, files = [], {}

@@ -1,7 +1,7 @@
 """The operator-learning task's training (paper §3): one replicate, in jittable pieces.
 
 Everything here is a pure function of PRNG keys, written for ONE replicate and
-batched by the caller with `jax.vmap` (see `lie_unitary.experiments.sweep`):
+batched by the caller with `jax.vmap` (see `lie_unitary.experiments.replicas`):
 
 - An epoch is a pass over the fixed set of `num_train` pairs (`data.example_pairs`)
   in a fresh random order (a permutation drawn per epoch), in batches.
@@ -32,8 +32,8 @@ import optax
 from lie_unitary import algebra
 from lie_unitary import parametrizations
 from lie_unitary import principal_branch
-from lie_unitary.experiments import records
 from lie_unitary.experiments import training
+from lie_unitary.experiments import workdir
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data
 from lie_unitary.experiments.operators.data import TaskSpec
@@ -43,7 +43,7 @@ __all__ = ["EpochData", "ReplicateState", "SPECTRUM_FIELDS", "TrainSpec", "Train
            "make_train", "make_trainer", "optimizer_for", "validation_steps"]
 
 # The spectrum diagnostics of the λ chart logged beside the validation loss.
-SPECTRUM_FIELDS = records.SPECTRUM_FIELDS
+SPECTRUM_FIELDS = workdir.SPECTRUM_FIELDS
 _DEFAULTS = config_lib.defaults()
 
 

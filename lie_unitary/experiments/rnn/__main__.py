@@ -10,11 +10,7 @@ NAME: adding, memory, copy_long, adding_long, pixel_mnist, permuted_mnist or smo
 `lie_unitary.experiments.rnn.config`. Flags: `lie_unitary.experiments.launch`.
 """
 
-import os
-
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
-
-from lie_unitary.experiments import launch  # noqa: E402
+from lie_unitary.experiments import launch
 
 if __name__ == "__main__":
-  launch.main("rnn", os.path.join(os.path.dirname(os.path.abspath(__file__)), "config.py"))
+  launch.main("rnn")

@@ -2,7 +2,7 @@
 
 One unit is one (model, T) of a config's task, trained for `num_replicates`
 replicates at once: their parameters, optimizer states and data streams are stacked
-on a leading axis (sharded over all devices, `sweep.replicate_sharding`) and every
+on a leading axis (sharded over all devices, `replicas.replicate_sharding`) and every
 step is one vmapped, jitted program (`rnn.trainer.make_experiment`). Training runs
 through the shared loop (`lie_unitary.experiments.loop`) in chunks of `val_every`
 updates; after each chunk the validation loss on a fixed subsample is written
@@ -33,15 +33,15 @@ import numpy as np
 
 from lie_unitary.experiments import fields as F
 from lie_unitary.experiments import loop
+from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
-from lie_unitary.experiments import sweep
 from lie_unitary.experiments import workdir as workdir_lib
+from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.rnn import config as config_lib
 from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn import images
 from lie_unitary.experiments.rnn import report
 from lie_unitary.experiments.rnn import trainer
-from lie_unitary.experiments.units import Unit
 
 __all__ = ["NAME", "run_unit", "train_and_evaluate", "unit_spec", "units", "validate_config",
            "write_report"]
@@ -119,7 +119,8 @@ def _validate_images(config) -> None:
   try:
     images.check_dataset_files(images.resolve_data_dir(config.dataset, config.data_dir))
   except (FileNotFoundError, ValueError) as e:
-    raise F.ConfigError(f"config.dataset = {config.dataset!r}: {' '.join(str(e).split())}"
+    field = "data_dir" if config.data_dir else "dataset"
+    raise F.ConfigError(f"config.{field} = {config[field]!r}: {' '.join(str(e).split())}"
                         ) from e
 
 
@@ -163,32 +164,22 @@ def units(config) -> list[Unit]:
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Trains one unit (all replicates) to `unit.target_step` through the shared loop,
-  resuming from its checkpoint; writes val records per chunk and final records.
+  """Trains one unit (all replicates) to `unit.target_step`, resuming from its
+  checkpoint; writes "val" records after every call and "final" records at the end.
 
   Raises:
-    interrupts.Interrupted: after a checkpoint, when a stop was requested.
+    loop.Interrupted: after a checkpoint, when a stop was requested.
     runner.ConfigError: when the unit's checkpoint is beyond its target step.
   """
   spec = unit.spec
   if spec.task in data.IMAGE_TASKS:
     return _run_image_unit(config, unit, ctx)
   num = spec.num_replicates
-  replicas = sweep.Replicas(num, sweep.replicate_sharding(
+  replicas = replicas_lib.Replicas(num, replicas_lib.replicate_sharding(
       data_parallel=spec.get("data_parallel", 1)))
   exp = trainer.make_experiment(spec, replicas.sharding)
-  # Records already written (after the last checkpoint, before a crash) are not repeated.
-  done = {(r.get("kind"), r.get("replicate"), r.get("step"))
-          for r in workdir_lib.read(ctx.workdir) if r.get("unit") == unit.id}
+  done = ctx.written()  # records of a resumed unit are not written twice
   baseline = data.get_task(spec.task).baseline(spec.T)
-  last_val = {}
-
-  def val_metrics(state, **losses):
-    """Losses, and for λ models the spectrum diagnostics of the current λ."""
-    out = dict(losses)
-    if exp.spectrum is not None:
-      out.update(replicas.gather(exp.spectrum(state.params)))
-    return out
 
   def write(kind, step, elapsed, metrics):
     ctx.write([{"kind": kind, "replicate": r, "step": step, "seconds": round(elapsed, 3),
@@ -197,36 +188,29 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     ctx.scalars(step, {f"{kind}/{k}/replicate_{r}": v[r] for k, v in metrics.items()
                        for r in range(num)})
 
-  def evaluate(state, which, size):
-    return replicas.gather(exp.evaluate(state.params, which, size))
+  def validate(state, size, **more):
+    """The validation loss, and for λ models the spectrum diagnostics of λ."""
+    out = {"val_loss": replicas.gather(exp.evaluate(state.params, "val", size)), **more}
+    if exp.spectrum is not None:
+      out.update(replicas.gather(exp.spectrum(state.params)))
+    return out
 
-  def init():
-    state = exp.init(replicas.ids)
-    if ("val", 0, 0) not in done:  # not on resume: the step-0 records exist then
-      write("val", 0, 0.0, val_metrics(state, val_loss=evaluate(state, "val", spec.val_size)))
-    return state, {}
-
-  def after_call(state, step, train_loss, history, elapsed):
-    last_val["val"] = val = evaluate(state, "val", spec.val_size)
-    write("val", step, elapsed, val_metrics(state, val_loss=val,
-                                            train_loss=replicas.gather(train_loss)))
-
-  def status(step, train_loss):
-    val = last_val["val"]
-    return (f"val loss median {loop.median(val):.4g} (replicates "
-            f"{', '.join(f'{v:.3g}' for v in val)}; baseline {baseline:.4g})")
-
-  chunks = loop.Chunks(
-      init=init, advance=lambda state, _, step, n: exp.train_chunk(state, replicas.ids, step, n),
-      total_steps=unit.target_step, call_steps=spec.val_every, after_call=after_call,
-      status=status, to_host=replicas.to_host, from_host=replicas.from_host,
-      target_field="num_updates")
-  outcome = loop.run_chunks(ctx, chunks)
-  t0 = time.perf_counter()
-  val = evaluate(outcome.state, "val", spec.eval_size)
-  test = evaluate(outcome.state, "test", spec.eval_size)
-  write("final", unit.target_step, outcome.elapsed + time.perf_counter() - t0,
-        {"val_loss": val, "test_loss": test})
+  with loop.Loop(ctx, replicas, unit.target_step, target_field="num_updates") as lp:
+    state, _ = lp.restore(exp.init(replicas.ids))
+    if ("val", 0, 0) not in done:
+      write("val", 0, 0.0, validate(state, spec.val_size))
+    for step, num_steps in lp.calls(spec.val_every):
+      state, train_loss = exp.train_chunk(state, replicas.ids, step, num_steps)
+      val = validate(state, spec.val_size, train_loss=replicas.gather(train_loss))
+      write("val", step + num_steps, lp.seconds(), val)
+      lp.after_call(state, step + num_steps, {}, (
+          f"val loss median {loop.median(val['val_loss']):.4g} (replicates "
+          f"{', '.join(f'{v:.3g}' for v in val['val_loss'])}; baseline {baseline:.4g})"))
+    elapsed = lp.finish(state, {})
+    t0 = time.perf_counter()
+    final = {"val_loss": exp.evaluate(state.params, "val", spec.eval_size),
+             "test_loss": exp.evaluate(state.params, "test", spec.eval_size)}
+    write("final", unit.target_step, elapsed + time.perf_counter() - t0, replicas.gather(final))
 
 
 def _load_sets(config, spec, mesh) -> data.ImageSets:
@@ -271,12 +255,11 @@ def _run_image_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   anchors' protocol), and its trainable parameter count."""
   spec = unit.spec
   num = spec.num_replicates
-  replicas = sweep.Replicas(num, sweep.replicate_sharding(data_parallel=config.data_parallel))
-  sets = _load_sets(config, spec, replicas.sharding.mesh)
+  replicas = replicas_lib.Replicas(num, replicas_lib.replicate_sharding(
+      data_parallel=config.data_parallel))
+  sets = _load_sets(config, spec, replicas.mesh)
   exp = trainer.make_image_experiment(spec, replicas.sharding, sets.train_y.shape[0])
-  done = {(r.get("kind"), r.get("replicate"), r.get("step"))
-          for r in workdir_lib.read(ctx.workdir) if r.get("unit") == unit.id}
-  last = {}
+  done = ctx.written()
 
   def write(kind, step, elapsed, metrics):
     ctx.write([{"kind": kind, "replicate": r, "step": step, "seconds": round(elapsed, 3),
@@ -293,38 +276,34 @@ def _run_image_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
         out[f"{which}_{k}"] = v
     return out
 
-  def init():
-    state = exp.init(replicas.ids)
+  with loop.Loop(ctx, replicas, unit.target_step, target_field="num_updates") as lp:
+    state, _ = lp.restore(exp.init(replicas.ids))
     if ("val", 0, 0) not in done:
+      lp.status = "evaluating the initial state"
       write("val", 0, 0.0, evaluate(state))
-    return state, {}
-
-  def after_call(state, step, train, history, elapsed):
-    last.update(evaluate(state))
-    write("val", step, elapsed, {**last, **{f"train_{k}": v for k, v in
-                                            replicas.gather(train).items()}})
-
-  def status(step, train):
-    acc = last["val_accuracy"]
-    return (f"epoch {step / exp.updates_per_epoch:.2f}, val accuracy median "
-            f"{loop.median(acc):.4f} (replicates {', '.join(f'{v:.4f}' for v in acc)})"
-            f"{loop.nonfinite_note(replicas.gather(train)['loss'], 'training loss')}")
-
-  chunks = loop.Chunks(
-      init=init, advance=lambda state, order, step, n: exp.train_chunk(
-          state, replicas.ids, step, n, order, sets),
-      total_steps=unit.target_step, call_steps=spec.val_every,
-      epoch_steps=exp.updates_per_epoch,
-      epoch_data=lambda state, epoch: exp.epoch_order(replicas.ids, epoch),
-      after_call=after_call, status=status, to_host=replicas.to_host,
-      from_host=replicas.from_host, target_field="num_updates")
-  outcome = loop.run_chunks(ctx, chunks)
+    order, order_epoch = None, None
+    for step, num_steps in lp.calls(spec.val_every, exp.updates_per_epoch):
+      epoch = step // exp.updates_per_epoch
+      if epoch != order_epoch:  # the epoch's image order: once per epoch, never stored
+        order, order_epoch = exp.epoch_order(replicas.ids, epoch), epoch
+      state, train = exp.train_chunk(state, replicas.ids, step, num_steps, order, sets)
+      train = replicas.gather(train)
+      lp.status = "evaluating"
+      metrics = evaluate(state)
+      write("val", step + num_steps, lp.seconds(),
+            {**metrics, **{f"train_{k}": v for k, v in train.items()}})
+      acc = metrics["val_accuracy"]
+      lp.after_call(state, step + num_steps, {}, (
+          f"epoch {(step + num_steps) / exp.updates_per_epoch:.2f}, val accuracy median "
+          f"{loop.median(acc):.4f} (replicates {', '.join(f'{v:.4f}' for v in acc)})"
+          f"{loop.nonfinite_note(train['loss'], 'training loss')}"))
+    elapsed = lp.finish(state, {})
   # Per replicate: every leaf's size without its replicate axis.
-  count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(outcome.state.params["params"]))
+  count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(state.params["params"]))
   recs = [r for r in workdir_lib.read(ctx.workdir)
           if r.get("unit") == unit.id and r.get("kind") == "val"]
-  write("final", unit.target_step, outcome.elapsed, {
-      **_best(recs, num), "num_params": np.full(num, count)})
+  write("final", unit.target_step, elapsed, {**_best(recs, num),
+                                             "num_params": np.full(num, count)})
 
 
 def write_report(workdir: str) -> list[str]:

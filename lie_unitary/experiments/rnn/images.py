@@ -191,6 +191,46 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
       raise ValueError(f"{path}: corrupt or truncated gzip data ({reason}).") from e
 
 
+def idx_shape(path: str | os.PathLike) -> tuple[tuple[int, ...], np.dtype]:
+  """An IDX file's (shape, dtype) from its header, with its size checked, without
+  reading its data: the file's size (or, gzipped, the uncompressed size in the gzip
+  trailer) must be what the header's dimensions call for.
+
+  Raises:
+    FileNotFoundError: no such file.
+    ValueError: a bad magic number or header, or a size that is not the header's (a
+      truncated or padded file), naming the file.
+  """
+  path = os.fspath(path)
+  if not os.path.isfile(path):
+    raise FileNotFoundError(f"{path}: no such IDX file.")
+  with open(path, "rb") as raw:
+    compressed = raw.read(2) == _GZIP_MAGIC
+    raw.seek(0)
+    try:
+      f = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+      magic = f.read(4)
+      if len(magic) < 4 or magic[:2] != b"\0\0" or magic[2] not in _IDX_DTYPES or not magic[3]:
+        raise ValueError(f"{path}: not an IDX file: bad magic number 0x{magic.hex()}.")
+      header = f.read(4 * magic[3])
+    except (EOFError, OSError, zlib.error) as e:
+      raise ValueError(f"{path}: corrupt or truncated gzip data ({e}).") from e
+    if len(header) < 4 * magic[3]:
+      raise ValueError(f"{path}: truncated IDX file: its header ends early.")
+    shape, dtype = struct.unpack(f">{magic[3]}I", header), _IDX_DTYPES[magic[2]]
+    want = 4 + len(header) + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if compressed:
+      raw.seek(-4, os.SEEK_END)
+      size, want = struct.unpack("<I", raw.read(4))[0], want % 2**32  # gzip's ISIZE
+    else:
+      size = os.fstat(raw.fileno()).st_size
+  if size != want:
+    raise ValueError(f"{path}: truncated or corrupt IDX file: {size} bytes"
+                     f"{' uncompressed' if compressed else ''}, its header {shape} "
+                     f"({dtype.name}) calls for {want}.")
+  return shape, dtype
+
+
 def _find_idx_file(folder: str, name: str) -> str | None:
   # The .gz first when both exist: it is the file as distributed, and its CRC is checked,
   # while an uncompressed copy beside it may be a half-finished extraction of it.
@@ -208,9 +248,11 @@ def _expected_files_hint() -> str:
 
 
 def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
-  """Checks that a folder holds the four IDX files, without reading them.
+  """Checks that a folder holds the four IDX files, reading their headers only.
 
-  Cheap enough to validate a config before any work directory is made.
+  Cheap enough to validate a config before any work directory is made: each file's
+  header and size (`idx_shape`), images (N, H, W) uint8 and labels (N,) of the same N,
+  and train and test images of one H × W.
 
   Args:
     folder: the dataset's folder.
@@ -222,6 +264,7 @@ def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
   Raises:
     FileNotFoundError: no such folder, or a file is missing; the one-line message lists
       the four names expected and how to get them.
+    ValueError: a truncated or corrupt file, or files that do not fit together.
   """
   folder = os.fspath(folder)
   if not os.path.isdir(folder):
@@ -231,6 +274,18 @@ def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
   if missing:
     raise FileNotFoundError(f"{folder}: missing {', '.join(missing)}; "
                             f"{_expected_files_hint()}.")
+  (train_x, tx_type), (train_y, _), (test_x, _), (test_y, _) = map(idx_shape, paths)
+  if len(train_x) != 3 or tx_type != np.uint8:
+    raise ValueError(f"{paths[0]}: images must be (N, H, W) uint8; the header says {train_x} "
+                     f"{tx_type}.")
+  for images, labels, name in ((train_x, train_y, "train"), (test_x, test_y, "test")):
+    if len(labels) != 1:
+      raise ValueError(f"{folder}: {name} labels must be 1-D; the header says {labels}.")
+    if labels[0] != images[0]:
+      raise ValueError(f"{folder}: {images[0]} {name} images but {labels[0]} labels.")
+  if tuple(train_x[1:]) != tuple(test_x[1:]):
+    raise ValueError(f"{folder}: train images are {train_x[1:]} but test images "
+                     f"{test_x[1:]}.")
   return tuple(paths)
 
 

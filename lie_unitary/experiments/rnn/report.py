@@ -8,7 +8,7 @@ table, and `write_report(workdir)` writes ``WORKDIR/figure3_{task}_T{T}.png``
 replicate faintly, the random baseline dotted) and ``WORKDIR/report.md`` (final
 full-validation and test losses per model beside the original code's logged runs).
 
-Records (see `lie_unitary.experiments.results`): ``results.jsonl`` holds kind "val"
+Records (see `lie_unitary.experiments.workdir`): ``results.jsonl`` holds kind "val"
 records (a validation point during training: val_loss, and train_loss for step > 0)
 and kind "final" records (val_loss and test_loss on the full sets), each with its
 ``unit``, ``replicate``, ``step`` and the settings task, model, T, activation,
@@ -26,7 +26,6 @@ from typing import Sequence
 
 import numpy as np
 
-from lie_unitary.experiments import results as results_lib
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn import image_report
@@ -88,7 +87,7 @@ def summarize(results: Any) -> dict:
     without a ``unit`` are grouped by (model, lambda_optimizer, label).
   """
   out = collections.defaultdict(dict)
-  for r in results_lib.as_records(results):
+  for r in workdir_lib.as_records(results):
     if r.get("kind") not in ("val", "final") or r.get("task") in data.IMAGE_TASKS:
       continue
     label = _label(r["model"], r.get("lambda_optimizer"), _setting_notes(r))
@@ -190,11 +189,11 @@ def figures(results: Any) -> dict:
     notebook by evaluating it; save with ``fig.savefig(path)``.
 
   Raises:
-    ValueError: a record names a task `lie_unitary.experiments.rnn.tasks` lacks.
+    ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
   """
   out = {f"figure3_{task}_T{T}": _figure(task, T, units)
          for (task, T), units in sorted(summarize(results).items())}
-  return {**out, **image_report.figures(results_lib.as_records(results))}
+  return {**out, **image_report.figures(workdir_lib.as_records(results))}
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
@@ -207,7 +206,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     figure_files: ``{figure key: file name}`` of figures saved beside the report (as
       `write_report` does); each gets an image link under its table. None: no links.
     superseded: ``(unit_name, unit_id)`` pairs left out because a later launch
-      replaced them (`results.superseded_units`); listed in a note.
+      replaced them (`workdir.superseded_units`); listed in a note.
 
   Returns:
     The report's text. A row: the model's label (with its setting's notes, e.g.
@@ -218,10 +217,10 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     marked unfinished.
 
   Raises:
-    ValueError: a record names a task `lie_unitary.experiments.rnn.tasks` lacks.
+    ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
   """
   figure_files = figure_files or {}
-  records = results_lib.as_records(results)
+  records = workdir_lib.as_records(results)
   sizes = sorted({int(r["eval_size"]) for r in records if "eval_size" in r})
   sets = (f"{' / '.join(f'{n:,}' for n in sizes)} sequences each" if sizes
           else "their sizes not recorded")
@@ -262,7 +261,7 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
   Args:
     workdir: the experiment's working directory; the files are written there.
     results: the records; default: the current ones of WORKDIR/results.jsonl
-      (``results.load_results(workdir, as_frame=False)``), with a note listing the
+      (``workdir.load_results(workdir, as_frame=False)``), with a note listing the
       superseded units (given records get no such note).
 
   Returns:
@@ -270,13 +269,13 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
 
   Raises:
     FileNotFoundError, ValueError: `results` is None and the workdir holds no
-      results.jsonl, or no current records in it (see `results.load_results`).
+      results.jsonl, or no current records in it (see `workdir.load_results`).
   """
   superseded = []
   if results is None:
-    results = results_lib.load_results(workdir, as_frame=False)
-    superseded = results_lib.superseded_units(workdir)
-  results = results_lib.as_records(results)
+    results = workdir_lib.load_results(workdir, as_frame=False)
+    superseded = workdir_lib.superseded_units(workdir)
+  results = workdir_lib.as_records(results)
   paths, files = [], {}
   for key, fig in figures(results).items():
     path = os.path.join(workdir, f"{key}.png")

@@ -16,7 +16,7 @@ Validation and test sets are fixed (`eval_seed`), the same for every replicate a
 model, generated batch by batch inside jit and never stored.
 
 With `data_parallel` = d > 1 each replicate's batch is split over d devices (a mesh
-axis of `sweep.replicate_sharding`): each draws the whole batch, keeps its share,
+axis of `replicas.replicate_sharding`): each draws the whole batch, keeps its share,
 computes its gradient, and the devices average them (`lax.pmean`) before the same
 update; its initial states come from its own key, fold_in(step key, shard).
 
@@ -38,14 +38,13 @@ from typing import NamedTuple
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
-from jax.sharding import PartitionSpec as P
 import optax
 
 from lie_unitary import nn as lnn
 from lie_unitary import principal_branch
-from lie_unitary.experiments import records
-from lie_unitary.experiments import sweep
+from lie_unitary.experiments import replicas
 from lie_unitary.experiments import training
+from lie_unitary.experiments import workdir
 from lie_unitary.experiments.rnn import data
 
 __all__ = ["FUSED_MODELS", "GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS",
@@ -69,7 +68,7 @@ FUSED_MODELS = ("gurnn", "gurnn_beta", "free", "irnn", "tanh")
 LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
 LAMBDA_REFRESHES = ("none", "recentre", "rebase")
 # Val-record names of the spectrum diagnostics of λ's chart.
-SPECTRUM_METRICS = records.SPECTRUM_FIELDS
+SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS
 
 
 def lambda_refresh(spec) -> tuple[str, int, str]:
@@ -236,51 +235,24 @@ def _refresh_fn(spec, optimizer) -> Callable:
 
 def _check_data_axis(data_parallel: int, sharding) -> None:
   """Raises ValueError unless data_parallel is 1 or the size of the sharding's data axis."""
-  if data_parallel > 1 and (sharding is None or sharding.mesh.shape.get(sweep.DATA_AXIS)
+  if data_parallel > 1 and (sharding is None or sharding.mesh.shape.get(replicas.DATA_AXIS)
                             != data_parallel):
     raise ValueError(f"data_parallel = {data_parallel} needs a sharding whose mesh has a "
-                     f"{sweep.DATA_AXIS!r} axis of that size (sweep.replicate_sharding).")
+                     f"{replicas.DATA_AXIS!r} axis of that size (replicas.replicate_sharding).")
 
 
-def _replicate_program(fn: Callable, in_axes: tuple, sharding) -> Callable:
-  """fn over the replicate axis, as each device runs it: (in_axes: 0 or None per
-  argument; outputs all carry the replicate axis).
-
-  On one device (or sharding None): `jax.vmap(fn, in_axes)`. When the sharding's mesh
-  has a data axis (data parallelism) or several CPU devices of this process, a
-  `jax.shard_map` over the mesh in which each device maps fn over its own replicates
-  (those arguments split over `sweep.AXIS`, the rest replicated). With several CPU
-  devices of one process it maps them one at a time (`lax.map`), not vmapped: the
-  devices share one thread pool, and two of them running batched LAPACK calls (the
-  eigh of U(λ) over their replicates) at once deadlock it (docs/cpu_notes.md); one
-  matrix at a time does not.
-  """
-  mesh = None if sharding is None else sharding.mesh
-  mine = [] if mesh is None else [d for d in mesh.devices.flat
-                                  if d.process_index == jax.process_index()]
-  one_at_a_time = len(mine) > 1 and mine[0].platform == "cpu"
-  if not one_at_a_time:
-    mapped = jax.vmap(fn, in_axes=in_axes)
-  else:
-    def mapped(*args):
-      per_replicate = [a for a, axis in zip(args, in_axes) if axis == 0]
-
-      def one(xs):
-        it = iter(xs)
-        return fn(*(next(it) if axis == 0 else a for a, axis in zip(args, in_axes)))
-
-      return jax.lax.map(one, per_replicate)
-  if mesh is None or not (one_at_a_time or sweep.DATA_AXIS in mesh.shape):
-    return mapped
-  specs = tuple(P(sweep.AXIS) if axis == 0 else P() for axis in in_axes)
-  return jax.shard_map(mapped, mesh=mesh, check_vma=False, in_specs=specs,
-                       out_specs=P(sweep.AXIS))
+def _program(fn: Callable, in_axes: tuple, sharding, donate: bool = False) -> Callable:
+  """`replicas.map_replicates` of fn, or ``jit(vmap(fn))`` without a sharding."""
+  donate_argnums = (0,) if donate else ()
+  if sharding is None:
+    return jax.jit(jax.vmap(fn, in_axes=in_axes), donate_argnums=donate_argnums)
+  return replicas.map_replicates(fn, in_axes, sharding, donate_argnums=donate_argnums)
 
 
 def _data_shard(rows, key, data_parallel: int):
   """This device's equal share of `rows` (a pytree of arrays with a leading batch axis)
-  and its own key, fold_in(key, shard); inside `shard_map` over `sweep.DATA_AXIS`."""
-  shard = jax.lax.axis_index(sweep.DATA_AXIS)
+  and its own key, fold_in(key, shard); inside `shard_map` over `replicas.DATA_AXIS`."""
+  shard = jax.lax.axis_index(replicas.DATA_AXIS)
 
   def share(a):
     size = a.shape[0] // data_parallel
@@ -297,7 +269,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
     spec: the unit's frozen spec (hashable: the cache key).
     sharding: where the replicate axis of every output lives (the runner's replicate
       sharding over all devices); None: wherever jit puts it. A spec with
-      data_parallel = d > 1 needs the sharding of `sweep.replicate_sharding(
+      data_parallel = d > 1 needs the sharding of `replicas.replicate_sharding(
       data_parallel=d)`: training then splits each replicate's batch over the mesh's
       data axis (`jax.shard_map`, gradients averaged with `pmean`). On several CPU
       devices of one process every program maps each device's replicates one at a
@@ -353,7 +325,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
       loss, grads = jax.value_and_grad(
           lambda p: loss_fn({**state.params, **p}, x, targets, step_key))(trainable)
       if data_parallel > 1:
-        loss, grads = jax.lax.pmean((loss, grads), sweep.DATA_AXIS)
+        loss, grads = jax.lax.pmean((loss, grads), replicas.DATA_AXIS)
       updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
       variables = {**state.params, **optax.apply_updates(trainable, updates)}
       return training.TrainState(variables, opt_state), loss_sum + loss
@@ -371,14 +343,12 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
 
     return jax.lax.fori_loop(0, num_batches, one_batch, jnp.float32(0)) / num_batches
 
-  out = {} if sharding is None else {"out_shardings": sharding}
   # Each device runs its replicates' steps on its share of their batches (with
   # data_parallel > 1); every array but the gradient's inputs is replicated over the
   # data axis.
-  v_init = jax.jit(_replicate_program(init, (0,), sharding), **out)
-  v_train = jax.jit(_replicate_program(train_chunk, (0, 0, None, None), sharding),
-                    donate_argnums=0, **out)
-  v_eval = jax.jit(_replicate_program(evaluate, (0, None, None), sharding), **out)
+  v_init = _program(init, (0,), sharding)
+  v_train = _program(train_chunk, (0, 0, None, None), sharding, donate=True)
+  v_eval = _program(evaluate, (0, None, None), sharding)
 
   def evaluate_sets(params, which, num_sequences):
     if num_sequences % spec.eval_batch_size:
@@ -387,14 +357,13 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None) -> Expe
 
   v_spectrum = None
   if spec.model in LAMBDA_MODELS:
-    v_spectrum_stats = jax.jit(_replicate_program(
-        lambda params: principal_branch.spectrum_stats(_lambda(params)), (0,), sharding))
+    v_spectrum_stats = _program(
+        lambda params: principal_branch.spectrum_stats(_lambda(params)), (0,), sharding)
 
     def v_spectrum(params):
       return dict(zip(SPECTRUM_METRICS, v_spectrum_stats(params)))
 
-  v_refresh = None if refresh_state is None else jax.jit(
-      _replicate_program(refresh_state, (0,), sharding), **out)
+  v_refresh = None if refresh_state is None else _program(refresh_state, (0,), sharding)
   return Experiment(v_init, v_train, evaluate_sets, loss_fn, v_spectrum, v_refresh)
 
 
@@ -454,7 +423,7 @@ def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
   chunk from the epoch's order, so a replicate's batches are a pure function of its key
   and the update index, and a run resumed mid-epoch makes the uninterrupted run's steps.
 
-  With a sharding whose mesh has a data axis of size d > 1 (`sweep.replicate_sharding(
+  With a sharding whose mesh has a data axis of size d > 1 (`replicas.replicate_sharding(
   data_parallel=d)`), every training batch and every evaluation batch is split over it:
   each device takes its d-th of the batch's images (the same images as on one device)
   and its own initial-state key, fold_in(key, shard), and the devices average losses,
@@ -463,7 +432,7 @@ def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
 
   Args:
     spec: the unit's spec (task 'pixel' or 'permuted').
-    sharding: the replicate axis' sharding (`sweep.replicate_sharding()`), or None.
+    sharding: the replicate axis' sharding (`replicas.replicate_sharding()`), or None.
     num_train: N, the training images.
 
   Raises:
@@ -475,7 +444,7 @@ def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
     raise ValueError(f"task {spec.task!r} is not an image task {data.IMAGE_TASKS}.")
   if num_train < spec.batch_size:
     raise ValueError(f"{num_train} training images cannot fill a batch of {spec.batch_size}.")
-  split = 1 if sharding is None else sharding.mesh.shape.get(sweep.DATA_AXIS, 1)
+  split = 1 if sharding is None else sharding.mesh.shape.get(replicas.DATA_AXIS, 1)
   _check_data_axis(spec.get("data_parallel", split), sharding)
   if spec.batch_size % split or spec.eval_batch_size % split:
     raise ValueError(f"a data axis of {split} devices must divide batch_size = "
@@ -517,7 +486,7 @@ def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
           lambda p: metrics({**state.params, **p}, sets.train_x[batch], sets.train_y[batch],
                             step_key), has_aux=True)(trainable)
       if split > 1:
-        loss, acc, grads = jax.lax.pmean((loss, acc, grads), sweep.DATA_AXIS)
+        loss, acc, grads = jax.lax.pmean((loss, acc, grads), replicas.DATA_AXIS)
       updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
       variables = {**state.params, **optax.apply_updates(trainable, updates)}
       return training.TrainState(variables, opt_state), loss_sum + loss, acc_sum + acc
@@ -542,17 +511,15 @@ def make_image_experiment(spec, sharding: jax.sharding.Sharding | None,
     count = labels.shape[0] // size
     loss, acc = jax.lax.fori_loop(0, count, one_batch, (jnp.float32(0), jnp.float32(0)))
     if split > 1:
-      loss, acc = jax.lax.pmean((loss, acc), sweep.DATA_AXIS)
+      loss, acc = jax.lax.pmean((loss, acc), replicas.DATA_AXIS)
     return {"loss": loss / count, "accuracy": acc / count}
 
-  out = {} if sharding is None else {"out_shardings": sharding}
-  v_init = jax.jit(_replicate_program(init, (0,), sharding), **out)
-  v_order = jax.jit(jax.vmap(epoch_order, in_axes=(0, None)), **out)
+  v_init = _program(init, (0,), sharding)
+  v_order = _program(epoch_order, (0, None), sharding)
   # Replicates over the mesh's first axis; each device of a data row runs its share of
   # every batch (the images, the state and the orders are replicated along it).
-  v_train = jax.jit(_replicate_program(train_chunk, (0, 0, None, None, 0, None), sharding),
-                    donate_argnums=0, **out)
-  v_eval = jax.jit(_replicate_program(evaluate, (0, None, None), sharding), **out)
+  v_train = _program(train_chunk, (0, 0, None, None, 0, None), sharding, donate=True)
+  v_eval = _program(evaluate, (0, None, None), sharding)
 
   def evaluate_set(params, pixels, labels):
     if labels.shape[0] % spec.eval_batch_size:

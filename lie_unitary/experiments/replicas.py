@@ -1,0 +1,158 @@
+"""Replicates on a leading axis, sharded over every device, and the one way to map over them.
+
+A unit's R replicates run as one program: its arrays carry a leading replicate axis,
+padded to a multiple of the devices and sharded over a mesh of all devices
+(`jax.devices()`: every local device, and every host's after
+`jax.distributed.initialize()`). Padding replicates compute and are dropped, so
+replicate r gets the same keys and numbers whatever the device count.
+
+`map_replicates(fn, in_axes, sharding)` (or `Replicas.map`) is the program of a
+per-replicate function:
+
+- one device, or accelerators: ``jit(vmap(fn))``;
+- a mesh with a data axis (each replicate's batch split over devices), or several
+  CPU devices of this process: a `jax.shard_map` in which each device maps `fn` over
+  its own replicates. On several CPU devices of one process it maps them ONE AT A TIME
+  (`lax.map`): those devices share jaxlib's thread pool, and two of them running
+  batched LAPACK calls (a vmapped eigh) at once deadlock it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from typing import Callable
+from typing import Sequence
+
+import jax
+from jax.experimental import multihost_utils
+from jax.sharding import Mesh
+from jax.sharding import NamedSharding
+from jax.sharding import PartitionSpec as P
+import numpy as np
+
+__all__ = ["AXIS", "DATA_AXIS", "Replicas", "map_replicates", "padded_size",
+           "replicate_sharding"]
+
+AXIS = "replicate"
+DATA_AXIS = "data"  # the mesh axis that splits one replicate's batch
+
+
+def padded_size(num_replicates: int, num_devices: int) -> int:
+  """The smallest multiple of num_devices ≥ num_replicates.
+
+  Raises:
+    ValueError: either is < 1.
+  """
+  if num_replicates < 1 or num_devices < 1:
+    raise ValueError(f"need num_replicates ≥ 1 and num_devices ≥ 1; got "
+                     f"{num_replicates=}, {num_devices=}.")
+  return -(-num_replicates // num_devices) * num_devices
+
+
+def replicate_sharding(devices: Sequence[jax.Device] | None = None,
+                       data_parallel: int = 1) -> NamedSharding:
+  """The sharding of a leading replicate axis over a mesh of `devices` (default: all).
+
+  data_parallel = d > 1 makes the mesh (count / d, d) with axes (AXIS, DATA_AXIS):
+  replicates over the first, each replicate's batch split over the second.
+
+  Raises:
+    ValueError: d < 1 or d does not divide the device count.
+  """
+  devices = jax.devices() if devices is None else list(devices)
+  if data_parallel < 1 or len(devices) % data_parallel:
+    raise ValueError(f"data_parallel = {data_parallel} must be ≥ 1 and divide the "
+                     f"{len(devices)} device(s).")
+  grid = np.array(devices).reshape(len(devices) // data_parallel, data_parallel)
+  if data_parallel == 1:
+    return NamedSharding(Mesh(grid[:, 0], (AXIS,)), P(AXIS))
+  return NamedSharding(Mesh(grid, (AXIS, DATA_AXIS)), P(AXIS))
+
+
+def map_replicates(fn: Callable, in_axes: Sequence[int | None], sharding: NamedSharding, *,
+                   donate_argnums: Sequence[int] = ()) -> Callable:
+  """The jitted program of a per-replicate `fn` over the replicate axis (module docstring).
+
+  Args:
+    fn: a pure per-replicate function.
+    in_axes: 0 for an argument with the replicate axis, None for one shared by all.
+    sharding: the replicate axis' sharding (`replicate_sharding`).
+    donate_argnums: arguments whose buffers the program may reuse.
+
+  Returns:
+    The program; its outputs all carry the (padded) replicate axis, sharded.
+  """
+  in_axes, mesh = tuple(in_axes), sharding.mesh
+  mine = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
+  one_at_a_time = len(mine) > 1 and mine[0].platform == "cpu"
+  if not one_at_a_time:
+    mapped = jax.vmap(fn, in_axes=in_axes)
+  else:
+    def mapped(*args):
+      def one(xs):
+        it = iter(xs)
+        return fn(*(next(it) if axis == 0 else a for a, axis in zip(args, in_axes)))
+      return jax.lax.map(one, [a for a, axis in zip(args, in_axes) if axis == 0])
+  if one_at_a_time or DATA_AXIS in mesh.shape:
+    mapped = jax.shard_map(mapped, mesh=mesh, check_vma=False,
+                           in_specs=tuple(P(AXIS) if a == 0 else P() for a in in_axes),
+                           out_specs=P(AXIS))
+  return jax.jit(mapped, out_shardings=sharding, donate_argnums=tuple(donate_argnums))
+
+
+class Replicas:
+  """R replicates on a leading axis, padded to a multiple of the mesh's replicate axis.
+
+  Args:
+    num_replicates: R ≥ 1.
+    sharding: the replicate axis' sharding (default `replicate_sharding()`).
+
+  Attributes:
+    ids: (padded,) int32 replicate indices, sharded: the first argument of most
+      per-replicate programs.
+    data_parallel: the size of the mesh's data axis (1: none).
+  """
+
+  def __init__(self, num_replicates: int, sharding: NamedSharding | None = None):
+    self.num_replicates = num_replicates
+    self.sharding = replicate_sharding() if sharding is None else sharding
+    self.mesh = self.sharding.mesh
+    self.data_parallel = self.mesh.shape.get(DATA_AXIS, 1)
+    self.padded = padded_size(num_replicates, self.mesh.shape[AXIS])
+    ids = np.arange(self.padded, dtype=np.int32)
+    self.ids = jax.make_array_from_callback((self.padded,), self.sharding, lambda i: ids[i])
+
+  def map(self, fn: Callable, in_axes: Sequence[int | None], *,
+          donate_argnums: Sequence[int] = ()) -> Callable:
+    """`map_replicates` over this sharding."""
+    return map_replicates(fn, in_axes, self.sharding, donate_argnums=donate_argnums)
+
+  def gather(self, tree: Any) -> Any:
+    """A replicated pytree as numpy arrays without the padding, the same on every host."""
+    if jax.process_count() > 1:
+      tree = multihost_utils.process_allgather(tree, tiled=True)
+    return jax.tree.map(lambda a: np.asarray(a)[:self.num_replicates], tree)
+
+  def to_host(self, tree: Any) -> Any:
+    """The state's R replicates as numpy (what checkpoints hold)."""
+    return self.gather(tree)
+
+  def from_host(self, host: Any, fresh: Any) -> Any:
+    """`host` (R replicates, numpy) back on the devices, padded with `fresh`'s padding
+    replicates and sharded.
+
+    Raises:
+      ValueError: a leaf of `host` does not have R replicates of `fresh`'s shape.
+    """
+    pad = jax.tree.map(lambda a: np.asarray(a), fresh if jax.process_count() == 1 else
+                       multihost_utils.process_allgather(fresh, tiled=True))
+
+    def put(h, p):
+      h = np.asarray(h)
+      if h.shape != (self.num_replicates,) + p.shape[1:]:
+        raise ValueError(f"a stored state leaf has shape {h.shape}; expected "
+                         f"{(self.num_replicates,) + p.shape[1:]}.")
+      full = np.concatenate([h.astype(p.dtype), p[self.num_replicates:]])
+      return jax.make_array_from_callback(full.shape, self.sharding, lambda i: full[i])
+
+    return jax.tree.map(put, host, pad)

@@ -1,0 +1,83 @@
+"""One unit, one trainer: claims in the workdir, taken atomically, released, taken over."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lie_unitary.experiments import workdir as workdir_lib
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_a_claim_is_exclusive_and_released(tmp_path):
+  with workdir_lib.claim(str(tmp_path), "u") as first:
+    assert first
+    with workdir_lib.claim(str(tmp_path), "u") as second:
+      assert not second
+    with workdir_lib.claim(str(tmp_path), "v") as other:
+      assert other  # another unit
+  with workdir_lib.claim(str(tmp_path), "u") as again:
+    assert again
+  assert os.listdir(tmp_path / "claims") == [".lock"]
+
+
+def _leave_claim(tmp_path, owner, age=0.0):
+  folder = tmp_path / "claims"
+  folder.mkdir(exist_ok=True)
+  file = folder / "u"
+  file.write_text(json.dumps(owner))
+  then = time.time() - age
+  os.utime(file, (then, then))
+
+
+def test_a_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
+  dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                        capture_output=True, text=True, check=True)
+  _leave_claim(tmp_path, {"host": socket.gethostname(), "pid": int(dead.stdout)})
+  with workdir_lib.claim(str(tmp_path), "u") as mine:
+    assert mine
+
+
+def test_a_claim_without_heartbeat_is_taken_over_only_when_stale(tmp_path):
+  owner = {"host": "another-host", "pid": 1}
+  _leave_claim(tmp_path, owner, age=workdir_lib.STALE_SECONDS / 2)
+  with workdir_lib.claim(str(tmp_path), "u") as mine:
+    assert not mine  # its owner may be alive elsewhere
+  _leave_claim(tmp_path, owner, age=workdir_lib.STALE_SECONDS + 5)
+  with workdir_lib.claim(str(tmp_path), "u") as mine:
+    assert mine
+
+
+def test_the_heartbeat_keeps_a_held_claim_fresh(tmp_path, monkeypatch):
+  monkeypatch.setattr(workdir_lib, "HEARTBEAT_SECONDS", 0.05)
+  with workdir_lib.claim(str(tmp_path), "u"):
+    file = tmp_path / "claims" / "u"
+    os.utime(file, (0, 0))
+    time.sleep(0.3)
+    assert time.time() - os.stat(file).st_mtime < 5
+
+
+@pytest.mark.slow
+def test_two_launches_on_one_workdir_train_each_unit_once(tmp_path):
+  """Two launcher processes at once: every unit is trained by one of them."""
+  env = {**os.environ, "PYTHONPATH": ROOT, "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
+  cmd = [sys.executable, "-m", "lie_unitary.experiments.rnn", "--config=smoke",
+         "--config.model=gurnn,lstm,tanh", "--config.num_updates=40",
+         f"--workdir={tmp_path}"]
+  procs = [subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True) for _ in range(2)]
+  outs = [p.communicate(timeout=600)[0] for p in procs]
+  assert all(p.returncode == 0 for p in procs), outs
+  finished = workdir_lib.read(str(tmp_path), workdir_lib.FINISHED)
+  assert sorted(r["name"] for r in finished) == sorted(
+      f"adding T=10 {m}" for m in ("gurnn", "lstm", "tanh"))
+  recs = workdir_lib.read(str(tmp_path))
+  keys = [(r["unit"], r["kind"], r["replicate"], r["step"]) for r in recs]
+  assert len(keys) == len(set(keys)), "a record was written twice"
+  assert len(workdir_lib.load_results(str(tmp_path), as_frame=False)) == len(recs)
+  assert os.listdir(tmp_path / "claims") == [".lock"]

@@ -1,0 +1,76 @@
+"""Config files load nothing heavy: ml_collections and a light defaults module only."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from lie_unitary.experiments import launch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_HEAVY = ("jax", "jaxlib", "flax", "optax", "orbax", "numpy", "lie_unitary.nn")
+
+_CHECK = """
+import sys
+{load}
+heavy = sorted(m for m in sys.modules if m.split('.')[0] in {top} or m.startswith('lie_unitary.nn'))
+print(repr(heavy))
+"""
+
+
+def _heavy_modules(load: str) -> list[str]:
+  top = tuple(m for m in _HEAVY if "." not in m)
+  code = _CHECK.format(load=load, top=top)
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       cwd=ROOT, env={**os.environ, "PYTHONPATH": ROOT}, check=True)
+  return eval(out.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.slow
+def test_loading_every_config_file_imports_no_jax():
+  files = sorted(f for f in os.listdir(launch.config_dir()) if f.endswith(".py")
+                 and f != "__init__.py")
+  load = ("from lie_unitary.experiments import launch\n"
+          + "".join(f"launch.load_file({os.path.join(launch.config_dir(), f)!r})\n"
+                    for f in files))
+  assert _heavy_modules(load) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["operators", "rnn"])
+def test_loading_a_named_config_imports_no_jax(family):
+  load = (f"from lie_unitary.experiments import launch\n"
+          f"c = launch.load_config({family!r}, 'smoke')\nassert c.variant == 'smoke'")
+  assert _heavy_modules(load) == []
+
+
+@pytest.mark.slow
+def test_importing_the_package_imports_no_jax_until_used():
+  assert _heavy_modules("import lie_unitary, lie_unitary.experiments") == []
+  assert "jax" in _heavy_modules("import lie_unitary as lu; lu.unitary_from_lambdas")
+
+
+@pytest.mark.parametrize("family", ["operators", "rnn"])
+def test_every_named_config_validates(family):
+  import importlib
+  experiment = importlib.import_module(f"lie_unitary.experiments.{family}.experiment")
+  defaults = importlib.import_module(f"lie_unitary.experiments.{family}.defaults")
+  for name in defaults.NAMED_CONFIGS:
+    config = launch.load_config(family, name)
+    if config.get("task") in ("pixel", "permuted"):
+      continue  # needs the dataset's files (tests/images_test.py)
+    experiment.validate_config(config)
+
+
+def test_an_unknown_named_config_names_the_choices():
+  with pytest.raises(ValueError, match="unknown operators config 'tabel1'.*table1"):
+    launch.config_path("operators", "tabel1")
+
+
+def test_the_light_budget_table_is_the_computed_one():
+  from lie_unitary.experiments.rnn import config
+  from lie_unitary.experiments.rnn import defaults
+  for budget, sizes in defaults.BUDGETS.items():
+    for model, n in sizes.items():
+      assert n == config.budget_hidden_size(model, budget), (budget, model)
