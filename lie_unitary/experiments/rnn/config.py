@@ -19,11 +19,11 @@ for none).
 A unit is every replicate of one (model, T). Its identity holds the task, the model,
 T, the model's entry of `models` and the fields of `FIELDS` whose identity rule holds
 for the model (h0 only for models with a complex state, the λ fields only for the
-guRNNs, the refresh fields only when a refresh is on, `kernel` only when not 'scan',
-`data_parallel` only when > 1 and it changes the numbers (on the image tasks only with
-a random initial state): units without them keep the identity they had before those
-fields existed). `num_updates` says where a unit stops, not what it is: a larger
-value extends finished units.
+guRNNs, the refresh fields only when a refresh is on, `data_parallel` only when > 1
+and it changes the numbers (on the image tasks only with a random initial state):
+units without them keep the identity they had before those fields existed).
+`num_updates` says where a unit stops, not what it is: a larger value extends finished
+units.
 """
 
 from __future__ import annotations
@@ -61,10 +61,6 @@ def _models(*names):
 
 def _lambda_refresh(config, model) -> bool:
   return model in trainer.LAMBDA_MODELS and config.lambda_refresh != "none"
-
-
-def _fused(config, model) -> bool:
-  return config.kernel != "scan" and model in trainer.FUSED_MODELS
 
 
 def _split(config, model) -> bool:
@@ -219,11 +215,6 @@ FIELDS = {
         "", F.one_of(("",) + tuple(BUDGETS)), "Image tasks: '' (each model's hidden_size), "
         "or a parameter budget that sizes every model to the count of expRNN's orthogonal "
         f"RNN of {BUDGETS} units.", identity=False),
-    "kernel": F.Field(
-        "scan", F.one_of(lnn.KERNELS), "How the guRNN, free, IRNN and tanh RNN run their "
-        "loops over time: 'scan' (lax.scan) or 'pallas' (each loop one fused Pallas "
-        "kernel, for GPUs; interpreted on CPU). Other models always scan.",
-        identity=_fused),
 }
 
 
