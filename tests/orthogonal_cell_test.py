@@ -213,9 +213,6 @@ def test_sequence_model_under_vmap_over_params_and_jit():
   for r in range(replicates):
     one = jax.tree.map(lambda leaf: leaf[r], stacked)
     np.testing.assert_allclose(out[r], model.apply(one, x), atol=1e-5)
-  # Its own loop is a lax.scan only: no fused kernel.
-  with pytest.raises(ValueError, match="only kernel='scan'"):
-    lnn.SequenceModel(lnn.OrthogonalRNNCell(n), k, kernel="pallas").init(keys[0], x)
 
 
 def _num_leaves(params):

@@ -22,6 +22,17 @@ def test_importing_the_core_loads_no_experiment_module():
   assert out.strip() == "[]"
 
 
+@pytest.mark.slow
+def test_importing_the_package_loads_no_pallas_module():
+  # The recurrences are lax.scan loops: nothing needs Pallas' API or its Triton backend.
+  # (flax itself loads some of jax._src.pallas; that is not the package's to avoid.)
+  code = ("import sys, lie_unitary, lie_unitary.nn, lie_unitary.experiments.rnn.trainer; "
+          "print(sorted(m for m in sys.modules if m.startswith('jax.experimental.pallas')))")
+  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       check=True).stdout
+  assert out.strip() == "[]"
+
+
 @pytest.mark.parametrize("module", [lu, lnn, experiments])
 def test_all_names_exist_and_are_sorted(module):
   assert module.__all__ == sorted(module.__all__)

@@ -18,9 +18,23 @@ import pytest
 from lie_unitary import nn as lnn
 from lie_unitary.nn import recurrence
 
-import reference_loops
-
 pytestmark = pytest.mark.usefixtures("fast_compiles")
+
+
+def _modrelu_pairs_scan(w, h0, p, bias, eps=1e-5):
+  """h_t = modReLU(h_{t-1} @ w + p_t) on [Re | Im] pairs, written out: (L, B, 2n)."""
+  n = bias.shape[0]
+
+  def body(h, p_t):
+    a = h @ w + p_t
+    x, y = a[:, :n], a[:, n:]
+    r = jnp.sqrt(x * x + y * y + eps)
+    # modReLU's derivative at z = 0 exactly is taken as 0 (its output is 0 there).
+    s = jnp.where((x != 0) | (y != 0), jnp.maximum(r + bias, 0.0) / r, 0.0)
+    h = jnp.concatenate([s * x, s * y], -1)
+    return h, h
+
+  return jax.lax.scan(body, h0, p)[1]
 
 
 def _assert_float64_cotangents_match(ours_fn, reference, args, weights):
@@ -67,6 +81,32 @@ class ElementwiseRecurrenceTest(chex.TestCase):
       assert float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b)) < 1e-5
     with pytest.raises(ValueError, match="expected"):
       ours_fn(w, h0, p[:, :, :2])
+
+  @chex.variants(with_jit=True, without_jit=True)
+  @parameterized.parameters("relu", "tanh", "identity")
+  def test_direct_call_matches_grad_of_plain_scan_in_float64(self, activation):
+    # Unroll 2 with L odd, to float64 accuracy: f' read off the outputs h, and W̄ formed
+    # as one matmul after the loop, against autodiff's step-by-step sum.
+    with jax.enable_x64(True):
+      k = jax.random.split(jax.random.key(3), 4)
+      L, B, H = 7, 3, 5
+      w = jax.random.normal(k[0], (H, H), jnp.float64) / math.sqrt(H)
+      h0 = jax.random.normal(k[1], (B, H), jnp.float64)
+      p = jax.random.normal(k[2], (L, B, H), jnp.float64)
+      weights = jax.random.normal(k[3], (L, B, H), jnp.float64)
+      f = {"relu": nn.relu, "tanh": jnp.tanh, "identity": lambda a: a}[activation]
+
+      def reference(w, h0, p):
+        def body(h, p_t):
+          h = f(h @ w + p_t)
+          return h, h
+        return jax.lax.scan(body, h0, p)[1]
+
+      ours_fn = self.variant(lambda *a: lnn.elementwise_recurrence(*a, activation, unroll=2))
+      hs = ours_fn(w, h0, p)
+      chex.assert_type(hs, jnp.float64)
+      np.testing.assert_allclose(hs, reference(w, h0, p), rtol=1e-12, atol=1e-12)
+      _assert_float64_cotangents_match(ours_fn, reference, (w, h0, p), weights)
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_bad_arguments_raise_value_error(self):
@@ -132,7 +172,7 @@ class ModReLURecurrenceTest(chex.TestCase):
       assert bool(jnp.all(jnp.isfinite(g)))
     np.testing.assert_array_equal(grads[2][:L0], 0.0)
     assert float(jnp.abs(grads[2][L0:]).max()) > 0
-    ref = jax.grad(lambda *a: loss(reference_loops.modrelu_pairs_scan, *a),
+    ref = jax.grad(lambda *a: loss(_modrelu_pairs_scan, *a),
                    argnums=(0, 1, 2, 3))(w, h0, p, bias)
     for a, b in zip(grads, ref):
       np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
@@ -144,6 +184,28 @@ class ModReLURecurrenceTest(chex.TestCase):
     np.testing.assert_array_equal(jax.jacobian(complex_modrelu)(jnp.zeros(2 * n)), 0.0)
     pairs = jax.jacobian(lambda a: recurrence.modrelu_pairs(a, bias))(jnp.zeros(2 * n))
     np.testing.assert_array_equal(pairs, 0.0)
+
+  @chex.variants(with_jit=True, without_jit=True)
+  def test_one_step_matches_autodiff_of_modrelu_pairs(self):
+    # L = 1: the cotangents formed after the reverse loop (W̄, h̄_0, p̄, and b̄ with each
+    # unit's z·v read off δ) against autodiff of `modrelu_pairs` itself.
+    with jax.enable_x64(True):
+      k = jax.random.split(jax.random.key(4), 4)
+      B, n = 6, 3
+      w = jax.random.normal(k[0], (2 * n, 2 * n), jnp.float64)
+      h0 = jax.random.normal(k[1], (B, 2 * n), jnp.float64)
+      p = jax.random.normal(k[2], (1, B, 2 * n), jnp.float64)
+      bias = jnp.array([-0.3, 0.2, -50.0])  # the last unit inactive everywhere
+      weights = jax.random.normal(k[3], (1, B, 2 * n), jnp.float64)
+
+      def reference(w, h0, p, bias):
+        return recurrence.modrelu_pairs(h0 @ w + p[0], bias)[None]
+
+      ours_fn = self.variant(lnn.modrelu_recurrence)
+      np.testing.assert_allclose(ours_fn(w, h0, p, bias), reference(w, h0, p, bias),
+                                 rtol=1e-12, atol=1e-12)
+      ours = _assert_float64_cotangents_match(ours_fn, reference, (w, h0, p, bias), weights)
+      assert float(ours[3][2]) == 0.0  # an inactive unit's bias gets no gradient
 
   @chex.variants(with_jit=True, without_jit=True)
   def test_direct_call_matches_grad_of_plain_scan_in_float64(self):
@@ -158,7 +220,7 @@ class ModReLURecurrenceTest(chex.TestCase):
       bias = jnp.array([-10.0, -0.2, 0.1])  # the first unit is always off
       weights = jax.random.normal(k[3], (L, B, 2 * n), jnp.float64)
 
-      reference = reference_loops.modrelu_pairs_scan
+      reference = _modrelu_pairs_scan
       ours_fn = self.variant(lambda *a: lnn.modrelu_recurrence(*a, unroll=2))
       hs = ours_fn(w, h0, p, bias)
       chex.assert_shape(hs, (L, B, 2 * n))

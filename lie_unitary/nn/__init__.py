@@ -9,8 +9,6 @@ from lie_unitary.nn.cells import URNNCell
 from lie_unitary.nn.cells import diagonal_phases_init
 from lie_unitary.nn.diagnostics import IsometryReport
 from lie_unitary.nn.diagnostics import isometry_report
-from lie_unitary.nn.fused_recurrence import fused_elementwise_recurrence
-from lie_unitary.nn.fused_recurrence import fused_modrelu_recurrence
 from lie_unitary.nn.linear import OrthogonalLinear
 from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.nn.orthogonal_cell import ORTHOGONAL_INITS
@@ -24,7 +22,6 @@ from lie_unitary.nn.recurrence import modrelu
 from lie_unitary.nn.recurrence import modrelu_recurrence
 from lie_unitary.nn.recurrence import real_modrelu
 from lie_unitary.nn.recurrence import real_modrelu_recurrence
-from lie_unitary.nn.sequence import KERNELS
 from lie_unitary.nn.sequence import FastPathCell
 from lie_unitary.nn.sequence import ScanningCell
 from lie_unitary.nn.sequence import SequenceModel
@@ -40,7 +37,6 @@ __all__ = [
     "GURNN_ACTIVATIONS",
     "H0_INITS",
     "IsometryReport",
-    "KERNELS",
     "ORTHOGONAL_INITS",
     "OrthogonalLinear",
     "OrthogonalRNNCell",
@@ -52,8 +48,6 @@ __all__ = [
     "block_rotation_init",
     "diagonal_phases_init",
     "elementwise_recurrence",
-    "fused_elementwise_recurrence",
-    "fused_modrelu_recurrence",
     "gurnn_num_params",
     "isometry_report",
     "modrelu",

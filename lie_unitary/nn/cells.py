@@ -32,9 +32,7 @@ from lie_unitary import algebra
 from lie_unitary import composition
 from lie_unitary import expm
 from lie_unitary import principal_branch
-from lie_unitary.nn import fused_recurrence
 from lie_unitary.nn import recurrence
-from lie_unitary.nn.sequence import KERNELS
 
 __all__ = ["BASE_COLLECTION", "GURNN_ACTIVATIONS", "GURNNCell", "H0_INITS", "SimpleRNNCell",
            "URNNCell", "diagonal_phases_init"]
@@ -114,12 +112,6 @@ class _ComplexPairState:
     return 1
 
 
-def _check_kernel(kernel: str) -> str:
-  if kernel not in KERNELS:
-    raise ValueError(f"unknown recurrence kernel {kernel!r}; choose from {KERNELS}.")
-  return kernel
-
-
 class _ElementwiseRecurrence:
   """`step` and `scan` for cells whose recurrence is h = f(h_prev @ transition + projected)."""
 
@@ -129,17 +121,11 @@ class _ElementwiseRecurrence:
     h = f(carry_BxH @ transition + projected_BxH)
     return h, h
 
-  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1,
-           kernel: str = "scan"):
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
     """All steps at once (time-major), with the fast reverse pass of
-    `elementwise_recurrence` (kernel 'scan') or `fused_elementwise_recurrence`
-    ('pallas'): -> (final carry (B, H), outputs (L, B, H))."""
-    if _check_kernel(kernel) == "pallas":
-      hs = fused_recurrence.fused_elementwise_recurrence(transition, carry_BxH,
-                                                         projected_LxBxH, self.activation)
-    else:
-      hs = recurrence.elementwise_recurrence(transition, carry_BxH, projected_LxBxH,
-                                             self.activation, unroll)
+    `elementwise_recurrence`: -> (final carry (B, H), outputs (L, B, H))."""
+    hs = recurrence.elementwise_recurrence(transition, carry_BxH, projected_LxBxH,
+                                           self.activation, unroll)
     return hs[-1], hs
 
 
@@ -242,19 +228,13 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     h = recurrence.modrelu_pairs(carry_BxH @ transition + projected_BxH, self.modrelu_bias)
     return h, h
 
-  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1,
-           kernel: str = "scan"):
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
     """All steps (time-major) -> (final carry (B, H), outputs (L, B, H)), each
-    activation through a loop with a hand-written reverse pass (W̄ as one matmul):
-    a `lax.scan` (kernel 'scan') or one Pallas kernel per loop ('pallas')."""
+    activation through a loop with a hand-written reverse pass (W̄ as one matmul)."""
     if self.activation != "modrelu":
-      return super().scan(carry_BxH, projected_LxBxH, transition, unroll, kernel)
-    if _check_kernel(kernel) == "pallas":
-      hs = fused_recurrence.fused_modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
-                                                     self.modrelu_bias)
-    else:
-      hs = recurrence.modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
-                                         self.modrelu_bias, unroll)
+      return super().scan(carry_BxH, projected_LxBxH, transition, unroll)
+    hs = recurrence.modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
+                                       self.modrelu_bias, unroll)
     return hs[-1], hs
 
   def __call__(self, carry_BxH, x_BxD):

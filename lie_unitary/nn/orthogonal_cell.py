@@ -174,15 +174,9 @@ class OrthogonalRNNCell(nn.RNNCellBase):
     h = real_modrelu(carry_BxH @ transition + projected_BxH, self.modrelu_bias)
     return h, h
 
-  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1,
-           kernel: str = "scan"):
-    """All L steps, time-major: (B, n) carry, (L, B, n) projections -> (carry, (L, B, n)).
-
-    Raises:
-      ValueError: kernel other than 'scan' (this cell has no fused kernel).
-    """
-    if kernel != "scan":
-      raise ValueError(f"OrthogonalRNNCell runs only kernel='scan'; got {kernel!r}.")
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
+    """All L steps, time-major: (B, n) carry, (L, B, n) projections -> (carry, (L, B, n)),
+    through `real_modrelu_recurrence` (a hand-written reverse pass)."""
     hs = recurrence.real_modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
                                             self.modrelu_bias, unroll)
     return hs[-1], hs

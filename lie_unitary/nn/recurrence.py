@@ -22,8 +22,6 @@ from typing import Callable
 import jax
 import jax.numpy as jnp
 
-from lie_unitary.nn import recurrence_parts as parts
-
 __all__ = [
     "ELEMENTWISE_ACTIVATIONS",
     "elementwise_activation",
@@ -38,6 +36,15 @@ __all__ = [
 _ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "identity": lambda x: x}
 # The elementwise activations of `elementwise_recurrence`, by name.
 ELEMENTWISE_ACTIVATIONS = tuple(_ACTIVATIONS)
+# f'(a) written in the output h = f(a) (relu's derivative at a = 0 taken as 0): the
+# reverse loops need no pre-activations.
+_DERIVATIVES_FROM_OUTPUT = {
+    "relu": lambda h: (h > 0).astype(h.dtype),
+    "tanh": lambda h: 1 - h * h,
+    "identity": jnp.ones_like,
+}
+# Added under the square root of |z|² in modReLU: finite gradients at z = 0.
+_MODRELU_EPS = 1e-5
 
 
 def elementwise_activation(name: str) -> Callable[[jax.Array], jax.Array]:
@@ -55,6 +62,35 @@ def elementwise_activation(name: str) -> Callable[[jax.Array], jax.Array]:
   if name not in _ACTIVATIONS:
     raise ValueError(f"unknown activation {name!r}; choose from {sorted(_ACTIVATIONS)}.")
   return _ACTIVATIONS[name]
+
+
+def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH) -> None:
+  """Raises ValueError unless W, h_0 and p are (H, H), (B, H), (L, B, H).
+
+  Reads shapes only, so the check runs at trace time under `jax.jit`.
+  """
+  H = transition_HxH.shape[-1]
+  if (transition_HxH.shape != (H, H) or h0_BxH.ndim != 2 or h0_BxH.shape[-1] != H
+      or projected_LxBxH.ndim != 3 or projected_LxBxH.shape[1:] != h0_BxH.shape):
+    raise ValueError(f"expected (H, H), (B, H), (L, B, H); got {transition_HxH.shape=}, "
+                     f"{h0_BxH.shape=}, {projected_LxBxH.shape=}.")
+
+
+def _transition_cotangent(h0_BxH, hs_LxBxH, deltas_LxBxH):
+  """W̄ = Σ_t h_{t-1}ᵀ δ_t, t = 1..L: real (H, H).
+
+  Formed as h_0ᵀ δ_1 plus ONE (H, (L-1)·B) @ ((L-1)·B, H) matmul: XLA's CPU dot runs
+  this 2-D product faster than an einsum contracting the two axes L and B
+  (docs/rnn.md has the timing).
+  """
+  H = h0_BxH.shape[-1]
+  return (h0_BxH.T @ deltas_LxBxH[0]
+          + hs_LxBxH[:-1].reshape(-1, H).T @ deltas_LxBxH[1:].reshape(-1, H))
+
+
+def _pairs(a):
+  """[a, a] on the last axis: one value per complex unit, for its Re and Im halves."""
+  return jnp.concatenate([a, a], axis=-1)
 
 
 def _recurrence_forward(transition, h0, projected, activation, unroll):
@@ -84,13 +120,12 @@ def _recurrence_bwd(activation, unroll, res, ct_hs):
   def body(delta_next, inputs):
     ct_h, h = inputs
     # f'(a_t) from h_t inside the loop: no separate pass over an (L, B, H) array.
-    delta = (ct_h + delta_next @ transition_t) * parts.activation_derivative_from_output(
-        activation, h)
+    delta = (ct_h + delta_next @ transition_t) * _DERIVATIVES_FROM_OUTPUT[activation](h)
     return delta, delta
 
   delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, hs),
                                      reverse=True, unroll=unroll)
-  return parts.transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas
+  return _transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas
 
 
 _recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
@@ -119,11 +154,11 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
     ValueError: on mismatched shapes or an unknown activation.
   """
   elementwise_activation(activation)
-  parts.check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
   return _recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation, unroll)
 
 
-def modrelu(z, bias, eps: float = parts.MODRELU_EPS) -> jax.Array:
+def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
   """modReLU(z) = relu(|z| + b) z / |z| (Arjovsky et al. 2016), smoothed near z = 0.
 
   Zero where |z| + b ≤ 0; elsewhere the phase of z kept and the modulus shifted by b.
@@ -140,12 +175,12 @@ def modrelu(z, bias, eps: float = parts.MODRELU_EPS) -> jax.Array:
   """
   norm = jnp.sqrt(jnp.real(z) ** 2 + jnp.imag(z) ** 2 + eps)
   # 0 at z = 0 exactly: the output is 0 either way, the derivative there 0 (see
-  # `recurrence_parts.modrelu_pre_activations`).
+  # `_modrelu_pre_activations`).
   scale = jnp.where(z != 0, jax.nn.relu(norm + bias) / norm, 0)
   return z * scale.astype(z.dtype)
 
 
-def modrelu_pairs(pre_Bx2n, bias_n, eps: float = parts.MODRELU_EPS) -> jax.Array:
+def modrelu_pairs(pre_Bx2n, bias_n, eps: float = _MODRELU_EPS) -> jax.Array:
   """`modrelu` on complex vectors held as real pairs [Re z, Im z].
 
   Args:
@@ -161,16 +196,16 @@ def modrelu_pairs(pre_Bx2n, bias_n, eps: float = parts.MODRELU_EPS) -> jax.Array
   norm = jnp.sqrt(x ** 2 + y ** 2 + eps)
   # 0 at z = 0 exactly, as `modrelu`.
   scale = jnp.where((x != 0) | (y != 0), jax.nn.relu(norm + bias_n) / norm, 0)
-  return pre_Bx2n * jnp.concatenate([scale, scale], axis=-1)
+  return pre_Bx2n * _pairs(scale)
 
 
 def _modrelu_step(h, p, transition, bias):
   """One modReLU step -> (h_t, r_t): the state and each unit's r = sqrt(|z|² + eps)."""
   n = bias.shape[-1]
   pre = h @ transition + p
-  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + parts.MODRELU_EPS)
+  r = jnp.sqrt(pre[..., :n] ** 2 + pre[..., n:] ** 2 + _MODRELU_EPS)
   scale = jax.nn.relu(r + bias) / r
-  return pre * jnp.concatenate([scale, scale], axis=-1), r
+  return pre * _pairs(scale), r
 
 
 def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll, keep_r=False):
@@ -193,23 +228,59 @@ def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
   return hs, (transition, h0, hs, rs, bias)
 
 
+def _modrelu_pre_activations(hs, rs, bias):
+  """From saved states and moduli, the per-unit factors of modReLU's Jacobian.
+
+  Per complex unit z = (x, y), r = sqrt(x² + y² + eps), s = relu(r + b) / r and
+  out = s z: Jᵀ v = s v + coef · z (z·v) with coef = (1 - s) / r² (J is symmetric),
+  and ∂out/∂b · v = 1 / r · (z·v), where the unit is active: r + b > 0 and out ≠ 0.
+  Elsewhere s = coef = 0 and b̄'s term is 0, so z may be anything (0 here). At z = 0
+  exactly (a state that zero inputs keep at 0) modReLU with b > 0 jumps from 0 to
+  modulus b; its derivative there is taken as 0, as for `real_modrelu` and PyTorch's
+  sign(z)·relu(|z| + b): the smoothed one, 1 + b/sqrt(eps) ≈ 4 for b = 0.01, would
+  grow the cotangent 4× a step through every such step (to inf over a blank image
+  row). No matmul: the pre-activations come back from h and r alone.
+
+  Args:
+    hs: real (..., H), H = 2n: modReLU's outputs [Re, Im].
+    rs: real (..., n): each unit's r (the forward loop saves it).
+    bias: real (n,) b.
+
+  Returns:
+    ``(z, s, coef, active)``: z real (..., H) as [Re, Im] pairs; s and coef real
+    (..., n); active bool (..., n).
+  """
+  n = bias.shape[-1]
+  nonzero = (hs[..., :n] != 0) | (hs[..., n:] != 0)
+  active = (rs + bias > 0) & nonzero
+  s = jnp.where(active, jax.nn.relu(rs + bias) / rs, 0)
+  pre = hs / _pairs(jnp.where(active, s, 1))
+  coef = jnp.where(active, (1 - s) / (rs * rs), 0)
+  return pre, s, coef, active
+
+
 def _modrelu_recurrence_bwd(unroll, res, ct_hs):
   transition, h0, hs, rs, bias = res
   n = bias.shape[-1]
   transition_t = transition.T
-  two = lambda a: jnp.concatenate([a, a], axis=-1)
-  pre, s, coef, _ = parts.modrelu_pre_activations(hs, rs, bias)
+  pre, s, coef, active = _modrelu_pre_activations(hs, rs, bias)
 
   def body(delta_next, inputs):
     ct_h, z, s_t, coef_t = inputs
     v = ct_h + delta_next @ transition_t
     zv = z[..., :n] * v[..., :n] + z[..., n:] * v[..., n:]
-    delta = two(s_t) * v + two(coef_t * zv) * z
+    delta = _pairs(s_t) * v + _pairs(coef_t * zv) * z
     return delta, delta
 
   _, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
                            reverse=True, unroll=unroll)
-  return parts.modrelu_offloop_cotangents(transition, h0, hs, rs, bias, deltas)
+  # b̄ = Σ_{t, batch} 1[active] / r · (z·v), with each unit's z·v read off δ rather than
+  # carried out of the loop: z·δ = (z·v)(s + coef |z|²), |z|² = r² - eps.
+  zd = pre[..., :n] * deltas[..., :n] + pre[..., n:] * deltas[..., n:]
+  # (s + coef |z|² > 0 where active; inactive units divide by 1 and are dropped.)
+  gain = jnp.where(active, s + coef * (rs * rs - _MODRELU_EPS), 1) * rs
+  ct_bias = jnp.sum(jnp.where(active, zd / gain, 0), axis=(0, 1))
+  return _transition_cotangent(h0, hs, deltas), deltas[0] @ transition_t, deltas, ct_bias
 
 
 _modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
@@ -242,7 +313,10 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   Raises:
     ValueError: on mismatched shapes, including a bias that is not (H / 2,).
   """
-  parts.check_modrelu_shapes(transition_HxH, h0_BxH, projected_LxBxH, bias_n)
+  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
+    raise ValueError(f"expected a bias (H / 2,) for states (B, H); got {bias_n.shape=}, "
+                     f"{h0_BxH.shape=}.")
   return _modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, unroll)
 
 
@@ -293,7 +367,7 @@ def _real_modrelu_recurrence_bwd(unroll, res, ct_hs):
                                      reverse=True, unroll=unroll)
   # d h / d b = sign(z) where h ≠ 0, i.e. sign(h); δ is already zero elsewhere.
   ct_bias = jnp.einsum("lbh,lbh->h", jnp.sign(hs), deltas)
-  return (parts.transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas,
+  return (_transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas,
           ct_bias)
 
 
@@ -323,7 +397,7 @@ def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
   Raises:
     ValueError: on mismatched shapes, including a bias that is not (H,).
   """
-  parts.check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
   if bias_H.shape != h0_BxH.shape[-1:]:
     raise ValueError(f"expected a bias (H,) for states (B, H); got {bias_H.shape=}, "
                      f"{h0_BxH.shape=}.")

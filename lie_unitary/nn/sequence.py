@@ -20,10 +20,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-# How a `ScanningCell` runs its loops: `lax.scan`, or one fused Pallas kernel per loop.
-KERNELS = ("scan", "pallas")
-
-__all__ = ["FastPathCell", "KERNELS", "ScanningCell", "SequenceModel"]
+__all__ = ["FastPathCell", "ScanningCell", "SequenceModel"]
 
 
 @runtime_checkable
@@ -83,7 +80,7 @@ class ScanningCell(FastPathCell, Protocol):
   """
 
   def scan(self, carry_BxH: jax.Array, projected_LxBxH: jax.Array, transition: Any,
-           unroll: int = 1, kernel: str = "scan") -> tuple[jax.Array, jax.Array]:
+           unroll: int = 1) -> tuple[jax.Array, jax.Array]:
     """All L steps of the recurrence, time-major.
 
     Args:
@@ -91,9 +88,6 @@ class ScanningCell(FastPathCell, Protocol):
       projected_LxBxH: `project_inputs` of all steps' inputs, (L, B, H).
       transition: what `transition()` returned.
       unroll: steps per iteration of the compiled loop.
-      kernel: 'scan' (`lax.scan` loops) or 'pallas' (each loop over time in one Pallas
-        kernel, `lie_unitary.nn.fused_recurrence`). `SequenceModel` passes it only
-        when it is not 'scan', so a cell without fused kernels may omit the argument.
 
     Returns:
       (final carry (B, H), outputs (L, B, H)).
@@ -124,15 +118,11 @@ class SequenceModel(nn.Module):
     num_outputs: K.
     readout: 'last' or 'all'.
     unroll: time steps per iteration of the compiled loop (`nn.scan`'s unroll).
-    kernel: how a `ScanningCell` runs its loops: 'scan' (`lax.scan`, the default, the
-      fastest on CPU) or 'pallas' (each loop over time in one fused Pallas kernel, for
-      GPUs, where a scan is launch-bound at small batch; interpreted, slowly, on CPU).
   """
   cell: nn.RNNCellBase
   num_outputs: int
   readout: str = "last"
   unroll: int = 1
-  kernel: str = "scan"
 
   @nn.compact
   def __call__(self, x_BxLxD, carry_key=None):
@@ -148,18 +138,12 @@ class SequenceModel(nn.Module):
       Real (B, K) for readout 'last', (B, L, K) for 'all'.
 
     Raises:
-      ValueError: on a bad readout, input rank or kernel, a random h0 without a key, or
-        kernel='pallas' with a cell that has no own loop or a carry that is not (B, H).
+      ValueError: on a bad readout or input rank, or a random h0 without a key.
     """
     if self.readout not in ("last", "all"):
       raise ValueError(f"readout must be 'last' or 'all'; got {self.readout!r}.")
     if x_BxLxD.ndim != 3:
       raise ValueError(f"inputs must be (B, L, D); got {x_BxLxD.shape=}.")
-    if self.kernel not in KERNELS:
-      raise ValueError(f"kernel must be one of {KERNELS}; got {self.kernel!r}.")
-    if self.kernel == "pallas" and not isinstance(self.cell, ScanningCell):
-      raise ValueError(f"kernel='pallas' needs a cell with its own loop (the guRNN, free, "
-                       f"IRNN or tanh RNN cells); got {type(self.cell).__name__}.")
     if carry_key is None:
       if getattr(self.cell, "h0", "zeros") == "random":
         raise ValueError("this cell draws a random initial state: pass carry_key.")
@@ -172,12 +156,8 @@ class SequenceModel(nn.Module):
       # Time-major before projecting: transposing (B, L, D) is cheaper than (B, L, H).
       projected_LxBxH = self.cell.project_inputs(jnp.swapaxes(x_BxLxD, 0, 1))
       if isinstance(self.cell, ScanningCell) and carry.ndim == 2:  # the cell's own loop
-        fused = {} if self.kernel == "scan" else {"kernel": self.kernel}
-        carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll,
-                                        **fused)
+        carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll)
         return self._readout(y_LxBxH)
-      if self.kernel == "pallas":
-        raise ValueError(f"kernel='pallas' needs a (B, H) carry; got {carry.shape=}.")
       scan = nn.scan(_step_body, variable_broadcast="params", split_rngs={"params": False},
                      in_axes=(0, nn.broadcast), out_axes=0, unroll=self.unroll)
       carry, y_LxBxH = scan(self.cell, carry, projected_LxBxH, transition)

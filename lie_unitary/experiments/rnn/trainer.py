@@ -47,7 +47,7 @@ from lie_unitary.experiments import training
 from lie_unitary.experiments import workdir
 from lie_unitary.experiments.rnn import data
 
-__all__ = ["FUSED_MODELS", "GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS",
+__all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS",
            "LAMBDA_REFRESHES", "MODELS", "ORTHOGONAL_MODELS", "SPECTRUM_METRICS", "Experiment",
            "ImageExperiment", "ReplicateKeys", "lambda_refresh", "make_experiment",
            "make_image_experiment", "make_model", "num_params", "optimizer_for"]
@@ -62,8 +62,6 @@ LAMBDA_MODELS = ("gurnn", "gurnn_beta")
 ORTHOGONAL_MODELS = ("orthogonal",)
 # Models with a complex state whose initial value `h0` sets.
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")
-# Models whose cell runs its own loop, which config.kernel = "pallas" fuses.
-FUSED_MODELS = ("gurnn", "gurnn_beta", "free", "irnn", "tanh")
 # λ inits: N(0, std²) (the paper), Henaff's diagonal phases, U = I, principal log of Haar.
 LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
 LAMBDA_REFRESHES = ("none", "recentre", "rebase")
@@ -111,8 +109,7 @@ def make_model(spec) -> lnn.SequenceModel:
     cell = lnn.OrthogonalRNNCell(n, expm_method="eigh")
   else:
     raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
-  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll,
-                           kernel=spec.get("kernel", "scan"))
+  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll)
 
 
 def _is_lambda(path) -> bool:
