@@ -8,15 +8,16 @@ r"""One entry point for every benchmark: `python -m benchmarks SUBJECT [flags]`.
   torch_reference   the PyTorch expRNN trained on an image task (accuracy reference)
   runner            the experiment runner's overhead against its bare training loop
 
-Every subject times its variants round-robin in one process (`--rounds`, `--seconds`
-per variant and round), prints a Markdown table with each variant's best and median
-and its ratio to the reference variant of the same run, and writes the rows with the
-machine's description to `--json=FILE`. `python -m benchmarks SUBJECT --helpfull`
-lists a subject's flags.
+Each times its variants round-robin (benchmarks/timing.py) and prints one Markdown
+table; `--json=FILE` also writes the rows and the machine; `SUBJECT --helpfull` lists
+a subject's flags; docs/benchmarks.md says more.
 """
 
 import importlib
 import sys
+
+from absl import app
+from absl import flags
 
 import benchmarks  # noqa: F401  (sets OPENBLAS_NUM_THREADS before jax loads)
 
@@ -33,7 +34,10 @@ def main() -> None:
   subject = sys.argv[1]
   module_name, function = SUBJECTS[subject]
   module = importlib.import_module(f"benchmarks.{module_name}")  # defines its flags
-  from absl import app
+  for name, loaded in list(sys.modules.items()):  # --helpshort lists the subject's flags
+    if name.startswith("benchmarks."):
+      flags.adopt_module_key_flags(loaded)
+  sys.modules["__main__"].__doc__ = module.__doc__  # --help: the subject's docstring
   app.run(getattr(module, function), argv=[f"benchmarks {subject}"] + sys.argv[2:])
 
 

@@ -24,17 +24,11 @@ image tasks --budget's); --sizes=n gives the complex-state models n units and th
 real-state ones 2n (the same state size); NAME:H sets H. GFLOP/s counts the
 recurrence's products, 3 per time step (forward, δWᵀ, W̄; the LSTM's are 2n × 8n).
 Ratios are to the first variant. On the image tasks `epoch_s` is 429 updates at that
-rate (55,000 training images, batches of 128), evaluation not included.
+rate (55,000 training images, batches of 128), evaluation not included. The commands
+behind the documented tables: docs/benchmarks.md, "RNN throughput".
 
-  python -m benchmarks rnn --task=adding --T=100,1000 --sizes=30 \
-      --models=gurnn_beta,free,lstm:30,irnn:30,tanh:30,urnn:128,urnn:512
   python -m benchmarks rnn --task=adding --T=100 --sizes=30 \
       --models=free,gurnn_beta,no_eigh,eigh_only,gurnn_modrelu
-  python -m benchmarks rnn --task=copy --T=1000 --sizes=64,95,128 --batch_size=128 \
-      --models=matmuls,gurnn_tanh,gurnn_relu,gurnn_modrelu,free,lstm --matmul_size=2048
-  python -m benchmarks rnn --task=copy --T=1000 --sizes=95 --batch_size=128 \
-      --models=gurnn_tanh,gurnn_modrelu --data_parallel=1,2
-  python -m benchmarks rnn --task=permuted --budget=16k --models=gurnn,orthogonal,lstm
 """
 
 import contextlib

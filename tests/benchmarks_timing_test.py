@@ -8,10 +8,18 @@ from absl.testing import flagsaver
 
 from benchmarks import timing
 
+_MARKED = []
+
 
 def setup_module():
-  if not flags.FLAGS.is_parsed():
+  if not flags.FLAGS.is_parsed():  # the timer reads its flags' values
     flags.FLAGS.mark_as_parsed()
+    _MARKED.append(True)
+
+
+def teardown_module():
+  if _MARKED:  # leave absl's state as the other tests found it
+    flags.FLAGS.unparse_flags()
 
 
 @flagsaver.flagsaver(rounds=4, seconds=0.0)
