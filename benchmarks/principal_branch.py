@@ -1,0 +1,53 @@
+r"""Training steps of the principal-branch approaches against plain lie_algebra (operators).
+
+Each approach runs the operator task's training (the `large` setting: vmapped
+replicates, RMSProp, validation and diagnostics every 100 steps, the refresh every
+--refresh_every steps) for --steps steps per call, on the same data; ms per step, ratios
+to the first approach:
+
+  python -m benchmarks principal_branch --n=64,128 --steps=300 --rounds=7 \
+      --approaches=lie_algebra,lie_zero_init,lie_recentred,lie_rebased,lie_rebased_orthonormal,projection
+"""
+
+from absl import flags
+import jax
+import jax.numpy as jnp
+
+from benchmarks import timing
+from lie_unitary.experiments.operators import data as ol_data
+from lie_unitary.experiments.operators import trainer as ol_trainer
+
+_N = flags.DEFINE_list("n", ["64", "128"], "Matrix sizes.")
+_APPROACHES = flags.DEFINE_list(
+    "approaches", ["lie_algebra", "lie_zero_init", "lie_recentred", "lie_rebased",
+                   "projection"], "Approaches; the first is the reference of the ratios.")
+_REPLICATES = flags.DEFINE_integer("replicates", 3, "Replicates vmapped per program.")
+_STEPS = flags.DEFINE_integer("steps", 500, "Steps per timed call (a multiple of 100).")
+_REFRESH_EVERY = flags.DEFINE_integer("refresh_every", 100, "K of the refreshing approaches.")
+
+
+def _variant(n, approach):
+  """One call of `--steps` training steps of every replicate (the experiment internals
+  this subject uses: TaskSpec, TrainSpec, make_trainer's init / epoch_data / chunk)."""
+  task = ol_data.TaskSpec(n=n, generators=("haar",), num_train=_STEPS.value * 20,
+                          num_val=2_000, num_test=2_000, val_subsample=2_000)
+  train = ol_trainer.TrainSpec(approach, optimizer="rmsprop", val_every=100,
+                               refresh_every=_REFRESH_EVERY.value)
+  trainer = ol_trainer.make_trainer(task, train)
+  key, reps = jax.random.key(0), jnp.arange(_REPLICATES.value)
+  state, _ = jax.jit(jax.vmap(lambda r: trainer.init(key, r)))(reps)
+  data = jax.jit(jax.vmap(lambda s, r: trainer.epoch_data(key, r, 0, s)))(state, reps)
+  chunk = jax.jit(jax.vmap(lambda s, r, d: trainer.chunk(s, d, key, r, 0, 0,
+                                                         trainer.intervals_per_epoch)))
+  return timing.blocking(chunk, state, reps, data, items=_STEPS.value)
+
+
+def main(argv):
+  del argv
+  table = []
+  for n in map(int, _N.value):
+    print(f"n = {n}", flush=True)
+    samples = timing.compare({a: _variant(n, a) for a in _APPROACHES.value})
+    table += timing.rows({"n": n}, samples)
+  timing.report(table, note=f"ms per training step, {_REPLICATES.value} replicates, "
+                f"K = {_REFRESH_EVERY.value}")

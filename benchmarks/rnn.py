@@ -1,0 +1,240 @@
+r"""RNN training throughput: the models as the experiments train them, side by side.
+
+Each variant is one unit's jitted training chunk from the experiments (forward,
+backward and optimizer step in a `fori_loop`, each batch sampled inside it, as
+training runs; the image tasks read random images of MNIST's size), in examples/s
+(sequences, all replicates together). --models, each `NAME[:HIDDEN]`:
+
+  gurnn, gurnn_beta     the paper's guRNN₁ / guRNN_β with the task's activation;
+  gurnn_tanh, gurnn_relu, gurnn_modrelu   guRNN₁ with that activation (modReLU per
+                        complex unit: the copy_long and image-task cell);
+  free                  the guRNN's recurrence with an unconstrained 2n × 2n matrix;
+  no_eigh               guRNN_β with U(λ) replaced by I + 0.01·iA(λ): the block matrix,
+                        λ's gathers and optimizer without the eigh (not unitary);
+  eigh_only             'no_eigh' plus one eigh of iA(λ) that the step depends on: the
+                        floor of any cell that needs one eigh per update;
+  lstm, irnn, tanh, urnn, orthogonal   flax's LSTM, the IRNN, the tanh RNN, the ruRNN
+                        (Arjovsky et al.), expRNN's orthogonal RNN;
+  matmuls               the recurrence's products alone at state size 2n: a scan
+                        h ← hW + p, a reverse scan δ ← δWᵀ + g and one W̄ = Σ hᵀδ, the
+                        most any cell with this recurrence can reach.
+
+Without --sizes every model has the task's configured hidden size (the paper's; on the
+image tasks --budget's); --sizes=n gives the complex-state models n units and the
+real-state ones 2n (the same state size); NAME:H sets H. GFLOP/s counts the
+recurrence's products, 3 per time step (forward, δWᵀ, W̄; the LSTM's are 2n × 8n).
+Ratios are to the first variant. On the image tasks `epoch_s` is 429 updates at that
+rate (55,000 training images, batches of 128), evaluation not included. The commands
+behind the documented tables: docs/benchmarks.md, "RNN throughput".
+
+  python -m benchmarks rnn --task=adding --T=100 --sizes=30 \
+      --models=free,gurnn_beta,no_eigh,eigh_only,gurnn_modrelu
+"""
+
+import contextlib
+import time
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks import timing
+from lie_unitary import algebra
+from lie_unitary import nn as lnn
+from lie_unitary.experiments import replicas as replicas_lib
+from lie_unitary.experiments.rnn import config as rnn_config
+from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn import experiment as rnn_experiment
+from lie_unitary.experiments.rnn import trainer
+
+_TASK = flags.DEFINE_string("task", "memory", "adding, memory (= copy), permuted or pixel.")
+_T = flags.DEFINE_list("T", ["100"], "Sequence lengths (the image tasks: 784 always).")
+_BATCH = flags.DEFINE_list("batch_size", [], "Sequences per update ([]: the config's).")
+_SIZES = flags.DEFINE_list("sizes", [], "n: complex units (see above); []: the config's.")
+_MODELS = flags.DEFINE_list("models", [], "Variants (see above); []: the task's usual set.")
+_BUDGET = flags.DEFINE_enum("budget", "16k", list(rnn_config.BUDGETS), "Image tasks' budget.")
+_DATA_PARALLEL = flags.DEFINE_list("data_parallel", ["1"], "Each variant with its batch split "
+                                   "over each of these device counts (config data_parallel).")
+_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "CPU devices in this process (0: the "
+                                    "largest --data_parallel).")
+_REPLICATES = flags.DEFINE_integer("replicates", 1, "Replicates vmapped in one program.")
+_STEPS = flags.DEFINE_integer("steps_per_call", 0, "Updates per jitted call; 0: up to 10, "
+                              "about 0.1 s a call (Python's dispatch is not what is timed).")
+_MATMUL = flags.DEFINE_integer("matmul_size", 0, "> 0: also each row's share of one "
+                               "(size × size) float32 matmul's GFLOP/s.")
+
+# name -> (the config's model, activation ('' = the config's), whether its state is complex).
+_ROWS = {"gurnn": ("gurnn", "", True), "gurnn_beta": ("gurnn_beta", "", True),
+         "gurnn_tanh": ("gurnn", "tanh", True), "gurnn_relu": ("gurnn", "relu", True),
+         "gurnn_modrelu": ("gurnn", "modrelu", True), "free": ("free", "", True),
+         "no_eigh": ("gurnn_beta", "", True), "eigh_only": ("gurnn_beta", "", True),
+         "urnn": ("urnn", "", True), "lstm": ("lstm", "", False), "irnn": ("irnn", "", False),
+         "tanh": ("tanh", "", False), "orthogonal": ("orthogonal", "", False)}
+_IMAGES = 55_000  # training images: 429 updates an epoch at batch 128
+
+
+def _no_eigh(cell):
+  return jnp.eye(cell.features, dtype=jnp.complex64) + 0.01 * algebra.lambdas_to_hermitian(cell.lam)
+
+
+def _eigh_only(cell):
+  hermitian = algebra.lambdas_to_hermitian(cell.lam)
+  theta, _ = jnp.linalg.eigh(jax.lax.stop_gradient(hermitian), symmetrize_input=False)
+  return theta[0] * jnp.eye(cell.features, dtype=jnp.complex64) + 0.01 * hermitian
+
+
+@contextlib.contextmanager
+def _unitary_replaced_by(fn):
+  """GURNNCell.unitary -> fn while a variant is traced (None: unchanged)."""
+  original = lnn.GURNNCell.unitary
+  lnn.GURNNCell.unitary = fn or original
+  trainer.make_experiment.cache_clear()  # the compiled step depends on the patch
+  try:
+    yield
+  finally:
+    lnn.GURNNCell.unitary = original
+    trainer.make_experiment.cache_clear()
+
+
+def _random_images(T: int) -> data.ImageSets:
+  rng = np.random.RandomState(0)
+  x = lambda n: jnp.asarray(rng.randint(0, 256, (n, T)).astype(np.uint8))
+  y = lambda n: jnp.asarray(rng.randint(0, 10, n).astype(np.int32))
+  return data.ImageSets(x(_IMAGES), y(_IMAGES), x(500), y(500), x(500), y(500))
+
+
+def experiment_variant(config, model: str, T: int, data_parallel: int):
+  """The experiments' training chunk of one unit as a variant (compiled and warmed up),
+  and its spec. The experiment internals this subject uses are all here:
+  rnn.experiment.unit_spec, rnn.trainer.make_experiment(...).init / .train_chunk,
+  rnn.trainer.make_image_experiment(...).init / .epoch_order / .train_chunk /
+  .updates_per_epoch, replicas_lib.replicate_sharding and replicas_lib.Replicas."""
+  spec = rnn_experiment.unit_spec(config, model, T)
+  replicas = replicas_lib.Replicas(config.num_replicates, replicas_lib.replicate_sharding(
+      jax.devices()[:data_parallel], data_parallel=data_parallel))
+  if spec.task in data.IMAGE_TASKS:
+    exp = trainer.make_image_experiment(spec, replicas.sharding, _IMAGES)
+    everywhere = jax.sharding.NamedSharding(replicas.sharding.mesh, jax.sharding.PartitionSpec())
+    sets = jax.device_put(_random_images(spec.T), everywhere)
+    order = exp.epoch_order(replicas.ids, 0)
+    # The updates of a call stay within the epoch.
+    chunk = lambda s, u, num: exp.train_chunk(
+        s, replicas.ids, u % (exp.updates_per_epoch - num + 1), num, order, sets)
+  else:
+    exp = trainer.make_experiment(spec, replicas.sharding)
+    chunk = lambda s, u, num: exp.train_chunk(s, replicas.ids, u, num)
+  box = {"state": exp.init(replicas.ids), "update": 0, "steps": _STEPS.value or 1}
+
+  def call():
+    box["state"], out = chunk(box["state"], box["update"], box["steps"])
+    jax.block_until_ready(out)
+    box["update"] += box["steps"]
+    return box["steps"] * spec.batch_size * config.num_replicates
+
+  call()  # compiles
+  if not _STEPS.value:
+    t0 = time.perf_counter()
+    call()
+    box["steps"] = int(np.clip(0.1 / (time.perf_counter() - t0), 1, 10))
+  return call, spec
+
+
+def _matmuls_variant(H: int, batch: int, length: int):
+  k1, k2, k3 = jax.random.split(jax.random.key(1), 3)
+  w = jnp.linalg.qr(jax.random.normal(k1, (H, H), jnp.float32))[0]  # keeps h bounded
+  p, g = (0.01 * jax.random.normal(k, (length, batch, H), jnp.float32) for k in (k2, k3))
+
+  @jax.jit
+  def products(w, p, g):
+    _, hs = jax.lax.scan(lambda h, pt: (h @ w + pt,) * 2, jnp.zeros_like(p[0]), p)
+    _, ds = jax.lax.scan(lambda d, gt: (d @ w.T + gt,) * 2, jnp.zeros_like(g[0]), g,
+                         reverse=True)
+    return hs.reshape(-1, H).T @ ds.reshape(-1, H)
+
+  return timing.blocking(products, w, p, g, items=batch)
+
+
+def _matmul_limit(size: int) -> float:
+  """GFLOP/s of one (size, size) float32 matmul, best of the rounds."""
+  a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
+  samples = timing.compare({"matmul": timing.blocking(jax.jit(lambda a: a @ a), a)})
+  return 2.0 * size**3 / min(samples["matmul"]) / 1e9
+
+
+def config_for(task: str, n: int, batch: int, token: str):
+  """The unit's config and model for variant `token` (see the module docstring)."""
+  name, _, hidden = token.partition(":")
+  config = rnn_config.get_config(f"{task}_mnist" if task in data.IMAGE_TASKS
+                                 else data.get_task(task).name)
+  config.num_replicates = _REPLICATES.value
+  if task in data.IMAGE_TASKS:  # an explicit size replaces the budget's
+    config.param_budget = "" if hidden or n else _BUDGET.value
+  if batch:
+    config.batch_size = batch
+  if name == "matmuls":
+    return config, None
+  model, activation, complex_state = _ROWS[name]
+  if activation:
+    config.models[model].activation = activation
+  if hidden or n:
+    config.models[model].hidden_size = int(hidden) if hidden else n * (1 if complex_state else 2)
+  return config, model
+
+
+def _flops(token, spec, length) -> float | None:
+  """FLOPs per example of the recurrence's products (3 a step); None for the ruRNN."""
+  name = token.partition(":")[0]
+  if name == "urnn":
+    return None
+  H = spec.hidden_size * (2 if _ROWS[name][2] else 1)
+  return 3 * 2.0 * H * H * (4 if name == "lstm" else 1) * length
+
+
+def main(argv):
+  del argv
+  splits = [int(d) for d in _DATA_PARALLEL.value]
+  if _CPU_DEVICES.value or max(splits) > 1:
+    jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value or max(splits))
+  images = _TASK.value in data.IMAGE_TASKS
+  tokens = _MODELS.value or (list(rnn_config.IMAGE_MODELS) if images else
+                             ["gurnn_beta", "free", "lstm", "irnn", "tanh"])
+  unknown = {t.partition(":")[0] for t in tokens} - set(_ROWS) - {"matmuls"}
+  if unknown or ("matmuls" in tokens and not _SIZES.value):
+    raise app.UsageError(f"--models: unknown {sorted(unknown)} (choose from {sorted(_ROWS)}, "
+                         "matmuls), or 'matmuls' without --sizes.")
+  limit = _matmul_limit(_MATMUL.value) if _MATMUL.value else None
+  table = []
+  for T in ([784] if images else map(int, _T.value)):
+    for n in map(int, _SIZES.value or [0]):
+      for batch in map(int, _BATCH.value or [0]):
+        variants, flops, specs = {}, {}, {}
+        for token in tokens:
+          for d in splits:
+            label = token if len(splits) == 1 else f"{token} ({d} device{'s' * (d > 1)})"
+            config, model = config_for(_TASK.value, n, batch, token)
+            if model is None:
+              B, L = config.batch_size, data.get_task(config.task).length(T)
+              variants[label], flops[label] = _matmuls_variant(2 * n, B, L), 3 * 2.0 * 4 * n * n * L
+              continue
+            patch = {"no_eigh": _no_eigh, "eigh_only": _eigh_only}.get(token)
+            with _unitary_replaced_by(patch):
+              variants[label], specs[label] = experiment_variant(config, model, T, d)
+            flops[label] = _flops(token, specs[label], data.get_task(config.task).length(T))
+        group = {"task": _TASK.value, "T": T, "n": n or "config", "B": batch or "config"}
+        print(group, flush=True)
+        rows = timing.rows(group, timing.compare(variants), per="examples")
+        for row in rows:
+          label, spec = row["variant"], specs.get(row["variant"])
+          row["hidden"] = spec.hidden_size if spec else 2 * n
+          if flops[label]:
+            row["GFLOP/s"] = row["examples/s"] * flops[label] / 1e9
+            if limit:
+              row["÷ matmul limit"] = row["GFLOP/s"] / limit
+          if images and spec:
+            row["epoch_s"] = 429 * spec.batch_size * _REPLICATES.value / row["examples/s"]
+        table += rows
+  timing.report(table, note="ms per example (all replicates)" + (
+      f"; matmul limit ({_MATMUL.value}² float32) {limit:.1f} GFLOP/s" if limit else ""),
+      matmul_limit_gflops=limit)

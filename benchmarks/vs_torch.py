@@ -1,0 +1,245 @@
+r"""Beside PyTorch, which (like geotorch, for its row) is not a dependency of lie_unitary:
+run in an environment that has it, e.g. `pip install torch geotorch -e .` in a fresh venv.
+
+`torch --compare=layer`: forward + backward (the gradient of Σ y², y = layer(x), x
+--layer_batch real vectors) of an orthogonal layer per --shapes (IN x OUT):
+`lie_unitary.OrthogonalLinear` (jitted), PyTorch's `parametrizations.orthogonal` with
+`orthogonal_map="matrix_exp"` and (rectangular) its default Householder map, and
+`geotorch.orthogonal`. Ratios to lie_unitary.
+
+`torch --compare=image`: one training step (forward, backward, RMSProp) on 128
+sequences of 784 pixels: our image-task models as the experiments train them (the rnn
+subject's --models, --budget, --data_parallel, --replicates apply) and the PyTorch
+expRNN below at the orthogonal RNN's hidden size. Ratios to PyTorch.
+
+`torch_reference --task=permuted --dataset=fashion_mnist --epochs=10 --seeds=0,1,2
+--out=FILE`: trains that expRNN on the experiments' data (files, split, permutation;
+429 updates an epoch), appending a JSON line per seed and epoch (validation and test
+accuracy, seconds) and checkpointing each seed to `FILE.ckpt/seed<seed>.pt`: a rerun
+with more --epochs continues; without the checkpoint a seed starts again, and only the
+records FILE lacks are written.
+"""
+
+import json
+import pathlib
+import time
+
+from absl import app
+from absl import flags
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from benchmarks import rnn
+from benchmarks import timing
+import lie_unitary as lu
+from lie_unitary.experiments.rnn import config as rnn_config
+from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn import images
+
+_COMPARE = flags.DEFINE_enum("compare", "layer", ["layer", "image"], "What to time.")
+_SHAPES = flags.DEFINE_list("shapes", ["256x256", "512x128"], "Layer shapes IN x OUT.")
+_LAYER_BATCH = flags.DEFINE_integer("layer_batch", 128, "Batch of the layer comparison.")
+_DATASET = flags.DEFINE_string("dataset", "fashion_mnist", "Reference: dataset or IDX folder.")
+_DATA_DIR = flags.DEFINE_string("data_dir", "", "Reference: folder of the IDX files.")
+_HIDDEN = flags.DEFINE_integer("hidden", 170, "Reference: hidden units (16K budget: 170).")
+_EPOCHS = flags.DEFINE_integer("epochs", 3, "Reference: epochs to train.")
+_SEEDS = flags.DEFINE_list("seeds", ["0"], "Reference: seeds, one model each, in turn.")
+_THREADS = flags.DEFINE_integer("threads", 1, "Reference: torch.set_num_threads.")
+_UPDATES = flags.DEFINE_integer("updates_per_epoch", 0, "Reference: 0 = every batch (429).")
+_LR = flags.DEFINE_float("learning_rate", 1e-3, "Reference: RMSprop's rate (A's a tenth).")
+_OUT = flags.DEFINE_string("out", "runs/torch_reference.jsonl", "Reference: JSON lines.")
+_BATCH, _T = 128, 784
+
+
+def _torch():
+  try:
+    import torch
+  except ImportError:
+    raise SystemExit("benchmarks torch: PyTorch is not installed here (it is not a "
+                     "dependency of lie_unitary): pip install torch") from None
+  return torch
+
+
+def exprnn(torch, hidden: int, num_classes: int = 10):
+  """expRNN's architecture as its code runs it: W = matrix_exp(A − Aᵀ) (A's strict upper
+  triangle, expRNN's Cayley init) once a batch, h ← modReLU(h Wᵀ + V x_t) over the
+  steps (V ~ kaiming_normal(relu), b ~ U(±0.01)), the last state's linear readout.
+  Inputs (T, B, 1), logits (B, num_classes)."""
+
+  class ExpRNN(torch.nn.Module):
+    def __init__(self):
+      super().__init__()
+      a = torch.zeros(hidden, hidden)
+      u = torch.rand(hidden // 2) * (np.pi / 2)
+      idx = torch.arange(0, 2 * (hidden // 2), 2)
+      a[idx, idx + 1] = -torch.sqrt((1 - torch.cos(u)) / (1 + torch.cos(u)))
+      self.a = torch.nn.Parameter(a)
+      self.v = torch.nn.Linear(1, hidden, bias=False)
+      torch.nn.init.kaiming_normal_(self.v.weight, nonlinearity="relu")
+      self.b = torch.nn.Parameter(torch.empty(hidden).uniform_(-0.01, 0.01))
+      self.readout = torch.nn.Linear(hidden, num_classes)
+
+    def forward(self, x):
+      w = torch.matrix_exp(self.a.triu(1) - self.a.triu(1).t())
+      h = x.new_zeros(x.shape[1], hidden)
+      # Iterating the tensor unbinds it (one gather in the backward pass), as expRNN's
+      # loop does; indexing x[t] would materialise a (T, B, 1) gradient every step.
+      for x_t in x:
+        z = h @ w.t() + self.v(x_t)
+        h = torch.sign(z) * torch.relu(torch.abs(z) + self.b)
+      return self.readout(h)
+
+  return ExpRNN()
+
+
+def optimizer(torch, model, learning_rate: float = 1e-3):
+  """expRNN's RMSprop: A at a tenth of the rate (its lr_orth)."""
+  rest = [p for n, p in model.named_parameters() if n != "a"]
+  return torch.optim.RMSprop([{"params": rest, "lr": learning_rate},
+                              {"params": [model.a], "lr": learning_rate / 10}])
+
+
+def _layer_variants(torch, n_in, n_out):
+  model = lu.OrthogonalLinear(features=n_out)
+  x = jax.random.normal(jax.random.key(0), (_LAYER_BATCH.value, n_in), jnp.float32)
+  params = model.init(jax.random.key(1), x)
+  vg = jax.jit(jax.value_and_grad(lambda p, x: jnp.sum(model.apply(p, x) ** 2)))
+  variants = {"lie_unitary": timing.blocking(vg, params, x)}
+  from torch.nn.utils import parametrizations
+  tx = torch.randn(_LAYER_BATCH.value, n_in)
+
+  def step(layer):
+    def call():
+      layer.zero_grad(set_to_none=True)
+      layer(tx).pow(2).sum().backward()
+      return 1
+    return call
+
+  linear = lambda: torch.nn.Linear(n_in, n_out, bias=False)
+  variants["torch matrix_exp"] = step(
+      parametrizations.orthogonal(linear(), orthogonal_map="matrix_exp"))
+  if n_in != n_out:  # square: the default is matrix_exp
+    variants["torch default (householder)"] = step(parametrizations.orthogonal(linear()))
+  try:
+    import geotorch
+    geo = linear()
+    geotorch.orthogonal(geo, "weight")
+    variants["geotorch"] = step(geo)
+  except ImportError:
+    print("geotorch is not installed: no geotorch row")
+  return variants
+
+
+def _exprnn_variant(torch, hidden):
+  torch.manual_seed(0)
+  model = exprnn(torch, hidden)
+  opt = optimizer(torch, model)
+  x, y = torch.rand(_T, _BATCH, 1), torch.randint(0, 10, (_BATCH,))
+
+  def call():
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x), y).backward()
+    opt.step()
+    return _BATCH
+  return call
+
+
+def main(argv):
+  del argv
+  torch = _torch()
+  table = []
+  if _COMPARE.value == "layer":
+    for shape in _SHAPES.value:
+      n_in, n_out = (int(s) for s in shape.lower().split("x"))
+      samples = timing.compare(_layer_variants(torch, n_in, n_out))
+      table += timing.rows({"shape": f"{n_in} -> {n_out}"}, samples, reference="lie_unitary")
+  else:
+    splits = [int(d) for d in rnn._DATA_PARALLEL.value]
+    if max(splits) > 1:
+      jax.config.update("jax_num_cpu_devices", max(splits))
+    variants, hidden = {}, {}
+    for model in rnn._MODELS.value or rnn_config.IMAGE_MODELS:
+      for d in splits:
+        label = model if d == 1 else f"{model} ({d} devices)"
+        config, name = rnn.config_for("permuted", 0, _BATCH, model)
+        variants[label], spec = rnn.experiment_variant(config, name, _T, d)
+        hidden[label] = spec.hidden_size
+    hidden["torch expRNN"] = rnn_config.BUDGETS[rnn._BUDGET.value]
+    variants["torch expRNN"] = _exprnn_variant(torch, hidden["torch expRNN"])
+    table = timing.rows({"budget": rnn._BUDGET.value}, timing.compare(variants),
+                        reference="torch expRNN", per="examples")
+    for row in table:
+      row["hidden"] = hidden[row["variant"]]
+  timing.report(table, note=f"torch {torch.__version__} ({torch.get_num_threads()} threads)")
+
+
+def train_reference(argv):
+  """The PyTorch expRNN trained on an image task (see the module docstring)."""
+  del argv
+  torch = _torch()
+  if rnn._TASK.value not in data.IMAGE_TASKS:
+    raise app.UsageError(f"--task: one of {data.IMAGE_TASKS}.")
+  torch.set_num_threads(_THREADS.value)
+  sets = data.load_image_sets(images.resolve_data_dir(_DATASET.value, _DATA_DIR.value),
+                              rnn._TASK.value)
+  as_inputs = lambda x: torch.from_numpy(x.astype(np.float32) / 255.0).t().unsqueeze(-1)
+  n_train = sets.train_x.shape[0]
+  per_epoch = _UPDATES.value or n_train // _BATCH
+
+  def accuracy(model, x, y):
+    with torch.no_grad():
+      hits = sum(int((model(as_inputs(x[i:i + 500])).argmax(-1).numpy() == y[i:i + 500]).sum())
+                 for i in range(0, len(y), 500))
+    return hits / len(y)
+
+  out_path, ckpt_dir = pathlib.Path(_OUT.value), pathlib.Path(_OUT.value + ".ckpt")
+  ckpt_dir.mkdir(parents=True, exist_ok=True)
+  written = set()
+  if out_path.exists():
+    written = {(r["seed"], r["epoch"]) for r in map(json.loads, out_path.read_text().splitlines())}
+  for seed in map(int, _SEEDS.value):
+    settings = {"seed": seed, "hidden": _HIDDEN.value, "dataset": _DATASET.value,
+                "task": rnn._TASK.value, "learning_rate": _LR.value, "batch_size": _BATCH,
+                "updates_per_epoch": _UPDATES.value}
+    torch.manual_seed(seed)
+    rng = np.random.RandomState(seed)
+    model = exprnn(torch, _HIDDEN.value)
+    opt = optimizer(torch, model, _LR.value)
+    done, seconds, ckpt = 0, 0.0, ckpt_dir / f"seed{seed}.pt"
+    if ckpt.exists():
+      state = torch.load(ckpt, weights_only=False)
+      if state["settings"] != settings:
+        raise SystemExit(f"{ckpt} was made with {state['settings']}, not {settings}: "
+                         "move it away or change --out.")
+      model.load_state_dict(state["model"])
+      opt.load_state_dict(state["optimizer"])
+      torch.set_rng_state(state["torch_rng"])
+      rng.set_state(state["numpy_rng"])
+      done, seconds = state["epoch"], state["seconds"]
+      print(f"seed {seed}: continues after epoch {done} ({seconds:.0f} s so far)", flush=True)
+    start = time.perf_counter() - seconds
+    for epoch in range(done + 1, _EPOCHS.value + 1):
+      order = rng.permutation(n_train)
+      for b in range(per_epoch):
+        idx = order[b * _BATCH:(b + 1) * _BATCH]
+        opt.zero_grad()
+        labels = torch.from_numpy(sets.train_y[idx].astype(np.int64))
+        torch.nn.functional.cross_entropy(model(as_inputs(sets.train_x[idx])), labels).backward()
+        opt.step()
+      record = {"seed": seed, "epoch": epoch, "hidden": _HIDDEN.value, "dataset": _DATASET.value,
+                "task": rnn._TASK.value, "val_accuracy": accuracy(model, sets.val_x, sets.val_y),
+                "test_accuracy": accuracy(model, sets.test_x, sets.test_y),
+                "seconds": round(time.perf_counter() - start, 1), "learning_rate": _LR.value,
+                "torch": torch.__version__}
+      # Checkpoint before the record: a crash between them loses a line, never
+      # repeats an epoch on the rerun.
+      torch.save({"settings": settings, "epoch": epoch, "seconds": record["seconds"],
+                  "model": model.state_dict(), "optimizer": opt.state_dict(),
+                  "torch_rng": torch.get_rng_state(), "numpy_rng": rng.get_state()},
+                 ckpt.with_suffix(".tmp"))
+      ckpt.with_suffix(".tmp").replace(ckpt)
+      if (seed, epoch) not in written:
+        with open(out_path, "a") as out:
+          out.write(json.dumps(record) + "\n")
+      print(record, flush=True)
