@@ -162,7 +162,7 @@ def test_unit_identity_names_only_the_settings_that_matter():
   config = config_lib.get_config("smoke")
   config.approaches = ("lie_algebra", "lie_rebased")
   plain = {u.fields["approach"]: u.fields for u in experiment.units(config)}
-  assert "lr_schedule" not in plain["lie_algebra"]
+  assert plain["lie_algebra"]["lr_schedule"] == "constant"
   assert "refresh_every" not in plain["lie_algebra"]
   assert plain["lie_rebased"]["refresh_every"] == config.refresh_every
   config.refresh_every = 7

@@ -26,7 +26,7 @@ _TWO_DEVICES = textwrap.dedent("""
     import jax, numpy as np
     jax.config.update("jax_num_cpu_devices", 2)
     from lie_unitary.experiments import replicas as replicas_lib
-    from lie_unitary.experiments.rnn import config as C, experiment as E, training as TR
+    from lie_unitary.experiments.rnn import config as C, experiment as E, trainer as TR
 
     def train(model, data_parallel, steps=6, **fields):
       cfg = C.get_config("smoke")
@@ -147,12 +147,12 @@ def test_two_devices_match_one():
   assert out.stdout.count("ok") == 3, out.stdout
 
 
-def test_data_parallel_is_part_of_the_identity_only_when_used():
+def test_data_parallel_is_part_of_a_synthetic_units_identity():
   config = rnn_config.get_config("smoke")
   one = experiment.unit_spec(config, "gurnn", 10)
   config.data_parallel = 2
   two = experiment.unit_spec(config, "gurnn", 10)
-  assert "data_parallel" not in one and two.data_parallel == 2
+  assert one.data_parallel == 1 and two.data_parallel == 2
 
 
 @pytest.mark.parametrize("value, message", [

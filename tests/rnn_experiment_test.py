@@ -275,7 +275,7 @@ def test_rmsprop_eps_under_or_outside_the_root(eps_in_sqrt):
   config.rmsprop_eps, config.rmsprop_initial_scale, config.rmsprop_decay = 1e-8, 0.0, 0.99
   config.rmsprop_eps_in_sqrt = eps_in_sqrt
   spec = rnn.unit_spec(config, "lstm", 100)
-  assert ("rmsprop_eps_in_sqrt" in spec) == (not eps_in_sqrt)  # default: ids unchanged
+  assert spec.rmsprop_eps_in_sqrt == eps_in_sqrt  # part of every unit's identity
   opt = rnn_training.optimizer_for(spec)
   g = np.array([1e-5, -1e-3])
   params = {"w": jnp.zeros(2)}
@@ -294,7 +294,7 @@ def test_phases_init_draws_its_phases_within_the_range(phase_range):
   config.lambda_phase_range = phase_range
   spec = rnn.unit_spec(config, "gurnn", 784)
   # Only a range other than the full circle enters the identity: older units keep theirs.
-  assert ("lambda_phase_range" in spec) == (phase_range != math.pi)
+  assert spec.lambda_phase_range == phase_range
   n = spec.hidden_size
   lam = rnn_training.make_model(spec).cell.lambda_init(jax.random.key(3), (n * n,))
   theta = np.asarray(lam[:n])

@@ -34,9 +34,8 @@ from typing import Mapping
 
 import numpy as np
 
-__all__ = ["Check", "ConfigError", "Field", "any_of", "boolean", "fail",
-           "identity", "integer", "number", "one_of", "pairs", "string", "tuple_of", "validate",
-           "Unit", "fingerprint"]
+__all__ = ["Check", "ConfigError", "Field", "Unit", "boolean", "fail", "fingerprint", "identity",
+           "integer", "number", "one_of", "pairs", "string", "tuple_of", "validate"]
 
 
 class ConfigError(ValueError):
@@ -97,11 +96,6 @@ def boolean() -> Check:
 
 def string() -> Check:
   return Check(lambda v: isinstance(v, str), "a string")
-
-
-def any_of(*checks: Check) -> Check:
-  """A value that one of `checks` accepts."""
-  return Check(lambda v: any(c(v) for c in checks), " or ".join(c.expected for c in checks))
 
 
 def tuple_of(item: Check, nonempty: bool = True, unique: bool = False,

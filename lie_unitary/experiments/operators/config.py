@@ -11,7 +11,7 @@ whether it enters a unit's identity; each field's default and meaning are in the
 
 A unit is every replicate of one (n, approach, basis scale, learning rate); its
 identity holds the task's fields for every unit, the optimizer's for trained ones,
-`lr_schedule` when it is not 'constant' and the refresh fields for approaches that
+`lr_schedule` for trained ones and the refresh fields for approaches that
 refresh, and the unit's own n, approach, epochs, learning rate and basis scale; the
 fields that only say which units to run (n_values, approaches, basis_scales,
 lr_divisors) do not enter.
@@ -50,10 +50,6 @@ def _trained(config, unit) -> bool:
   return unit.approach != "baselines"
 
 
-def _scheduled(config, unit) -> bool:
-  return _trained(config, unit) and config.lr_schedule != "constant"
-
-
 def _refreshes(config, unit) -> bool:
   return (_trained(config, unit)
           and parametrizations.get_parametrization(unit.approach).refresh is not None)
@@ -86,7 +82,7 @@ FIELDS = {
     "lie_target_std": F.Field(_NONNEGATIVE),
     "basis_scales": F.Field(F.tuple_of(_NONNEGATIVE), identity=False),
     "lr_divisors": F.Field(F.tuple_of(F.number(positive=True)), identity=False),
-    "lr_schedule": F.Field(F.one_of(training.SCHEDULES), identity=_scheduled),
+    "lr_schedule": F.Field(F.one_of(training.SCHEDULES), identity=_trained),
     "refresh_every": F.Field(F.integer(0), identity=_refreshes),
     "refresh_state": F.Field(F.one_of(principal_branch.REFRESH_STATES), identity=_refreshes),
 }

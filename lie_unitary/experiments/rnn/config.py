@@ -23,8 +23,6 @@ extends finished units.
 
 from __future__ import annotations
 
-import math
-
 import ml_collections
 
 from lie_unitary import nn as lnn
@@ -60,20 +58,11 @@ def _split(config, model) -> bool:
   # The image tasks split each batch's own images over the devices: with a zero initial
   # state the split changes only the order of float sums, so it is not the unit's.
   zero_state = model not in trainer.H0_MODELS or config.h0 != "random"
-  return config.data_parallel > 1 and not (config.task in data.IMAGE_TASKS and zero_state)
-
-
-def _eps_outside(config, model) -> bool:
-  # Only the non-default value enters the identity: units made before the field keep
-  # their ids and their checkpoints.
-  return not config.rmsprop_eps_in_sqrt
+  return not (config.task in data.IMAGE_TASKS and zero_state)
 
 
 def _phase_range(config, model) -> bool:
-  # Only a range other than the full circle enters the identity (units made before the
-  # field keep their ids), and only where the phases init uses it.
-  return (model in trainer.LAMBDA_MODELS and config.lambda_init == "phases"
-          and config.lambda_phase_range != math.pi)
+  return model in trainer.LAMBDA_MODELS and config.lambda_init == "phases"
 
 
 def _images(config, model) -> bool:
@@ -124,7 +113,7 @@ FIELDS = {
     "data_parallel": F.Field(_POSITIVE, identity=_split),
     "rmsprop_decay": F.Field(F.number(0.0, below=1.0)),
     "rmsprop_eps": F.Field(_NONNEGATIVE),
-    "rmsprop_eps_in_sqrt": F.Field(F.boolean(), identity=_eps_outside),
+    "rmsprop_eps_in_sqrt": F.Field(F.boolean()),
     "rmsprop_initial_scale": F.Field(_NONNEGATIVE),
     "num_train": F.Field(F.integer(0)),
     "val_every": F.Field(_POSITIVE),
