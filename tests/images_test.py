@@ -386,3 +386,51 @@ def test_real_fashion_mnist():
   np.testing.assert_array_equal(ds.train_labels[:4], [9, 0, 0, 3])  # ankle boot first
   split = images.train_validation_split(ds)
   assert len(split.train_images) == 55000 and len(split.validation_images) == 5000
+
+
+@pytest.mark.parametrize("gz", [False, True])
+@pytest.mark.parametrize("cut", [1, 100])
+def test_check_dataset_files_reads_headers_and_catches_a_truncated_file(tmp_path, gz, cut):
+  _make_folder(tmp_path, gz=gz)
+  assert images.check_dataset_files(tmp_path)[0].endswith(".gz" if gz else "ubyte")
+  name = images.TRAIN_IMAGES + (".gz" if gz else "")
+  data = open(tmp_path / name, "rb").read()
+  if gz:  # a partial download: the gzip stream ends early
+    data = data[:len(data) - cut - 8]
+  else:
+    data = data[:-cut]
+  with open(tmp_path / name, "wb") as f:
+    f.write(data)
+  with pytest.raises(ValueError) as e:
+    images.check_dataset_files(tmp_path)
+  _assert_one_line(e, name)
+
+
+def test_check_dataset_files_catches_counts_that_differ(tmp_path):
+  _make_folder(tmp_path)
+  _write(tmp_path / images.TEST_LABELS, _idx_bytes(np.zeros(4, np.uint8)))
+  with pytest.raises(ValueError) as e:
+    images.check_dataset_files(tmp_path)
+  _assert_one_line(e, "5 test images but 4 labels")
+
+
+@pytest.mark.slow
+def test_a_truncated_file_is_one_line_exit_2_and_no_workdir(tmp_path):
+  import subprocess
+  import sys
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  folder = tmp_path / "data"
+  _make_folder(folder, hw=(4, 4))
+  with open(folder / images.TEST_IMAGES, "r+b") as f:
+    f.truncate(40)
+  workdir = tmp_path / "w"
+  out = subprocess.run(
+      [sys.executable, "-m", "lie_unitary.experiments.rnn", "--config=permuted_mnist",
+       f"--config.data_dir={folder}", f"--workdir={workdir}"],
+      capture_output=True, text=True, cwd=str(tmp_path), timeout=120,
+      env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu"})
+  assert out.returncode == 2, out.stderr
+  lines = out.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("error: config.data_dir = "), out.stderr
+  assert "truncated or corrupt IDX file" in lines[0]
+  assert not workdir.exists()
