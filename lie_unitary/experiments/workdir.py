@@ -225,17 +225,17 @@ def read_launches(workdir) -> list[dict]:
   return out
 
 
+def _current(launches: list[dict]) -> dict[str, str]:
+  return {str(u["name"]): str(u["id"]) for la in launches for u in la["units"]}
+
+
 def current_unit_ids(workdir) -> dict[str, str]:
   """{unit name: its current id} over every unit a launch listed, in launch order.
 
   Raises:
     ValueError: an unreadable launch file.
   """
-  current: dict[str, str] = {}
-  for launch in read_launches(workdir):
-    for u in launch["units"]:
-      current[str(u["name"])] = str(u["id"])
-  return current
+  return _current(read_launches(workdir))
 
 
 def unit_names(workdir) -> list[str]:
@@ -246,13 +246,10 @@ def unit_names(workdir) -> list[str]:
 def superseded_units(workdir) -> list[tuple[str, str]]:
   """[(unit name, id)] of the units that a later launch replaced (same name, other id)."""
   launches = read_launches(workdir)
-  current = {str(u["name"]): str(u["id"]) for la in launches for u in la["units"]}
-  out: list[tuple[str, str]] = []
-  for la in launches:
-    for u in la["units"]:
-      pair = (str(u["name"]), str(u["id"]))
-      if current[pair[0]] != pair[1] and pair not in out:
-        out.append(pair)
+  current, out = _current(launches), []
+  for pair in ((str(u["name"]), str(u["id"])) for la in launches for u in la["units"]):
+    if current[pair[0]] != pair[1] and pair not in out:
+      out.append(pair)
   return out
 
 
@@ -299,7 +296,7 @@ def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
   if current_only:
     launches = read_launches(workdir)
     if launches:
-      ids = set(current_unit_ids(workdir).values())
+      ids = set(_current(launches).values())
       targets = {str(u["id"]): int(u["target_step"]) for la in launches for u in la["units"]
                  if "target_step" in u}
       recs = [r for r in recs if r.get("unit") in ids and not (
