@@ -34,3 +34,28 @@ def test_clock_eta_and_formatter(monkeypatch):
   assert clock.eta(20.0, parallel=2) == ", ETA 1m20s"
   assert clock.eta(100.0) == ""
   assert [loop.format_seconds(s) for s in (7, 185, 7260)] == ["7s", "3m05s", "2h01m00s"]
+
+
+def test_run_units_lines_and_a_cost_weighted_eta(tmp_path, monkeypatch):
+  # A family whose units take a fake second per unit of cost: a skipped unit (already
+  # finished) does not set the pace, and the ETA weighs the units left by their cost.
+  import types
+
+  from lie_unitary.experiments import fields
+  from lie_unitary.experiments import runner
+  now = [0.0]
+  monkeypatch.setattr(loop.time, "perf_counter", lambda: now[0])
+  monkeypatch.setattr(runner.time, "perf_counter", lambda: now[0])
+  units = [fields.Unit(name, {"name": name}, 1, cost) for name, cost in
+           (("a", 5.0), ("b", 1.0), ("c", 2.0), ("d", 2.0))]
+  workdir_lib.mark_finished(str(tmp_path), units[0], 1.0)
+
+  def run_unit(config, unit, ctx):
+    now[0] += unit.cost
+  family = types.SimpleNamespace(NAME="fake", run_unit=run_unit)
+  lines = []
+  runner.run_units(family, None, units, str(tmp_path), printer=lines.append)
+  assert lines == ["[1/4] a: already done, skipped",
+                   "[2/4] b: 1.0s (elapsed 1s, ETA 4s)",
+                   "[3/4] c: 2.0s (elapsed 3s, ETA 2s)",
+                   "[4/4] d: 2.0s (elapsed 5s)"]

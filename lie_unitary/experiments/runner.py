@@ -151,16 +151,17 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
   summary, done_cost, start = RunSummary(), 0.0, time.perf_counter()
   for i, unit in enumerate(units):
     label = f"[{i + 1}/{len(units)}] {unit.name}"
-    done_cost += unit.cost
     if (unit.id, unit.target_step) in workdir_lib.finished_units(workdir):
       printer(f"{label}: already done, skipped")
       summary.skipped += 1
+      clock.total -= unit.cost  # skipped units do not set the pace
       continue
     with _claim(workdir, unit) as mine:
       # Finished while we waited for the claim, or being computed elsewhere.
       if not mine or (unit.id, unit.target_step) in workdir_lib.finished_units(workdir):
         printer(f"{label}: {'running in another process' if not mine else 'done'}, skipped")
         summary.skipped += 1
+        clock.total -= unit.cost
         continue
       ctx = UnitContext(workdir, unit, printer, stop, tensorboard)
       t0 = time.perf_counter()
@@ -176,6 +177,7 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
       if jax.process_index() == 0:
         workdir_lib.mark_finished(workdir, unit, time.perf_counter() - t0)
     summary.computed += 1
+    done_cost += unit.cost
     printer(f"{label}: {time.perf_counter() - t0:.1f}s (elapsed "
             f"{loop.format_seconds(time.perf_counter() - start)}{clock.eta(done_cost, parallel)})")
     if stop.requested() and i + 1 < len(units):
