@@ -11,7 +11,7 @@ import pytest
 
 from lie_unitary.experiments import workdir as workdir_lib
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+import helpers
 
 
 def test_a_claim_is_exclusive_and_released(tmp_path):
@@ -65,7 +65,8 @@ def test_the_heartbeat_keeps_a_held_claim_fresh(tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_two_launches_on_one_workdir_train_each_unit_once(tmp_path):
   """Two launcher processes at once: every unit is trained by one of them."""
-  env = {**os.environ, "PYTHONPATH": ROOT, "OPENBLAS_NUM_THREADS": "1", "JAX_PLATFORMS": "cpu"}
+  env = {**os.environ, "PYTHONPATH": helpers.ROOT, "OPENBLAS_NUM_THREADS": "1",
+         "JAX_PLATFORMS": "cpu"}
   cmd = [sys.executable, "-m", "lie_unitary.experiments.rnn", "--config=smoke",
          "--config.model=gurnn,lstm,tanh", "--config.num_updates=40",
          f"--workdir={tmp_path}"]

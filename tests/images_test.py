@@ -10,6 +10,8 @@ import pytest
 
 from lie_unitary.experiments.rnn import images
 
+import helpers
+
 # IDX type code -> (struct format character, numpy dtype): the test's own writer.
 _TYPES = {
     0x08: ("B", np.uint8),
@@ -416,19 +418,13 @@ def test_check_dataset_files_catches_counts_that_differ(tmp_path):
 
 @pytest.mark.slow
 def test_a_truncated_file_is_one_line_exit_2_and_no_workdir(tmp_path):
-  import subprocess
-  import sys
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   folder = tmp_path / "data"
   _make_folder(folder, hw=(4, 4))
   with open(folder / images.TEST_IMAGES, "r+b") as f:
     f.truncate(40)
   workdir = tmp_path / "w"
-  out = subprocess.run(
-      [sys.executable, "-m", "lie_unitary.experiments.rnn", "--config=permuted_mnist",
-       f"--config.data_dir={folder}", f"--workdir={workdir}"],
-      capture_output=True, text=True, cwd=str(tmp_path), timeout=120,
-      env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu"})
+  out = helpers.launcher("rnn", "--config=permuted_mnist", f"--config.data_dir={folder}",
+                         f"--workdir={workdir}", cwd=tmp_path)
   assert out.returncode == 2, out.stderr
   lines = out.stderr.strip().splitlines()
   assert len(lines) == 1 and lines[0].startswith("error: config.data_dir = "), out.stderr

@@ -26,6 +26,8 @@ from lie_unitary.experiments.operators import config as cfg_lib
 from lie_unitary.experiments.operators import experiment
 from lie_unitary.experiments.operators import report
 
+import helpers
+
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _QUIET = dict(printer=lambda *_: None, handle_signals=False)
 
@@ -237,12 +239,10 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
 @pytest.mark.slow
 def test_two_worker_processes_share_the_units_and_equal_one_process(smoke_run, tmp_path):
   workdir, _, _ = smoke_run
-  env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
-  proc = subprocess.run(
-      [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke",
-       "--config.n_values=(3,)", "--config.approaches=('true','rand','lstsq','lie_algebra')",
-       f"--workdir={tmp_path}", "--num_workers=2"],
-      env=env, cwd=str(tmp_path), capture_output=True, text=True, timeout=300)
+  proc = helpers.launcher(
+      "operators", "--config=smoke", "--config.n_values=(3,)",
+      "--config.approaches=('true','rand','lstsq','lie_algebra')", f"--workdir={tmp_path}",
+      "--num_workers=2", cwd=tmp_path)
   assert proc.returncode == 0, proc.stderr[-2000:]
   for w in ("[worker 0/2]", "[worker 1/2]"):
     assert w in proc.stdout
@@ -288,11 +288,8 @@ def test_an_unknown_field_is_named(tmp_path):
 @pytest.mark.parametrize("override,match", [("--config.no_such_field=1", "no_such_field"),
                                             ("--config.optimizer=adam", "config.optimizer")])
 def test_the_launcher_reports_config_errors_in_one_line(override, match, tmp_path):
-  env = dict(os.environ, PYTHONPATH=_ROOT)
-  proc = subprocess.run(
-      [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke", override,
-       f"--workdir={tmp_path / 'w'}"], env=env, cwd=str(tmp_path), capture_output=True,
-      text=True, timeout=120)
+  proc = helpers.launcher("operators", "--config=smoke", override,
+                          f"--workdir={tmp_path / 'w'}", cwd=tmp_path)
   assert proc.returncode != 0 and match in proc.stderr
   assert "Traceback" not in proc.stderr, proc.stderr
   assert not os.path.exists(tmp_path / "w" / "results.jsonl")
@@ -312,11 +309,8 @@ def test_tensorboard_events_beside_the_records(tmp_path):
 @pytest.mark.parametrize("folder,match", [("", "holds no operators results"),
                                           ("missing", "missing: no such folder")])
 def test_report_only_needs_this_familys_results(tmp_path, folder, match):
-  env = dict(os.environ, PYTHONPATH=_ROOT)
-  proc = subprocess.run(
-      [sys.executable, "-m", "lie_unitary.experiments.operators", "--report_only",
-       f"--workdir={tmp_path / folder}"], env=env, cwd=str(tmp_path), capture_output=True,
-      text=True, timeout=120)
+  proc = helpers.launcher("operators", "--report_only", f"--workdir={tmp_path / folder}",
+                          cwd=tmp_path)
   assert proc.returncode != 0 and match in proc.stderr, proc.stderr
   assert "Traceback" not in proc.stderr
 

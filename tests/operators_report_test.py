@@ -1,6 +1,5 @@
 """The operator report on synthetic records: tables beside the paper, figures, files."""
 
-import json
 import os
 import subprocess
 import sys
@@ -11,6 +10,8 @@ import pytest
 
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.operators import report
+
+import helpers
 
 _GENERATORS = ("lie", "qr", "composition")
 _TRAINED = {"projection": 9.0, "arjovsky": 6e-4, "lie_algebra": 6e-4}
@@ -62,10 +63,7 @@ def _table1_records(seed=0, trained_shift=0.0):
 def _write_workdir(wd, launches):
   """launches: [(records, curves, units)]; each gets a launch file, in order."""
   for i, (recs, curves, units) in enumerate(launches, 1):
-    os.makedirs(os.path.join(wd, "launches"), exist_ok=True)
-    with open(os.path.join(wd, "launches", f"{i:04d}-2025010{i}T000000.json"), "w") as f:
-      json.dump({"family": "operators", "config": {}, "provenance": {},
-                 "units": [{"id": uid, "name": name} for name, uid in units]}, f)
+    helpers.write_launch(wd, i, units)
     workdir_lib.append_records(os.path.join(wd, "results.jsonl"), recs)
     workdir_lib.append_records(os.path.join(wd, "curves.jsonl"), curves)
   return wd

@@ -1,7 +1,5 @@
 """Selecting the current units' records across launches; the optional metric writer."""
 
-import importlib.util
-import json
 import os
 import struct
 import sys
@@ -13,14 +11,7 @@ from lie_unitary.experiments import loop
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
 
-
-def _launch(workdir, number, units, family="operators", config=None):
-  """Writes WORKDIR/launches/NNNN-<timestamp>.json listing `units` [(name, id), ...]."""
-  os.makedirs(os.path.join(workdir, "launches"), exist_ok=True)
-  path = os.path.join(workdir, "launches", f"{number:04d}-20250101T00000{number}.json")
-  with open(path, "w", encoding="utf-8") as f:
-    json.dump({"family": family, "config": config or {}, "provenance": {},
-               "units": [{"id": uid, "name": name} for name, uid in units]}, f)
+import helpers
 
 
 def _rec(uid, name, replicate=0, **fields):
@@ -32,11 +23,11 @@ def _workdir_with_rerun(tmp_path):
   """Launch 1: units a (seed 0) and b; launch 2 reruns a with seed 1 (a new id)."""
   wd = str(tmp_path)
   a, b = "n=3 lie_algebra epochs=1 lr=0.001", "n=3 arjovsky epochs=1 lr=0.001"
-  _launch(wd, 1, [(a, "a-old"), (b, "b-1")])
+  helpers.write_launch(wd, 1, [(a, "a-old"), (b, "b-1")])
   workdir_lib.append_records(os.path.join(wd, "results.jsonl"), [
       _rec("a-old", a, r, seed=0, test_loss=9.0) for r in range(2)] + [
       _rec("b-1", b, r, seed=0, test_loss=1.0) for r in range(2)])
-  _launch(wd, 2, [(a, "a-new")])
+  helpers.write_launch(wd, 2, [(a, "a-new")])
   workdir_lib.append_records(os.path.join(wd, "results.jsonl"), [
       _rec("a-new", a, r, seed=1, test_loss=0.5) for r in range(2)])
   return wd, a, b
@@ -56,7 +47,7 @@ def test_the_latest_launch_of_a_name_wins(tmp_path):
 
 def test_a_later_launch_can_bring_back_an_earlier_id(tmp_path):
   wd, a, _ = _workdir_with_rerun(tmp_path)
-  _launch(wd, 3, [(a, "a-old")])  # e.g. the first seed run again: the same id
+  helpers.write_launch(wd, 3, [(a, "a-old")])  # e.g. the first seed run again: the same id
   assert workdir_lib.current_unit_ids(wd)[a] == "a-old"
   assert workdir_lib.superseded_units(wd) == [(a, "a-new")]
   assert {r["unit"] for r in workdir_lib.load_results(wd, as_frame=False)} == {"a-old", "b-1"}
@@ -65,9 +56,9 @@ def test_a_later_launch_can_bring_back_an_earlier_id(tmp_path):
 def test_launches_of_different_models_are_all_current(tmp_path):
   wd = str(tmp_path)
   path = os.path.join(wd, "results.jsonl")
-  _launch(wd, 1, [("adding T=100 lstm", "lstm-1")], family="rnn")
+  helpers.write_launch(wd, 1, [("adding T=100 lstm", "lstm-1")], family="rnn")
   workdir_lib.append_records(path, [_rec("lstm-1", "adding T=100 lstm", model="lstm")])
-  _launch(wd, 2, [("adding T=100 gurnn_beta", "gb-1")], family="rnn")
+  helpers.write_launch(wd, 2, [("adding T=100 gurnn_beta", "gb-1")], family="rnn")
   workdir_lib.append_records(path, [_rec("gb-1", "adding T=100 gurnn_beta", model="gurnn_beta")])
   assert workdir_lib.superseded_units(wd) == []
   assert sorted(r["model"] for r in workdir_lib.load_results(wd, as_frame=False)) == [
@@ -76,8 +67,8 @@ def test_launches_of_different_models_are_all_current(tmp_path):
 
 def test_launch_order_is_the_file_name_order(tmp_path):
   wd = str(tmp_path)
-  _launch(wd, 10, [("u", "id-10")])
-  _launch(wd, 9, [("u", "id-9")])  # written second, but 0009 < 0010
+  helpers.write_launch(wd, 10, [("u", "id-10")])
+  helpers.write_launch(wd, 9, [("u", "id-9")])  # written second, but 0009 < 0010
   assert workdir_lib.current_unit_ids(wd) == {"u": "id-10"}
   assert [la["units"][0]["id"] for la in workdir_lib.read_launches(wd)] == ["id-9", "id-10"]
 
@@ -104,7 +95,7 @@ def test_errors_name_the_workdir(tmp_path):
   workdir_lib.append_records(tmp_path / "results.jsonl", [{"kind": "final", "seed": 0}])
   with pytest.raises(ValueError, match="'unit'"):  # records from before the unit vocabulary
     workdir_lib.load_results(str(tmp_path))
-  _launch(str(tmp_path), 1, [("u", "u-1")])
+  helpers.write_launch(str(tmp_path), 1, [("u", "u-1")])
   with pytest.raises(ValueError, match="no current records"):
     workdir_lib.load_results(str(tmp_path))
   (tmp_path / "launches" / "0002-broken.json").write_text("{")
@@ -149,15 +140,6 @@ def test_scalars_are_off_by_default(tmp_path):
   ctx.scalars(0, {"val_loss": 1.0})
   ctx.close()
   assert os.listdir(tmp_path) == []
-
-
-def test_tensorboard_without_tensorboardx_is_a_config_error(tmp_path, monkeypatch):
-  monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)
-  from lie_unitary.experiments.operators import config
-  with pytest.raises(runner.ConfigError, match=r"pip install lie_unitary\[tensorboard\]"):
-    runner.train_and_evaluate("operators", config.get_config("smoke"), str(tmp_path / "w"),
-                              tensorboard=True)
-  assert not os.path.exists(tmp_path / "w")
 
 
 def _tfrecords(path):

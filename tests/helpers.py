@@ -1,0 +1,28 @@
+"""Test scaffolding written once: launch files by hand, and the launchers as subprocesses."""
+
+import json
+import os
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def write_launch(workdir, number, units, family="operators", config=None):
+  """Writes WORKDIR/launches/NNNN-<time>.json listing `units` [(name, id), ...] (the
+  number orders the launches, as the runner's names do)."""
+  folder = os.path.join(str(workdir), "launches")
+  os.makedirs(folder, exist_ok=True)
+  with open(os.path.join(folder, f"{number:04d}-20250101T00000{number}.json"), "w",
+            encoding="utf-8") as f:
+    json.dump({"family": family, "config": config or {}, "provenance": {},
+               "units": [{"id": uid, "name": name} for name, uid in units]}, f)
+
+
+def launcher(family, *args, cwd, timeout=300, env=None):
+  """`python -m lie_unitary.experiments.FAMILY ARGS` from `cwd` with this checkout on the
+  path, on CPU: the CompletedProcess (text output captured)."""
+  env = {**os.environ, "PYTHONPATH": ROOT, "OPENBLAS_NUM_THREADS": "1",
+         "JAX_PLATFORMS": "cpu", **(env or {})}
+  return subprocess.run([sys.executable, "-m", f"lie_unitary.experiments.{family}", *args],
+                        capture_output=True, text=True, cwd=str(cwd), env=env, timeout=timeout)
