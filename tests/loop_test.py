@@ -36,7 +36,7 @@ def test_a_long_call_still_prints_progress(tmp_path):
     for step, num in lp.calls(2):
       time.sleep(1.5)  # a call (or its compilation) far longer than progress_seconds
       lp.after_call(state, step + num, {})
-  during = [line for line in lines if "in this call" in line]
+  during = [line for line in lines if "compiling and running the first call for" in line]
   assert len(during) >= 3, lines
   assert during[0].startswith("u: step 0/2, compiling")
 

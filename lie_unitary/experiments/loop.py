@@ -227,8 +227,8 @@ class Loop:
     while not self._done.wait(min(1.0, self.progress_seconds / 4)):
       now = time.perf_counter()
       if now - self._last_line >= self.progress_seconds:
-        self._line(f"step {self.step}/{self.target}, {self.status} "
-                   f"({format_seconds(now - self._last)} in this call)")
+        self._line(f"step {self.step}/{self.target}, {self.status} for "
+                   f"{format_seconds(now - self._last)}")
 
   def restore(self, state: Any, history: dict | None = None) -> tuple[Any, dict]:
     """The checkpointed (state, history) if the unit has a checkpoint, else the fresh
