@@ -26,7 +26,7 @@ _TWO_DEVICES = textwrap.dedent("""
     import jax, numpy as np
     jax.config.update("jax_num_cpu_devices", 2)
     from lie_unitary.experiments import replicas as replicas_lib
-    from lie_unitary.experiments.rnn import config as C, experiment as E, training as TR
+    from lie_unitary.experiments.rnn import config as C, experiment as E, trainer as TR
 
     def train(model, data_parallel, steps=6, **fields):
       cfg = C.get_config("smoke")
