@@ -81,7 +81,7 @@ def test_parameter_counts_are_the_models_leaves(model, activation, folder):
   for m in config.models.values():
     m.hidden_size = 7
   spec = rnn.unit_spec(config, model, 16)
-  exp = trainer.make_image_experiment(spec, None, 192)
+  exp = trainer.make_experiment(spec, None, data.image_source(spec, 192))
   params = exp.init(jnp.arange(1, dtype=jnp.int32)).params["params"]
   leaves = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(params))
   assert trainer.num_params(model, 7, 1, 10, activation or "relu") == leaves
@@ -99,14 +99,14 @@ def test_budgets_size_each_model_to_the_orthogonal_rnns_count():
 
 def test_epoch_orders_are_a_function_of_the_replicates_key_and_epoch(folder):
   spec = rnn.unit_spec(_config(folder), "gurnn", 16)
-  exp = trainer.make_image_experiment(spec, None, 192)
+  exp = trainer.make_experiment(spec, None, data.image_source(spec, 192))
   ids = jnp.arange(2, dtype=jnp.int32)
-  a, b, c = exp.epoch_order(ids, 0), exp.epoch_order(ids, 0), exp.epoch_order(ids, 1)
+  a, b, c = exp.epoch_data(ids, 0), exp.epoch_data(ids, 0), exp.epoch_data(ids, 1)
   np.testing.assert_array_equal(a, b)
   assert not np.array_equal(a[0], a[1]) and not np.array_equal(a, c)
   for row in np.concatenate([np.asarray(a), np.asarray(c)]):
     np.testing.assert_array_equal(np.sort(row), np.arange(192))
-  assert exp.updates_per_epoch == 6
+  assert exp.source.updates_per_epoch == 6
 
 
 def test_missing_files_fail_before_the_workdir_exists(tmp_path):
