@@ -174,7 +174,7 @@ class Experiment(NamedTuple):
   Attributes:
     init: replicate indices (R,) int32 -> TrainState_R.
     epoch_data: (replicate indices, epoch) -> each replicate's data of that epoch (the
-      images' orders, (R, N) int32); None for a source without epochs.
+      images' orders, (R, N) int32), or None for a source without epochs.
     train_chunk: (TrainState_R, replicate indices, first update, number of updates,
       epoch data, arrays) -> (TrainState_R, {metric: (R,) mean over the updates});
       jitted, the state donated; the updates must stay within one epoch.
