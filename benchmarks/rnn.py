@@ -108,23 +108,21 @@ def _random_images(T: int) -> data.ImageSets:
 def experiment_variant(config, model: str, T: int, data_parallel: int):
   """The experiments' training chunk of one unit as a variant (compiled and warmed up),
   and its spec. The experiment internals this subject uses are all here:
-  rnn.experiment.unit_spec, rnn.trainer.make_experiment(...).init / .train_chunk,
-  rnn.trainer.make_image_experiment(...).init / .epoch_order / .train_chunk /
-  .updates_per_epoch, replicas_lib.replicate_sharding and replicas_lib.Replicas."""
+  rnn.experiment.unit_spec, rnn.data.synthetic_source / image_source,
+  rnn.trainer.make_experiment(...).init / .epoch_data / .train_chunk / .source,
+  replicas_lib.replicate_sharding and replicas_lib.Replicas."""
   spec = rnn_experiment.unit_spec(config, model, T)
   replicas = replicas_lib.Replicas(config.num_replicates, replicas_lib.replicate_sharding(
       jax.devices()[:data_parallel], data_parallel=data_parallel))
-  if spec.task in data.IMAGE_TASKS:
-    exp = trainer.make_image_experiment(spec, replicas.sharding, _IMAGES)
-    everywhere = jax.sharding.NamedSharding(replicas.sharding.mesh, jax.sharding.PartitionSpec())
-    sets = jax.device_put(_random_images(spec.T), everywhere)
-    order = exp.epoch_order(replicas.ids, 0)
-    # The updates of a call stay within the epoch.
-    chunk = lambda s, u, num: exp.train_chunk(
-        s, replicas.ids, u % (exp.updates_per_epoch - num + 1), num, order, sets)
-  else:
-    exp = trainer.make_experiment(spec, replicas.sharding)
-    chunk = lambda s, u, num: exp.train_chunk(s, replicas.ids, u, num)
+  images = spec.task in data.IMAGE_TASKS
+  source = data.image_source(spec, _IMAGES) if images else data.synthetic_source(spec)
+  exp = trainer.make_experiment(spec, replicas.sharding, source)
+  everywhere = jax.sharding.NamedSharding(replicas.sharding.mesh, jax.sharding.PartitionSpec())
+  sets = jax.device_put(_random_images(spec.T), everywhere) if images else None
+  epoch_data, per_epoch = exp.epoch_data(replicas.ids, 0), source.updates_per_epoch
+  # The updates of a call stay within the epoch.
+  chunk = lambda s, u, num: exp.train_chunk(
+      s, replicas.ids, u % (per_epoch - num + 1) if per_epoch else u, num, epoch_data, sets)
   box = {"state": exp.init(replicas.ids), "update": 0, "steps": _STEPS.value or 1}
 
   def call():

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lie_unitary import nn as lnn
 from lie_unitary.experiments import loop
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
@@ -81,7 +82,7 @@ def test_parameter_counts_are_the_models_leaves(model, activation, folder):
   for m in config.models.values():
     m.hidden_size = 7
   spec = rnn.unit_spec(config, model, 16)
-  exp = trainer.make_image_experiment(spec, None, 192)
+  exp = trainer.make_experiment(spec, None, data.image_source(spec, 192))
   params = exp.init(jnp.arange(1, dtype=jnp.int32)).params["params"]
   leaves = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(params))
   assert trainer.num_params(model, 7, 1, 10, activation or "relu") == leaves
@@ -99,14 +100,32 @@ def test_budgets_size_each_model_to_the_orthogonal_rnns_count():
 
 def test_epoch_orders_are_a_function_of_the_replicates_key_and_epoch(folder):
   spec = rnn.unit_spec(_config(folder), "gurnn", 16)
-  exp = trainer.make_image_experiment(spec, None, 192)
+  exp = trainer.make_experiment(spec, None, data.image_source(spec, 192))
   ids = jnp.arange(2, dtype=jnp.int32)
-  a, b, c = exp.epoch_order(ids, 0), exp.epoch_order(ids, 0), exp.epoch_order(ids, 1)
+  a, b, c = exp.epoch_data(ids, 0), exp.epoch_data(ids, 0), exp.epoch_data(ids, 1)
   np.testing.assert_array_equal(a, b)
   assert not np.array_equal(a[0], a[1]) and not np.array_equal(a, c)
   for row in np.concatenate([np.asarray(a), np.asarray(c)]):
     np.testing.assert_array_equal(np.sort(row), np.arange(192))
-  assert exp.updates_per_epoch == 6
+  assert exp.source.updates_per_epoch == 6
+
+
+def test_an_image_gurnn_refreshes_lambda_in_training_like_a_synthetic_one(folder):
+  # One step for every task: a rebase before update 0 moves U(λ_init) into the base
+  # and restarts λ from 0, so one small update later λ is far smaller than at init.
+  config = _config(folder, lambda_refresh="rebase", lambda_refresh_every=4)
+  spec = rnn.unit_spec(config, "gurnn", 16)
+  exp = trainer.make_experiment(spec, None, data.image_source(spec, 192))
+  sets = data.ImageSets(*map(jnp.asarray, data.load_image_sets(folder, "permuted",
+                                                               num_validation=64)))
+  ids = jnp.arange(2, dtype=jnp.int32)
+  start = exp.init(ids)
+  lam_init = np.abs(np.asarray(start.params["params"]["cell"]["lam"])).max()
+  state, train = exp.train_chunk(start, ids, 0, 1, exp.epoch_data(ids, 0), sets)
+  assert np.abs(np.asarray(state.params["params"]["cell"]["lam"])).max() < 0.1 * lam_init
+  base = np.asarray(state.params[lnn.BASE_COLLECTION]["cell"]["base"])
+  assert np.abs(base - np.eye(8)).max() > 0.1
+  assert sorted(train) == ["accuracy", "loss"] and train["loss"].shape == (2,)
 
 
 def test_missing_files_fail_before_the_workdir_exists(tmp_path):

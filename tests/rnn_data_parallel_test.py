@@ -17,6 +17,7 @@ import pytest
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.rnn import config as rnn_config
+from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn import experiment
 from lie_unitary.experiments.rnn import trainer as training
 
@@ -44,8 +45,8 @@ _TWO_DEVICES = textwrap.dedent("""
       padded = replicas_lib.padded_size(3, sharding.mesh.shape[replicas_lib.AXIS])
       ids = jax.make_array_from_callback(
           (padded,), sharding, lambda i: np.arange(padded, dtype=np.int32)[i])
-      state, loss = exp.train_chunk(exp.init(ids), ids, 0, steps)
-      return jax.tree.map(lambda a: np.asarray(a)[:3], state.params), np.asarray(loss)[:3]
+      state, train = exp.train_chunk(exp.init(ids), ids, 0, steps, None, None)
+      return jax.tree.map(lambda a: np.asarray(a)[:3], state.params), np.asarray(train["loss"])[:3]
 
     # hidden 128: large enough that two devices' batched eighs at once would deadlock;
     # there RMSProp's first steps (about lr·sign(g)) turn rounding in the tiniest
@@ -73,7 +74,7 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
     sys.path.insert(0, "tests")
     from idx_files import write_image_folder
     from lie_unitary.experiments import replicas as replicas_lib
-    from lie_unitary.experiments.rnn import config as C, experiment as E, trainer as TR
+    from lie_unitary.experiments.rnn import config as C, data as D, experiment as E, trainer as TR
 
     folder = write_image_folder(sys.argv[1])
 
@@ -89,11 +90,11 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
       replicas = replicas_lib.Replicas(
           3, replicas_lib.replicate_sharding(data_parallel=data_parallel))
       sets = E._load_sets(cfg, spec, replicas.sharding.mesh)
-      exp = TR.make_image_experiment(spec, replicas.sharding, sets.train_y.shape[0])
+      exp = TR.make_experiment(spec, replicas.sharding, D.image_source(spec, sets.train_y.shape[0]))
       state = exp.init(replicas.ids)
-      order = exp.epoch_order(replicas.ids, 0)
+      order = exp.epoch_data(replicas.ids, 0)
       state, train = exp.train_chunk(state, replicas.ids, 0, steps, order, sets)
-      ev = exp.evaluate(state.params, sets.val_x, sets.val_y)
+      ev = exp.evaluate(state.params, exp.source.val_sets(sets)["val"])
       return replicas.gather((state.params, train, ev))
 
     for model in ("gurnn", "orthogonal", "lstm"):
@@ -135,7 +136,7 @@ def test_an_image_experiment_checks_its_data_axis():
   config.data_parallel = 2
   spec = experiment.unit_spec(config, "gurnn", 784)
   with pytest.raises(ValueError, match="needs a sharding whose mesh has a 'data' axis"):
-    training.make_image_experiment(spec, replicas_lib.replicate_sharding(), 64)
+    training.make_experiment(spec, replicas_lib.replicate_sharding(), data.image_source(spec, 64))
 
 
 @pytest.mark.slow

@@ -345,7 +345,7 @@ def test_lr_drops_scale_every_update_after_them():
 
   def run(spec, num):
     exp = rnn_training.make_experiment(spec, replicas_lib.replicate_sharding())  # smoke_run's
-    return exp.train_chunk(exp.init(ids), ids, 0, num)[0].params
+    return exp.train_chunk(exp.init(ids), ids, 0, num, None, None)[0].params
 
   one, three, three_dropped = run(plain, 1), run(plain, 3), run(dropped, 3)
   for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(three_dropped)):

@@ -115,7 +115,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
   u_init = _unitary(start.params)
   lam_init = np.asarray(start.params["params"]["cell"]["lam"])
   # Updates 0, 1, 2: a refresh before update 0 only, so the base is U(λ_init).
-  state, _ = exp.train_chunk(start, ids, 0, 3)
+  state, _ = exp.train_chunk(start, ids, 0, 3, None, None)
   base = np.asarray(state.params[lnn.BASE_COLLECTION]["cell"]["base"])
   np.testing.assert_allclose(base, _unitary({"params": {"cell": {"lam": lam_init}}}), atol=2e-5)
   np.testing.assert_allclose(base, u_init, atol=2e-5)
@@ -133,7 +133,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
   assert nu and all(np.all(np.asarray(l) == 1.0) for l in nu)
   assert not all(np.all(np.asarray(l) == 1.0)
                  for l in jax.tree.leaves(state.opt_state) if l.shape == (2, 64))
-  state, _ = exp.train_chunk(state, ids, 3, 1)
+  state, _ = exp.train_chunk(state, ids, 3, 1, None, None)
   np.testing.assert_allclose(state.params[lnn.BASE_COLLECTION]["cell"]["base"], u_before,
                              atol=2e-5)
 

@@ -19,12 +19,18 @@ one fixed random order (`load_image_sets`); loss: softmax cross-entropy of the l
 state's readout over 10 classes. Their data are the IDX files of a folder
 (`lie_unitary.experiments.rnn.images`), held as `ImageSets`.
 
+A unit's programs (`rnn.trainer.make_experiment`) read a task's data through a
+`Source`: how update u's batch is made, the per-epoch data, the evaluation sets and
+the metrics (`synthetic_source`, `image_source`).
+
 Letters in names: B batch, T sequence length (steps), D input features, K classes.
 """
 
 from __future__ import annotations
 
+import functools
 import math
+from typing import Any
 from typing import Callable
 from typing import NamedTuple
 
@@ -38,6 +44,7 @@ __all__ = [
     "ImageSets",
     "NUM_VALIDATION",
     "PERMUTATION_SEED",
+    "Source",
     "TASKS",
     "Task",
     "accuracy",
@@ -47,11 +54,13 @@ __all__ = [
     "classification_loss",
     "get_task",
     "image_inputs",
+    "image_source",
     "load_image_sets",
     "memory_baseline",
     "memory_batch",
     "memory_loss",
     "sequence_length",
+    "synthetic_source",
 ]
 
 MEMORY_SYMBOLS = 10   # symbols to remember
@@ -277,3 +286,133 @@ def get_task(name: str) -> Task:
   if name not in TASKS:
     raise ValueError(f"unknown task {name!r}; choose from {sorted(TASKS)} (or 'copy').")
   return TASKS[name]
+
+
+# A unit's data as its programs read them --------------------------------------------
+
+
+class Source(NamedTuple):
+  """Where a unit's batches come from and what is measured on them: what differs
+  between the tasks, as data for `rnn.trainer.make_experiment`'s one step and one
+  evaluation. Hashable (it keys the cache of compiled programs): the arrays the data
+  live in (`ImageSets`) are arguments of the programs (`arrays`), not part of it.
+
+  Attributes:
+    updates_per_epoch: S > 0: a call of updates never crosses an epoch's end and each
+      epoch has its `epoch_data`; 0: no epochs.
+    epoch_data: (replicate's data key, epoch) -> its data of that epoch; None: none.
+    train_batch: (data key, update u, epoch data, arrays) -> update u's batch
+      (inputs (B, L, D) float32, targets).
+    val_sets: arrays -> {name: set}: the sets every "val" record evaluates (a set: a
+      pytree that `eval_batches` reads).
+    final_sets: arrays -> {name: set}: the sets the "final" records evaluate.
+    eval_batches: a set -> (number of batches, initial-state key, j -> batch j's
+      (inputs, targets)), traced inside the evaluation.
+    metrics: (model outputs, targets) -> {name: scalar} for each of `names`.
+    names: the metrics, "loss" (what training minimises) first.
+    split_eval: whether a data axis splits evaluation batches as it splits training
+      batches; False: every device of a data row evaluates whole batches, so a random
+      initial state gives the numbers of one device.
+  """
+  updates_per_epoch: int
+  epoch_data: Callable | None
+  train_batch: Callable
+  val_sets: Callable[[Any], dict]
+  final_sets: Callable[[Any], dict]
+  eval_batches: Callable
+  metrics: Callable[[jax.Array, jax.Array], dict]
+  names: tuple[str, ...]
+  split_eval: bool
+
+
+@functools.lru_cache(maxsize=16)
+def synthetic_source(spec) -> Source:
+  """The adding or memory problem's data for a unit's frozen `spec` (cached: one source
+  per spec). Batch u of a replicate is sampled from fold_in(data key, u mod (num_train
+  / batch_size)) (num_train = 0: fold_in(data key, u), fresh data). Sets: generated,
+  never stored, from a salt (1 val, 2 test) and a batch count: batch j from
+  fold_in(fold_in(key(eval_seed), salt), j), the initial states from fold_in(that key,
+  2³⁰), the same for every batch; "val" records evaluate val_size validation
+  sequences, "final" ones eval_size validation and test sequences. Metric: "loss".
+
+  Raises:
+    ValueError: an image task, or a val_size or eval_size that is not a multiple of
+      eval_batch_size.
+  """
+  task = get_task(spec.task)
+  if task.sample is None:
+    raise ValueError(f"task {spec.task!r} reads images: its source is `image_source`.")
+  num_batches = spec.num_train // spec.batch_size if spec.num_train > 0 else 0
+  size = spec.eval_batch_size
+  for field in ("val_size", "eval_size"):
+    if spec[field] % size:
+      raise ValueError(f"{field} = {spec[field]} must be a multiple of eval_batch_size = {size}.")
+
+  def train_batch(data_key, u, epoch_data, arrays):
+    del epoch_data, arrays
+    key = jax.random.fold_in(data_key, u % num_batches if num_batches else u)
+    return task.sample(key, spec.batch_size, spec.T)
+
+  def eval_batches(salt_and_count):
+    salt, count = salt_and_count
+    key = jax.random.fold_in(jax.random.key(spec.eval_seed), salt)
+    return (count, jax.random.fold_in(key, 2**30),
+            lambda j: task.sample(jax.random.fold_in(key, j), size, spec.T))
+
+  val_sets = {"val": (1, spec.val_size // size)}
+  final_sets = {"val": (1, spec.eval_size // size), "test": (2, spec.eval_size // size)}
+  return Source(0, None, train_batch, lambda arrays: val_sets, lambda arrays: final_sets,
+                eval_batches, lambda outputs, targets: {"loss": task.loss(outputs, targets)},
+                ("loss",), split_eval=False)
+
+
+@functools.lru_cache(maxsize=16)
+def image_source(spec, num_train: int) -> Source:
+  """A sequential-image unit's data (`ImageSets` on the devices, the programs' `arrays`),
+  for a frozen `spec` and N = num_train training images (cached).
+
+  Epoch e of a replicate visits the images in the order permutation(fold_in(data key,
+  e), N), (N,) int32; update u reads order[(u mod S)·B : (u mod S + 1)·B], S = N // B
+  updates per epoch (the last N mod B images of an order are left out). The sets are
+  the arrays' validation and test images, whole, in batches of spec.eval_batch_size,
+  the initial states from key(eval_seed): "val" records evaluate both, "final" records
+  none. Metrics: "loss" and "accuracy".
+
+  Raises:
+    ValueError: a task that is not an image task, or fewer training images than a
+      batch; from `val_sets`, a set whose size eval_batch_size does not divide.
+  """
+  if spec.task not in IMAGE_TASKS:
+    raise ValueError(f"task {spec.task!r} is not an image task {IMAGE_TASKS}.")
+  if num_train < spec.batch_size:
+    raise ValueError(f"{num_train} training images cannot fill a batch of {spec.batch_size}.")
+  per_epoch, size = num_train // spec.batch_size, spec.eval_batch_size
+
+  def epoch_data(data_key, epoch):
+    return jax.random.permutation(jax.random.fold_in(data_key, epoch), num_train).astype(
+        jnp.int32)
+
+  def train_batch(data_key, u, order, sets):
+    del data_key
+    batch = jax.lax.dynamic_slice_in_dim(order, (u % per_epoch) * spec.batch_size,
+                                         spec.batch_size)
+    return image_inputs(sets.train_x[batch]), sets.train_y[batch]
+
+  def val_sets(sets):
+    for labels in (sets.val_y, sets.test_y):
+      if labels.shape[0] % size:
+        raise ValueError(f"{labels.shape[0]} images are not a multiple of "
+                         f"eval_batch_size = {size}.")
+    return {"val": (sets.val_x, sets.val_y), "test": (sets.test_x, sets.test_y)}
+
+  def eval_batches(pixels_and_labels):
+    pixels, labels = pixels_and_labels
+    rows = lambda j: (image_inputs(jax.lax.dynamic_slice_in_dim(pixels, j * size, size)),
+                      jax.lax.dynamic_slice_in_dim(labels, j * size, size))
+    return labels.shape[0] // size, jax.random.key(spec.eval_seed), rows
+
+  def metrics(logits, labels):
+    return {"loss": classification_loss(logits, labels), "accuracy": accuracy(logits, labels)}
+
+  return Source(per_epoch, epoch_data, train_batch, val_sets, lambda sets: {}, eval_batches,
+                metrics, ("loss", "accuracy"), split_eval=True)

@@ -1,25 +1,32 @@
-"""The RNN family of the shared runner: adding and memory problems (paper §4).
+"""The RNN family of the shared runner: adding and memory problems (paper §4), and
+sequential images (pixel-by-pixel and permuted MNIST-family).
 
 One unit is one (model, T) of a config's task, trained for `num_replicates`
 replicates at once: their parameters, optimizer states and data streams are stacked
 on a leading axis (sharded over all devices, `replicas.replicate_sharding`) and every
-step is one vmapped, jitted program (`rnn.trainer.make_experiment`). Training runs
-through the shared loop (`lie_unitary.experiments.loop`) in chunks of `val_every`
-updates; after each chunk the validation loss on a fixed subsample is written
-(records of kind "val"), and at the end the full validation and test sets are
-evaluated (kind "final").
+step is one replicate-mapped, jitted program (`rnn.trainer.make_experiment`). Every
+task runs the same loop (`run_unit`, through `lie_unitary.experiments.loop`) in calls
+of `val_every` updates (never across an epoch of the image tasks); what differs is
+the task's data (`rnn.data.Source`): after each call a record of kind "val" holds
+the source's validation sets' metrics, and at the end records of kind "final" hold
+its final sets' metrics (the synthetic tasks: full validation and test sets) or, for
+the image tasks, a summary of the "val" records.
 
 Records (``WORKDIR/results.jsonl``; the vocabulary shared with operators):
 ``unit`` (the unit's id), ``unit_name``, ``kind`` ("val" or "final"), ``replicate``,
 ``step`` (updates made), the unit's fields (task, model, T, hidden_size,
 learning_rate, ..., num_replicates: every setting that changes the unit's numbers)
-and the metrics ``val_loss``, ``train_loss`` (mean over the chunk; val records after
+and the metrics ``val_loss``, ``train_loss`` (mean over the call; val records after
 step 0), ``test_loss`` (final) and ``seconds`` (training time so far). Val records of
-models with λ (guRNN) also hold the spectrum diagnostics of λ's chart
-(`lie_unitary.principal_branch.spectrum_stats`): ``theta_spread`` (max − min of
-θ = eigvalsh(iL(λ))), ``theta_max_abs``, ``min_sinc`` (the smallest |sinc(Δ/2)| over
-eigenvalue gaps Δ: the weakest direction's gain in the derivative of expm) and
-``wide_share`` (share of gaps beyond π).
+models with λ (guRNN) on the synthetic tasks also hold the spectrum diagnostics of
+λ's chart (`lie_unitary.principal_branch.spectrum_stats`): ``theta_spread`` (max − min
+of θ = eigvalsh(iL(λ))), ``theta_max_abs``, ``min_sinc`` (the smallest |sinc(Δ/2)|
+over eigenvalue gaps Δ: the weakest direction's gain in the derivative of expm) and
+``wide_share`` (share of gaps beyond π). The image tasks' records add ``epoch``, the
+accuracies (``val_accuracy``, ``test_accuracy``, ``train_accuracy``) and ``test_loss``
+to val records; their final records hold ``test_accuracy`` (at the best validation
+accuracy), ``best_test_accuracy``, ``best_val_accuracy``, ``best_step`` and
+``num_params``.
 """
 
 from __future__ import annotations
@@ -163,54 +170,79 @@ def units(config) -> list[Unit]:
 # Running ----------------------------------------------------------------------------
 
 
+def _status(val: dict, train: dict, baseline: float, epoch: float | None) -> str:
+  """The progress line's: the epoch, each validation metric's median and replicates, the
+  loss' random baseline, and how many replicates have a nan/inf training loss."""
+  shown = (f"{k.replace('_', ' ')} median {loop.median(v):.4g} (replicates "
+           f"{', '.join(f'{x:.3g}' for x in v)})" for k, v in val.items() if k.startswith("val_"))
+  return (("" if epoch is None else f"epoch {epoch:.2f}, ") + ", ".join(shown) +
+          f"; loss baseline {baseline:.4g}{loop.nonfinite_note(train['loss'], 'training loss')}")
+
+
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   """Trains one unit (all replicates) to `unit.target_step`, resuming from its
-  checkpoint; writes "val" records after every call and "final" records at the end.
+  checkpoint; writes a "val" record at step 0 and after every call of `val_every`
+  updates (within an epoch), and "final" records at the end.
 
   Raises:
     loop.Interrupted: after a checkpoint, when a stop was requested.
-    runner.ConfigError: when the unit's checkpoint is beyond its target step.
+    runner.ConfigError: when the unit's checkpoint is beyond its target step, or the
+      image files do not fit the config.
   """
-  spec = unit.spec
-  if spec.task in data.IMAGE_TASKS:
-    return _run_image_unit(config, unit, ctx)
-  num = spec.num_replicates
+  spec, num = unit.spec, unit.spec.num_replicates
   replicas = replicas_lib.Replicas(num, replicas_lib.replicate_sharding(
-      data_parallel=spec.get("data_parallel", 1)))
-  exp = trainer.make_experiment(spec, replicas.sharding)
+      data_parallel=config.data_parallel))
+  images = spec.task in data.IMAGE_TASKS
+  arrays = _load_sets(config, spec, replicas.mesh) if images else None
+  source = (data.image_source(spec, arrays.train_y.shape[0]) if images
+            else data.synthetic_source(spec))
+  exp = trainer.make_experiment(spec, replicas.sharding, source)
+  # By task kind: λ's spectrum diagnostics in the synthetic tasks' "val" records; the
+  # image tasks' "final" records summarise their "val" records (`_image_summary`).
+  spectrum = None if images else exp.spectrum
+  summary = (lambda state: _image_summary(ctx, unit, state)) if images else (lambda state: {})
+  per_epoch, baseline = source.updates_per_epoch, data.get_task(spec.task).baseline(spec.T)
   done = ctx.written()  # records of a resumed unit are not written twice
-  baseline = data.get_task(spec.task).baseline(spec.T)
 
   def write(kind, step, elapsed, metrics):
+    epoch = {"epoch": round(step / per_epoch, 4)} if per_epoch else {}
     ctx.write([{"kind": kind, "replicate": r, "step": step, "seconds": round(elapsed, 3),
-                **{k: float(v[r]) for k, v in metrics.items()}}
+                **epoch, **{k: float(v[r]) for k, v in metrics.items()}}
                for r in range(num) if (kind, r, step) not in done])
     ctx.scalars(step, {f"{kind}/{k}/replicate_{r}": v[r] for k, v in metrics.items()
                        for r in range(num)})
 
-  def validate(state, size, **more):
-    """The validation loss, and for λ models the spectrum diagnostics of λ."""
-    out = {"val_loss": replicas.gather(exp.evaluate(state.params, "val", size)), **more}
-    if exp.spectrum is not None:
-      out.update(replicas.gather(exp.spectrum(state.params)))
+  def evaluate(state, sets):
+    return {f"{name}_{k}": v for name, s in sets.items()
+            for k, v in replicas.gather(exp.evaluate(state.params, s)).items()}
+
+  def validate(state, train):
+    out = {**evaluate(state, source.val_sets(arrays)), **train}
+    if spectrum is not None:
+      out.update(replicas.gather(spectrum(state.params)))
     return out
 
   with loop.Loop(ctx, replicas, unit.target_step, target_field="num_updates") as lp:
     state, _ = lp.restore(exp.init(replicas.ids))
     if ("val", 0, 0) not in done:
-      write("val", 0, 0.0, validate(state, spec.val_size))
-    for step, num_steps in lp.calls(spec.val_every):
-      state, train_loss = exp.train_chunk(state, replicas.ids, step, num_steps)
-      val = validate(state, spec.val_size, train_loss=replicas.gather(train_loss))
+      lp.status = "evaluating the initial state"
+      write("val", 0, 0.0, validate(state, {}))
+    this_epoch, data_epoch = None, None
+    for step, num_steps in lp.calls(spec.val_every, per_epoch):
+      epoch = step // per_epoch if per_epoch else 0
+      if epoch != data_epoch:  # the epoch's data (image order): once per epoch, never stored
+        this_epoch, data_epoch = exp.epoch_data(replicas.ids, epoch), epoch
+      state, train = exp.train_chunk(state, replicas.ids, step, num_steps, this_epoch, arrays)
+      train = replicas.gather(train)
+      lp.status = "evaluating"
+      val = validate(state, {f"train_{k}": v for k, v in train.items()})
       write("val", step + num_steps, lp.seconds(), val)
-      lp.after_call(state, step + num_steps, {}, (
-          f"val loss median {loop.median(val['val_loss']):.4g} (replicates "
-          f"{', '.join(f'{v:.3g}' for v in val['val_loss'])}; baseline {baseline:.4g})"))
+      lp.after_call(state, step + num_steps, {}, _status(
+          val, train, baseline, (step + num_steps) / per_epoch if per_epoch else None))
     elapsed = lp.finish(state, {})
     t0 = time.perf_counter()
-    final = {"val_loss": exp.evaluate(state.params, "val", spec.eval_size),
-             "test_loss": exp.evaluate(state.params, "test", spec.eval_size)}
-    write("final", unit.target_step, elapsed + time.perf_counter() - t0, replicas.gather(final))
+    final = {**evaluate(state, source.final_sets(arrays)), **summary(state)}
+    write("final", unit.target_step, elapsed + time.perf_counter() - t0, final)
 
 
 def _load_sets(config, spec, mesh) -> data.ImageSets:
@@ -230,9 +262,14 @@ def _load_sets(config, spec, mesh) -> data.ImageSets:
   return data.ImageSets(*(jax.device_put(a, everywhere) for a in sets))
 
 
-def _best(recs: list[dict], num: int) -> dict:
-  """Per replicate, from its "val" records (after step 0): the test accuracy where the
-  validation accuracy was best (the first such step), and the best test accuracy."""
+def _image_summary(ctx, unit: Unit, state) -> dict:
+  """An image unit's "final" metrics, per replicate (R,): from its "val" records after
+  step 0, the test accuracy where the validation accuracy was best (the first such
+  step), the best test accuracy over the run (the published anchors' protocol), the
+  best validation accuracy and its step; and the trainable parameter count."""
+  num = unit.spec.num_replicates
+  recs = [r for r in workdir_lib.read(ctx.workdir)
+          if r.get("unit") == unit.id and r.get("kind") == "val"]
   out = {k: np.full(num, np.nan) for k in ("test_accuracy", "best_test_accuracy",
                                            "best_val_accuracy", "best_step")}
   for r in range(num):
@@ -245,65 +282,9 @@ def _best(recs: list[dict], num: int) -> dict:
     out["best_val_accuracy"][r] = best["val_accuracy"]
     out["best_step"][r] = best["step"]
     out["best_test_accuracy"][r] = max(x["test_accuracy"] for x in rows)
-  return out
-
-
-def _run_image_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """A sequential-image unit: val and test accuracy after every `val_every` updates
-  ("val" records), and at the end (kind "final") each replicate's test accuracy at
-  its best validation accuracy, the best test accuracy over the run (the published
-  anchors' protocol), and its trainable parameter count."""
-  spec = unit.spec
-  num = spec.num_replicates
-  replicas = replicas_lib.Replicas(num, replicas_lib.replicate_sharding(
-      data_parallel=config.data_parallel))
-  sets = _load_sets(config, spec, replicas.mesh)
-  exp = trainer.make_image_experiment(spec, replicas.sharding, sets.train_y.shape[0])
-  done = ctx.written()
-
-  def write(kind, step, elapsed, metrics):
-    ctx.write([{"kind": kind, "replicate": r, "step": step, "seconds": round(elapsed, 3),
-                "epoch": round(step / exp.updates_per_epoch, 4),
-                **{k: float(v[r]) for k, v in metrics.items()}}
-               for r in range(num) if (kind, r, step) not in done])
-    ctx.scalars(step, {f"{kind}/{k}/replicate_{r}": v[r] for k, v in metrics.items()
-                       for r in range(num)})
-
-  def evaluate(state):
-    out = {}
-    for which, x, y in (("val", sets.val_x, sets.val_y), ("test", sets.test_x, sets.test_y)):
-      for k, v in replicas.gather(exp.evaluate(state.params, x, y)).items():
-        out[f"{which}_{k}"] = v
-    return out
-
-  with loop.Loop(ctx, replicas, unit.target_step, target_field="num_updates") as lp:
-    state, _ = lp.restore(exp.init(replicas.ids))
-    if ("val", 0, 0) not in done:
-      lp.status = "evaluating the initial state"
-      write("val", 0, 0.0, evaluate(state))
-    order, order_epoch = None, None
-    for step, num_steps in lp.calls(spec.val_every, exp.updates_per_epoch):
-      epoch = step // exp.updates_per_epoch
-      if epoch != order_epoch:  # the epoch's image order: once per epoch, never stored
-        order, order_epoch = exp.epoch_order(replicas.ids, epoch), epoch
-      state, train = exp.train_chunk(state, replicas.ids, step, num_steps, order, sets)
-      train = replicas.gather(train)
-      lp.status = "evaluating"
-      metrics = evaluate(state)
-      write("val", step + num_steps, lp.seconds(),
-            {**metrics, **{f"train_{k}": v for k, v in train.items()}})
-      acc = metrics["val_accuracy"]
-      lp.after_call(state, step + num_steps, {}, (
-          f"epoch {(step + num_steps) / exp.updates_per_epoch:.2f}, val accuracy median "
-          f"{loop.median(acc):.4f} (replicates {', '.join(f'{v:.4f}' for v in acc)})"
-          f"{loop.nonfinite_note(train['loss'], 'training loss')}"))
-    elapsed = lp.finish(state, {})
-  # Per replicate: every leaf's size without its replicate axis.
+  # Every leaf's size without its replicate axis.
   count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(state.params["params"]))
-  recs = [r for r in workdir_lib.read(ctx.workdir)
-          if r.get("unit") == unit.id and r.get("kind") == "val"]
-  write("final", unit.target_step, elapsed, {**_best(recs, num),
-                                             "num_params": np.full(num, count)})
+  return {**out, "num_params": np.full(num, count)}
 
 
 def write_report(workdir: str) -> list[str]:
