@@ -1,4 +1,4 @@
-"""Tests of the replicate sweep: vmapped == per-replicate, padding, resume bookkeeping."""
+"""The replicates: one mapped program carries a sharded state between calls, padding, the host form."""
 
 import jax.numpy as jnp
 import numpy as np
