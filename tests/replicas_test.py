@@ -1,4 +1,4 @@
-"""The replicates: one mapped program carries a sharded state between calls, padding, the host form."""
+"""Replicates: a mapped program carries a sharded state between calls; padding; host form."""
 
 import jax.numpy as jnp
 import numpy as np
