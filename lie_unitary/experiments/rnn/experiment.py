@@ -192,15 +192,15 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   spec, num = unit.spec, unit.spec.num_replicates
   replicas = replicas_lib.Replicas(num, replicas_lib.replicate_sharding(
       data_parallel=config.data_parallel))
-  images = spec.task in data.IMAGE_TASKS
-  arrays = _load_sets(config, spec, replicas.mesh) if images else None
-  source = (data.image_source(spec, arrays.train_y.shape[0]) if images
+  image_task = spec.task in data.IMAGE_TASKS
+  arrays = _load_sets(config, spec, replicas.mesh) if image_task else None
+  source = (data.image_source(spec, arrays.train_y.shape[0]) if image_task
             else data.synthetic_source(spec))
   exp = trainer.make_experiment(spec, replicas.sharding, source)
   # By task kind: λ's spectrum diagnostics in the synthetic tasks' "val" records; the
   # image tasks' "final" records summarise their "val" records (`_image_summary`).
-  spectrum = None if images else exp.spectrum
-  summary = (lambda state: _image_summary(ctx, unit, state)) if images else (lambda state: {})
+  spectrum = None if image_task else exp.spectrum
+  summary = (lambda state: _image_summary(ctx, unit, state)) if image_task else (lambda state: {})
   per_epoch, baseline = source.updates_per_epoch, data.get_task(spec.task).baseline(spec.T)
   done = ctx.written()  # records of a resumed unit are not written twice
 
