@@ -1,4 +1,8 @@
-"""u(n)/so(n) bases and coefficient maps against dense sums and the paper's definitions."""
+"""u(n)/so(n) bases and coefficient maps against dense sums and the paper's definitions.
+
+Compile-bound: inputs and references come from NumPy and the maps run jitted, one
+program per test (eager calls would compile every primitive for every shape).
+"""
 
 import jax
 import jax.numpy as jnp
@@ -11,12 +15,28 @@ from lie_unitary import algebra
 pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
 
 
+def _normal(seed, shape):
+  return np.random.default_rng(seed).standard_normal(shape)
+
+
+def _dense(lam, n):
+  """Σ_j λ_j T_j with the dense basis (NumPy, complex128)."""
+  with jax.enable_x64(True):   # also for float32 tests: a complex128 reference
+    basis = np.asarray(lu.basis(n, jnp.complex128))
+  return np.einsum("...j,jab->...ab", lam, basis)
+
+
+_to_and_from = jax.jit(lambda lam, skew: (lu.lambdas_to_skew_hermitian(lam),
+                                          lu.skew_hermitian_to_lambdas(skew)))
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 6])
 def test_skew_hermitian_equals_dense_basis_sum(x64, n):
-  lam = jax.random.normal(jax.random.key(n), (n * n,), jnp.float64)
-  dense = jnp.einsum("j,jab->ab", lam, lu.basis(n))
-  np.testing.assert_array_equal(lu.lambdas_to_skew_hermitian(lam), dense)
-  np.testing.assert_allclose(lu.skew_hermitian_to_lambdas(dense), lam, atol=0)
+  lam = _normal(n, n * n)
+  dense = _dense(lam, n)
+  skew, back = _to_and_from(lam, dense)
+  np.testing.assert_array_equal(skew, dense)
+  np.testing.assert_allclose(back, lam, atol=0)
 
 
 def test_basis_is_the_papers(x64):
@@ -35,32 +55,33 @@ def test_basis_is_the_papers(x64):
 
 
 def test_inverse_projects_general_matrices(x64):
-  k1, k2 = jax.random.split(jax.random.key(0))
-  m = jax.lax.complex(jax.random.normal(k1, (2, 4, 4)), jax.random.normal(k2, (2, 4, 4)))
-  skew = 0.5 * (m - jnp.conj(jnp.swapaxes(m, -1, -2)))
-  np.testing.assert_allclose(lu.lambdas_to_skew_hermitian(lu.skew_hermitian_to_lambdas(m)),
-                             skew, atol=1e-15)
+  m = _normal(0, (2, 4, 4)) + 1j * _normal(1, (2, 4, 4))
+  skew = 0.5 * (m - np.conj(np.swapaxes(m, -1, -2)))
+  projected = jax.jit(lambda m: lu.lambdas_to_skew_hermitian(lu.skew_hermitian_to_lambdas(m)))(m)
+  np.testing.assert_allclose(projected, skew, atol=1e-15)
 
 
 def test_dtypes_and_batches():
-  lam = jnp.zeros((2, 3, 9), jnp.float32)
-  out = lu.lambdas_to_skew_hermitian(lam)
+  # Traced only (eval_shape): shapes and dtypes are decided at trace time.
+  out = jax.eval_shape(lu.lambdas_to_skew_hermitian, jax.ShapeDtypeStruct((2, 3, 9), jnp.float32))
   assert out.shape == (2, 3, 3, 3) and out.dtype == jnp.complex64
-  assert lu.skew_hermitian_to_lambdas(out).dtype == jnp.float32
-  assert lu.lambdas_to_skew_hermitian(np.arange(4)).dtype == jnp.complex64
+  assert jax.eval_shape(lu.skew_hermitian_to_lambdas, out).dtype == jnp.float32
+  assert jax.eval_shape(lu.lambdas_to_skew_hermitian, np.arange(4)).dtype == jnp.complex64
 
 
 def test_vmap_equals_loop():
-  lam = jax.random.normal(jax.random.key(1), (5, 16))
-  loop = jnp.stack([lu.lambdas_to_skew_hermitian(l) for l in lam])
-  np.testing.assert_array_equal(jax.vmap(lu.lambdas_to_skew_hermitian)(lam), loop)
-  np.testing.assert_array_equal(jax.jit(lu.lambdas_to_skew_hermitian)(lam), loop)
+  lam = _normal(1, (5, 16)).astype(np.float32)
+  one = jax.jit(lu.lambdas_to_skew_hermitian)
+  loop = np.stack([one(l) for l in lam])
+  np.testing.assert_array_equal(jax.jit(jax.vmap(lu.lambdas_to_skew_hermitian))(lam), loop)
+  np.testing.assert_array_equal(one(lam), loop)
+  np.testing.assert_array_equal(loop, _dense(lam, 4).astype(np.complex64))
 
 
 def test_never_builds_dense_basis():
   """The jaxpr of L(λ) has no (n², n, n) intermediate: it is an O(n²) gather."""
   n = 12
-  jaxpr = jax.make_jaxpr(lu.lambdas_to_skew_hermitian)(jnp.zeros(n * n))
+  jaxpr = jax.make_jaxpr(lu.lambdas_to_skew_hermitian)(jax.ShapeDtypeStruct((n * n,), jnp.float32))
   sizes = [int(np.prod(v.aval.shape)) for eqn in jaxpr.eqns for v in eqn.outvars]
   assert max(sizes) <= n * n + 1
 
@@ -83,36 +104,48 @@ def _original_basis(n):
 
 @pytest.mark.parametrize("n", [1, 3, 5])
 def test_original_order_conversion(x64, n):
-  lam_orig = jax.random.normal(jax.random.key(2), (n * n,), jnp.float64)
-  dense = np.einsum("j,jab->ab", np.asarray(lam_orig), _original_basis(n))
-  ours = lu.lambdas_from_original_order(lam_orig)
-  np.testing.assert_allclose(lu.lambdas_to_skew_hermitian(ours), dense, atol=1e-15)
-  np.testing.assert_array_equal(lu.lambdas_to_original_order(ours), lam_orig)
-  batch = jnp.stack([lam_orig, 2 * lam_orig])
-  np.testing.assert_array_equal(lu.lambdas_to_original_order(lu.lambdas_from_original_order(batch)),
-                                batch)
+  lam_orig = _normal(2, n * n)
+  dense = np.einsum("j,jab->ab", lam_orig, _original_basis(n))
+
+  @jax.jit
+  def run(lam_orig):
+    ours = lu.lambdas_from_original_order(lam_orig)
+    batch = jnp.stack([lam_orig, 2 * lam_orig])
+    return (lu.lambdas_to_skew_hermitian(ours), lu.lambdas_to_original_order(ours),
+            lu.lambdas_to_original_order(lu.lambdas_from_original_order(batch)))
+
+  skew, back, batch_back = run(lam_orig)
+  np.testing.assert_allclose(skew, dense, atol=1e-15)
+  np.testing.assert_array_equal(back, lam_orig)
+  np.testing.assert_array_equal(batch_back, np.stack([lam_orig, 2 * lam_orig]))
 
 
 def test_so_coefficients(x64):
-  mu = jax.random.normal(jax.random.key(3), (10,), jnp.float64)
-  a = lu.lambdas_to_skew_symmetric(mu)
+  mu = _normal(3, 10)
+
+  @jax.jit
+  def run(mu):
+    a = lu.lambdas_to_skew_symmetric(mu)
+    # so(n) is the antisymmetric block of u(n).
+    lam = jnp.concatenate([jnp.zeros(5 + 10), mu])
+    return a, lu.skew_symmetric_to_lambdas(a), lu.lambdas_to_skew_hermitian(lam)
+
+  a, back, skew = map(np.asarray, run(mu))
   np.testing.assert_array_equal(a, -a.T)
   assert a[0, 1] == mu[0] and a[0, 2] == mu[1] and a[1, 2] == mu[4]
-  np.testing.assert_array_equal(lu.skew_symmetric_to_lambdas(a), mu)
-  # so(n) is the antisymmetric block of u(n).
-  lam = jnp.concatenate([jnp.zeros(5 + 10), mu])
-  np.testing.assert_array_equal(lu.lambdas_to_skew_hermitian(lam), a.astype(jnp.complex128))
+  np.testing.assert_array_equal(back, mu)
+  np.testing.assert_array_equal(skew, a.astype(np.complex128))
 
 
 def test_change_basis(x64):
   d = 9
-  lam_tilde = jax.random.normal(jax.random.key(4), (d,), jnp.float64)
-  m = jax.random.uniform(jax.random.key(5), (d, d), jnp.float64, -5, 5)
-  lam = lu.change_basis(lam_tilde, m)
+  lam_tilde = _normal(4, d)
+  m = np.random.default_rng(5).uniform(-5, 5, (d, d))
+  skew = jax.jit(lambda lam_tilde, m: lu.lambdas_to_skew_hermitian(lu.change_basis(lam_tilde, m)))(
+      lam_tilde, m)
   # L is the same matrix in both bases: Σ λ̃_j V_j with V_j = Σ_k M_jk T_k.
-  new_basis = jnp.einsum("jk,kab->jab", m, lu.basis(3))
-  np.testing.assert_allclose(lu.lambdas_to_skew_hermitian(lam),
-                             jnp.einsum("j,jab->ab", lam_tilde, new_basis), atol=1e-12)
+  new_basis = np.einsum("jk,kab->jab", m, np.asarray(lu.basis(3)))
+  np.testing.assert_allclose(skew, np.einsum("j,jab->ab", lam_tilde, new_basis), atol=1e-12)
   with pytest.raises(ValueError, match="shape"):
     lu.change_basis(lam_tilde, m[:, :4])
 
@@ -139,18 +172,23 @@ def test_bad_inputs_raise():
 
 
 def test_hermitian_is_i_times_skew_hermitian():
-  lam = jax.random.normal(jax.random.key(8), (2, 16))
-  np.testing.assert_allclose(lu.algebra.lambdas_to_hermitian(lam),
-                             1j * lu.lambdas_to_skew_hermitian(lam), atol=0)
+  lam = _normal(8, (2, 16)).astype(np.float32)
+  hermitian, skew = jax.jit(lambda lam: (lu.algebra.lambdas_to_hermitian(lam),
+                                         lu.lambdas_to_skew_hermitian(lam)))(lam)
+  np.testing.assert_allclose(hermitian, 1j * np.asarray(skew), atol=0)
 
 
 def test_cotangent_to_lambdas_is_the_transpose_of_the_gather(x64):
-  lam = jax.random.normal(jax.random.key(9), (25,), jnp.float64)
-  k1, k2 = jax.random.split(jax.random.key(10))
-  g = jax.lax.complex(jax.random.normal(k1, (5, 5), jnp.float64),
-                      jax.random.normal(k2, (5, 5), jnp.float64))
-  _, vjp = jax.vjp(lu.lambdas_to_skew_hermitian, lam)
-  np.testing.assert_allclose(lu.algebra.cotangent_to_lambdas(g), vjp(g)[0], atol=1e-14)
+  lam = _normal(9, 25)
+  g = _normal(10, (5, 5)) + 1j * _normal(11, (5, 5))
+
+  @jax.jit
+  def run(lam, g):
+    _, vjp = jax.vjp(lu.lambdas_to_skew_hermitian, lam)
+    return lu.algebra.cotangent_to_lambdas(g), vjp(g)[0]
+
+  ours, transpose = run(lam, g)
+  np.testing.assert_allclose(ours, transpose, atol=1e-14)
 
 
 def test_gathers_work_after_a_float64_trace():

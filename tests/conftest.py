@@ -1,9 +1,19 @@
-"""Shared fixtures: float64 on request, strict rank promotion, compile-bound modules,
-a compilation cache shared with subprocesses.
+"""Shared fixtures: float64 on request, strict rank promotion, fast compiles, a
+compilation cache shared with subprocesses.
 
 Every test runs with HIGHEST default matmul precision, so that the tests' own reference
 products (UᴴU, dense compositions, Padé expm) are exact on GPU/TPU too, where the
 default float32 precision is reduced (TF32). The library sets its own precision.
+
+The suite is compile-bound (small programs, each run a few times), so every test and
+every subprocess it starts compiles cheaply; the results agree within the tests'
+tolerances (the golden tests included):
+
+- XLA skips most optimisations (`jax_disable_most_optimizations`).
+- XLA's CPU backend emits fusions with its LLVM IR emitters instead of the MLIR fusion
+  emitters, which took about twice the compile time on the same programs (jaxlib 0.8-0.10).
+  Both settings must be in place before the CPU backend starts: here, at import.
+  If a jaxlib ever drops the flag, XLA refuses to start on it: delete the flag here.
 """
 
 import os
@@ -11,21 +21,25 @@ import os
 import jax
 import pytest
 
+_CPU_FLAG = "--xla_cpu_use_fusion_emitters=false"
+if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+  os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_CPU_FLAG}".strip()
+os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "true"   # for subprocesses
+jax.config.update("jax_disable_most_optimizations", True)
+
 
 @pytest.fixture(autouse=True, scope="session")
 def _shared_compilation_cache(tmp_path_factory):
   """One persistent compilation cache for the session and the subprocesses it starts.
 
   Many tests compile the same smoke-size programs (in process and in the launcher
-  subprocesses); the cache compiles each once. Subprocesses also skip most XLA
-  optimisations, like the in-process `fast_compiles` modules they are compared with.
+  subprocesses); the cache compiles each once.
   """
   cache = str(tmp_path_factory.getbasetemp().parent / "jax_compilation_cache")
   jax.config.update("jax_compilation_cache_dir", cache)
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
   os.environ["JAX_COMPILATION_CACHE_DIR"] = cache
   os.environ["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-  os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "true"
   yield
 
 
@@ -51,8 +65,5 @@ def strict_rank_promotion():
 
 @pytest.fixture(scope="module")
 def fast_compiles():
-  """For compile-bound modules: XLA skips most optimisations (results do not change)."""
-  previous = jax.config.read("jax_disable_most_optimizations")
-  jax.config.update("jax_disable_most_optimizations", True)
+  """Kept for the modules that name it: the whole session compiles this way (above)."""
   yield
-  jax.config.update("jax_disable_most_optimizations", previous)

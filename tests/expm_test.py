@@ -1,25 +1,28 @@
 """The spectral derivative rule in reverse mode against Padé autodiff, finite differences
-and check_grads (forward mode, second order and the backends: expm_modes_test.py)."""
+and check_grads (forward mode, second order and the backends: expm_modes_test.py).
+
+Compile-bound: test data come from NumPy, and each check runs one jitted program,
+shared by the test cases of one shape (eager calls would compile every primitive).
+"""
 
 import jax
 import jax.numpy as jnp
 from jax.test_util import check_grads
 import numpy as np
 import pytest
+import scipy.linalg
 
 import lie_unitary as lu
 from lie_unitary import paper_rule
 
-# fast_compiles: compile-bound (measured cold, 2 cores: about 25-35% less time).
-pytestmark = pytest.mark.usefixtures("strict_rank_promotion", "fast_compiles")
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
 
 N = 5
 
 
-def _data(n, dtype=jnp.complex128):
-  k1, k2, k3, k4 = jax.random.split(jax.random.key(7), 4)
-  x = jax.lax.complex(jax.random.normal(k1, (n, 3)), jax.random.normal(k2, (n, 3)))
-  y = jax.lax.complex(jax.random.normal(k3, (n, 3)), jax.random.normal(k4, (n, 3)))
+def _data(n, dtype=np.complex128):
+  rng = np.random.default_rng(7)
+  x, y = (rng.normal(size=(n, 3)) + 1j * rng.normal(size=(n, 3)) for _ in range(2))
   return x.astype(dtype), y.astype(dtype)
 
 
@@ -33,139 +36,176 @@ def _padé_unitary(lam):
   return jax.scipy.linalg.expm(lu.lambdas_to_skew_hermitian(lam))
 
 
+def _lambdas_of(skew):
+  """λ_j = Re⟨T_j, L⟩ / ⟨T_j, T_j⟩ for the orthogonal dense basis T_j (NumPy only)."""
+  basis = np.asarray(lu.basis(skew.shape[-1], jnp.complex128))
+  return np.real(np.einsum("jab,ab->j", basis.conj(), skew)) / np.sum(np.abs(basis) ** 2, (1, 2))
+
+
 def _repeated_eigenvalue_lambdas(n):
-  """λ of W diag(i·[1, 1, 1, -2, -2]) Wᴴ for a random unitary W."""
-  w = lu.random_unitary(jax.random.key(3), n, "haar", jnp.complex128)
-  phases = jnp.array([1.0, 1.0, 1.0, -2.0, -2.0][:n])
-  skew = (w * (1j * phases)[None, :]) @ jnp.conj(w.T)
-  return lu.skew_hermitian_to_lambdas(skew)
+  """λ of W diag(i·[1, 1, 1, -2, -2]) Wᴴ for a random unitary W (QR in NumPy)."""
+  rng = np.random.default_rng(3)
+  w, _ = np.linalg.qr(rng.normal(size=(n, n)) + 1j * rng.normal(size=(n, n)))
+  phases = np.array([1.0, 1.0, 1.0, -2.0, -2.0][:n])
+  lam = _lambdas_of((w * (1j * phases)) @ w.conj().T)
+  np.testing.assert_allclose(np.linalg.eigvalsh(1j * np.tensordot(lam, lu.basis(n), 1)),
+                             np.sort(-phases), atol=1e-12)
+  return lam
 
 
 def _points(n):
-  lam = jax.random.normal(jax.random.key(0), (n * n,), jnp.float64)
+  lam = np.random.default_rng(0).normal(size=n * n)
   return {
       "random": lam,
-      "zero": jnp.zeros(n * n, jnp.float64),
+      "zero": np.zeros(n * n),
       "repeated": _repeated_eigenvalue_lambdas(n),
-      "large": 100.0 * lam / jnp.linalg.norm(lam),
+      "large": 100.0 * lam / np.linalg.norm(lam),
   }
 
 
 def _rel(a, b):
-  return float(jnp.linalg.norm(a - b) / jnp.linalg.norm(b))
+  a, b = np.asarray(a), np.asarray(b)
+  return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+@jax.jit
+def _ours_and_pade(lam, x, y):
+  """U and the gradient of the loss, by the spectral rule and by Padé autodiff."""
+  ours = jax.value_and_grad(lambda l: _loss(lu.unitary_from_lambdas, l, x, y))(lam)[1]
+  ref = jax.grad(lambda l: _loss(_padé_unitary, l, x, y))(lam)
+  return lu.unitary_from_lambdas(lam), _padé_unitary(lam), ours, ref
+
+
+@jax.jit
+def _ours_and_differences(lam, x, y, step=1e-5):
+  """The gradient of the loss and its central differences along every coordinate."""
+  loss = lambda l: _loss(lu.unitary_from_lambdas, l, x, y)
+  eye = jnp.eye(lam.size, dtype=lam.dtype)
+  fd = jax.vmap(lambda e: (loss(lam + step * e) - loss(lam - step * e)) / (2 * step))(eye)
+  return jax.grad(loss)(lam), fd
 
 
 @pytest.mark.parametrize("point", ["random", "zero", "repeated", "large"])
 def test_gradient_matches_pade_autodiff(x64, point):
-  lam = _points(N)[point]
-  x, y = _data(N)
-  ours = jax.grad(lambda l: _loss(lu.unitary_from_lambdas, l, x, y))(lam)
-  ref = jax.grad(lambda l: _loss(_padé_unitary, l, x, y))(lam)
+  _, _, ours, ref = _ours_and_pade(_points(N)[point], *_data(N))
   assert np.all(np.isfinite(ours))
   assert _rel(ours, ref) <= 1e-8
 
 
 @pytest.mark.parametrize("point", ["random", "zero", "repeated", "large"])
 def test_gradient_matches_central_finite_differences(x64, point):
-  lam = _points(N)[point]
-  x, y = _data(N)
-  loss = jax.jit(lambda l: _loss(lu.unitary_from_lambdas, l, x, y))
-  step = 1e-5
-  eye = jnp.eye(N * N, dtype=jnp.float64)
-  fd = jax.vmap(lambda e: (loss(lam + step * e) - loss(lam - step * e)) / (2 * step))(eye)
-  ours = jax.grad(loss)(lam)
+  ours, fd = _ours_and_differences(_points(N)[point], *_data(N))
   assert _rel(ours, fd) <= 1e-6
 
 
 def test_forward_matches_pade(x64):
   for point, lam in _points(N).items():
-    np.testing.assert_allclose(lu.unitary_from_lambdas(lam), _padé_unitary(lam),
-                               atol=1e-11, err_msg=point)
+    u, ref, _, _ = _ours_and_pade(lam, *_data(N))
+    np.testing.assert_allclose(u, ref, atol=1e-11, err_msg=point)
 
 
 def test_paper_per_parameter_rule_agrees(x64):
-  lam = _points(N)["random"]
-  x, y = _data(N)
-  u, vjp = jax.vjp(lu.unitary_from_lambdas, lam)
-  g_u = jax.grad(lambda u: jnp.sum(jnp.abs(u @ x - y) ** 2))(u)
-  assert _rel(paper_rule.paper_gradient(lam, g_u), vjp(g_u)[0]) <= 1e-10
-  jac = jnp.moveaxis(jax.jacfwd(_padé_unitary)(lam), -1, 0)
-  np.testing.assert_allclose(paper_rule.paper_jacobian(lam), jac, atol=1e-11)
+  @jax.jit
+  def run(lam, x, y):
+    u, vjp = jax.vjp(lu.unitary_from_lambdas, lam)
+    g_u = jax.grad(lambda u: jnp.sum(jnp.abs(u @ x - y) ** 2))(u)
+    jac = jnp.moveaxis(jax.jacfwd(_padé_unitary)(lam), -1, 0)
+    return paper_rule.paper_gradient(lam, g_u), vjp(g_u)[0], paper_rule.paper_jacobian(lam), jac
+
+  paper_grad, grad, paper_jac, jac = run(_points(N)["random"], *_data(N))
+  assert _rel(paper_grad, grad) <= 1e-10
+  np.testing.assert_allclose(paper_jac, jac, atol=1e-11)
 
 
 def test_check_grads_at_general_complex_matrix(x64):
-  k1, k2 = jax.random.split(jax.random.key(11))
-  general = jax.lax.complex(jax.random.normal(k1, (4, 4)), jax.random.normal(k2, (4, 4)))
-  check_grads(lu.expm_skew_hermitian, (general,), order=1, modes=["rev"])
+  rng = np.random.default_rng(11)
+  general = rng.normal(size=(4, 4)) + 1j * rng.normal(size=(4, 4))
+  check_grads(jax.jit(lu.expm_skew_hermitian), (general,), order=1, modes=["rev"])
   # Only the skew-Hermitian part is used, and the gradient knows it.
-  skew = 0.5 * (general - jnp.conj(general.T))
-  np.testing.assert_allclose(lu.expm_skew_hermitian(general), jax.scipy.linalg.expm(skew),
-                             atol=1e-12)
   x, y = _data(4)
-  f = lambda m: jnp.sum(jnp.abs(lu.expm_skew_hermitian(m) @ x - y) ** 2)
-  ref = lambda m: jnp.sum(jnp.abs(jax.scipy.linalg.expm(0.5 * (m - jnp.conj(m.T))) @ x - y) ** 2)
-  assert _rel(jax.grad(f)(general), jax.grad(ref)(general)) <= 1e-10
+
+  @jax.jit
+  def run(m):
+    f = lambda m: jnp.sum(jnp.abs(lu.expm_skew_hermitian(m) @ x - y) ** 2)
+    ref = lambda m: jnp.sum(jnp.abs(jax.scipy.linalg.expm(0.5 * (m - jnp.conj(m.T))) @ x - y) ** 2)
+    return lu.expm_skew_hermitian(m), jax.grad(f)(m), jax.grad(ref)(m)
+
+  u, grad, ref = run(general)
+  np.testing.assert_allclose(u, scipy.linalg.expm(0.5 * (general - general.conj().T)), atol=1e-12)
+  assert _rel(grad, ref) <= 1e-10
 
 
 def test_check_grads_through_lambdas(x64):
+  f = jax.jit(lu.unitary_from_lambdas)
   for point in ("random", "repeated"):
-    check_grads(lu.unitary_from_lambdas, (_points(4)[point],), order=1, modes=["rev"])
+    check_grads(f, (_points(4)[point],), order=1, modes=["rev"])
 
 
 @pytest.mark.parametrize("point", ["zero", "near_degenerate", "random"])
 def test_complex64_is_unitary_and_finite(point):
   n = 8
   lam = {
-      "zero": jnp.zeros(n * n, jnp.float32),
-      "near_degenerate": 1e-6 * jax.random.normal(jax.random.key(1), (n * n,)),
-      "random": jax.random.normal(jax.random.key(2), (n * n,)),
-  }[point]
-  u = lu.unitary_from_lambdas(lam)
+      "zero": np.zeros(n * n),
+      "near_degenerate": 1e-6 * np.random.default_rng(1).normal(size=n * n),
+      "random": np.random.default_rng(2).normal(size=n * n),
+  }[point].astype(np.float32)
+  u, _, g, ref = _ours_and_pade(lam, *_data(n, np.complex64))
   assert u.dtype == jnp.complex64
-  assert float(jnp.max(jnp.abs(jnp.conj(u.T) @ u - jnp.eye(n)))) <= 1e-5
-  x, y = _data(n, jnp.complex64)
-  g = jax.grad(lambda l: _loss(lu.unitary_from_lambdas, l, x, y))(lam)
+  u = np.asarray(u, np.complex128)
+  assert np.max(np.abs(u.conj().T @ u - np.eye(n))) <= 1e-5
   assert g.dtype == jnp.float32
   assert np.all(np.isfinite(g))
-  ref = jax.grad(lambda l: _loss(_padé_unitary, l, x, y))(lam)
   assert _rel(g, ref) <= 1e-4
 
 
 def test_orthogonal_from_lambdas(x64):
-  mu = jax.random.normal(jax.random.key(4), (10,), jnp.float64)
-  r = lu.orthogonal_from_lambdas(mu)
-  assert r.dtype == jnp.float64
+  rng = np.random.default_rng(4)
+  mu, x = rng.normal(size=10), rng.normal(size=(5, 3))
+
+  @jax.jit
+  def run(mu):
+    f = lambda m: jnp.sum(jnp.sin(lu.orthogonal_from_lambdas(m) @ x))
+    ref = lambda m: jnp.sum(jnp.sin(jax.scipy.linalg.expm(lu.lambdas_to_skew_symmetric(m)) @ x))
+    return lu.orthogonal_from_lambdas(mu), jax.grad(f)(mu), jax.grad(ref)(mu)
+
+  r, grad, ref = map(np.asarray, run(mu))
+  assert r.dtype == np.float64
   np.testing.assert_allclose(r.T @ r, np.eye(5), atol=1e-12)
-  assert abs(float(jnp.linalg.det(r)) - 1.0) < 1e-12
-  np.testing.assert_allclose(r, jax.scipy.linalg.expm(lu.lambdas_to_skew_symmetric(mu)),
-                             atol=1e-12)
-  x = jax.random.normal(jax.random.key(5), (5, 3), jnp.float64)
-  f = lambda m: jnp.sum(jnp.sin(lu.orthogonal_from_lambdas(m) @ x))
-  ref = lambda m: jnp.sum(jnp.sin(jax.scipy.linalg.expm(lu.lambdas_to_skew_symmetric(m)) @ x))
-  assert _rel(jax.grad(f)(mu), jax.grad(ref)(mu)) <= 1e-9
-  assert _rel(jax.grad(f)(jnp.zeros(10)), jax.grad(ref)(jnp.zeros(10))) <= 1e-9
+  assert abs(np.linalg.det(r) - 1.0) < 1e-12
+  skew = np.zeros((5, 5))
+  skew[np.triu_indices(5, 1)] = mu   # row-major over the strict upper triangle
+  np.testing.assert_allclose(r, scipy.linalg.expm(skew - skew.T), atol=1e-12)
+  assert _rel(grad, ref) <= 1e-9
+  _, grad, ref = run(np.zeros(10))
+  assert _rel(grad, ref) <= 1e-9
 
 
 def test_vmap_and_batch_dims_equal_loop(x64):
-  lams = jax.random.normal(jax.random.key(6), (3, 2, 9), jnp.float64)
-  one = jax.jit(lu.unitary_from_lambdas)
-  loop = jnp.stack([jnp.stack([one(l) for l in row]) for row in lams])
-  np.testing.assert_allclose(jax.vmap(jax.vmap(lu.unitary_from_lambdas))(lams), loop,
-                             atol=1e-13)
-  np.testing.assert_allclose(lu.unitary_from_lambdas(lams), loop, atol=1e-13)
+  lams = np.random.default_rng(6).normal(size=(3, 2, 9))
   x, y = _data(3)
-  grad = jax.jit(jax.grad(lambda l: _loss(lu.unitary_from_lambdas, l, x, y)))
-  g_vmap = jax.vmap(jax.vmap(grad))(lams)
-  g_loop = jnp.stack([jnp.stack([grad(l) for l in row]) for row in lams])
+  grad = jax.grad(lambda l: _loss(lu.unitary_from_lambdas, l, x, y))
+  one = jax.jit(lambda l: (lu.unitary_from_lambdas(l), grad(l)))
+
+  @jax.jit
+  def batched(lams):
+    return (jax.vmap(jax.vmap(lu.unitary_from_lambdas))(lams), lu.unitary_from_lambdas(lams),
+            jax.vmap(jax.vmap(grad))(lams))
+
+  loop = [[one(l) for l in row] for row in lams]
+  u_loop = np.array([[u for u, _ in row] for row in loop])
+  g_loop = np.array([[g for _, g in row] for row in loop])
+  u_vmap, u_batch, g_vmap = batched(lams)
+  np.testing.assert_allclose(u_vmap, u_loop, atol=1e-13)
+  np.testing.assert_allclose(u_batch, u_loop, atol=1e-13)
   np.testing.assert_allclose(g_vmap, g_loop, atol=1e-12)
-  jitted = jax.jit(jax.vmap(grad))(lams[0])
-  np.testing.assert_allclose(jitted, g_loop[0], atol=1e-12)
 
 
 def test_dtype_follows_input(x64):
-  assert lu.unitary_from_lambdas(jnp.zeros(4, jnp.float32)).dtype == jnp.complex64
-  assert lu.unitary_from_lambdas(jnp.zeros(4, jnp.float64)).dtype == jnp.complex128
-  assert lu.expm_skew_hermitian(jnp.zeros((2, 2), jnp.float32)).dtype == jnp.complex64
+  # Traced only (eval_shape): the dtypes are decided at trace time.
+  dtype_of = lambda f, shape, dtype: jax.eval_shape(f, jax.ShapeDtypeStruct(shape, dtype)).dtype
+  assert dtype_of(lu.unitary_from_lambdas, (4,), jnp.float32) == jnp.complex64
+  assert dtype_of(lu.unitary_from_lambdas, (4,), jnp.float64) == jnp.complex128
+  assert dtype_of(lu.expm_skew_hermitian, (2, 2), jnp.float32) == jnp.complex64
 
 
 @pytest.mark.parametrize("bad, match", [
@@ -204,10 +244,11 @@ def test_half_precision_raises(dtype, method):
 @pytest.mark.parametrize("method", ["eigh", "pade"])
 def test_integer_coefficients_are_promoted(method):
   # λ = e_0: U = expm(i e_0 e_0ᵀ) = diag(e^i, 1); μ = (1,): a rotation by 1 radian.
-  u = lu.unitary_from_lambdas(jnp.array([1, 0, 0, 0]), method=method)
+  u, r = jax.jit(lambda lam, mu: (lu.unitary_from_lambdas(lam, method=method),
+                                  lu.orthogonal_from_lambdas(mu, method=method)))(
+                                      np.array([1, 0, 0, 0], np.int32), np.array([1], np.int32))
   assert u.dtype == jnp.complex64
   np.testing.assert_allclose(u, np.diag([np.exp(1j), 1.0]), atol=1e-6)
-  r = lu.orthogonal_from_lambdas(jnp.array([1]), method=method)
   assert r.dtype == jnp.float32
   c, s = np.cos(1.0), np.sin(1.0)
   np.testing.assert_allclose(r, [[c, s], [-s, c]], atol=1e-6)

@@ -1,5 +1,9 @@
 """Flax linen layers: they apply exactly U(λ) (square) or an isometry / co-isometry
-(rectangular), once per call, train, and reject wrong input."""
+(rectangular), once per call, train, and reject wrong input.
+
+Compile-bound: inputs come from NumPy, each test compiles one program for what it
+checks (eager calls would compile every primitive), and the checks run in NumPy.
+"""
 
 import flax.linen as nn
 import jax
@@ -10,42 +14,45 @@ import pytest
 
 import lie_unitary as lu
 
-pytestmark = pytest.mark.usefixtures("strict_rank_promotion", "fast_compiles")
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
 
 
-def _complex(key, shape):
-  k1, k2 = jax.random.split(key)
-  return jax.lax.complex(jax.random.normal(k1, shape), jax.random.normal(k2, shape))
+def _complex(seed, shape):
+  rng = np.random.default_rng(seed)
+  return (rng.standard_normal(shape) + 1j * rng.standard_normal(shape)).astype(np.complex64)
 
 
 def test_unitary_linear_complex_and_real_pairs():
   n = 5
-  x = _complex(jax.random.key(0), (2, 3, n))
+  x = _complex(0, (2, 3, n))
+  xr = np.concatenate([x.real, x.imag], axis=-1)
   layer = lu.UnitaryLinear(n)
-  variables = layer.init(jax.random.key(1), x)
-  lam = variables["params"]["lam"]
-  assert lam.shape == (n * n,) and lam.dtype == jnp.float32
-  u = lu.unitary_from_lambdas(lam)
-  y = layer.apply(variables, x)
-  np.testing.assert_allclose(y, jnp.einsum("ij,abj->abi", u, x), atol=1e-5)
-  np.testing.assert_allclose(jnp.linalg.norm(y, axis=-1), jnp.linalg.norm(x, axis=-1), rtol=1e-5)
   pairs = lu.UnitaryLinear(n, real_pairs=True)
-  xr = jnp.concatenate([jnp.real(x), jnp.imag(x)], axis=-1)
-  yr = pairs.apply(variables, xr)
-  np.testing.assert_allclose(yr, jnp.concatenate([jnp.real(y), jnp.imag(y)], axis=-1), atol=1e-5)
+
+  @jax.jit
+  def run(key):
+    variables = layer.init(key, x)
+    lam = variables["params"]["lam"]
+    return lam, lu.unitary_from_lambdas(lam), layer.apply(variables, x), pairs.apply(variables, xr)
+
+  lam, u, y, yr = map(np.asarray, run(jax.random.key(1)))
+  assert lam.shape == (n * n,) and lam.dtype == np.float32
+  np.testing.assert_allclose(y, np.einsum("ij,abj->abi", u, x), atol=1e-5)
+  np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
+  np.testing.assert_allclose(yr, np.concatenate([y.real, y.imag], axis=-1), atol=1e-5)
 
 
 def test_unitary_linear_zero_init_is_identity():
   layer = lu.UnitaryLinear(4, lambda_init=nn.initializers.zeros)
-  x = _complex(jax.random.key(2), (4,))
-  variables = layer.init(jax.random.key(3), x)
-  np.testing.assert_allclose(layer.apply(variables, x), x, atol=1e-6)
+  x = _complex(2, (4,))
+  y = jax.jit(lambda key: layer.apply(layer.init(key, x), x))(jax.random.key(3))
+  np.testing.assert_allclose(y, x, atol=1e-6)
 
 
 def test_one_eigh_per_call():
   layer = lu.UnitaryLinear(6)
-  x = _complex(jax.random.key(4), (32, 6))
-  variables = layer.init(jax.random.key(5), x)
+  x = _complex(4, (32, 6))
+  variables = jax.eval_shape(layer.init, jax.random.key(5), x)   # traced only
   loss = lambda v: jnp.sum(jnp.abs(layer.apply(v, x)) ** 2 * jnp.arange(6)[None, :])
   jaxpr = str(jax.make_jaxpr(jax.value_and_grad(loss))(variables))
   assert jaxpr.count("eigh[") == 1
@@ -53,27 +60,39 @@ def test_one_eigh_per_call():
 
 def test_orthogonal_linear():
   n = 4
-  x = jax.random.normal(jax.random.key(6), (3, n))
+  x = np.random.default_rng(6).standard_normal((3, n)).astype(np.float32)
   layer = lu.OrthogonalLinear(n)
-  variables = layer.init(jax.random.key(7), x)
-  r = lu.orthogonal_from_lambdas(variables["params"]["mu"])
-  np.testing.assert_allclose(layer.apply(variables, x), x @ r.T, atol=1e-6)
-  np.testing.assert_allclose(jnp.linalg.norm(layer.apply(variables, x), axis=-1),
-                             jnp.linalg.norm(x, axis=-1), rtol=1e-5)
+
+  @jax.jit
+  def run(key):
+    variables = layer.init(key, x)
+    return layer.apply(variables, x), lu.orthogonal_from_lambdas(variables["params"]["mu"])
+
+  y, r = map(np.asarray, run(jax.random.key(7)))
+  np.testing.assert_allclose(y, x @ r.T, atol=1e-6)
+  np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
 
 
 def test_square_methods_and_parameter_shapes_are_unchanged():
-  x = _complex(jax.random.key(8), (4,))
+  x = _complex(8, (4,))
   layer = lu.UnitaryLinear(4)
-  variables = layer.init(jax.random.key(9), x)
-  u = layer.apply(variables, method="unitary")
-  np.testing.assert_array_equal(u, lu.unitary_from_lambdas(variables["params"]["lam"]))
-  np.testing.assert_array_equal(layer.apply(variables, 4, method="matrix"), u)
   orth = lu.OrthogonalLinear(4)
-  variables = orth.init(jax.random.key(10), jnp.real(x))
-  assert jax.tree.map(jnp.shape, variables) == {"params": {"mu": (6,)}}
-  np.testing.assert_array_equal(orth.apply(variables, method="orthogonal"),
-                                lu.orthogonal_from_lambdas(variables["params"]["mu"]))
+
+  @jax.jit
+  def run(key):
+    variables = layer.init(key, x)
+    v_orth = orth.init(key, x.real)
+    return (layer.apply(variables, method="unitary"),
+            lu.unitary_from_lambdas(variables["params"]["lam"]),
+            layer.apply(variables, 4, method="matrix"),
+            v_orth, orth.apply(v_orth, method="orthogonal"),
+            lu.orthogonal_from_lambdas(v_orth["params"]["mu"]))
+
+  u, u_ref, matrix, v_orth, r, r_ref = run(jax.random.key(9))
+  np.testing.assert_array_equal(u, u_ref)
+  np.testing.assert_array_equal(matrix, u)
+  assert jax.tree.map(jnp.shape, v_orth) == {"params": {"mu": (6,)}}
+  np.testing.assert_array_equal(r, r_ref)
 
 
 # (n, k): minimal counts 2nk - min(n,k)² (complex), nk - m(m+1)/2 (real), by hand.
@@ -155,27 +174,28 @@ def test_rectangular_layers_train():
   # A teacher of the same architecture makes the target reachable.
   x = np.random.default_rng(13).standard_normal((64, 6)).astype(np.float32)
   model = _Regressor()
-  init = jax.jit(model.init)
-  y = jax.jit(model.apply)(init(jax.random.key(99), x), x)
-  params = init(jax.random.key(14), x)
   tx = optax.adam(0.05)
-  loss = lambda p: jnp.mean((model.apply(p, x) - y) ** 2)
 
   @jax.jit
-  def train(params):
+  def train(teacher_key, key):
+    y = model.apply(model.init(teacher_key, x), x)
+    loss = lambda p: jnp.mean((model.apply(p, x) - y) ** 2)
+
     def step(carry, _):
       params, state = carry
       value, grads = jax.value_and_grad(loss)(params)
       updates, state = tx.update(grads, state, params)
       return (optax.apply_updates(params, updates), state), value
-    (params, _), losses = jax.lax.scan(step, (params, tx.init(params)), length=50)
-    return params, losses, loss(params)
 
-  trained, losses, final = train(params)
+    params = model.init(key, x)
+    (trained, _), losses = jax.lax.scan(step, (params, tx.init(params)), length=50)
+    w = lu.nn.orthogonal_weight(trained["params"]["OrthogonalLinear_0"]["mu"], 6, 4)
+    return params, trained, losses, loss(trained), w
+
+  params, trained, losses, final, w = train(jax.random.key(99), jax.random.key(14))
   assert final < losses[0] / 10, (losses[0], final)
   for name, param in (("OrthogonalLinear_0", "mu"), ("UnitaryLinear_0", "lam")):
     assert not np.allclose(trained["params"][name][param], params["params"][name][param])
-  w = lu.nn.orthogonal_weight(trained["params"]["OrthogonalLinear_0"]["mu"], 6, 4)
   assert lu.isometry_report(w).error < 1e-5
 
 
@@ -223,10 +243,10 @@ def test_isometry_report_against_closed_forms():
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
 def test_half_precision_parameters_raise(dtype, features):
   name = jnp.dtype(dtype).name
-  x = jnp.ones((2, 3))
+  x = np.ones((2, 3), np.float32)
   layer = lu.UnitaryLinear(features, real_pairs=True, param_dtype=dtype)
   with pytest.raises(ValueError, match=rf"lam's dtype must be float32 or float64; got {name}"):
-    layer.init(jax.random.key(0), jnp.ones((2, 6)))
+    layer.init(jax.random.key(0), np.ones((2, 6), np.float32))
   layer = lu.OrthogonalLinear(features, param_dtype=dtype)
   with pytest.raises(ValueError, match=rf"mu's dtype must be float32 or float64; got {name}"):
     layer.init(jax.random.key(0), x)

@@ -13,7 +13,7 @@ import pytest
 import lie_unitary as lu
 from lie_unitary import nnx as lnnx
 
-pytestmark = pytest.mark.usefixtures("strict_rank_promotion", "fast_compiles")
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
 
 
 def _optimizer(model, tx):

@@ -1,15 +1,19 @@
-"""The uniform parametrization interface: shapes, dtypes, masks, projections."""
+"""The uniform parametrization interface: shapes, dtypes, masks, projections.
+
+Compile-bound: each test compiles one program (eager calls would compile every
+primitive, and an eager loop re-traces every step), and the checks run in NumPy.
+"""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+import scipy.linalg
 
 import lie_unitary as lu
 
-# fast_compiles: compile-bound (measured cold, 2 cores: about 25-35% less time).
-pytestmark = pytest.mark.usefixtures("strict_rank_promotion", "fast_compiles")
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
 
 NAMES = tuple(lu.PARAMETRIZATIONS)
 
@@ -23,78 +27,100 @@ def _is_unitary(u, tol):
 def test_interface(name):
   p = lu.get_parametrization(name)
   n = 10
-  params, constants = p.init(jax.random.key(0), n)
+
+  @jax.jit
+  def run(key, keys):
+    params, constants = p.init(key, n)
+    u = p.to_unitary(p.post_update(params, constants), constants)
+    # A real loss, for gradients.
+    x = jnp.ones((n, 2), u.dtype)
+    weights = jnp.arange(n, dtype=jnp.float32)[:, None]
+    loss = lambda q: jnp.sum(jnp.abs(p.to_unitary(q, constants) @ x) ** 2 * weights)
+    batched, _ = jax.vmap(lambda k: p.init(k, n))(keys)   # vmap over replicate keys
+    return params, p.gradient_mask(params, constants), u, jax.grad(loss)(params), batched
+
+  params, mask, u, g, batched = jax.tree.map(
+      np.asarray, run(jax.random.key(0), jax.random.split(jax.random.key(1), 3)))
   for leaf in jax.tree.leaves(params):
-    assert leaf.dtype == jnp.float32  # trainable leaves are real
+    assert leaf.dtype == np.float32  # trainable leaves are real
   assert sum(x.size for x in jax.tree.leaves(params)) >= p.num_trainable(n)
-  mask = p.gradient_mask(params, constants)
   assert jax.tree.structure(mask) == jax.tree.structure(params)
-  assert sum(float(jnp.sum(m)) for m in jax.tree.leaves(mask)) == p.num_trainable(n)
-  projected = jax.jit(p.post_update)(params, constants)
-  u = jax.jit(p.to_unitary)(projected, constants)
+  assert sum(float(np.sum(m)) for m in jax.tree.leaves(mask)) == p.num_trainable(n)
   assert u.shape == (n, n)
-  assert jnp.iscomplexobj(u) != p.is_orthogonal
+  assert np.iscomplexobj(u) != p.is_orthogonal
   assert _is_unitary(u, 2e-5)
-  # Gradients of a real loss flow to every trainable leaf and are finite.
-  x = jnp.ones((n, 2), u.dtype)
-  weights = jnp.arange(n, dtype=jnp.float32)[:, None]
-  loss = lambda q: jnp.sum(jnp.abs(p.to_unitary(q, constants) @ x) ** 2 * weights)
-  g = jax.jit(jax.grad(loss))(params)
+  # Gradients of the real loss flow to every trainable leaf and are finite.
+  assert jax.tree.structure(g) == jax.tree.structure(params)
   assert all(np.all(np.isfinite(leaf)) for leaf in jax.tree.leaves(g))
-  # vmap over replicate keys.
-  batched, _ = jax.vmap(lambda k: p.init(k, n))(jax.random.split(jax.random.key(1), 3))
   assert all(leaf.shape[0] == 3 for leaf in jax.tree.leaves(batched))
 
 
 def test_lie_restricted_trains_only_masked_coefficients():
   p = lu.get_parametrization("lie_restricted")
   n = 10
-  params, constants = p.init(jax.random.key(2), n)
-  assert float(jnp.sum(constants["mask"])) == 7 * n
-  x = jax.lax.complex(jnp.ones((n, 3)), jnp.arange(3 * n, dtype=jnp.float32).reshape(n, 3))
-  loss = lambda q: jnp.sum(jnp.abs(p.to_unitary(q, constants) @ x - x[::-1]) ** 2)
+  x = (np.ones((n, 3)) + 1j * np.arange(3 * n).reshape(n, 3)).astype(np.complex64)
   opt = optax.rmsprop(1e-2, decay=0.9)
-  state = opt.init(params)
-  new = params
-  for _ in range(3):
-    g = lu.apply_gradient_mask(jax.grad(loss)(new), p.gradient_mask(new, constants))
-    updates, state = opt.update(g, state, new)
-    new = optax.apply_updates(new, updates)
-  changed = np.asarray(new["lam"] != params["lam"])
-  np.testing.assert_array_equal(changed, np.asarray(constants["mask"]) == 1)
+
+  @jax.jit
+  def run(key):
+    params, constants = p.init(key, n)
+    loss = lambda q: jnp.sum(jnp.abs(p.to_unitary(q, constants) @ x - x[::-1]) ** 2)
+    new, state = params, opt.init(params)
+    for _ in range(3):
+      g = lu.apply_gradient_mask(jax.grad(loss)(new), p.gradient_mask(new, constants))
+      updates, state = opt.update(g, state, new)
+      new = optax.apply_updates(new, updates)
+    return params, constants, new
+
+  params, constants, new = jax.tree.map(np.asarray, run(jax.random.key(2)))
+  assert np.sum(constants["mask"]) == 7 * n
+  np.testing.assert_array_equal(new["lam"] != params["lam"], constants["mask"] == 1)
+
+
+def _haar(rng, n, num):
+  """`num` Haar-random U(n) matrices (NumPy: QR of a complex Gaussian, R's phases fixed)."""
+  q, r = np.linalg.qr(rng.normal(size=(num, n, n)) + 1j * rng.normal(size=(num, n, n)))
+  d = np.diagonal(r, axis1=-2, axis2=-1)
+  return q * (d / np.abs(d))[:, None, :]
 
 
 def test_projection_is_the_polar_factor(x64):
-  k1, k2 = jax.random.split(jax.random.key(3))
-  a = jax.lax.complex(jax.random.normal(k1, (6, 6), jnp.float64),
-                      jax.random.normal(k2, (6, 6), jnp.float64))
-  u = lu.polar_unitary(a)
-  ref, _ = jax.scipy.linalg.polar(a, method="svd")
-  np.testing.assert_allclose(u, ref, atol=1e-12)
-  # The closest unitary: no random unitary is closer to a.
-  others = jax.vmap(lambda k: lu.random_unitary(k, 6, "haar", jnp.complex128))(
-      jax.random.split(k1, 64))
-  nearest_other = jnp.min(jnp.linalg.norm(others - a[None], axis=(1, 2)))
-  assert float(jnp.linalg.norm(u - a)) < float(nearest_other)
+  rng = np.random.default_rng(3)
+  a = rng.normal(size=(6, 6)) + 1j * rng.normal(size=(6, 6))
   p = lu.get_parametrization("projection")
-  params = {"re": jnp.real(a), "im": jnp.imag(a)}
-  np.testing.assert_allclose(p.to_unitary(p.post_update(params, {}), {}), u, atol=1e-12)
+  u, projected = jax.jit(lambda a: (lu.polar_unitary(a), p.to_unitary(
+      p.post_update({"re": jnp.real(a), "im": jnp.imag(a)}, {}), {})))(a)
+  left, _, right = np.linalg.svd(a)   # a = P Σ Qᴴ: the polar factor is P Qᴴ
+  np.testing.assert_allclose(u, left @ right, atol=1e-12)
+  # The closest unitary: no random unitary (Haar, by QR in NumPy) is closer to a.
+  others = _haar(rng, 6, 64)
+  nearest_other = np.min(np.linalg.norm(others - a[None], axis=(1, 2)))
+  assert np.linalg.norm(u - a) < nearest_other
+  np.testing.assert_allclose(projected, u, atol=1e-12)
 
 
 def test_orthogonal_parametrizations_have_determinants():
   so = lu.get_parametrization("so_algebra")
-  params, c = so.init(jax.random.key(4), 5)
-  assert params["mu"].shape == (10,)
-  assert abs(float(jnp.linalg.det(so.to_unitary(params, c))) - 1.0) < 1e-5
   proj = lu.get_parametrization("projection_orthogonal")
-  params, c = proj.init(jax.random.key(4), 5)
-  r = proj.to_unitary(proj.post_update(params, c), c)
-  assert abs(abs(float(jnp.linalg.det(r))) - 1.0) < 1e-5  # O(n): either sign
+
+  @jax.jit
+  def run(key):
+    params, c = so.init(key, 5)
+    projected, cp = proj.init(key, 5)
+    return params, so.to_unitary(params, c), proj.to_unitary(proj.post_update(projected, cp), cp)
+
+  params, r_so, r = jax.tree.map(np.asarray, run(jax.random.key(4)))
+  assert params["mu"].shape == (10,)
+  assert abs(np.linalg.det(r_so) - 1.0) < 1e-5
+  assert abs(abs(np.linalg.det(r)) - 1.0) < 1e-5  # O(n): either sign
 
 
 def test_float64_parameters(x64):
-  params, c = lu.get_parametrization("lie_algebra").init(jax.random.key(0), 3, jnp.float64)
-  assert lu.get_parametrization("lie_algebra").to_unitary(params, c).dtype == jnp.complex128
+  p = lu.get_parametrization("lie_algebra")
+  # Traced only (eval_shape): the dtypes are decided at trace time.
+  params, u = jax.eval_shape(lambda k: (lambda q, c: (q, p.to_unitary(q, c)))(
+      *p.init(k, 3, jnp.float64)), jax.random.key(0))
+  assert params["lam"].dtype == jnp.float64 and u.dtype == jnp.complex128
 
 
 def test_bad_arguments_raise():
@@ -124,17 +150,26 @@ def test_projection_orthogonal_stays_in_its_component_of_o_n(x64, det, expected)
   # each followed by the polar projection, never change det W. For an SO(n) target U
   # the best W with det = -1 reflects one direction of U: ‖W - U‖²_F = 2² = 4.
   n = 5
-  p = lu.get_parametrization("projection_orthogonal")
-  target = lu.orthogonal_from_lambdas(jax.random.normal(jax.random.key(0), (n * (n - 1) // 2,),
-                                                        jnp.float64))
-  params, constants = p.init(jax.random.key(1), n, jnp.float64)
-  w = lu.polar_unitary(params["matrix"])
+  rng = np.random.default_rng(0)
+  a = rng.normal(size=(n, n))
+  target = scipy.linalg.expm(a - a.T)   # in SO(n)
+  left, _, right = np.linalg.svd(rng.normal(size=(n, n)))
+  w = left @ right                      # a random point of O(n)
   if np.sign(np.linalg.det(w)) != det:
-    w = w.at[0].multiply(-1.0)
-  params = {"matrix": w}
-  loss = lambda prm: jnp.sum((p.to_unitary(prm, constants) - target) ** 2)
-  for _ in range(400):
-    g = jax.grad(loss)(params)
-    params = p.post_update(jax.tree.map(lambda a, b: a - 0.05 * b, params, g), constants)
+    w[0] *= -1.0
+  params = jax.tree.map(np.asarray, _projected_descent({"matrix": w}, target))
   np.testing.assert_allclose(np.linalg.det(params["matrix"]), det, atol=1e-10)
-  np.testing.assert_allclose(loss(params), expected, atol=1e-6)
+  np.testing.assert_allclose(np.sum((params["matrix"] - target) ** 2), expected, atol=1e-6)
+
+
+@jax.jit
+def _projected_descent(params, target):
+  """400 steps of gradient descent on ‖W - U‖²_F, each followed by the polar projection."""
+  p = lu.get_parametrization("projection_orthogonal")
+  loss = lambda prm: jnp.sum((p.to_unitary(prm, {}) - target) ** 2)
+
+  def step(_, params):
+    g = jax.grad(loss)(params)
+    return p.post_update(jax.tree.map(lambda a, b: a - 0.05 * b, params, g), {})
+
+  return jax.lax.fori_loop(0, 400, step, params)

@@ -15,7 +15,7 @@ import lie_unitary as lu
 from lie_unitary import algebra
 from lie_unitary import principal_branch as pb
 
-pytestmark = pytest.mark.usefixtures("strict_rank_promotion", "fast_compiles")
+pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
 
 
 # Jitted once per shape: eager calls would compile every primitive on its own.
