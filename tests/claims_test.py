@@ -68,7 +68,7 @@ def test_two_launches_on_one_workdir_train_each_unit_once(tmp_path):
   env = {**os.environ, "PYTHONPATH": helpers.ROOT, "OPENBLAS_NUM_THREADS": "1",
          "JAX_PLATFORMS": "cpu"}
   cmd = [sys.executable, "-m", "lie_unitary.experiments.rnn", "--config=smoke",
-         "--config.model=gurnn,lstm,tanh", "--config.num_updates=40",
+         "--config.model=('gurnn','lstm','tanh')", "--config.num_updates=40",
          f"--workdir={tmp_path}"]
   procs = [subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True) for _ in range(2)]

