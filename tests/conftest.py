@@ -48,8 +48,8 @@ jax.config.update("jax_disable_most_optimizations", True)
 def _shared_compilation_cache(tmp_path_factory):
   """One persistent compilation cache for the session and the subprocesses it starts.
 
-  Many tests compile the same smoke-size programs (in process and in the launcher
-  subprocesses); the cache compiles each once.
+  Many tests compile the same smoke-size programs; the cache compiles each once per
+  kind of process (this one's CPU emitter flag gives its programs keys of their own).
   """
   cache = str(tmp_path_factory.getbasetemp().parent / "jax_compilation_cache")
   jax.config.update("jax_compilation_cache_dir", cache)
