@@ -13,24 +13,25 @@ from lie_unitary import experiments
 from lie_unitary import nn as lnn
 
 
+def _loaded_after(imports: str, prefix: str) -> str:
+  """The modules starting with `prefix` that a fresh interpreter holds after `imports`."""
+  code = (f"import sys, {imports}; "
+          f"print(sorted(m for m in sys.modules if m.startswith({prefix!r})))")
+  return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                        check=True).stdout.strip()
+
+
 @pytest.mark.slow
 def test_importing_the_core_loads_no_experiment_module():
-  code = ("import sys, lie_unitary, lie_unitary.nn; "
-          "print(sorted(m for m in sys.modules if m.startswith('lie_unitary.experiments')))")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       check=True).stdout
-  assert out.strip() == "[]"
+  assert _loaded_after("lie_unitary, lie_unitary.nn", "lie_unitary.experiments") == "[]"
 
 
 @pytest.mark.slow
 def test_importing_the_package_loads_no_pallas_module():
   # The recurrences are lax.scan loops: nothing needs Pallas' API or its Triton backend.
   # (flax itself loads some of jax._src.pallas; that is not the package's to avoid.)
-  code = ("import sys, lie_unitary, lie_unitary.nn, lie_unitary.experiments.rnn.trainer; "
-          "print(sorted(m for m in sys.modules if m.startswith('jax.experimental.pallas')))")
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                       check=True).stdout
-  assert out.strip() == "[]"
+  assert _loaded_after("lie_unitary, lie_unitary.nn, lie_unitary.experiments.rnn.trainer",
+                       "jax.experimental.pallas") == "[]"
 
 
 @pytest.mark.parametrize("module", [lu, lnn, experiments])
