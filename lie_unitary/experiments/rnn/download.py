@@ -1,0 +1,139 @@
+"""Downloads MNIST, Fashion-MNIST and KMNIST from their canonical sources, md5-checked.
+
+`download(dataset, folder)` fetches the four gzipped IDX files (`images.IDX_FILE_NAMES`
++ ".gz") from each set's mirrors in turn. A file is streamed to a temporary name in
+the folder and renamed only once its md5 matches the published one, so no half-written
+or corrupt file is ever read as data; a file already present with the right md5 is
+kept, and so is an uncompressed copy. Without a network the error is one line naming
+the dataset, the mirrors tried and where to put the files by hand.
+
+No jax here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import tempfile
+from typing import Callable
+from typing import Sequence
+import urllib.request
+
+from lie_unitary.experiments.rnn import images
+
+__all__ = ["CHECKSUMS", "MIRRORS", "DownloadError", "default_folder", "download"]
+
+# Mirrors in the order tried: the dataset's own site last where a faster copy exists.
+MIRRORS = {
+    "mnist": ("https://ossci-datasets.s3.amazonaws.com/mnist/",
+              "https://storage.googleapis.com/cvdf-datasets/mnist/",
+              "http://yann.lecun.com/exdb/mnist/"),
+    "fashion_mnist": ("http://fashion-mnist.s3-website.eu-central-1.amazonaws.com/",
+                      "https://raw.githubusercontent.com/zalandoresearch/fashion-mnist/"
+                      "master/data/fashion/"),
+    "kmnist": ("https://codh.rois.ac.jp/kmnist/dataset/kmnist/",
+               "http://codh.rois.ac.jp/kmnist/dataset/kmnist/"),
+}
+# The md5 of each gzipped file as its authors publish it.
+CHECKSUMS = {
+    "mnist": ("f68b3c2dcbeaaa9fbdd348bbdeb94873", "d53e105ee54ea40749a09fcbcd1e9432",
+              "9fb629c4189551a2d022fa330f9573f3", "ec29112dd5afa0611ce80d1b7f02629c"),
+    "fashion_mnist": ("8d4fb7e6c68d591d4c3dfef9ec88bf0d", "25c81989df183df01b3e8a0aad5dffbe",
+                      "bef4ecab320f06d8554ea6380940ec79", "bb300cfdad3c16e7a12a480ee83cd310"),
+    "kmnist": ("bdb82020997e1d708af4cf47b453dcf7", "e144d726b3acfaa3e44228e80efcd344",
+               "5c965bf0a639b31b8f53240b1b52f4d7", "7320c461ea6c1c855c0b718fb2a4b134"),
+}  # in the order of images.IDX_FILE_NAMES
+
+
+class DownloadError(OSError):
+  """No mirror gave a file with the published checksum (offline, moved, or corrupt)."""
+
+
+def default_folder(dataset: str) -> str:
+  """Where `download` puts a dataset by default, and `images.resolve_data_dir` looks:
+  $LIE_UNITARY_DATA_DIR/<dataset> when that variable is set, else
+  ~/.cache/lie_unitary/<dataset> ($XDG_CACHE_HOME instead of ~/.cache when set)."""
+  root = os.environ.get(images.DATA_DIR_ENV, "")
+  if not root:
+    cache = os.environ.get("XDG_CACHE_HOME", "") or os.path.join("~", ".cache")
+    root = os.path.join(cache, "lie_unitary")
+  return os.path.join(os.path.expanduser(root), dataset)
+
+
+def _md5(path: str) -> str:
+  digest = hashlib.md5(usedforsecurity=False)
+  with open(path, "rb") as f:
+    for block in iter(lambda: f.read(1 << 20), b""):
+      digest.update(block)
+  return digest.hexdigest()
+
+
+def _fetch(url: str, folder: str, name: str, md5: str, timeout: float) -> None:
+  """url → folder/name, atomically, when its md5 is `md5`; raises OSError otherwise."""
+  fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
+  try:
+    digest = hashlib.md5(usedforsecurity=False)
+    with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
+      for block in iter(lambda: response.read(1 << 20), b""):
+        digest.update(block)
+        out.write(block)
+      out.flush()
+      os.fsync(out.fileno())
+    if digest.hexdigest() != md5:
+      raise OSError(f"md5 {digest.hexdigest()}, expected {md5}")
+    os.replace(partial, os.path.join(folder, name))
+  finally:
+    if os.path.exists(partial):
+      os.remove(partial)
+
+
+def download(dataset: str, folder: str | os.PathLike | None = None, *,
+             mirrors: Sequence[str] | None = None, checksums: Sequence[str] | None = None,
+             timeout: float = 60.0, printer: Callable[[str], None] = print) -> str:
+  """Fetches a dataset's four gzipped IDX files into `folder`, each checked by md5.
+
+  Args:
+    dataset: 'mnist', 'fashion_mnist' or 'kmnist'.
+    folder: where to put them (created); None: `default_folder(dataset)`.
+    mirrors: base URLs to try in turn (default `MIRRORS[dataset]`).
+    checksums: the md5 of each file in `images.IDX_FILE_NAMES` order (default
+      `CHECKSUMS[dataset]`).
+    timeout: seconds a connection may stall.
+    printer: one line per file fetched.
+
+  Returns:
+    The folder, holding the four files (`images.check_dataset_files` passes).
+
+  Raises:
+    ValueError: an unknown dataset.
+    DownloadError: a file that no mirror gave with its checksum; the one-line message
+      names the mirrors tried, why each failed, and where to put the files by hand.
+  """
+  if dataset not in MIRRORS:
+    raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(MIRRORS)}.")
+  folder = os.path.expanduser(os.fspath(folder or default_folder(dataset)))
+  mirrors = tuple(mirrors or MIRRORS[dataset])
+  os.makedirs(folder, exist_ok=True)
+  for name, md5 in zip((n + ".gz" for n in images.IDX_FILE_NAMES),
+                       checksums or CHECKSUMS[dataset]):
+    path = os.path.join(folder, name)
+    if (os.path.isfile(path) and _md5(path) == md5) or (
+        not os.path.exists(path) and os.path.isfile(path[:-len(".gz")])):
+      continue  # already here (an uncompressed copy: checked by its header and size below)
+    failures = []
+    for base in mirrors:
+      url = base.rstrip("/") + "/" + name
+      try:
+        _fetch(url, folder, name, md5, timeout)
+        printer(f"{dataset}: {name} from {url}")
+        break
+      except (OSError, http.client.HTTPException, ValueError) as e:
+        failures.append(f"{url}: {getattr(e, 'reason', None) or e}")
+    else:
+      raise DownloadError(f"{dataset}: could not download {name} ({'; '.join(failures)}); "
+                          f"offline? put the four files {', '.join(images.IDX_FILE_NAMES)} "
+                          f"(.gz or not) in {folder} by hand.")
+  images.check_dataset_files(folder)
+  return folder
+

@@ -1,0 +1,140 @@
+"""Tests of the dataset download against small IDX files served on 127.0.0.1 (no network)."""
+
+import contextlib
+import functools
+import gzip
+import hashlib
+import http.server
+import os
+import shutil
+import threading
+
+import numpy as np
+import pytest
+
+from lie_unitary.experiments.rnn import download as download_lib
+from lie_unitary.experiments.rnn import images
+from tests import idx_files
+
+NAMES = [n + ".gz" for n in images.IDX_FILE_NAMES]
+
+
+@contextlib.contextmanager
+def serve(folder, truncate=()):
+  """An HTTP server of `folder` on 127.0.0.1: (base URL, list of paths requested). Files
+  named in `truncate` are cut short mid-transfer (a Content-Length larger than sent)."""
+  requested = []
+
+  class Handler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+      pass
+
+    def do_GET(self):
+      requested.append(self.path)
+      name = self.path.rsplit("/", 1)[-1]
+      if name in truncate:
+        with open(os.path.join(folder, name), "rb") as f:
+          body = f.read()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body[:len(body) // 2])
+        self.wfile.flush()
+        self.close_connection = True
+        return
+      super().do_GET()
+
+  server = http.server.ThreadingHTTPServer(
+      ("127.0.0.1", 0), functools.partial(Handler, directory=str(folder)))
+  thread = threading.Thread(target=server.serve_forever, daemon=True)
+  thread.start()
+  try:
+    yield f"http://127.0.0.1:{server.server_address[1]}/", requested
+  finally:
+    server.shutdown()
+    server.server_close()
+
+
+def _gz_source(tmp_path):
+  """A folder of four gzipped IDX files and their md5s (hashlib, in IDX_FILE_NAMES order)."""
+  src = tmp_path / "src"
+  idx_files.write_image_folder(src, n_train=32, n_test=8)
+  for name in images.IDX_FILE_NAMES:  # the labels are written plain: gzip them
+    plain = src / name
+    if plain.exists():
+      with open(plain, "rb") as f, gzip.open(str(plain) + ".gz", "wb") as g:
+        g.write(f.read())
+      plain.unlink()
+  md5s = [hashlib.md5((src / n).read_bytes()).hexdigest() for n in NAMES]
+  return src, md5s
+
+
+def test_download_fetches_checks_and_keeps(tmp_path):
+  src, md5s = _gz_source(tmp_path)
+  out = tmp_path / "out"
+  with serve(src) as (url, requested):
+    got = download_lib.download("mnist", out, mirrors=[url], checksums=md5s, printer=print)
+    assert got == str(out) and sorted(os.listdir(out)) == sorted(NAMES)
+    for name in NAMES:
+      assert (out / name).read_bytes() == (src / name).read_bytes()
+    ds = images.load_idx_dataset(out)
+    assert ds.train_images.shape == (32, 16) and ds.test_labels.shape == (8,)
+    count = len(requested)
+    download_lib.download("mnist", out, mirrors=[url], checksums=md5s)  # all present
+    assert len(requested) == count == 4
+
+
+def test_a_bad_mirror_falls_through_to_the_next(tmp_path):
+  src, md5s = _gz_source(tmp_path)
+  wrong = tmp_path / "wrong"
+  shutil.copytree(src, wrong)
+  (wrong / NAMES[0]).write_bytes(b"\x1f\x8b not the file")  # a checksum mismatch
+  (wrong / NAMES[1]).unlink()  # a 404
+  (wrong / NAMES[2]).unlink()  # the next mirror cuts this one short
+  with serve(wrong) as (bad, _), serve(src, truncate={NAMES[2]}) as (cut, _), \
+      serve(src) as (good, _):
+    download_lib.download("mnist", tmp_path / "out", mirrors=[bad, cut, good],
+                          checksums=md5s, printer=lambda _: None)
+  for name in NAMES:
+    assert (tmp_path / "out" / name).read_bytes() == (src / name).read_bytes()
+  assert not [f for f in os.listdir(tmp_path / "out") if f.endswith(".partial")]
+
+
+def test_every_mirror_failing_is_one_line_and_leaves_no_file(tmp_path):
+  src, md5s = _gz_source(tmp_path)
+  with serve(src, truncate=set(NAMES)) as (cut, _):
+    with pytest.raises(download_lib.DownloadError) as e:
+      download_lib.download("kmnist", tmp_path / "out", mirrors=[cut, "http://127.0.0.1:9/"],
+                            checksums=md5s, timeout=5)
+  message = str(e.value)
+  assert "\n" not in message and "kmnist" in message and cut in message
+  assert "127.0.0.1:9" in message and "by hand" in message
+  assert os.listdir(tmp_path / "out") == []  # nothing half-written is left as data
+
+
+def test_the_published_checksums_and_an_unknown_dataset():
+  for dataset in ("mnist", "fashion_mnist", "kmnist"):
+    sums = download_lib.CHECKSUMS[dataset]
+    assert len(sums) == 4 and all(len(s) == 32 and int(s, 16) >= 0 for s in sums)
+    assert len(set(sums)) == 4 and download_lib.MIRRORS[dataset]
+  with pytest.raises(ValueError, match="unknown dataset 'cifar'"):
+    download_lib.download("cifar", "/nonexistent")
+
+
+def test_default_folder(monkeypatch, tmp_path):
+  monkeypatch.setenv(images.DATA_DIR_ENV, str(tmp_path / "data"))
+  assert download_lib.default_folder("mnist") == str(tmp_path / "data" / "mnist")
+  monkeypatch.delenv(images.DATA_DIR_ENV)
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+  assert download_lib.default_folder("kmnist") == str(tmp_path / "cache" / "lie_unitary" /
+                                                      "kmnist")
+
+
+def test_the_real_mnist_files_match_their_published_checksums():
+  """Where the real gzipped files are installed (Fashion-MNIST's Debian package), their
+  md5s are the published ones."""
+  folder = images.DEBIAN_FASHION_MNIST_DIR
+  if not os.path.isfile(os.path.join(folder, NAMES[0])):
+    pytest.skip(f"no Fashion-MNIST in {folder} (apt-get install dataset-fashion-mnist)")
+  got = [hashlib.md5(open(os.path.join(folder, n), "rb").read()).hexdigest() for n in NAMES]
+  np.testing.assert_array_equal(got, download_lib.CHECKSUMS["fashion_mnist"])
