@@ -151,17 +151,14 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
   summary, done_cost, start = RunSummary(), 0.0, time.perf_counter()
   for i, unit in enumerate(units):
     label = f"[{i + 1}/{len(units)}] {unit.name}"
-    if (unit.id, unit.target_step) in workdir_lib.finished_units(workdir):
-      printer(f"{label}: already done, skipped")
-      summary.skipped += 1
-      clock.total -= unit.cost  # skipped units do not set the pace
-      continue
     with _claim(workdir, unit) as mine:
-      # Finished while we waited for the claim, or being computed elsewhere.
-      if not mine or (unit.id, unit.target_step) in workdir_lib.finished_units(workdir):
-        printer(f"{label}: {'running in another process' if not mine else 'done'}, skipped")
+      # Finished (perhaps while we waited for the claim), or being computed elsewhere.
+      done = (unit.id, unit.target_step) in workdir_lib.finished_units(workdir)
+      if done or not mine:
+        printer(f"{label}: {'already done' if done else 'running in another process'}, "
+                "skipped")
         summary.skipped += 1
-        clock.total -= unit.cost
+        clock.total -= unit.cost  # skipped units do not set the pace
         continue
       ctx = UnitContext(workdir, unit, printer, stop, tensorboard)
       t0 = time.perf_counter()
