@@ -57,4 +57,4 @@ def test_resume_restores_step_elapsed_and_history(tmp_path):
     state, history = lp.restore(fresh, {"curve": [0.0]})
     assert lp.step == lp.resumed_from == 6 and lp.elapsed > 0
     assert history == {"curve": [0.0, 3.0, 6.0]}
-    np.testing.assert_array_equal(replicas.to_host(state)["x"], np.full((2, 3), 2.0))
+    np.testing.assert_array_equal(replicas.gather(state)["x"], np.full((2, 3), 2.0))

@@ -11,7 +11,7 @@ A family's `run_unit` reads top to bottom::
 
 - **resume**: `restore` loads the unit's latest checkpoint (state, step, elapsed
   seconds, the family's JSON `history`). Checkpoints hold the replicates without the
-  padding that sharding adds (`replicas.Replicas.to_host`), so a unit stopped on 2
+  padding that sharding adds (`replicas.Replicas.gather`), so a unit stopped on 2
   devices resumes on 1 or 3 with the numbers of an uninterrupted run.
 - **checkpoints**: at most every `checkpoint_seconds`, on a stop, and at the end (the
   trained state, for `workdir.load_unit`). Orbax, synchronous, latest step only.
@@ -239,7 +239,7 @@ class Loop:
     """
     history = {} if history is None else history
     if self._ckpt.latest_step() is not None:
-      host, meta = self._ckpt.restore(self.replicas.to_host(state))
+      host, meta = self._ckpt.restore(self.replicas.gather(state))
       self.step, self.elapsed = int(meta["step"]), float(meta["elapsed"])
       if self.step > self.target:
         raise ConfigError(
@@ -291,7 +291,7 @@ class Loop:
 
   def save(self, state: Any, history: dict) -> None:
     """Checkpoints the state at the current step (with `elapsed` and `history`)."""
-    self._ckpt.save(self.step, self.replicas.to_host(state), {
+    self._ckpt.save(self.step, self.replicas.gather(state), {
         "step": self.step, "elapsed": self.elapsed,
         "history": workdir_lib.to_jsonable(history)})
     self._last_save = time.perf_counter()

@@ -133,10 +133,6 @@ class Replicas:
       tree = multihost_utils.process_allgather(tree, tiled=True)
     return jax.tree.map(lambda a: np.asarray(a)[:self.num_replicates], tree)
 
-  def to_host(self, tree: Any) -> Any:
-    """The state's R replicates as numpy (what checkpoints hold)."""
-    return self.gather(tree)
-
   def from_host(self, host: Any, fresh: Any) -> Any:
     """`host` (R replicates, numpy) back on the devices, padded with `fresh`'s padding
     replicates and sharded.

@@ -95,7 +95,7 @@ class UnitContext:
       return
     if self._writer is None:
       from tensorboardX import SummaryWriter
-      self._writer = SummaryWriter(workdir_lib.tensorboard_dir(self.workdir, self.unit.slug))
+      self._writer = SummaryWriter(os.path.join(self.workdir, "tensorboard", self.unit.slug))
     for name, value in values.items():
       self._writer.add_scalar(str(name), float(value), global_step=int(step))
     self._writer.flush()

@@ -26,6 +26,7 @@ import dataclasses
 import datetime
 import fcntl
 import importlib.metadata
+import importlib.util
 import json
 import math
 import os
@@ -50,10 +51,11 @@ RESULTS = "results.jsonl"
 CURVES = "curves.jsonl"
 FINISHED = "finished.jsonl"
 REPORT = "report.md"
-_LAUNCHES, _CLAIMS, _CHECKPOINTS, _TENSORBOARD = "launches", "claims", "checkpoints", "tensorboard"
+_LAUNCHES, _CLAIMS, _CHECKPOINTS = "launches", "claims", "checkpoints"
 # A claim's owner refreshes its file this often; one not refreshed for STALE seconds
 # belongs to a process that died (on another host; on this one a dead pid says so at once).
 HEARTBEAT_SECONDS, STALE_SECONDS = 10.0, 60.0
+_HAVE_PANDAS = lambda: importlib.util.find_spec("pandas") is not None  # noqa: E731
 # The record names of `lie_unitary.principal_branch.SpectrumStats`' fields, in order:
 # the spectrum diagnostics of a λ chart, in both families' records.
 SPECTRUM_FIELDS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
@@ -67,11 +69,6 @@ def path(workdir, name: str) -> str:
 def checkpoint_dir(workdir, slug: str) -> str:
   """WORKDIR/checkpoints/<unit slug>."""
   return os.path.join(os.fspath(workdir), _CHECKPOINTS, slug)
-
-
-def tensorboard_dir(workdir, slug: str) -> str:
-  """WORKDIR/tensorboard/<unit slug>."""
-  return os.path.join(os.fspath(workdir), _TENSORBOARD, slug)
 
 
 # Records ------------------------------------------------------------------------------
@@ -253,14 +250,6 @@ def superseded_units(workdir) -> list[tuple[str, str]]:
   return out
 
 
-def _have_pandas() -> bool:
-  try:
-    import pandas  # noqa: F401
-  except ImportError:
-    return False
-  return True
-
-
 def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
                  as_frame: bool | None = None) -> Any:
   """The records of WORKDIR/<file>, by default those of the current units only.
@@ -283,7 +272,7 @@ def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
     ValueError: no (current) records, or an unreadable launch file.
     ImportError: as_frame=True without pandas.
   """
-  if as_frame and not _have_pandas():
+  if as_frame and not _HAVE_PANDAS():
     raise ImportError("load_results(as_frame=True) needs pandas: pip install lie_unitary[pandas]")
   workdir = os.fspath(workdir)
   if not os.path.isdir(workdir):
@@ -308,7 +297,7 @@ def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
       why = "none has a 'unit' field"
     if not recs:
       raise ValueError(f"workdir {workdir!r}: {file} holds no current records: {why}")
-  if as_frame or (as_frame is None and _have_pandas()):
+  if as_frame or (as_frame is None and _HAVE_PANDAS()):
     import pandas as pd
     return pd.DataFrame.from_records(recs)
   return recs
