@@ -9,7 +9,6 @@ import os
 import shutil
 import threading
 
-import numpy as np
 import pytest
 
 from lie_unitary.experiments.rnn import download as download_lib
@@ -129,12 +128,3 @@ def test_default_folder(monkeypatch, tmp_path):
   assert download_lib.default_folder("kmnist") == str(tmp_path / "cache" / "lie_unitary" /
                                                       "kmnist")
 
-
-def test_the_real_mnist_files_match_their_published_checksums():
-  """Where the real gzipped files are installed (Fashion-MNIST's Debian package), their
-  md5s are the published ones."""
-  folder = images.DEBIAN_FASHION_MNIST_DIR
-  if not os.path.isfile(os.path.join(folder, NAMES[0])):
-    pytest.skip(f"no Fashion-MNIST in {folder} (apt-get install dataset-fashion-mnist)")
-  got = [hashlib.md5(open(os.path.join(folder, n), "rb").read()).hexdigest() for n in NAMES]
-  np.testing.assert_array_equal(got, download_lib.CHECKSUMS["fashion_mnist"])
