@@ -128,3 +128,14 @@ def test_default_folder(monkeypatch, tmp_path):
   assert download_lib.default_folder("kmnist") == str(tmp_path / "cache" / "lie_unitary" /
                                                       "kmnist")
 
+
+
+def test_uncompressed_files_already_there_are_kept(tmp_path):
+  src, md5s = _gz_source(tmp_path)
+  out = tmp_path / "out"
+  out.mkdir()
+  for name in images.IDX_FILE_NAMES:
+    (out / name).write_bytes(gzip.decompress((src / (name + ".gz")).read_bytes()))
+  with serve(src) as (url, requested):
+    download_lib.download("fashion_mnist", out, mirrors=[url], checksums=md5s)
+  assert requested == [] and sorted(os.listdir(out)) == sorted(images.IDX_FILE_NAMES)
