@@ -1,8 +1,7 @@
 """The RNN tasks: the adding and memory (copy) problems, and sequential images.
 
-The adding and memory problems (Hochreiter & Schmidhuber 1997) are generated from a
-PRNG key inside jit, for any sequence length T, as set up by Arjovsky et al. (2016)
-and used by the paper (§4):
+The adding and memory problems (Hochreiter & Schmidhuber 1997, as Arjovsky et al. 2016
+and the paper's §4 set them up) are generated from a PRNG key inside jit, for any T:
 
 - adding: inputs (B, T, 2) = [value ~ U(0, 1), marker ∈ {0, 1}], one marker in
   [0, T//2), one in [T//2, T); target (B,) = the sum of the two marked values;
@@ -13,17 +12,13 @@ and used by the paper (§4):
   averaged over all T + 20 steps. Predicting blanks, then uniform over {1..8} for the
   last 10 steps, scores 10·ln(8)/(T + 20).
 
-Beyond the paper, the table the orthogonal/unitary RNN literature reports: an
-MNIST-family image read one pixel a step (T = 784): 'pixel' row by row, 'permuted' in
-one fixed random order (`load_image_sets`); loss: softmax cross-entropy of the last
-state's readout over 10 classes. Their data are the IDX files of a folder
-(`lie_unitary.experiments.rnn.images`), held as `ImageSets`.
+Beyond the paper: an MNIST-family image read one pixel a step (T = 784), 'pixel' row by
+row or 'permuted' in one fixed random order (`load_image_sets`); loss: softmax
+cross-entropy of the last state's readout over 10 classes.
 
 A unit's programs (`rnn.trainer.make_experiment`) read a task's data through a
-`Source`: how update u's batch is made, the per-epoch data, the evaluation sets and
-the metrics (`synthetic_source`, `image_source`).
-
-Letters in names: B batch, T sequence length (steps), D input features, K classes.
+`Source` (`synthetic_source`, `image_source`). Letters in names: B batch, T sequence
+length, D input features, K classes.
 """
 
 from __future__ import annotations
@@ -39,28 +34,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from lie_unitary.experiments.rnn import images
+
 __all__ = [
-    "IMAGE_TASKS",
-    "ImageSets",
-    "NUM_VALIDATION",
-    "PERMUTATION_SEED",
-    "Source",
-    "TASKS",
-    "Task",
-    "accuracy",
-    "adding_baseline",
-    "adding_batch",
-    "adding_loss",
-    "classification_loss",
-    "get_task",
-    "image_inputs",
-    "image_source",
-    "load_image_sets",
-    "memory_baseline",
-    "memory_batch",
-    "memory_loss",
-    "sequence_length",
-    "synthetic_source",
+    "IMAGE_TASKS", "ImageSets", "NUM_VALIDATION", "PERMUTATION_SEED", "Source", "TASKS", "Task",
+    "accuracy", "adding_baseline", "adding_batch", "adding_loss", "classification_loss",
+    "get_task", "image_inputs", "image_source", "load_image_sets", "memory_baseline",
+    "memory_batch", "memory_loss", "synthetic_source",
 ]
 
 MEMORY_SYMBOLS = 10   # symbols to remember
@@ -148,12 +128,17 @@ def memory_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
   return jax.nn.one_hot(inputs_BxL, MEMORY_INPUT_CLASSES, dtype=jnp.float32), labels_BxL
 
 
-def memory_loss(logits_BxLxK, labels_BxL) -> jax.Array:
-  """Softmax cross-entropy averaged over batch and steps: (B, L, 9), (B, L) -> scalar."""
+def classification_loss(logits, labels) -> jax.Array:
+  """Softmax cross-entropy averaged over every label: float logits (..., K) and integer
+  labels (...), e.g. (B, K) and (B,), or the memory problem's (B, L, 9) and (B, L) ->
+  scalar."""
   # One-hot labels, not integer ones: the integer form's gradient is a scatter-add,
   # which XLA's CPU compiler constant-folds slowly at large batch × T.
-  one_hot = jax.nn.one_hot(labels_BxL, logits_BxLxK.shape[-1], dtype=logits_BxLxK.dtype)
-  return jnp.mean(optax.softmax_cross_entropy(logits_BxLxK, one_hot))
+  one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+  return jnp.mean(optax.softmax_cross_entropy(logits, one_hot))
+
+
+memory_loss = classification_loss
 
 
 def memory_baseline(T: int) -> float:
@@ -202,7 +187,6 @@ def load_image_sets(folder: str, task: str, seed: int = PERMUTATION_SEED,
     FileNotFoundError, ValueError: as `images.load_idx_dataset`; ValueError for an
       unknown task or no more training images than `num_validation`.
   """
-  from lie_unitary.experiments.rnn import images
   if task not in IMAGE_TASKS:
     raise ValueError(f"unknown image task {task!r}; expected one of {IMAGE_TASKS}.")
   ds = images.load_idx_dataset(folder)
@@ -222,20 +206,9 @@ def image_inputs(pixels_BxP) -> jax.Array:
   return (pixels_BxP.astype(jnp.float32) / 255.0)[..., None]
 
 
-def classification_loss(logits_BxK, labels_B) -> jax.Array:
-  """Softmax cross-entropy averaged over the batch: (B, K), (B,) int -> scalar."""
-  one_hot = jax.nn.one_hot(labels_B, logits_BxK.shape[-1], dtype=logits_BxK.dtype)
-  return jnp.mean(optax.softmax_cross_entropy(logits_BxK, one_hot))
-
-
 def accuracy(logits_BxK, labels_B) -> jax.Array:
   """Share of the batch whose largest logit is its label: (B, K), (B,) -> scalar in [0, 1]."""
   return jnp.mean((jnp.argmax(logits_BxK, axis=-1) == labels_B).astype(jnp.float32))
-
-
-def sequence_length(task: str, T: int) -> int:
-  """Number of steps the network reads: T for adding, T + 20 for memory."""
-  return get_task(task).length(T)
 
 
 class Task(NamedTuple):
