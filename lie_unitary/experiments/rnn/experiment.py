@@ -6,16 +6,12 @@ at once by one replicate-mapped, jitted program (`rnn.trainer.make_experiment`).
 task runs the same loop (`run_unit`) in calls of `val_every` updates, never across an
 epoch's end; what differs is the task's data (`rnn.data.Source`).
 
-Records (``WORKDIR/results.jsonl``), each with the unit's id, name and fields:
-``kind`` "val" after every call (and at step 0) holds ``replicate``, ``step``,
-``seconds``, the validation sets' metrics (``val_loss``; the image tasks also
-``val_accuracy``, ``test_loss``, ``test_accuracy`` and ``epoch``), the call's mean
-training metrics (``train_loss``, ...) and, for models with λ on the synthetic tasks,
-λ's spectrum diagnostics (`principal_branch.spectrum_stats`: ``theta_spread``,
-``theta_max_abs``, ``min_sinc``, ``wide_share``). ``kind`` "final" holds the full
-validation and test losses (synthetic tasks) or a summary of the "val" records
-(images: ``test_accuracy`` at the best validation accuracy, ``best_test_accuracy``,
-``best_val_accuracy``, ``best_step``, ``num_params``).
+Records (``WORKDIR/results.jsonl``) of kind "val", at step 0 and after every call:
+the validation sets' metrics (``val_loss``; images: also ``val_accuracy``, ``test_*``
+and ``epoch``), the call's mean ``train_*`` metrics and, for models with λ on the
+synthetic tasks, λ's spectrum diagnostics (`principal_branch.spectrum_stats`). Of
+kind "final": the full validation and test losses, or for the image tasks a summary
+of the "val" records (`_image_summary`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ A dataset is a folder of four IDX files, each possibly gzipped:
 An IDX file is a 4-byte magic number (0, 0, the data type code, the number of
 dimensions), one big-endian uint32 per dimension, then the values, big-endian, in C
 order. Images are flattened row by row to H·W pixels, the order sequential MNIST reads
-them in; `pixel_permutation` gives the fixed order of permuted MNIST.
+them in.
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import numpy as np
 
 __all__ = [
     "DATASETS", "DATA_DIR_ENV", "DEBIAN_FASHION_MNIST_DIR", "IDX_FILE_NAMES", "ImageDataset",
-    "NUM_CLASSES", "TrainValidationSplit", "check_dataset_files", "load_idx_dataset",
-    "pixel_permutation", "read_idx", "resolve_data_dir", "train_validation_split",
+    "NUM_CLASSES", "check_dataset_files", "load_idx_dataset", "read_idx", "resolve_data_dir",
 ]
 
 TRAIN_IMAGES = "train-images-idx3-ubyte"
@@ -69,21 +68,6 @@ class ImageDataset(NamedTuple):
   test_labels: np.ndarray
   image_shape: tuple[int, int]
   folder: str
-
-
-class TrainValidationSplit(NamedTuple):
-  """The training set cut in two (`train_validation_split`); arrays are views, not copies.
-
-  Attributes:
-    train_images: (N_train - V, H·W) uint8.
-    train_labels: (N_train - V,) int32.
-    validation_images: (V, H·W) uint8, the last V training images.
-    validation_labels: (V,) int32.
-  """
-  train_images: np.ndarray
-  train_labels: np.ndarray
-  validation_images: np.ndarray
-  validation_labels: np.ndarray
 
 
 def _read(path, whole: bool):
@@ -286,49 +270,3 @@ def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
       f"{dataset}: no folder with its four IDX files ({', '.join(IDX_FILE_NAMES)}, each may "
       f"end in .gz); looked in {' and '.join(looked)}; pass data_dir, or set "
       f"${DATA_DIR_ENV}; get them: {_HOW_TO_GET[dataset]}.")
-
-
-def train_validation_split(ds: ImageDataset, num_validation: int = 5000
-                           ) -> TrainValidationSplit:
-  """Holds out the LAST `num_validation` training images for validation.
-
-  The last ones, not a random draw: the split is the same everywhere with no seed to
-  carry, and the test set stays untouched for the final number.
-
-  Args:
-    ds: a dataset from `load_idx_dataset`.
-    num_validation: V, in 0..N_train - 1 (0: an empty validation set).
-
-  Returns:
-    A `TrainValidationSplit` of views: images 0..N_train - V - 1 for training, the last V
-    for validation (55000 and 5000 for the standard files).
-
-  Raises:
-    ValueError: V not an integer in 0..N_train - 1.
-  """
-  n = len(ds.train_images)
-  if (isinstance(num_validation, bool) or not isinstance(num_validation, (int, np.integer))
-      or not 0 <= num_validation < n):
-    raise ValueError(f"num_validation must be an integer in 0..{n - 1} (there are {n} "
-                     f"training images); got {num_validation!r}.")
-  cut = n - int(num_validation)
-  return TrainValidationSplit(ds.train_images[:cut], ds.train_labels[:cut],
-                              ds.train_images[cut:], ds.train_labels[cut:])
-
-
-def pixel_permutation(seed: int = 92916, num_pixels: int = 784) -> np.ndarray:
-  """The fixed pixel order of permuted MNIST: `np.random.RandomState(seed).permutation`.
-
-  The default seed gives the permutation of the expRNN code (Lezcano-Casado &
-  Martínez-Rubio, 2019; scoRNN's code uses the same seed), so results compare with
-  theirs. Apply it as they do, `images[:, perm]`: step t reads pixel perm[t] of the
-  row-by-row flattened image.
-
-  Args:
-    seed: the RandomState seed.
-    num_pixels: H·W, 784 for 28 × 28 images.
-
-  Returns:
-    (num_pixels,) int64 (numpy's default integer), a permutation of 0..num_pixels - 1.
-  """
-  return np.random.RandomState(seed).permutation(num_pixels)

@@ -228,13 +228,11 @@ def figures(results: Any) -> dict:
       them).
 
   Returns:
-    ``{"figure3_{task}_T{T}": Figure}`` per (task, T) of the adding and memory problems:
-    validation loss (log scale) against training steps, per unit the median over its
-    replicates (at the steps all of them reached) and every replicate faintly, the
-    task's random baseline dotted; and ``{"images_{task}_{dataset}": Figure}`` per image
-    task and dataset: the median validation accuracy over replicates per unit against
-    epochs (left) and wall-clock seconds (right). Show one in a notebook by evaluating
-    it; save with ``fig.savefig(path)``.
+    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, per
+    unit the median over its replicates (at the steps all reached) and every replicate
+    faintly, the random baseline dotted; ``{"images_{task}_{dataset}": Figure}``: the
+    median validation accuracy against epochs and wall-clock seconds. Save one with
+    ``fig.savefig(path)``.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
@@ -260,15 +258,11 @@ def markdown(results: Any, *, figure_files: dict | None = None,
       replaced them (`workdir.superseded_units`); listed in a note.
 
   Returns:
-    The report's text. A row of the adding and memory problems: the model's label (with
-    its setting's notes, e.g. "guRNN₁ (modReLU, phases init, λ: RMSProp)"), the number
-    of replicates, the median and best final validation loss on the full set, the median
-    test loss, the original code's logged final validation loss (T = 100), the steps
-    trained and the wall time; a unit without "final" records shows its last subsample
-    validation, marked unfinished. A row of an image task: the model, its hidden size and
-    trainable parameters, replicates, epochs, and (mean ± s.e. over replicates) the best
-    validation accuracy, the test accuracy there and the best test accuracy; then the
-    published MNIST anchors.
+    The report's text. A synthetic task's row: the unit's label, replicates, the median
+    and best final validation loss, the median test loss, the original code's (T = 100),
+    steps and wall time (an unfinished unit: its last subsample validation). An image
+    task's row: the model, hidden size, parameters, replicates, epochs, and the best
+    validation accuracy, the test accuracy there and the best test accuracy.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.

@@ -127,12 +127,9 @@ def optimizer_for(spec) -> optax.GradientTransformation:
 
 
 class Experiment(NamedTuple):
-  """One unit's programs, batched over replicates (leading axis R, padded).
-
-  A TrainState's `params` are the model's flax variables: the collection "params"
-  (trained; the optimizer state is of ``{"params": ...}``) and, for a rebased guRNN,
-  the base U₀ in `lnn.BASE_COLLECTION` (moved only by a refresh). Metrics are those
-  of `source.names` ("loss", and "accuracy" for the image tasks).
+  """One unit's programs, batched over replicates (leading axis R, padded). A
+  TrainState's `params` are the model's flax variables: "params" (trained) and, for a
+  rebased guRNN, the base U₀ in `lnn.BASE_COLLECTION` (moved only by a refresh).
 
   Attributes:
     init: replicate indices (R,) int32 -> TrainState_R.
@@ -158,52 +155,17 @@ class Experiment(NamedTuple):
   refresh: Callable | None = None
 
 
-def _trainable(variables):
-  """The collection the optimizer sees: {"params": ...} without any other collection."""
-  return {"params": variables["params"]}
-
-
-def _refresh_fn(spec, optimizer) -> Callable:
-  """TrainState -> TrainState with λ re-centred or re-based (the same U)."""
-  refresh, _, state_rule = _refresh(spec)
-
-  def apply(state):
-    variables, cell = dict(state.params), state.params["params"]["cell"]
-    lam = cell["lam"]
-    if refresh == "recentre":
-      lam = principal_branch.principal_lambdas(lam)
-    else:
-      base, lam = principal_branch.rebase(variables[lnn.BASE_COLLECTION]["cell"]["base"], lam)
-      variables[lnn.BASE_COLLECTION] = {**variables[lnn.BASE_COLLECTION], "cell": {
-          **variables[lnn.BASE_COLLECTION]["cell"], "base": base}}
-    variables["params"] = {**variables["params"], "cell": {**cell, "lam": lam}}
-    opt_state = state.opt_state
-    if state_rule == "reset":
-      trainable = _trainable(variables)
-      opt_state = principal_branch.reset_optimizer_state(
-          optimizer, opt_state, trainable,
-          jax.tree_util.tree_map_with_path(lambda path, _: _key(path) == "lam", trainable))
-    return training.TrainState(variables, opt_state)
-
-  return apply
-
-
 @functools.lru_cache(maxsize=16)
 def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
                     source: data.Source | None = None) -> Experiment:
   """Builds the jitted, replicate-mapped programs of a unit (`Experiment`).
 
-  Cached on its arguments, so a resumed or extended unit in the same process reuses
-  the compiled programs. Every batch is made inside the jitted chunk from the
-  replicate's key and the update index (the data arrays are arguments of the
-  programs), so a run resumed mid-epoch makes the uninterrupted run's steps.
-
-  With a sharding whose mesh has a data axis of size d > 1 (`replicas.replicate_sharding(
-  data_parallel=d)`), every training batch (and with `source.split_eval` every
-  evaluation batch) is split over it: each device keeps its d-th of the batch's rows
-  with its own initial-state key, fold_in(key, shard), and the devices average metrics
-  and gradients (`lax.pmean`) before the same update. With zero initial states the
-  numbers are one device's up to the order of float sums.
+  Cached, so a resumed or extended unit in the same process reuses the compiled
+  programs. Every batch is made inside the jitted chunk from the replicate's key and
+  the update index, so a run resumed mid-epoch makes the uninterrupted run's steps.
+  With a data axis of size d > 1 in the sharding's mesh, each device takes its d-th of
+  every training batch's rows (and, with `source.split_eval`, of every evaluation
+  batch's) with its own initial-state key, fold_in(key, shard).
 
   Args:
     spec: the unit's frozen spec (hashable: part of the cache key).
@@ -228,9 +190,10 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     raise ValueError(f"a data axis of {split} devices must divide batch_size = "
                      f"{spec.batch_size}" + (f" and eval_batch_size = {spec.eval_batch_size}"
                                              if source.split_eval else "") + ".")
-  refresh, refresh_every, _ = _refresh(spec)
-  refresh_state = _refresh_fn(spec, optimizer) if refresh != "none" else None
+  refresh, refresh_every, refresh_rule = _refresh(spec)
   zeros = lambda: {k: jnp.float32(0) for k in source.names}
+  # The optimizer sees the collection "params" only (not a rebased guRNN's base).
+  trainable = lambda variables: {"params": variables["params"]}
 
   def keys(replicate):
     """The replicate's keys of its parameters, initial state at init, training data and
@@ -256,31 +219,49 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     params_key, carry_key, _, _ = keys(replicate)
     x = jnp.zeros((1, task.length(spec.T), task.input_size), jnp.float32)
     variables = model.init(params_key, x, carry_key)
-    return training.TrainState(variables, optimizer.init(_trainable(variables)))
+    return training.TrainState(variables, optimizer.init(trainable(variables)))
+
+  def refresh_state(state):
+    """λ re-centred or re-based, the same U."""
+    variables, cell = dict(state.params), state.params["params"]["cell"]
+    lam = cell["lam"]
+    if refresh == "recentre":
+      lam = principal_branch.principal_lambdas(lam)
+    else:
+      col = variables[lnn.BASE_COLLECTION]
+      base, lam = principal_branch.rebase(col["cell"]["base"], lam)
+      variables[lnn.BASE_COLLECTION] = {**col, "cell": {**col["cell"], "base": base}}
+    variables["params"] = {**variables["params"], "cell": {**cell, "lam": lam}}
+    opt_state = state.opt_state
+    if refresh_rule == "reset":
+      opt_state = principal_branch.reset_optimizer_state(
+          optimizer, opt_state, trainable(variables), jax.tree_util.tree_map_with_path(
+              lambda path, _: _key(path) == "lam", trainable(variables)))
+    return training.TrainState(variables, opt_state)
 
   def train_chunk(state, replicate, start, num, this_epoch, arrays):
     _, _, data_key, carry_key = keys(replicate)
 
     def step(u, carry):
       state, sums = carry
-      if refresh_state is not None:
+      if refresh != "none":
         # u is the same for every replicate (not vmapped): a real branch, not a select.
         state = jax.lax.cond(u % refresh_every == 0, refresh_state, lambda s: s, state)
       rows = source.train_batch(data_key, u, this_epoch, arrays)
       step_key = jax.random.fold_in(carry_key, u)
       if split > 1:  # the mean of the shards' means is the whole batch's
         rows, step_key = shard(rows, step_key, split)
-      trainable = _trainable(state.params)
+      params = trainable(state.params)
 
       def loss(p):  # other collections (a rebased guRNN's base) are constants of it
         out = metrics({**state.params, **p}, rows, step_key)
         return out["loss"], out
 
-      (_, out), grads = jax.value_and_grad(loss, has_aux=True)(trainable)
+      (_, out), grads = jax.value_and_grad(loss, has_aux=True)(params)
       if split > 1:
         out, grads = jax.lax.pmean((out, grads), replicas.DATA_AXIS)
-      updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
-      variables = {**state.params, **optax.apply_updates(trainable, updates)}
+      updates, opt_state = optimizer.update(grads, state.opt_state, params)
+      variables = {**state.params, **optax.apply_updates(params, updates)}
       return training.TrainState(variables, opt_state), jax.tree.map(jnp.add, sums, out)
 
     state, sums = jax.lax.fori_loop(start, start + num, step, (state, zeros()))
@@ -313,7 +294,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     v_stats = program(lambda params: principal_branch.spectrum_stats(
         params["params"]["cell"]["lam"]), (0,))
     v_spectrum = lambda params: dict(zip(SPECTRUM_METRICS, v_stats(params)))
-  v_refresh = None if refresh_state is None else program(refresh_state, (0,))
+  v_refresh = None if refresh == "none" else program(refresh_state, (0,))
   return Experiment(program(init, (0,)), v_epoch, v_train, program(evaluate, (0, None)),
                     source, v_spectrum, v_refresh)
 
