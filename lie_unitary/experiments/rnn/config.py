@@ -30,7 +30,7 @@ from lie_unitary.experiments.rnn.defaults import image_models
 from lie_unitary.experiments.rnn.defaults import paper_models
 
 __all__ = ["BUDGETS", "FIELDS", "MODEL_FIELDS", "NAMED_CONFIGS", "budget_hidden_size",
-           "get_config", "image_models", "paper_models", "task_models"]
+           "get_config", "image_models", "paper_models"]
 
 # expRNN's orthogonal RNN of this many units sets each parameter budget (16K, 69K, 137K
 # parameters on MNIST); every model is sized to its count (`budget_hidden_size`).
@@ -137,14 +137,6 @@ def budget_hidden_size(model: str, budget: str, input_size: int = 1,
   while count(n + 1) <= target:
     n += 1
   return n if target - count(n) <= count(n + 1) - target else n + 1
-
-
-def task_models(task: str, budget: str = "16k") -> ml_collections.ConfigDict:
-  """The per-model table of `task`: `paper_models` for adding and memory, `image_models`
-  for the image tasks."""
-  if task in data.IMAGE_TASKS:
-    return image_models(budget)
-  return paper_models(task)
 
 
 def get_config(name: str = "adding") -> ml_collections.ConfigDict:

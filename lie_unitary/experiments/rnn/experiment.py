@@ -57,7 +57,9 @@ def validate_config(config) -> None:
       may be.
   """
   F.validate(config, config_lib.FIELDS)
-  table, expected = config.models, config_lib.task_models(config.task)
+  images_task = config.task in data.IMAGE_TASKS
+  table = config.models
+  expected = config_lib.image_models() if images_task else config_lib.paper_models(config.task)
   if not isinstance(table, (ml_collections.ConfigDict, dict)):
     F.fail("models", table, "a table like `paper_models(task)`'s")
   for m in table.keys():
@@ -69,7 +71,6 @@ def validate_config(config) -> None:
       raise F.ConfigError(f"config field 'models.{m}' is missing.")
     F.validate(table[m], {k: config_lib.MODEL_FIELDS[k] for k in default.keys()},
                prefix=f"models.{m}.")
-  images_task = config.task in data.IMAGE_TASKS
   if data.get_task(config.task).name == "adding" and min(config.T) < 2:
     F.fail("T", config.T, "integers ≥ 2 for the adding problem")
   if 0 < config.num_train < config.batch_size:

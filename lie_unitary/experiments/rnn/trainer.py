@@ -86,8 +86,10 @@ def make_model(spec) -> lnn.SequenceModel:
     cell = lnn.URNNCell(n, h0=spec.h0)
   elif spec.model == "lstm":
     cell = nn.OptimizedLSTMCell(n)
-  elif spec.model in ("irnn", "tanh"):
-    cell = lnn.SimpleRNNCell.irnn(n) if spec.model == "irnn" else lnn.SimpleRNNCell.tanh_rnn(n)
+  elif spec.model == "irnn":
+    cell = lnn.SimpleRNNCell.irnn(n)
+  elif spec.model == "tanh":
+    cell = lnn.SimpleRNNCell.tanh_rnn(n)
   elif spec.model == "orthogonal":
     # Real W ∈ SO(n) vmapped over replicates: eigh beats Padé on batches.
     cell = lnn.OrthogonalRNNCell(n, expm_method="eigh")
@@ -234,9 +236,9 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     variables["params"] = {**variables["params"], "cell": {**cell, "lam": lam}}
     opt_state = state.opt_state
     if refresh_rule == "reset":
-      opt_state = principal_branch.reset_optimizer_state(
-          optimizer, opt_state, trainable(variables), jax.tree_util.tree_map_with_path(
-              lambda path, _: _key(path) == "lam", trainable(variables)))
+      params = trainable(variables)
+      is_lam = jax.tree_util.tree_map_with_path(lambda path, _: _key(path) == "lam", params)
+      opt_state = principal_branch.reset_optimizer_state(optimizer, opt_state, params, is_lam)
     return training.TrainState(variables, opt_state)
 
   def train_chunk(state, replicate, start, num, this_epoch, arrays):
