@@ -151,11 +151,9 @@ def _find(folder: str) -> list[str | None]:
 
 
 def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
-  """Checks that a folder holds the four IDX files, reading their headers only.
-
-  Cheap enough to validate a config before any work directory is made: each file's
-  header and size, images (N, H, W) uint8 and integer labels (N,) of the same N, and
-  train and test images of one H × W.
+  """Checks that a folder holds the four IDX files from their headers and sizes only
+  (cheap enough to validate a config): images (N, H, W) uint8 and integer labels (N,)
+  of the same N, train and test images of one H × W.
 
   Args:
     folder: the dataset's folder.
@@ -224,25 +222,19 @@ def load_idx_dataset(folder: str | os.PathLike) -> ImageDataset:
 
 
 def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
-  """The folder holding a dataset's four IDX files.
+  """The folder holding a dataset's four IDX files: the first that applies of
 
-  In order, the first that applies:
-
-  1. `data_dir`, when not empty (it must hold the files: no fallback).
-  2. `dataset` itself when it is not one of `DATASETS` ('fashion_mnist', 'kmnist',
-     'mnist'): the path of a folder holding the files (write ./mnist for a folder
-     named like a dataset).
-  3. $LIE_UNITARY_DATA_DIR/<dataset>/, when it holds the files (never the files
-     directly in $LIE_UNITARY_DATA_DIR: those would be taken for every dataset name).
-  4. For 'fashion_mnist', `DEBIAN_FASHION_MNIST_DIR` (/usr/share/datasets/fashion-mnist),
-     where `apt-get install dataset-fashion-mnist` puts the files.
-
-  `~` is expanded in `data_dir`, `dataset` and the environment variable. Cases 1 and 2
-  check the files' headers (`check_dataset_files`), 3 and 4 their presence.
+  1. `data_dir`, when not empty (checked by `check_dataset_files`: no fallback);
+  2. `dataset` itself, the path of a folder, when it is not one of `DATASETS` (write
+     ./mnist for a folder named like a dataset; checked likewise);
+  3. $LIE_UNITARY_DATA_DIR/<dataset>/ when it holds the files (never the files directly
+     in $LIE_UNITARY_DATA_DIR: those would be taken for every dataset name);
+  4. for 'fashion_mnist', `DEBIAN_FASHION_MNIST_DIR`, where `apt-get install
+     dataset-fashion-mnist` puts the files.
 
   Args:
-    dataset: 'mnist', 'fashion_mnist', 'kmnist', or a folder's path.
-    data_dir: an explicit folder, or '' to look for one.
+    dataset: 'mnist', 'fashion_mnist', 'kmnist', or a folder's path (`~` expanded).
+    data_dir: an explicit folder (`~` expanded), or '' to look for one.
 
   Returns:
     The folder, as found (not made absolute).

@@ -138,15 +138,14 @@ class Experiment(NamedTuple):
     epoch_data: (replicate indices, epoch) -> each replicate's data of that epoch (the
       images' orders, (R, N) int32), or None for a source without epochs.
     train_chunk: (TrainState_R, replicate indices, first update, number of updates,
-      epoch data, arrays) -> (TrainState_R, {metric: (R,) mean over the updates});
-      jitted, the state donated; the updates must stay within one epoch.
+      epoch data, arrays) -> (TrainState_R, {metric: (R,) mean over the updates}); the
+      state donated; the updates must stay within one epoch.
     evaluate: (params_R, a set of `source.val_sets` or `source.final_sets`) ->
       {metric: (R,) mean over the set's batches}.
     source: the unit's `data.Source`.
-    spectrum: params_R -> {name in SPECTRUM_METRICS: (R,)}, the
-      `principal_branch.spectrum_stats` of λ; None for models without λ.
-    refresh: TrainState_R -> TrainState_R, the unit's λ refresh (what `train_chunk`
-      does before every `lambda_refresh_every`-th update); None without a refresh.
+    spectrum: params_R -> {name in SPECTRUM_METRICS: (R,)}; None for models without λ.
+    refresh: TrainState_R -> TrainState_R, the λ refresh `train_chunk` makes before
+      every `lambda_refresh_every`-th update; None without a refresh.
   """
   init: Callable
   epoch_data: Callable
