@@ -7,19 +7,17 @@ are sharded over both processes' devices, process 0 writes the records, and the
 records equal those of one process.
 """
 
-import os
+import concurrent.futures
 import socket
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
 from lie_unitary.experiments import workdir as workdir_lib
 
-pytestmark = pytest.mark.slow  # processes that start jax and talk over gloo
+import helpers
 
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+pytestmark = pytest.mark.slow  # processes that start jax and talk over gloo
 
 
 def _free_port() -> int:
@@ -28,22 +26,20 @@ def _free_port() -> int:
     return s.getsockname()[1]
 
 
-def _launch(module, args, workdir, processes):
-  env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1", JAX_PLATFORMS="cpu")
-  extra = []
+def _launch(family, args, workdir, processes):
+  """The launcher's output (stdout and stderr) of each of `processes` processes, run at
+  once (each waits for the others at the coordinator)."""
   port = _free_port()
-  procs = []
-  for i in range(processes):
-    if processes > 1:
-      extra = [f"--coordinator_address=localhost:{port}", f"--num_processes={processes}",
-               f"--process_id={i}"]
-    procs.append(subprocess.Popen(
-        [sys.executable, "-m", module, *args, f"--workdir={workdir}", *extra], env=env,
-        cwd=str(workdir.parent), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
-  outs = [p.communicate(timeout=400)[0] for p in procs]
-  for p, out in zip(procs, outs):
-    assert p.returncode == 0, out[-3000:]
-  return outs
+  distributed = lambda i: ([f"--coordinator_address=localhost:{port}",
+                            f"--num_processes={processes}", f"--process_id={i}"]
+                           if processes > 1 else [])
+  with concurrent.futures.ThreadPoolExecutor(processes) as pool:
+    procs = list(pool.map(lambda i: helpers.launcher(
+        family, *args, f"--workdir={workdir}", *distributed(i), cwd=workdir.parent,
+        timeout=400), range(processes)))
+  for p in procs:
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+  return [p.stdout + p.stderr for p in procs]
 
 
 def _finals(workdir):
@@ -51,18 +47,18 @@ def _finals(workdir):
           for r in workdir_lib.read_records(workdir / "results.jsonl") if r["kind"] == "final"}
 
 
-@pytest.mark.parametrize("module,args", [
-    ("lie_unitary.experiments.operators",
+@pytest.mark.parametrize("family,args", [
+    ("operators",
      ["--config=smoke", "--config.n_values=(3,)", "--config.approaches=('lie_algebra',)",
       "--config.num_train=1000"]),
-    ("lie_unitary.experiments.rnn",
+    ("rnn",
      ["--config=smoke", "--config.model=('gurnn',)", "--config.num_replicates=3",
       "--config.num_updates=40"]),
 ])
-def test_two_processes_give_the_records_of_one(module, args, tmp_path):
+def test_two_processes_give_the_records_of_one(family, args, tmp_path):
   one, two = tmp_path / "one", tmp_path / "two"
-  _launch(module, args, one, 1)
-  outs = _launch(module, args, two, 2)
+  _launch(family, args, one, 1)
+  outs = _launch(family, args, two, 2)
   assert "2 process(es)" in outs[0] and "2 device(s)" in outs[0]
   single, double = _finals(one), _finals(two)
   assert sorted(single) == sorted(double) and single

@@ -5,8 +5,6 @@ References: numpy (the split, the permutation, accuracy), the models' parameter 
 """
 
 import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -23,12 +21,11 @@ from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import images
 from lie_unitary.experiments.rnn import trainer
 
+import helpers
 from idx_files import HW
 from idx_files import write_image_folder
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
-
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def _config(folder, **fields):
@@ -60,8 +57,9 @@ def test_sets_split_the_last_images_off_and_permute_every_set_alike(folder):
   np.testing.assert_array_equal(pixel.test_y, ds.test_labels)
   for a, b in zip(perm, pixel):
     np.testing.assert_array_equal(a, b[:, order] if b.ndim == 2 else b)
-  with pytest.raises(ValueError, match="holds out the last 256"):
-    data.load_image_sets(folder, "pixel", num_validation=256)
+  for bad in (256, 0, -1, 2.5, True):
+    with pytest.raises(ValueError, match=r"num_validation must be an integer in 1\.\.255"):
+      data.load_image_sets(folder, "pixel", num_validation=bad)
 
 
 def test_accuracy_and_loss_against_numpy():
@@ -173,15 +171,13 @@ def test_a_run_resumed_mid_epoch_equals_an_uninterrupted_run(folder, tmp_path):
 
 @pytest.mark.slow
 def test_the_launcher_runs_a_small_idx_set_end_to_end(folder, tmp_path):
-  env = dict(os.environ, PYTHONPATH=_ROOT, JAX_PLATFORMS="cpu")
   args = ["--config=permuted_mnist", f"--config.dataset={folder}", "--config.T=(16,)",
           "--config.num_validation=64", "--config.eval_batch_size=32",
           "--config.batch_size=32", "--config.num_replicates=1", "--config.num_updates=6",
           "--config.val_every=3", "--config.model=('orthogonal','lstm')",
           "--config.models.orthogonal.hidden_size=6", "--config.models.lstm.hidden_size=5",
           f"--workdir={tmp_path / 'w'}"]
-  proc = subprocess.run([sys.executable, "-m", "lie_unitary.experiments.rnn", *args],
-                        env=env, capture_output=True, text=True, timeout=300, cwd=str(tmp_path))
+  proc = helpers.launcher("rnn", *args, cwd=tmp_path)
   assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
   finals = [r for r in workdir_lib.read(tmp_path / "w") if r["kind"] == "final"]
   assert sorted(r["model"] for r in finals) == ["lstm", "orthogonal"]

@@ -323,41 +323,6 @@ def test_resolve_a_folder_path(places, tmp_path):
   _assert_one_line(e, "not-a-dataset", "neither one of fashion_mnist, kmnist, mnist")
 
 
-# --- split and permutation ----------------------------------------------------------------
-
-
-def _fake_dataset(n_train=60000):
-  pixels = np.arange(n_train, dtype=np.int64)[:, None]  # row i holds i
-  return images.ImageDataset(pixels, (np.arange(n_train) % 10).astype(np.int32),
-                             pixels[:3], np.zeros(3, np.int32), (1, 1), "fake")
-
-
-def test_train_validation_split_holds_out_the_last_5000():
-  split = images.train_validation_split(_fake_dataset())
-  assert split.train_images.shape == (55000, 1) and split.train_labels.shape == (55000,)
-  assert split.validation_images.shape == (5000, 1)
-  np.testing.assert_array_equal(split.train_images[:, 0], np.arange(55000))
-  np.testing.assert_array_equal(split.validation_images[:, 0], np.arange(55000, 60000))
-  np.testing.assert_array_equal(split.validation_labels, np.arange(55000, 60000) % 10)
-
-
-def test_train_validation_split_other_sizes():
-  ds = _fake_dataset(100)
-  assert len(images.train_validation_split(ds, 0).validation_images) == 0
-  assert len(images.train_validation_split(ds, 99).train_images) == 1
-  for bad in (100, -1, 2.5, True):
-    with pytest.raises(ValueError, match="num_validation"):
-      images.train_validation_split(ds, bad)
-
-
-def test_pixel_permutation():
-  perm = images.pixel_permutation()
-  np.testing.assert_array_equal(perm, np.random.RandomState(92916).permutation(784))
-  np.testing.assert_array_equal(np.sort(perm), np.arange(784))
-  assert not np.array_equal(images.pixel_permutation(seed=1), perm)
-  assert images.pixel_permutation(num_pixels=35).shape == (35,)
-
-
 # --- the module itself and the real data --------------------------------------------------
 
 
@@ -386,8 +351,6 @@ def test_real_fashion_mnist():
   np.testing.assert_array_equal(np.bincount(ds.train_labels, minlength=10), [6000] * 10)
   np.testing.assert_array_equal(np.bincount(ds.test_labels, minlength=10), [1000] * 10)
   np.testing.assert_array_equal(ds.train_labels[:4], [9, 0, 0, 3])  # ankle boot first
-  split = images.train_validation_split(ds)
-  assert len(split.train_images) == 55000 and len(split.validation_images) == 5000
 
 
 @pytest.mark.parametrize("gz", [False, True])

@@ -22,12 +22,12 @@ from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import report as rnn_report
 from lie_unitary.experiments.rnn import trainer as rnn_training
 
+import helpers
 from idx_files import write_image_folder
 
 # The guRNN (its own scan and reverse pass) and flax's LSTM (the generic nn.scan path);
 # every model trains in tests/golden_rnn_test.py's all-model run.
 SMOKE_MODELS = ("gurnn", "lstm")
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 quiet = lambda *_: None  # noqa: E731
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
@@ -374,12 +374,6 @@ def test_a_unit_claimed_by_another_process_is_skipped(tmp_path):
   assert {r["model"] for r in _records(tmp_path)} == {"tanh"}
 
 
-def _launcher(*args, cwd):
-  env = {**os.environ, "PYTHONPATH": ROOT, "JAX_PLATFORMS": "cpu"}
-  return subprocess.run([sys.executable, "-m", "lie_unitary.experiments.rnn", *args],
-                        capture_output=True, text=True, cwd=cwd, env=env, timeout=120)
-
-
 @pytest.mark.slow
 def test_report_and_launcher(smoke_run, tmp_path):
   _, workdir, _ = smoke_run
@@ -389,9 +383,10 @@ def test_report_and_launcher(smoke_run, tmp_path):
   for label in ("guRNN₁", "LSTM"):
     assert f"| {label} | 2 |" in table, table
   out = subprocess.run(
-      [sys.executable, os.path.join(ROOT, "scripts", "train_rnn.py"), f"--workdir={workdir}",
-       "--report_only"], capture_output=True, text=True, cwd=ROOT,
-      env={**os.environ, "PYTHONPATH": ROOT, "JAX_PLATFORMS": "cpu"}, check=True)
+      [sys.executable, os.path.join(helpers.ROOT, "scripts", "train_rnn.py"),
+       f"--workdir={workdir}", "--report_only"], capture_output=True, text=True,
+      cwd=helpers.ROOT, env={**os.environ, "PYTHONPATH": helpers.ROOT, "JAX_PLATFORMS": "cpu"},
+      check=True)
   assert "report.md" in out.stdout
   # A bad config value, a flag that does not parse, a workdir without rnn results:
   # one line each, no traceback, nothing written.
@@ -399,7 +394,7 @@ def test_report_and_launcher(smoke_run, tmp_path):
       (["--config=smoke", "--config.models.gurnn.activation=gelu"], "models.gurnn.activation"),
       (["--config=smoke", "--config.num_updates=many"], "num_updates"),
       (["--report_only"], "no such folder")):
-    out = _launcher(*args, f"--workdir={tmp_path / 'w'}", cwd=str(tmp_path))
+    out = helpers.launcher("rnn", *args, f"--workdir={tmp_path / 'w'}", cwd=tmp_path)
     assert out.returncode != 0 and out.stdout == "", out
     assert len(out.stderr.strip().splitlines()) == 1 and match in out.stderr, out.stderr
   assert not (tmp_path / "w").exists()

@@ -1,6 +1,5 @@
 """The RNN report on synthetic records: a row per unit with its label, Figure 3, files."""
 
-import json
 import os
 import subprocess
 import sys
@@ -10,6 +9,8 @@ import pytest
 
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import report
+
+import helpers
 
 _STEPS = (0, 20, 40)
 
@@ -44,16 +45,8 @@ def _unit_records(task, T, model, *, final_loss, replicates=2, seed=0, finished=
   return recs, (name, uid)
 
 
-def _launch(wd, number, units):
-  os.makedirs(os.path.join(wd, "launches"), exist_ok=True)
-  with open(os.path.join(wd, "launches", f"{number:04d}-2025010{number}T000000.json"),
-            "w") as f:
-    json.dump({"family": "rnn", "config": {}, "provenance": {},
-               "units": [{"id": uid, "name": name} for name, uid in units]}, f)
-
-
 def _add_launch(wd, number, unit_records):
-  _launch(wd, number, [u for _, u in unit_records])
+  helpers.write_launch(wd, number, [u for _, u in unit_records], family="rnn")
   workdir_lib.append_records(os.path.join(wd, "results.jsonl"),
                          [r for recs, _ in unit_records for r in recs])
 
@@ -180,9 +173,9 @@ print(len(paths))
 @pytest.mark.slow
 def test_write_report_leaves_the_backend_alone(tmp_path):
   _add_launch(str(tmp_path), 1, _all_models())
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   out = subprocess.run([sys.executable, "-c", _NOTEBOOK, str(tmp_path)], capture_output=True,
-                       text=True, env={**os.environ, "PYTHONPATH": root, "JAX_PLATFORMS": "cpu"},
+                       text=True, env={**os.environ, "PYTHONPATH": helpers.ROOT,
+                                       "JAX_PLATFORMS": "cpu"},
                        check=False)
   assert out.returncode == 0, out.stderr
   assert out.stdout.strip() == "3"

@@ -103,4 +103,4 @@ def test_bad_arguments():
   with pytest.raises(ValueError, match="unknown task"):
     tasks.get_task("parity")
   assert tasks.get_task("copy").name == "memory"
-  assert tasks.sequence_length("memory", 100) == 120
+  assert tasks.get_task("memory").length(100) == 120

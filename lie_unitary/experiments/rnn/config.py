@@ -1,24 +1,16 @@
-r"""The RNN family's field table (paper §4, Figure 3, and the sequential-image tasks).
+r"""The RNN family's field tables: what each field accepts (read off the registries of
+models, tasks, activations and optimizers) and whether it enters a unit's identity
+(`FIELDS`; `MODEL_FIELDS` for an entry of the per-model table `models`). Each field's
+default and meaning: the light `defaults.get_config()`, where ``configs/`` start::
 
-`FIELDS` says what each field accepts (read off the registries of models, tasks,
-activations and optimizers) and whether it enters a unit's identity; `MODEL_FIELDS`
-does the same for an entry of the per-model table `models`. Each field's default and
-meaning are in the light `defaults.get_config()`, where the config files of
-``configs/`` start::
-
-    python -m lie_unitary.experiments.rnn --config=memory --workdir=runs/memory
     python -m lie_unitary.experiments.rnn --config=configs/memory.py --workdir=runs/m \
         --config.num_replicates=1 --config.models.gurnn_beta.learning_rate=1e-2
 
-List fields are tuples: repeat the flag or give a comma list (``--config.model=gurnn,lstm``;
-``--config.lr_drops='()'`` for none).
-
-A unit is every replicate of one (model, T). Its identity holds the task, the model,
-T, the model's entry of `models` and the fields whose identity rule holds for the
-model (h0 only for models with a complex state, the λ fields only for the guRNNs, the
-refresh fields only when a refresh is on, `data_parallel` only where it changes the
-numbers). `num_updates` says where a unit stops, not what it is: a larger value
-extends finished units.
+A unit's identity holds the task, the model, T, the model's entry of `models` and the
+fields whose identity rule holds for the model (h0 only for models with a complex
+state, the λ fields only for the guRNNs, the refresh fields only when a refresh is on,
+`data_parallel` only where it changes the numbers). `num_updates` says where a unit
+stops, not what it is: a larger value extends finished units.
 """
 
 from __future__ import annotations
@@ -31,17 +23,18 @@ from lie_unitary.experiments import fields as F
 from lie_unitary.experiments import launch
 from lie_unitary.experiments import training
 from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn import defaults
 from lie_unitary.experiments.rnn import trainer
 from lie_unitary.experiments.rnn.defaults import NAMED_CONFIGS
 from lie_unitary.experiments.rnn.defaults import image_models
 from lie_unitary.experiments.rnn.defaults import paper_models
 
-__all__ = ["BUDGETS", "FIELDS", "MODEL_FIELDS", "NAMED_CONFIGS", "budget_hidden_size", "defaults",
-           "get_config", "image_models", "paper_models", "task_models"]
+__all__ = ["BUDGETS", "FIELDS", "MODEL_FIELDS", "NAMED_CONFIGS", "budget_hidden_size",
+           "get_config", "image_models", "paper_models"]
 
 # expRNN's orthogonal RNN of this many units sets each parameter budget (16K, 69K, 137K
 # parameters on MNIST); every model is sized to its count (`budget_hidden_size`).
-BUDGETS = {"16k": 170, "69k": 360, "137k": 512}
+BUDGETS = {budget: sizes["orthogonal"] for budget, sizes in defaults.BUDGETS.items()}
 # The models of the sequential-image tasks.
 IMAGE_MODELS = ("gurnn", "orthogonal", "lstm")
 
@@ -67,10 +60,6 @@ def _phase_range(config, model) -> bool:
 
 def _images(config, model) -> bool:
   return config.task in data.IMAGE_TASKS
-
-
-def _permuted(config, model) -> bool:
-  return config.task == "permuted"
 
 
 _POSITIVE = F.integer(1)
@@ -125,7 +114,7 @@ FIELDS = {
     "unroll": F.Field(_POSITIVE),
     "dataset": F.Field(F.string(), identity=_images),
     "data_dir": F.Field(F.string(), identity=False),
-    "permutation_seed": F.Field(F.integer(0), identity=_permuted),
+    "permutation_seed": F.Field(F.integer(0), identity=lambda c, _: c.task == "permuted"),
     "num_validation": F.Field(F.integer(1), identity=_images),
     "param_budget": F.Field(F.one_of(("",) + tuple(BUDGETS)), identity=False),
 }
@@ -148,20 +137,6 @@ def budget_hidden_size(model: str, budget: str, input_size: int = 1,
   while count(n + 1) <= target:
     n += 1
   return n if target - count(n) <= count(n + 1) - target else n + 1
-
-
-def task_models(task: str, budget: str = "16k") -> ml_collections.ConfigDict:
-  """The per-model table of `task`: `paper_models` for adding and memory, `image_models`
-  for the image tasks."""
-  if task in data.IMAGE_TASKS:
-    return image_models(budget)
-  return paper_models(task)
-
-
-def defaults() -> ml_collections.ConfigDict:
-  """The family's default config (`defaults.get_config`): the paper's adding problem."""
-  from lie_unitary.experiments.rnn import defaults as light
-  return light.get_config()
 
 
 def get_config(name: str = "adding") -> ml_collections.ConfigDict:

@@ -1,29 +1,14 @@
 """The RNN tasks: the adding and memory (copy) problems, and sequential images.
 
-The adding and memory problems (Hochreiter & Schmidhuber 1997) are generated from a
-PRNG key inside jit, for any sequence length T, as set up by Arjovsky et al. (2016)
-and used by the paper (§4):
-
-- adding: inputs (B, T, 2) = [value ~ U(0, 1), marker ∈ {0, 1}], one marker in
-  [0, T//2), one in [T//2, T); target (B,) = the sum of the two marked values;
-  loss: MSE on the last output. Predicting 1 always scores Var(u1 + u2) = 1/6.
-- memory: 10 symbols from {1..8}, T - 1 blanks (0), the delimiter 9, 10 blanks:
-  length T + 20, inputs one-hot over 10 classes (B, T+20, 10); labels (B, T+20) =
-  T + 10 blanks then the 10 symbols (9 output classes); loss: softmax cross-entropy
-  averaged over all T + 20 steps. Predicting blanks, then uniform over {1..8} for the
-  last 10 steps, scores 10·ln(8)/(T + 20).
-
-Beyond the paper, the table the orthogonal/unitary RNN literature reports: an
-MNIST-family image read one pixel a step (T = 784): 'pixel' row by row, 'permuted' in
-one fixed random order (`load_image_sets`); loss: softmax cross-entropy of the last
-state's readout over 10 classes. Their data are the IDX files of a folder
-(`lie_unitary.experiments.rnn.images`), held as `ImageSets`.
+The adding and memory problems (Hochreiter & Schmidhuber 1997, set up as by Arjovsky
+et al. 2016 and the paper's §4) are generated from a PRNG key inside jit, for any
+sequence length T (`adding_batch`, `memory_batch`). Beyond the paper: an MNIST-family
+image read one pixel a step (T = 784), 'pixel' row by row or 'permuted' in one fixed
+random order (`load_image_sets`), classified from the last state.
 
 A unit's programs (`rnn.trainer.make_experiment`) read a task's data through a
-`Source`: how update u's batch is made, the per-epoch data, the evaluation sets and
-the metrics (`synthetic_source`, `image_source`).
-
-Letters in names: B batch, T sequence length (steps), D input features, K classes.
+`Source` (`synthetic_source`, `image_source`). Letters in names: B batch, T sequence
+length, L steps, D input features, K classes.
 """
 
 from __future__ import annotations
@@ -39,28 +24,13 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from lie_unitary.experiments.rnn import images
+
 __all__ = [
-    "IMAGE_TASKS",
-    "ImageSets",
-    "NUM_VALIDATION",
-    "PERMUTATION_SEED",
-    "Source",
-    "TASKS",
-    "Task",
-    "accuracy",
-    "adding_baseline",
-    "adding_batch",
-    "adding_loss",
-    "classification_loss",
-    "get_task",
-    "image_inputs",
-    "image_source",
-    "load_image_sets",
-    "memory_baseline",
-    "memory_batch",
-    "memory_loss",
-    "sequence_length",
-    "synthetic_source",
+    "IMAGE_TASKS", "ImageSets", "NUM_VALIDATION", "PERMUTATION_SEED", "Source", "TASKS", "Task",
+    "accuracy", "adding_baseline", "adding_batch", "adding_loss", "classification_loss",
+    "get_task", "image_inputs", "image_source", "load_image_sets", "memory_baseline",
+    "memory_batch", "memory_loss", "synthetic_source",
 ]
 
 MEMORY_SYMBOLS = 10   # symbols to remember
@@ -148,12 +118,17 @@ def memory_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
   return jax.nn.one_hot(inputs_BxL, MEMORY_INPUT_CLASSES, dtype=jnp.float32), labels_BxL
 
 
-def memory_loss(logits_BxLxK, labels_BxL) -> jax.Array:
-  """Softmax cross-entropy averaged over batch and steps: (B, L, 9), (B, L) -> scalar."""
+def classification_loss(logits, labels) -> jax.Array:
+  """Softmax cross-entropy averaged over every label: float logits (..., K) and integer
+  labels (...), e.g. (B, K) and (B,), or the memory problem's (B, L, 9) and (B, L) ->
+  scalar."""
   # One-hot labels, not integer ones: the integer form's gradient is a scatter-add,
   # which XLA's CPU compiler constant-folds slowly at large batch × T.
-  one_hot = jax.nn.one_hot(labels_BxL, logits_BxLxK.shape[-1], dtype=logits_BxLxK.dtype)
-  return jnp.mean(optax.softmax_cross_entropy(logits_BxLxK, one_hot))
+  one_hot = jax.nn.one_hot(labels, logits.shape[-1], dtype=logits.dtype)
+  return jnp.mean(optax.softmax_cross_entropy(logits, one_hot))
+
+
+memory_loss = classification_loss
 
 
 def memory_baseline(T: int) -> float:
@@ -191,30 +166,37 @@ def load_image_sets(folder: str, task: str, seed: int = PERMUTATION_SEED,
                     num_validation: int = NUM_VALIDATION) -> ImageSets:
   """An IDX folder's images as the sets of `task` ('pixel' or 'permuted'), as numpy.
 
+  The validation set is the LAST `num_validation` training images, not a random draw:
+  the same everywhere with no seed to carry, and the test set stays untouched.
+
   Args:
     folder: a folder holding the four IDX files (`images.resolve_data_dir`).
     task: 'pixel' (row by row) or 'permuted' (the pixels in the fixed order
-      `numpy.random.RandomState(seed).permutation(P)`).
+      `numpy.random.RandomState(seed).permutation(P)`; the default seed gives expRNN's
+      and scoRNN's order, so results compare with theirs).
     seed: the permutation's seed.
-    num_validation: the last this many training images are the validation set.
+    num_validation: V, in 1..N_train - 1.
+
+  Returns:
+    `ImageSets` of numpy arrays: N_train - V training, V validation and the test images.
 
   Raises:
     FileNotFoundError, ValueError: as `images.load_idx_dataset`; ValueError for an
-      unknown task or no more training images than `num_validation`.
+      unknown task or a V out of range.
   """
-  from lie_unitary.experiments.rnn import images
   if task not in IMAGE_TASKS:
     raise ValueError(f"unknown image task {task!r}; expected one of {IMAGE_TASKS}.")
   ds = images.load_idx_dataset(folder)
-  if len(ds.train_images) <= num_validation:
-    raise ValueError(f"{folder}: {len(ds.train_images)} training images; the validation "
-                     f"split holds out the last {num_validation}.")
-  split = images.train_validation_split(ds, num_validation)
-  order = (images.pixel_permutation(seed, ds.train_images.shape[1]) if task == "permuted"
-           else np.arange(ds.train_images.shape[1]))
-  return ImageSets(split.train_images[:, order], split.train_labels,
-                   split.validation_images[:, order], split.validation_labels,
-                   ds.test_images[:, order], ds.test_labels)
+  n, pixels = ds.train_images.shape
+  if (isinstance(num_validation, bool) or not isinstance(num_validation, (int, np.integer))
+      or not 0 < num_validation < n):
+    raise ValueError(f"{folder}: num_validation must be an integer in 1..{n - 1} (there are "
+                     f"{n} training images); got {num_validation!r}.")
+  order = (np.random.RandomState(seed).permutation(pixels) if task == "permuted"
+           else np.arange(pixels))
+  x, y, cut = ds.train_images[:, order], ds.train_labels, n - int(num_validation)
+  return ImageSets(x[:cut], y[:cut], x[cut:], y[cut:], ds.test_images[:, order],
+                   ds.test_labels)
 
 
 def image_inputs(pixels_BxP) -> jax.Array:
@@ -222,36 +204,17 @@ def image_inputs(pixels_BxP) -> jax.Array:
   return (pixels_BxP.astype(jnp.float32) / 255.0)[..., None]
 
 
-def classification_loss(logits_BxK, labels_B) -> jax.Array:
-  """Softmax cross-entropy averaged over the batch: (B, K), (B,) int -> scalar."""
-  one_hot = jax.nn.one_hot(labels_B, logits_BxK.shape[-1], dtype=logits_BxK.dtype)
-  return jnp.mean(optax.softmax_cross_entropy(logits_BxK, one_hot))
-
-
 def accuracy(logits_BxK, labels_B) -> jax.Array:
   """Share of the batch whose largest logit is its label: (B, K), (B,) -> scalar in [0, 1]."""
   return jnp.mean((jnp.argmax(logits_BxK, axis=-1) == labels_B).astype(jnp.float32))
 
 
-def sequence_length(task: str, T: int) -> int:
-  """Number of steps the network reads: T for adding, T + 20 for memory."""
-  return get_task(task).length(T)
-
-
 class Task(NamedTuple):
-  """One task behind one interface.
-
-  Attributes:
-    name: 'adding', 'memory', 'pixel' or 'permuted'.
-    sample: (key, batch_size, T) -> (x_BxLxD float32, targets); None for the image
-      tasks, whose batches come from `ImageSets`.
-    loss: (model outputs, targets) -> scalar.
-    baseline: T -> the random baseline's loss.
-    input_size: D.
-    output_size: outputs per step of the readout (1 or 9).
-    readout: 'last' (one output per sequence) or 'all' (one per step).
-    length: T -> L, the number of steps.
-  """
+  """One task behind one interface: its `name`; `sample` (key, batch_size, T) ->
+  (x_BxLxD float32, targets), None for the image tasks (their batches come from
+  `ImageSets`); `loss` (model outputs, targets) -> scalar; `baseline` T -> the random
+  baseline's loss; `input_size` D; `output_size` per step of the readout; `readout`
+  'last' (one output per sequence) or 'all' (one per step); `length` T -> L."""
   name: str
   sample: Callable[..., tuple[jax.Array, jax.Array]]
   loss: Callable[[jax.Array, jax.Array], jax.Array]
@@ -293,9 +256,9 @@ def get_task(name: str) -> Task:
 
 class Source(NamedTuple):
   """Where a unit's batches come from and what is measured on them: what differs
-  between the tasks, as data for `rnn.trainer.make_experiment`'s one step and one
-  evaluation. Hashable (it keys the cache of compiled programs): the arrays the data
-  live in (`ImageSets`) are arguments of the programs (`arrays`), not part of it.
+  between the tasks, for `rnn.trainer.make_experiment`'s one step and one evaluation.
+  Hashable (it keys the cache of compiled programs): the data's arrays (`ImageSets`)
+  are arguments of the programs (`arrays`), not part of it.
 
   Attributes:
     updates_per_epoch: S > 0: a call of updates never crosses an epoch's end and each

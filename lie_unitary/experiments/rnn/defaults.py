@@ -97,8 +97,7 @@ def get_config() -> ml_collections.ConfigDict:
   c.T = (100,)
   # Per-model settings (`paper_models`, `image_models`).
   c.models = paper_models("adding")
-  # guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), redrawn each update) or
-  # 'zeros'.
+  # guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), redrawn each update) or 'zeros'.
   c.h0 = "random"
   # Standard deviation of the guRNN's λ at init (N(0, std²) as the paper: 1); 0 = λ = 0.
   c.lambda_init_std = 1.0
@@ -147,8 +146,7 @@ def get_config() -> ml_collections.ConfigDict:
   # RMSProp's initial mean square: 1.0 as TensorFlow's RMSPropOptimizer (the original
   # code), 0 as optax.
   c.rmsprop_initial_scale = 1.0
-  # Training sequences per replicate (visited in the same order each epoch); 0 = fresh
-  # every update.
+  # Training sequences per replicate (visited in the same order each epoch); 0 = fresh every update.
   c.num_train = 100_000
   # Validate every this many updates (the paper: 150).
   c.val_every = 150
@@ -172,8 +170,7 @@ def get_config() -> ml_collections.ConfigDict:
   # Image tasks: where the dataset's IDX files are; '' = $LIE_UNITARY_DATA_DIR/<dataset>,
   # or Debian's Fashion-MNIST package (/usr/share/datasets/fashion-mnist) when installed.
   c.data_dir = ""
-  # The permuted task's fixed pixel order: numpy.random.RandomState(seed).permutation
-  # (expRNN's).
+  # The permuted task's fixed pixel order: numpy.random.RandomState(seed).permutation (expRNN's).
   c.permutation_seed = 92916
   # Image tasks: the last this many training images are the validation set.
   c.num_validation = 5000

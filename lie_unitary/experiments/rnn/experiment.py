@@ -1,32 +1,17 @@
 """The RNN family of the shared runner: adding and memory problems (paper §4), and
 sequential images (pixel-by-pixel and permuted MNIST-family).
 
-One unit is one (model, T) of a config's task, trained for `num_replicates`
-replicates at once: their parameters, optimizer states and data streams are stacked
-on a leading axis (sharded over all devices, `replicas.replicate_sharding`) and every
-step is one replicate-mapped, jitted program (`rnn.trainer.make_experiment`). Every
-task runs the same loop (`run_unit`, through `lie_unitary.experiments.loop`) in calls
-of `val_every` updates (never across an epoch of the image tasks); what differs is
-the task's data (`rnn.data.Source`): after each call a record of kind "val" holds
-the source's validation sets' metrics, and at the end records of kind "final" hold
-its final sets' metrics (the synthetic tasks: full validation and test sets) or, for
-the image tasks, a summary of the "val" records.
+A unit is one (model, T) of a config's task, its `num_replicates` replicates trained
+at once by one replicate-mapped, jitted program (`rnn.trainer.make_experiment`). Every
+task runs the same loop (`run_unit`) in calls of `val_every` updates, never across an
+epoch's end; what differs is the task's data (`rnn.data.Source`).
 
-Records (``WORKDIR/results.jsonl``; the vocabulary shared with operators):
-``unit`` (the unit's id), ``unit_name``, ``kind`` ("val" or "final"), ``replicate``,
-``step`` (updates made), the unit's fields (task, model, T, hidden_size,
-learning_rate, ..., num_replicates: every setting that changes the unit's numbers)
-and the metrics ``val_loss``, ``train_loss`` (mean over the call; val records after
-step 0), ``test_loss`` (final) and ``seconds`` (training time so far). Val records of
-models with λ (guRNN) on the synthetic tasks also hold the spectrum diagnostics of
-λ's chart (`lie_unitary.principal_branch.spectrum_stats`): ``theta_spread`` (max − min
-of θ = eigvalsh(iL(λ))), ``theta_max_abs``, ``min_sinc`` (the smallest |sinc(Δ/2)|
-over eigenvalue gaps Δ: the weakest direction's gain in the derivative of expm) and
-``wide_share`` (share of gaps beyond π). The image tasks' records add ``epoch``, the
-accuracies (``val_accuracy``, ``test_accuracy``, ``train_accuracy``) and ``test_loss``
-to val records; their final records hold ``test_accuracy`` (at the best validation
-accuracy), ``best_test_accuracy``, ``best_val_accuracy``, ``best_step`` and
-``num_params``.
+Records (``WORKDIR/results.jsonl``) of kind "val", at step 0 and after every call:
+the validation sets' metrics (``val_loss``; images: also ``val_accuracy``, ``test_*``
+and ``epoch``), the call's mean ``train_*`` metrics and, for models with λ on the
+synthetic tasks, λ's spectrum diagnostics (`principal_branch.spectrum_stats`). Of
+kind "final": the full validation and test losses, or for the image tasks a summary
+of the "val" records (`_image_summary`).
 """
 
 from __future__ import annotations
@@ -60,78 +45,63 @@ NAME = "rnn"
 _COST = {"lstm": 8, "gurnn": 4, "gurnn_beta": 4, "free": 4, "urnn": 4, "irnn": 1, "tanh": 1,
          "orthogonal": 1}
 
-
-# Validation -------------------------------------------------------------------------
-
-
-def _validate_models(config) -> None:
-  """The per-model table: the models of the task's table, each with its own fields."""
-  paper = config_lib.task_models(config.task)
-  table = config.models
-  if not isinstance(table, (ml_collections.ConfigDict, dict)):
-    F.fail("models", table, "a table like `paper_models(task)`'s")
-  for m in table.keys():
-    if m not in paper:
-      raise F.ConfigError(f"config has no field 'models.{m}'; the models are "
-                          f"{sorted(paper.keys())}.")
-  for m, default in paper.items():
-    if m not in table:
-      raise F.ConfigError(f"config field 'models.{m}' is missing.")
-    F.validate(table[m], {k: config_lib.MODEL_FIELDS[k] for k in default.keys()},
-               prefix=f"models.{m}.")
+write_report = report.write_report
 
 
 def validate_config(config) -> None:
-  """Checks every field before anything runs or is written.
+  """Checks every field before anything runs or is written; for the image tasks, that
+  their files exist and fit.
 
   Raises:
     runner.ConfigError: naming the first unknown, missing or bad field and what it
       may be.
   """
   F.validate(config, config_lib.FIELDS)
-  _validate_models(config)
-  if config.task in data.IMAGE_TASKS:
-    _validate_images(config)
+  images_task = config.task in data.IMAGE_TASKS
+  table = config.models
+  expected = config_lib.image_models() if images_task else config_lib.paper_models(config.task)
+  if not isinstance(table, (ml_collections.ConfigDict, dict)):
+    F.fail("models", table, "a table like `paper_models(task)`'s")
+  for m in table.keys():
+    if m not in expected:
+      raise F.ConfigError(f"config has no field 'models.{m}'; the models are "
+                          f"{sorted(expected.keys())}.")
+  for m, default in expected.items():
+    if m not in table:
+      raise F.ConfigError(f"config field 'models.{m}' is missing.")
+    F.validate(table[m], {k: config_lib.MODEL_FIELDS[k] for k in default.keys()},
+               prefix=f"models.{m}.")
   if data.get_task(config.task).name == "adding" and min(config.T) < 2:
     F.fail("T", config.T, "integers ≥ 2 for the adding problem")
   if 0 < config.num_train < config.batch_size:
     F.fail("num_train", config.num_train, f"0 (fresh data) or ≥ batch_size = "
            f"{config.batch_size}")
-  for field in (() if config.task in data.IMAGE_TASKS else ("val_size", "eval_size")):
+  for field in () if images_task else ("val_size", "eval_size"):
     if config[field] % config.eval_batch_size:
       F.fail(field, config[field], f"a multiple of eval_batch_size = {config.eval_batch_size}")
-  if config.batch_size % config.data_parallel:
-    F.fail("data_parallel", config.data_parallel,
-           f"a divisor of batch_size = {config.batch_size}")
+  for size in ("batch_size", "eval_batch_size") if images_task else ("batch_size",):
+    if config[size] % config.data_parallel:
+      F.fail("data_parallel", config.data_parallel, f"a divisor of {size} = {config[size]}")
   if jax.device_count() % config.data_parallel:
     F.fail("data_parallel", config.data_parallel,
            f"a divisor of the device count, {jax.device_count()} (several processes: "
            "--num_processes; one CPU process: "
            "XLA_FLAGS=--xla_force_host_platform_device_count=N)")
-
-
-def _validate_images(config) -> None:
-  """The image tasks' own rules; their files must exist before anything is written."""
-  wrong = [m for m in config.model if m not in config_lib.IMAGE_MODELS]
-  if wrong:
+  if not images_task:
+    return
+  if any(m not in config_lib.IMAGE_MODELS for m in config.model):
     F.fail("model", config.model, f"models of the image tasks, {config_lib.IMAGE_MODELS}")
   if len(config.T) != 1:
     F.fail("T", config.T, "one T for an image task: its pixel count, e.g. (784,)")
-  if config.eval_batch_size % config.data_parallel:
-    F.fail("data_parallel", config.data_parallel,
-           f"a divisor of eval_batch_size = {config.eval_batch_size}")
   if config.num_validation % config.eval_batch_size:
     F.fail("eval_batch_size", config.eval_batch_size,
            f"a divisor of num_validation = {config.num_validation}")
-  try:
+  try:  # the files must exist before anything is written
     images.check_dataset_files(images.resolve_data_dir(config.dataset, config.data_dir))
   except (FileNotFoundError, ValueError) as e:
     field = "data_dir" if config.data_dir else "dataset"
     raise F.ConfigError(f"config.{field} = {config[field]!r}: {' '.join(str(e).split())}"
                         ) from e
-
-
-# Units ------------------------------------------------------------------------------
 
 
 def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
@@ -149,34 +119,19 @@ def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
   return ml_collections.FrozenConfigDict(spec)
 
 
-def _unit_name(spec) -> str:
-  return f"{spec.task} T={spec.T} {spec.model}"
-
-
 def units(config) -> list[Unit]:
   """One unit per (model, T) of a validated config, T-major."""
   out = []
   for T in config.T:
     for model in config.model:
       spec = unit_spec(config, model, T)
-      fields = {k: (list(v) if isinstance(v, tuple) else v) for k, v in spec.items()}
       cost = (config.num_updates * spec.T * spec.num_replicates * spec.hidden_size ** 2
               * _COST[model])
-      out.append(Unit(name=_unit_name(spec), fields=fields, target_step=config.num_updates,
-                      cost=float(cost), spec=spec))
+      out.append(Unit(name=f"{spec.task} T={spec.T} {spec.model}",
+                      fields={k: (list(v) if isinstance(v, tuple) else v)
+                              for k, v in spec.items()},
+                      target_step=config.num_updates, cost=float(cost), spec=spec))
   return out
-
-
-# Running ----------------------------------------------------------------------------
-
-
-def _status(val: dict, train: dict, baseline: float, epoch: float | None) -> str:
-  """The progress line's: the epoch, each validation metric's median and replicates, the
-  loss' random baseline, and how many replicates have a nan/inf training loss."""
-  shown = (f"{k.replace('_', ' ')} median {loop.median(v):.4g} (replicates "
-           f"{', '.join(f'{x:.3g}' for x in v)})" for k, v in val.items() if k.startswith("val_"))
-  return (("" if epoch is None else f"epoch {epoch:.2f}, ") + ", ".join(shown) +
-          f"; loss baseline {baseline:.4g}{loop.nonfinite_note(train['loss'], 'training loss')}")
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
@@ -197,10 +152,8 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   source = (data.image_source(spec, arrays.train_y.shape[0]) if image_task
             else data.synthetic_source(spec))
   exp = trainer.make_experiment(spec, replicas.sharding, source)
-  # By task kind: λ's spectrum diagnostics in the synthetic tasks' "val" records; the
-  # image tasks' "final" records summarise their "val" records (`_image_summary`).
+  # λ's spectrum diagnostics in the synthetic tasks' "val" records.
   spectrum = None if image_task else exp.spectrum
-  summary = (lambda state: _image_summary(ctx, unit, state)) if image_task else (lambda state: {})
   per_epoch, baseline = source.updates_per_epoch, data.get_task(spec.task).baseline(spec.T)
   done = ctx.written()  # records of a resumed unit are not written twice
 
@@ -222,6 +175,15 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
       out.update(replicas.gather(spectrum(state.params)))
     return out
 
+  def status(val, train, step):
+    """The progress line: the epoch, each validation metric's median and replicates, the
+    loss' random baseline, and how many replicates have a nan/inf training loss."""
+    shown = ", ".join(f"{k.replace('_', ' ')} median {loop.median(v):.4g} (replicates "
+                      f"{', '.join(f'{x:.3g}' for x in v)})"
+                      for k, v in val.items() if k.startswith("val_"))
+    return (f"{f'epoch {step / per_epoch:.2f}, ' if per_epoch else ''}{shown}; loss baseline "
+            f"{baseline:.4g}{loop.nonfinite_note(train['loss'], 'training loss')}")
+
   with loop.Loop(ctx, replicas, unit.target_step, target_field="num_updates") as lp:
     state, _ = lp.restore(exp.init(replicas.ids))
     if ("val", 0, 0) not in done:
@@ -237,17 +199,17 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
       lp.status = "evaluating"
       val = validate(state, {f"train_{k}": v for k, v in train.items()})
       write("val", step + num_steps, lp.seconds(), val)
-      lp.after_call(state, step + num_steps, {}, _status(
-          val, train, baseline, (step + num_steps) / per_epoch if per_epoch else None))
+      lp.after_call(state, step + num_steps, {}, status(val, train, step + num_steps))
     elapsed = lp.finish(state, {})
     t0 = time.perf_counter()
-    final = {**evaluate(state, source.final_sets(arrays)), **summary(state)}
+    final = evaluate(state, source.final_sets(arrays))
+    if image_task:
+      final.update(_image_summary(ctx, unit, state))
     write("final", unit.target_step, elapsed + time.perf_counter() - t0, final)
 
 
 def _load_sets(config, spec, mesh) -> data.ImageSets:
-  """The unit's image sets on the devices of `mesh` (replicated: every replicate reads
-  them)."""
+  """The unit's image sets on every device of `mesh` (every replicate reads them)."""
   folder = images.resolve_data_dir(spec.dataset, config.data_dir)
   sets = data.load_image_sets(folder, spec.task, spec.get("permutation_seed",
                                                            data.PERMUTATION_SEED),
@@ -269,27 +231,20 @@ def _image_summary(ctx, unit: Unit, state) -> dict:
   best validation accuracy and its step; and the trainable parameter count."""
   num = unit.spec.num_replicates
   recs = [r for r in workdir_lib.read(ctx.workdir)
-          if r.get("unit") == unit.id and r.get("kind") == "val"]
+          if r.get("unit") == unit.id and r.get("kind") == "val" and r["step"] > 0]
   out = {k: np.full(num, np.nan) for k in ("test_accuracy", "best_test_accuracy",
                                            "best_val_accuracy", "best_step")}
   for r in range(num):
-    rows = sorted((x for x in recs if x["replicate"] == r and x["step"] > 0),
-                  key=lambda x: x["step"])
-    if not rows:
-      continue
-    best = max(rows, key=lambda x: x["val_accuracy"])  # max keeps the first of ties
-    out["test_accuracy"][r] = best["test_accuracy"]
-    out["best_val_accuracy"][r] = best["val_accuracy"]
-    out["best_step"][r] = best["step"]
-    out["best_test_accuracy"][r] = max(x["test_accuracy"] for x in rows)
+    rows = sorted((x for x in recs if x["replicate"] == r), key=lambda x: x["step"])
+    if rows:
+      best = max(rows, key=lambda x: x["val_accuracy"])  # max keeps the first of ties
+      out["test_accuracy"][r], out["best_val_accuracy"][r] = (best["test_accuracy"],
+                                                              best["val_accuracy"])
+      out["best_step"][r] = best["step"]
+      out["best_test_accuracy"][r] = max(x["test_accuracy"] for x in rows)
   # Every leaf's size without its replicate axis.
   count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(state.params["params"]))
   return {**out, "num_params": np.full(num, count)}
-
-
-def write_report(workdir: str) -> list[str]:
-  """report.md and the Figure-3-style PNGs (`rnn.report`); returns the paths."""
-  return report.write_report(workdir)
 
 
 def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:

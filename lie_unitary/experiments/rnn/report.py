@@ -1,20 +1,10 @@
-"""Figure-3-style plots and a Markdown table of the RNN runs (paper §4).
+"""The RNN family's report: Figure 3 and a loss table for the adding and memory problems
+(paper §4), accuracy tables and curves for the sequential-image tasks.
 
-Built for notebooks as well as for files: `figures` returns one
-`matplotlib.figure.Figure` per (task, T), built directly (no global figure manager, no
-backend switch: the caller's matplotlib state is left alone), `markdown` returns the
-table, and `write_report(workdir)` writes ``WORKDIR/figure3_{task}_T{T}.png``
-(validation loss vs training steps: the median over replicates per model, every
-replicate faintly, the random baseline dotted) and ``WORKDIR/report.md`` (final
-full-validation and test losses per model beside the original code's logged runs).
-
-Records (see `lie_unitary.experiments.workdir`): ``results.jsonl`` holds kind "val"
-records (a validation point during training: val_loss, and train_loss for step > 0)
-and kind "final" records (val_loss and test_loss on the full sets), each with its
-``unit``, ``replicate``, ``step`` and the settings task, model, T, activation,
-lambda_init, lambda_init_std, lambda_optimizer, batch_size, .... Only the current
-units are reported; a row of the table is a unit (a model setting, all its
-replicates).
+Built for notebooks as well as for files: `figures` and `markdown` take the records
+(`workdir.load_results`); the figures are built directly (no pyplot figure manager, no
+backend switch: the caller's matplotlib state is left alone). A table row is a unit
+(a model setting, all its replicates); only the current units are reported.
 """
 
 from __future__ import annotations
@@ -28,9 +18,8 @@ import numpy as np
 
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
-from lie_unitary.experiments.rnn import image_report
 
-__all__ = ["ORIGINAL_FINAL_VAL", "figures", "markdown", "summarize", "write_report"]
+__all__ = ["ANCHORS", "ORIGINAL_FINAL_VAL", "figures", "markdown", "write_report"]
 
 # Final validation losses of the original code's logged runs at T = 100.
 ORIGINAL_FINAL_VAL = {
@@ -39,133 +28,165 @@ ORIGINAL_FINAL_VAL = {
     ("memory", "gurnn_beta"): 0.0058, ("memory", "urnn"): 1.3e-8,
     ("memory", "lstm"): 0.173, ("memory", "irnn"): 0.173,
 }
+# Published test accuracies (%) on MNIST, best test epoch, 70 epochs of RMSProp at
+# batch 128: (model, hidden units, parameters) -> (sMNIST, psMNIST).
+ANCHORS = {
+    ("expRNN (Lezcano-Casado & Martínez-Rubio 2019)", 170, "16K"): (98.0, 94.9),
+    ("expRNN", 360, "69K"): (98.4, 96.2),
+    ("expRNN", 512, "137K"): (98.7, 96.6),
+    ("scoRNN (Helfrich et al. 2018)", 170, "16K"): (97.2, 94.8),
+    ("scoRNN", 360, "69K"): (98.1, 95.9),
+    ("scoRNN", 512, "137K"): (98.2, 96.5),
+    ("LSTM (as the expRNN paper reports it)", 128, "69K"): (81.9, 79.5),
+}
 # Fewer updates than this: the report says the run is too short to learn.
 _SHORT_RUN_UPDATES = 1_000
 _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm": "LSTM",
            "irnn": "IRNN", "tanh": "tanh RNN", "free": "free 2n×2n RNN"}
+_IMAGE_LABELS = {"gurnn": "guRNN (modReLU)", "orthogonal": "orthogonal RNN (expRNN's)",
+                 "lstm": "LSTM"}
 
 
-def _setting_notes(record) -> tuple[str, ...]:
-  """What a guRNN record changed from the paper's cell: modReLU, the λ init."""
-  notes = []
-  if record.get("activation") == "modrelu":
-    notes.append("modReLU")
-  if record.get("lambda_init") == "phases":
-    notes.append("phases init")
-  elif record.get("lambda_init_std") == 0:
-    notes.append("U = I init")
-  return tuple(notes)
-
-
-def _label(model, lambda_optimizer, notes=()):
-  name = _LABELS.get(model, model)
-  if not model.startswith("gurnn"):
+def _label(r: dict) -> str:
+  """A synthetic-task unit's label: its model and what its setting changes from the
+  paper's guRNN (e.g. "guRNN₁ (modReLU, phases init, λ: RMSProp)")."""
+  name = _LABELS.get(r["model"], r["model"])
+  if not r["model"].startswith("gurnn"):
     return name
-  # The configs' default is the original code's plain SGD on λ; mark the alternative.
-  notes = list(notes) + (["λ: RMSProp"] if lambda_optimizer == "rmsprop" else [])
+  notes = ["modReLU"] if r.get("activation") == "modrelu" else []
+  if r.get("lambda_init") == "phases":
+    notes.append("phases init")
+  elif r.get("lambda_init_std") == 0:
+    notes.append("U = I init")
+  if r.get("lambda_optimizer") == "rmsprop":  # the configs' default is plain SGD on λ
+    notes.append("λ: RMSProp")
   return name + (f" ({', '.join(notes)})" if notes else "")
 
 
-def _float(v):
-  return float(v)  # records store NaN / inf as the strings 'nan' / 'inf', which float reads
-
-
-def summarize(results: Any) -> dict:
-  """Groups the records by (task, T) and unit, replicates within a unit.
-
-  Args:
-    results: the records (a list of dicts or a DataFrame, as `load_results` returns
-      them); kinds other than "val" and "final" are ignored. Of a record written twice
-      (same unit, kind, replicate and step) the last counts.
-
-  Returns:
-    ``{(task, T): {unit_id: unit}}`` where ``unit`` is a dict with ``'curves'``
-    ``{replicate: {step: val_loss}}``, ``'final'`` ``{replicate: final record}``,
-    ``'batch_sizes'`` (a set), ``'model'``, ``'lambda_optimizer'``, ``'name'`` (the
-    unit_name) and ``'label'`` (e.g. "guRNN₁ (modReLU, phases init, λ: RMSProp)"; a
-    label two units of one (task, T) share gets the unit name appended). Records
-    without a ``unit`` are grouped by (model, lambda_optimizer, label).
-  """
+def _units(records: Sequence[dict], images: bool) -> dict:
+  """The "val" and "final" records of the synthetic (or `images`: the image) tasks as
+  {(task, T) (images: (task, dataset)): {unit id: unit}}, a unit a dict of "model",
+  "name", "hidden_size", "label", "batch_sizes", "val" {replicate: {step: record}} and
+  "final" {replicate: record}; of a record written twice the last counts. A label two
+  synthetic units of one (task, T) share gets the unit name appended."""
   out = collections.defaultdict(dict)
-  for r in workdir_lib.as_records(results):
-    if r.get("kind") not in ("val", "final") or r.get("task") in data.IMAGE_TASKS:
+  for r in records:
+    if r.get("kind") not in ("val", "final") or (r.get("task") in data.IMAGE_TASKS) != images:
       continue
-    label = _label(r["model"], r.get("lambda_optimizer"), _setting_notes(r))
-    uid = r.get("unit") or f"{r['model']}|{r.get('lambda_optimizer')}|{label}"
-    unit = out[(r["task"], r["T"])].setdefault(uid, {
-        "curves": collections.defaultdict(dict), "final": {}, "batch_sizes": set(),
-        "model": r["model"], "lambda_optimizer": r.get("lambda_optimizer"),
-        "name": r.get("unit_name", uid), "label": label})
+    u = out[(r["task"], r.get("dataset", "?") if images else r["T"])].setdefault(r["unit"], {
+        "model": r["model"], "name": r.get("unit_name", r["unit"]),
+        "hidden_size": r.get("hidden_size"), "batch_sizes": set(),
+        "label": _IMAGE_LABELS.get(r["model"], r["model"]) if images else _label(r),
+        "order": (r["model"], "" if images else str(r.get("lambda_optimizer"))),
+        "val": collections.defaultdict(dict), "final": {}})
     if "batch_size" in r:
-      unit["batch_sizes"].add(r["batch_size"])
+      u["batch_sizes"].add(r["batch_size"])
     if r["kind"] == "val":
-      unit["curves"][r["replicate"]][r["step"]] = _float(r["val_loss"])
+      u["val"][r["replicate"]][r["step"]] = r
     else:
-      unit["final"][r["replicate"]] = r
-  for units in out.values():
+      u["final"][r["replicate"]] = r
+  for units in () if images else out.values():
     count = collections.Counter(u["label"] for u in units.values())
     for u in units.values():
       if count[u["label"]] > 1:
         u["label"] += f" [{u['name']}]"
-  return {k: dict(v) for k, v in out.items()}
+  return {key: sorted(units.values(), key=lambda u: (*u["order"], u["label"], u["name"]))
+          for key, units in sorted(out.items())}
 
 
-def _ordered(units: dict):
-  return sorted(units.values(), key=lambda u: (u["model"], str(u["lambda_optimizer"]),
-                                                u["label"]))
-
-
-def _fmt(x):
+def _fmt(x) -> str:
   return "—" if x is None else (f"{x:.4g}" if np.isfinite(x) else str(x))
 
 
-def _table(task, T, units) -> list[str]:
+def _loss_table(task: str, T: int, units: list) -> list[str]:
   lines = [f"### {task}, T = {T} (random baseline {data.get_task(task).baseline(T):.4g})", "",
            "| model | replicates | final val (median) | final val (best) | test (median) | "
-           "original run (val) | steps | wall time (s) |",
-           "|---|---|---|---|---|---|---|---|"]
-  for unit in _ordered(units):
-    finals = list(unit["final"].values())
+           "original run (val) | steps | wall time (s) |", "|---|---|---|---|---|---|---|---|"]
+  for u in units:
+    finals = list(u["final"].values())
+    # Records store NaN / inf as the strings 'nan' / 'inf', which float reads.
     if finals:
-      val = [_float(r["val_loss"]) for r in finals]
-      test = [_float(r["test_loss"]) for r in finals]
+      val, test = ([float(r[k]) for r in finals] for k in ("val_loss", "test_loss"))
+      cells = [np.median(val), np.min(val), np.median(test)]
       steps = max(r["step"] for r in finals)
       secs = max((r["seconds"] for r in finals if "seconds" in r), default=None)
-      cells = [np.median(val), np.min(val), np.median(test)]
     else:  # unfinished: the last subsample validation
-      last = [c[max(c)] for c in unit["curves"].values() if c]
-      steps = max((max(c) for c in unit["curves"].values() if c), default=0)
-      cells = [np.median(last) if last else None, np.min(last) if last else None, None]
+      last = [float(c[max(c)]["val_loss"]) for c in u["val"].values() if c]
+      cells = [np.median(last), np.min(last), None] if last else [None] * 3
+      steps = max((max(c) for c in u["val"].values() if c), default=0)
       secs = None
-    original = ORIGINAL_FINAL_VAL.get((task, unit["model"])) if T == 100 else None
-    status = "" if finals else " (unfinished, subsample)"
-    replicates = len(set(unit["curves"]) | set(unit["final"]))
-    lines.append(f"| {unit['label']}{status} | {replicates} | "
-                 + " | ".join(_fmt(c) for c in cells)
-                 + f" | {_fmt(original)} | {steps} | "
-                 + ("—" if secs is None else f"{float(secs):.0f}") + " |")
+    cells.append(ORIGINAL_FINAL_VAL.get((task, u["model"])) if T == 100 else None)
+    lines.append(f"| {u['label']}{'' if finals else ' (unfinished, subsample)'} | "
+                 f"{len(set(u['val']) | set(u['final']))} | {' | '.join(map(_fmt, cells))} | "
+                 f"{steps} | {'—' if secs is None else f'{float(secs):.0f}'} |")
   return lines + [""]
 
 
-def _figure(task, T, units):
+def _cell(values) -> str:
+  """Accuracies in % over replicates: mean ± standard error."""
+  v = np.asarray([x for x in values if x is not None], np.float64) * 100
+  if len(v) < 2:
+    return f"{v[0]:.2f}" if len(v) else "—"
+  return f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}"
+
+
+def _accuracy_tables(records: Sequence[dict]) -> list[str]:
+  """The image tasks' tables, then the published anchors (none without image records)."""
+  groups = _units(records, images=True)
+  if not groups:
+    return []
+  lines = []
+  for (task, dataset), units in groups.items():
+    lines += [f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
+              f"{dataset} (T = 784)", "",
+              "Accuracy (%), mean ± s.e. over replicates: the best validation accuracy, the "
+              "test accuracy at that point (selected on the validation split), and the "
+              "best test accuracy over the run (the published anchors' protocol).", "",
+              "| model | hidden | parameters | replicates | epochs | best val | test at best "
+              "val | best test | wall time (s) |", "|---|---|---|---|---|---|---|---|---|"]
+    for u in units:
+      finals = list(u["final"].values())
+      if finals:
+        epochs, params = f"{finals[0].get('epoch', 0):g}", f"{int(finals[0]['num_params']):,}"
+        row = [_cell([f[k] for f in finals])
+               for k in ("best_val_accuracy", "test_accuracy", "best_test_accuracy")]
+        row.append(f"{max(f['seconds'] for f in finals):.0f}")
+      else:  # unfinished: its last validation point
+        last = [max(v.items())[1] for v in u["val"].values() if v]
+        epochs = f"{last[0].get('epoch', 0):g} (unfinished)" if last else "0"
+        params = "—"
+        row = [_cell([r["val_accuracy"] for r in last]),
+               _cell([r["test_accuracy"] for r in last]), "—",
+               f"{max(r['seconds'] for r in last):.0f}" if last else "—"]
+      lines.append(f"| {u['label']} | {u['hidden_size']} | {params} | "
+                   f"{len(finals) or len(u['val'])} | {epochs} | " + " | ".join(row) + " |")
+    lines.append("")
+  column = 0 if all(task == "pixel" for task, _ in groups) else 1
+  lines += [f"Published MNIST anchors (best test epoch; {('sMNIST', 'psMNIST')[column]}):", "",
+            "| model | hidden | parameters | test accuracy (%) |", "|---|---|---|---|"]
+  lines += [f"| {m} | {h} | {p} | {acc[column]} |" for (m, h, p), acc in ANCHORS.items()]
+  return lines + [""]
+
+
+def _loss_figure(task: str, T: int, units: list):
   from matplotlib.figure import Figure
   fig = Figure(figsize=(6.5, 4.2))
   ax = fig.subplots()
-  for i, unit in enumerate(_ordered(units)):
-    color = f"C{i}"
-    curves = [sorted(c.items()) for c in unit["curves"].values() if c]
+  for i, u in enumerate(units):
+    curves = [sorted((s, float(r["val_loss"])) for s, r in c.items())
+              for c in u["val"].values() if c]
     for c in curves:
-      ax.plot([u for u, _ in c], [v for _, v in c], color=color, alpha=0.25, lw=0.7)
-    common = sorted(set.intersection(*(set(u for u, _ in c) for c in curves))) if curves else []
+      ax.plot([s for s, _ in c], [v for _, v in c], color=f"C{i}", alpha=0.25, lw=0.7)
+    common = sorted(set.intersection(*(set(s for s, _ in c) for c in curves))) if curves else []
     if common:
-      med = [np.median([dict(c)[u] for c in curves]) for u in common]
-      ax.plot(common, med, color=color, lw=1.5, label=unit["label"])
+      med = [np.median([dict(c)[s] for c in curves]) for s in common]
+      ax.plot(common, med, color=f"C{i}", lw=1.5, label=u["label"])
   baseline = data.get_task(task).baseline(T)
   ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
   ax.set_yscale("log")
   # Keep divergent runs (the IRNN on memory reaches 1e15) from flattening the others.
   ax.set_ylim(top=min(ax.get_ylim()[1], 20 * baseline))
-  batch_sizes = set().union(*(unit["batch_sizes"] for unit in units.values()))
+  batch_sizes = set().union(*(u["batch_sizes"] for u in units))
   ax.set_xlabel(f"steps (batches of {batch_sizes.pop()})" if len(batch_sizes) == 1
                 else "steps")
   ax.set_ylabel("validation " + ("MSE" if task == "adding" else "cross-entropy"))
@@ -175,88 +196,108 @@ def _figure(task, T, units):
   return fig
 
 
+def _accuracy_figure(task: str, dataset: str, units: list):
+  from matplotlib.figure import Figure
+  fig = Figure(figsize=(10, 4))
+  by_epoch, by_time = fig.subplots(1, 2)
+  for i, u in enumerate(units):
+    steps = sorted(set.intersection(*(set(v) for v in u["val"].values())))
+    if not steps:
+      continue
+    rows = [[u["val"][r][s] for r in u["val"]] for s in steps]
+    acc = [100 * np.median([x["val_accuracy"] for x in row]) for row in rows]
+    label = f"{u['label']} ({u['hidden_size']})"
+    by_epoch.plot([row[0].get("epoch", 0) for row in rows], acc, color=f"C{i}", label=label)
+    by_time.plot([np.median([x["seconds"] for x in row]) for row in rows], acc,
+                 color=f"C{i}", label=label)
+  for ax, x in ((by_epoch, "epochs"), (by_time, "wall-clock seconds (all replicates)")):
+    ax.set_xlabel(x)
+    ax.set_ylabel("validation accuracy (%)")
+    ax.grid(alpha=0.3)
+  by_epoch.legend(fontsize=8)
+  fig.suptitle(f"{task} {dataset}")
+  fig.tight_layout()
+  return fig
+
+
 def figures(results: Any) -> dict:
-  """One Figure-3-style plot per (task, T), as `matplotlib.figure.Figure` objects.
+  """The report's plots, as `matplotlib.figure.Figure` objects.
 
   Args:
     results: the records (a list of dicts or a DataFrame, as `load_results` returns
       them).
 
   Returns:
-    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against training
-    steps, per unit the median over its replicates (at the steps all of them reached)
-    and every replicate faintly, the task's random baseline dotted. Show one in a
-    notebook by evaluating it; save with ``fig.savefig(path)``.
+    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, per
+    unit the median over its replicates (at the steps all reached) and every replicate
+    faintly, the random baseline dotted; ``{"images_{task}_{dataset}": Figure}``: the
+    median validation accuracy against epochs and wall-clock seconds. Save one with
+    ``fig.savefig(path)``.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
   """
-  out = {f"figure3_{task}_T{T}": _figure(task, T, units)
-         for (task, T), units in sorted(summarize(results).items())}
-  return {**out, **image_report.figures(workdir_lib.as_records(results))}
+  records = workdir_lib.as_records(results)
+  out = {f"figure3_{task}_T{T}": _loss_figure(task, T, units)
+         for (task, T), units in _units(records, images=False).items()}
+  out.update({f"images_{task}_{dataset.replace('/', '_')}": _accuracy_figure(task, dataset, u)
+              for (task, dataset), u in _units(records, images=True).items()})
+  return out
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
              superseded: Sequence[tuple[str, str]] = ()) -> str:
-  """The Markdown table of final losses, one section per (task, T), a row per unit.
+  """The report's Markdown: a section per (task, T) or image task and dataset, a row per unit.
 
   Args:
     results: the records (a list of dicts or a DataFrame, as `load_results` returns
       them).
     figure_files: ``{figure key: file name}`` of figures saved beside the report (as
-      `write_report` does); each gets an image link under its table. None: no links.
+      `write_report` does); each gets an image link. None: no links.
     superseded: ``(unit_name, unit_id)`` pairs left out because a later launch
       replaced them (`workdir.superseded_units`); listed in a note.
 
   Returns:
-    The report's text. A row: the model's label (with its setting's notes, e.g.
-    "guRNN₁ (modReLU, phases init, λ: RMSProp)"), the number of replicates, the
-    median and best final validation loss on the full set, the median test loss, the
-    original code's logged final validation loss (T = 100), the steps trained and the
-    wall time. A unit without "final" records shows its last subsample validation,
-    marked unfinished.
+    The report's text. A synthetic task's row: the unit's label, replicates, the median
+    and best final validation loss, the median test loss, the original code's (T = 100),
+    steps and wall time (an unfinished unit: its last subsample validation). An image
+    task's row: the model, hidden size, parameters, replicates, epochs, and the best
+    validation accuracy, the test accuracy there and the best test accuracy.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
   """
   figure_files = figure_files or {}
   records = workdir_lib.as_records(results)
+  synthetic = [r for r in records if r.get("task") not in data.IMAGE_TASKS]
   sizes = sorted({int(r["eval_size"]) for r in records if "eval_size" in r})
   sets = (f"{' / '.join(f'{n:,}' for n in sizes)} sequences each" if sizes
           else "their sizes not recorded")
   lines = ["# RNN results", ""]
-  if any(r.get("task") not in data.IMAGE_TASKS for r in records):
+  if synthetic:
     lines += [f"Final losses on the full validation and test sets ({sets}; median and best "
               "over replicates); 'original run' is the final validation loss the original "
               "code's logged runs reached (T = 100 only).", ""]
-  lines += _short_run_note(records)
+  steps = [int(r["step"]) for r in synthetic if r.get("kind") == "final"]
+  if steps and max(steps) < _SHORT_RUN_UPDATES:  # far less than the paper's 50,000 updates
+    lines += [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
+              "too short to learn these tasks; it checks that everything runs, and its "
+              "losses are not results.**", ""]
   if superseded:
     lines += ["superseded: " + ", ".join(f"{name} ({uid})" for name, uid in superseded)
               + " (replaced by a later launch; left out).", ""]
-  for (task, T), units in sorted(summarize(results).items()):
-    lines += _table(task, T, units)
-    key = f"figure3_{task}_T{T}"
-    if key in figure_files:
-      lines += [f"![{task}, T = {T}]({figure_files[key]})", ""]
-  lines += image_report.markdown(records)
+  for (task, T), units in _units(records, images=False).items():
+    lines += _loss_table(task, T, units)
+    if f"figure3_{task}_T{T}" in figure_files:
+      lines += [f"![{task}, T = {T}]({figure_files[f'figure3_{task}_T{T}']})", ""]
+  lines += _accuracy_tables(records)
   lines += [f"![{key}]({name})" for key, name in figure_files.items()
             if key.startswith("images_")]
   return "\n".join(lines)
 
 
-def _short_run_note(records: Sequence[dict]) -> list[str]:
-  """A warning when every unit trained far less than the paper's 50,000 updates."""
-  steps = [int(r["step"]) for r in records if r.get("kind") == "final"
-           and r.get("task") not in data.IMAGE_TASKS]
-  if steps and max(steps) < _SHORT_RUN_UPDATES:
-    return [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
-            "too short to learn these tasks; it checks that everything runs, and its "
-            "losses are not results.**", ""]
-  return []
-
-
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and one figure3_{task}_T{T}.png per (task, T).
+  """Writes WORKDIR/report.md and a PNG per figure of `figures` (WORKDIR/{key}.png).
 
   Args:
     workdir: the experiment's working directory; the files are written there.
@@ -278,10 +319,9 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
   results = workdir_lib.as_records(results)
   paths, files = [], {}
   for key, fig in figures(results).items():
-    path = os.path.join(workdir, f"{key}.png")
-    fig.savefig(path, dpi=120)
+    paths.append(os.path.join(workdir, f"{key}.png"))
+    fig.savefig(paths[-1], dpi=120)
     files[key] = f"{key}.png"
-    paths.append(path)
   report = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(report, "w", encoding="utf-8") as f:
     f.write(markdown(results, figure_files=files, superseded=superseded))

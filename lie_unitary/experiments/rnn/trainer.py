@@ -1,32 +1,15 @@
-"""The RNN family's pure pieces: model, optimizer, and one unit's jitted programs (paper §4).
+"""The RNN family's model, optimizer and one unit's jitted programs (paper §4).
 
-A unit's *spec* (`lie_unitary.experiments.rnn.experiment.unit_spec`) is a frozen,
-hashable ConfigDict of every setting of one (task, model, T); from it and the task's
-`data.Source` (where batches come from, what is measured) this module builds the
-model, the optimizer and the replicate-mapped init / train / evaluate programs
-(`make_experiment`, cached, so a resumed or extended unit in the same process reuses
-the compiled programs): one step and one evaluation for every task.
-
-Replicates: replicate r of a unit starts from the key fold_in(key(seed), r), computed
-inside the programs from the replicate index, so its numbers depend on neither the
-number of replicates run beside it nor the devices they are sharded over. Its batches
-come from its data key (`ReplicateKeys`) as its source says: the synthetic tasks'
-batch u from fold_in(data key, u mod (num_train / batch_size)), a fixed training set
-visited in the same order every epoch (`num_train = 0`: fresh data every update); the
-image tasks' from an order of the training images drawn per epoch. Validation and
-test sets are the same for every replicate and model (`eval_seed`).
-
-With `data_parallel` = d > 1 each replicate's batch is split over d devices (a mesh
-axis of `replicas.replicate_sharding`): each makes the whole batch, keeps its share,
-computes its gradient, and the devices average them (`lax.pmean`) before the same
-update; its initial states come from its own key, fold_in(step key, shard).
-
-The guRNN's λ can be refreshed every `lambda_refresh_every` updates, before the
-update whose index u is a multiple of it (u = 0 included), inside the compiled loop
-(`lie_unitary.principal_branch`): "recentre" replaces λ by the coefficients of the
-principal logarithm of U(λ), "rebase" moves U(λ) into the cell's base U₀ and sets
-λ = 0 (U = U₀ · U(λ), the dynamic trivialization). Neither changes U; with
-`lambda_refresh_state = "reset"` the optimizer's moments of λ restart.
+From a unit's frozen spec (`rnn.experiment.unit_spec`) and its task's `data.Source`,
+`make_experiment` builds the replicate-mapped init / train / evaluate programs: one
+step and one evaluation for every task. Replicate r starts from fold_in(key(seed), r),
+computed inside the programs, so its numbers depend neither on the replicates run
+beside it nor on the devices. With `data_parallel` = d > 1 each replicate's batch is
+split over d devices that average their gradients (`lax.pmean`). The guRNN's λ can be
+refreshed inside the compiled loop before every `lambda_refresh_every`-th update
+(`lie_unitary.principal_branch`): "recentre" replaces λ by the principal logarithm's
+coefficients, "rebase" moves U(λ) into the cell's base U₀ and sets λ = 0; neither
+changes U.
 """
 
 from __future__ import annotations
@@ -50,8 +33,7 @@ from lie_unitary.experiments.rnn import data
 
 __all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS",
            "LAMBDA_REFRESHES", "MODELS", "ORTHOGONAL_MODELS", "SPECTRUM_METRICS", "Experiment",
-           "ReplicateKeys", "lambda_refresh", "make_experiment", "make_model", "num_params",
-           "optimizer_for"]
+           "make_experiment", "make_model", "num_params", "optimizer_for"]
 
 MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free", "orthogonal")
 # Models built on GURNNCell (β, activation); `free` is its recurrence without the
@@ -70,10 +52,10 @@ LAMBDA_REFRESHES = ("none", "recentre", "rebase")
 SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS
 
 
-def lambda_refresh(spec) -> tuple[str, int, str]:
-  """(lambda_refresh, lambda_refresh_every, lambda_refresh_state) of a unit's spec:
-  ("none", 0, "keep") for models without λ and for specs without the fields (a unit
-  without refresh does not carry them, so its identity is that of older runs)."""
+def _refresh(spec) -> tuple[str, int, str]:
+  """(lambda_refresh, lambda_refresh_every, lambda_refresh_state): ("none", 0, "keep")
+  for models without λ and for specs without the fields (a unit without refresh does
+  not carry them, so its identity is that of older runs)."""
   refresh = spec.get("lambda_refresh", "none") if spec.model in LAMBDA_MODELS else "none"
   if refresh == "none":
     return "none", 0, "keep"
@@ -81,9 +63,12 @@ def lambda_refresh(spec) -> tuple[str, int, str]:
 
 
 def make_model(spec) -> lnn.SequenceModel:
-  """The `SequenceModel` (cell + scan + readout) of `spec.model` for `spec.task`."""
-  task = data.get_task(spec.task)
-  n = spec.hidden_size
+  """The `SequenceModel` (cell + scan + readout) of `spec.model` for `spec.task`.
+
+  Raises:
+    ValueError: an unknown model.
+  """
+  task, n = data.get_task(spec.task), spec.hidden_size
   if spec.model in GURNN_MODELS:
     lambda_init = nn.initializers.zeros  # unused by `free`
     if spec.model in LAMBDA_MODELS:
@@ -96,7 +81,7 @@ def make_model(spec) -> lnn.SequenceModel:
         lambda_init = nn.initializers.normal(stddev=spec.lambda_init_std)
     cell = lnn.GURNNCell(n, beta=spec.beta, activation=spec.activation, h0=spec.h0,
                          unconstrained=spec.model == "free", lambda_init=lambda_init,
-                         rebased=lambda_refresh(spec)[0] == "rebase")
+                         rebased=_refresh(spec)[0] == "rebase")
   elif spec.model == "urnn":
     cell = lnn.URNNCell(n, h0=spec.h0)
   elif spec.model == "lstm":
@@ -113,12 +98,9 @@ def make_model(spec) -> lnn.SequenceModel:
   return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll)
 
 
-def _is_lambda(path) -> bool:
-  return getattr(path[-1], "key", None) == "lam"
-
-
-def _is_mu(path) -> bool:
-  return getattr(path[-1], "key", None) == "mu"
+def _key(path) -> str | None:
+  """The name of a parameter tree's leaf at `path`."""
+  return getattr(path[-1], "key", None)
 
 
 def optimizer_for(spec) -> optax.GradientTransformation:
@@ -133,58 +115,37 @@ def optimizer_for(spec) -> optax.GradientTransformation:
                  rmsprop_eps_in_sqrt=spec.get("rmsprop_eps_in_sqrt", True))
   rest = training.make_optimizer("rmsprop", rate(spec.learning_rate),
                                  clip_value=spec.clip_value, **rmsprop)
-  if spec.model in ORTHOGONAL_MODELS:  # μ: RMSProp at its own rate, unclipped (expRNN)
-    mu = training.make_optimizer("rmsprop", rate(spec.lambda_learning_rate), **rmsprop)
-    labels = lambda params: jax.tree_util.tree_map_with_path(
-        lambda path, _: "mu" if _is_mu(path) else "rest", params)
-    return optax.multi_transform({"rest": rest, "mu": mu}, labels)
-  if spec.model not in LAMBDA_MODELS or (spec.lambda_optimizer == "rmsprop" and
-                                          spec.lambda_learning_rate == spec.learning_rate):
+  if spec.model in ORTHOGONAL_MODELS:
+    label, leaf, kind = "mu", "mu", "rmsprop"
+  elif spec.model not in LAMBDA_MODELS or (spec.lambda_optimizer == "rmsprop" and
+                                            spec.lambda_learning_rate == spec.learning_rate):
     return rest
-  lam = training.make_optimizer(spec.lambda_optimizer, rate(spec.lambda_learning_rate),
-                                **rmsprop)
+  else:
+    label, leaf, kind = "lambda", "lam", spec.lambda_optimizer
+  own = training.make_optimizer(kind, rate(spec.lambda_learning_rate), **rmsprop)
   labels = lambda params: jax.tree_util.tree_map_with_path(
-      lambda path, _: "lambda" if _is_lambda(path) else "rest", params)
-  return optax.multi_transform({"rest": rest, "lambda": lam}, labels)
-
-
-class ReplicateKeys(NamedTuple):
-  """A replicate's keys, each for one purpose (fold_in(fold_in(key(seed), r), i), i in order).
-
-  Attributes:
-    params: initial parameters.
-    init_carry: the initial state drawn while initialising.
-    data: the training data, as the unit's `data.Source` draws it from this key.
-    carry: random initial states during training (update u from fold_in(carry, u)).
-  """
-  params: jax.Array
-  init_carry: jax.Array
-  data: jax.Array
-  carry: jax.Array
+      lambda path, _: label if _key(path) == leaf else "rest", params)
+  return optax.multi_transform({"rest": rest, label: own}, labels)
 
 
 class Experiment(NamedTuple):
-  """One unit's programs, batched over replicates (leading axis R, padded).
-
-  A TrainState's `params` are the model's flax variables: the collection "params"
-  (trained; the optimizer state is of ``{"params": ...}``) and, for a rebased guRNN,
-  the base U₀ in `lnn.BASE_COLLECTION` (moved only by a refresh). Metrics are those
-  of `source.names` ("loss", and "accuracy" for the image tasks).
+  """One unit's programs, batched over replicates (leading axis R, padded). A
+  TrainState's `params` are the model's flax variables: "params" (trained) and, for a
+  rebased guRNN, the base U₀ in `lnn.BASE_COLLECTION` (moved only by a refresh).
 
   Attributes:
     init: replicate indices (R,) int32 -> TrainState_R.
     epoch_data: (replicate indices, epoch) -> each replicate's data of that epoch (the
       images' orders, (R, N) int32), or None for a source without epochs.
     train_chunk: (TrainState_R, replicate indices, first update, number of updates,
-      epoch data, arrays) -> (TrainState_R, {metric: (R,) mean over the updates});
-      jitted, the state donated; the updates must stay within one epoch.
+      epoch data, arrays) -> (TrainState_R, {metric: (R,) mean over the updates}); the
+      state donated; the updates must stay within one epoch.
     evaluate: (params_R, a set of `source.val_sets` or `source.final_sets`) ->
       {metric: (R,) mean over the set's batches}.
     source: the unit's `data.Source`.
-    spectrum: params_R -> {name in SPECTRUM_METRICS: (R,)}, the
-      `principal_branch.spectrum_stats` of λ; None for models without λ.
-    refresh: TrainState_R -> TrainState_R, the unit's λ refresh (what `train_chunk`
-      does before every `lambda_refresh_every`-th update); None without a refresh.
+    spectrum: params_R -> {name in SPECTRUM_METRICS: (R,)}; None for models without λ.
+    refresh: TrainState_R -> TrainState_R, the λ refresh `train_chunk` makes before
+      every `lambda_refresh_every`-th update; None without a refresh.
   """
   init: Callable
   epoch_data: Callable
@@ -195,79 +156,17 @@ class Experiment(NamedTuple):
   refresh: Callable | None = None
 
 
-def _trainable(variables):
-  """The collection the optimizer sees: {"params": ...} without any other collection."""
-  return {"params": variables["params"]}
-
-
-def _lambda(variables):
-  return variables["params"]["cell"]["lam"]
-
-
-def _with_cell_entry(variables, collection, name, value):
-  """`variables` with variables[collection]["cell"][name] replaced (a new dict)."""
-  col = dict(variables[collection])
-  col["cell"] = {**col["cell"], name: value}
-  return {**variables, collection: col}
-
-
-def _refresh_fn(spec, optimizer) -> Callable:
-  """TrainState -> TrainState with λ re-centred or re-based (the same U)."""
-  refresh, _, state_rule = lambda_refresh(spec)
-
-  def apply(state):
-    variables, lam = state.params, _lambda(state.params)
-    if refresh == "recentre":
-      variables = _with_cell_entry(variables, "params", "lam",
-                                   principal_branch.principal_lambdas(lam))
-    else:
-      base = variables[lnn.BASE_COLLECTION]["cell"]["base"]
-      base, lam = principal_branch.rebase(base, lam)
-      variables = _with_cell_entry(variables, lnn.BASE_COLLECTION, "base", base)
-      variables = _with_cell_entry(variables, "params", "lam", lam)
-    opt_state = state.opt_state
-    if state_rule == "reset":
-      trainable = _trainable(variables)
-      opt_state = principal_branch.reset_optimizer_state(
-          optimizer, opt_state, trainable,
-          jax.tree_util.tree_map_with_path(lambda path, _: _is_lambda(path), trainable))
-    return training.TrainState(variables, opt_state)
-
-  return apply
-
-
-def _data_shard(rows, key, split: int):
-  """This device's equal share of `rows` (a pytree of arrays with a leading batch axis)
-  and its own key, fold_in(key, shard); inside `shard_map` over `replicas.DATA_AXIS`."""
-  shard = jax.lax.axis_index(replicas.DATA_AXIS)
-
-  def share(a):
-    size = a.shape[0] // split
-    return jax.lax.dynamic_slice_in_dim(a, shard * size, size)
-
-  return jax.tree.map(share, rows), jax.random.fold_in(key, shard)
-
-
 @functools.lru_cache(maxsize=16)
 def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
                     source: data.Source | None = None) -> Experiment:
   """Builds the jitted, replicate-mapped programs of a unit (`Experiment`).
 
-  Cached on its arguments, so a resumed or extended unit in the same process reuses
-  the compiled programs (the sources of `data` are cached on theirs). The data arrays
-  are arguments of the programs: every batch is made inside the jitted chunk, so a
-  replicate's batches are a pure function of its key and the update index, and a run
-  resumed mid-epoch makes the uninterrupted run's steps.
-
-  With a sharding whose mesh has a data axis of size d > 1 (`replicas.replicate_sharding(
-  data_parallel=d)`), every training batch (and with `source.split_eval` every
-  evaluation batch) is split over it: each device keeps its d-th of the batch's rows
-  (the same rows as on one device) with its own initial-state key, fold_in(key, shard),
-  and the devices average metrics and gradients (`lax.pmean`) before the same update.
-  With zero initial states the numbers are one device's up to the order of float sums.
-  On several CPU devices of one process every program maps each device's replicates
-  one at a time instead of vmapping them (batched eighs on two such devices at once
-  deadlock their shared thread pool).
+  Cached, so a resumed or extended unit in the same process reuses the compiled
+  programs. Every batch is made inside the jitted chunk from the replicate's key and
+  the update index, so a run resumed mid-epoch makes the uninterrupted run's steps.
+  With a data axis of size d > 1 in the sharding's mesh, each device takes its d-th of
+  every training batch's rows (and, with `source.split_eval`, of every evaluation
+  batch's) with its own initial-state key, fold_in(key, shard).
 
   Args:
     spec: the unit's frozen spec (hashable: part of the cache key).
@@ -292,52 +191,78 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     raise ValueError(f"a data axis of {split} devices must divide batch_size = "
                      f"{spec.batch_size}" + (f" and eval_batch_size = {spec.eval_batch_size}"
                                              if source.split_eval else "") + ".")
-  refresh, refresh_every, _ = lambda_refresh(spec)
-  refresh_state = _refresh_fn(spec, optimizer) if refresh != "none" else None
+  refresh, refresh_every, refresh_rule = _refresh(spec)
   zeros = lambda: {k: jnp.float32(0) for k in source.names}
+  # The optimizer sees the collection "params" only (not a rebased guRNN's base).
+  trainable = lambda variables: {"params": variables["params"]}
 
-  def replicate_keys(replicate) -> ReplicateKeys:
+  def keys(replicate):
+    """The replicate's keys of its parameters, initial state at init, training data and
+    initial states in training (update u: fold_in(that key, u))."""
     root = jax.random.fold_in(jax.random.key(spec.seed), replicate)
-    return ReplicateKeys(*(jax.random.fold_in(root, i) for i in range(len(ReplicateKeys._fields))))
+    return [jax.random.fold_in(root, i) for i in range(4)]
 
   def metrics(params, rows, carry_key):
     inputs, targets = rows
     return source.metrics(model.apply(params, inputs, carry_key), targets)
 
-  def init(replicate):
-    keys = replicate_keys(replicate)
-    x = jnp.zeros((1, task.length(spec.T), task.input_size), jnp.float32)
-    variables = model.init(keys.params, x, keys.init_carry)
-    return training.TrainState(variables, optimizer.init(_trainable(variables)))
+  def shard(rows, key, parts):
+    """This device's equal share of `rows` (leading batch axis) and its own key."""
+    i = jax.lax.axis_index(replicas.DATA_AXIS)
 
-  def epoch_data(replicate, epoch):
-    return source.epoch_data(replicate_keys(replicate).data, epoch)
+    def share(a):
+      size = a.shape[0] // parts
+      return jax.lax.dynamic_slice_in_dim(a, i * size, size)
+
+    return jax.tree.map(share, rows), jax.random.fold_in(key, i)
+
+  def init(replicate):
+    params_key, carry_key, _, _ = keys(replicate)
+    x = jnp.zeros((1, task.length(spec.T), task.input_size), jnp.float32)
+    variables = model.init(params_key, x, carry_key)
+    return training.TrainState(variables, optimizer.init(trainable(variables)))
+
+  def refresh_state(state):
+    """λ re-centred or re-based, the same U."""
+    variables, cell = dict(state.params), state.params["params"]["cell"]
+    lam = cell["lam"]
+    if refresh == "recentre":
+      lam = principal_branch.principal_lambdas(lam)
+    else:
+      col = variables[lnn.BASE_COLLECTION]
+      base, lam = principal_branch.rebase(col["cell"]["base"], lam)
+      variables[lnn.BASE_COLLECTION] = {**col, "cell": {**col["cell"], "base": base}}
+    variables["params"] = {**variables["params"], "cell": {**cell, "lam": lam}}
+    opt_state = state.opt_state
+    if refresh_rule == "reset":
+      params = trainable(variables)
+      is_lam = jax.tree_util.tree_map_with_path(lambda path, _: _key(path) == "lam", params)
+      opt_state = principal_branch.reset_optimizer_state(optimizer, opt_state, params, is_lam)
+    return training.TrainState(variables, opt_state)
 
   def train_chunk(state, replicate, start, num, this_epoch, arrays):
-    keys = replicate_keys(replicate)
+    _, _, data_key, carry_key = keys(replicate)
 
     def step(u, carry):
       state, sums = carry
-      if refresh_state is not None:
+      if refresh != "none":
         # u is the same for every replicate (not vmapped): a real branch, not a select.
         state = jax.lax.cond(u % refresh_every == 0, refresh_state, lambda s: s, state)
-      rows = source.train_batch(keys.data, u, this_epoch, arrays)
-      step_key = jax.random.fold_in(keys.carry, u)
-      if split > 1:
-        # This device's share of the batch (and its own initial states); the mean of
-        # the shards' means is the whole batch's.
-        rows, step_key = _data_shard(rows, step_key, split)
-      trainable = _trainable(state.params)
+      rows = source.train_batch(data_key, u, this_epoch, arrays)
+      step_key = jax.random.fold_in(carry_key, u)
+      if split > 1:  # the mean of the shards' means is the whole batch's
+        rows, step_key = shard(rows, step_key, split)
+      params = trainable(state.params)
 
       def loss(p):  # other collections (a rebased guRNN's base) are constants of it
         out = metrics({**state.params, **p}, rows, step_key)
         return out["loss"], out
 
-      (_, out), grads = jax.value_and_grad(loss, has_aux=True)(trainable)
+      (_, out), grads = jax.value_and_grad(loss, has_aux=True)(params)
       if split > 1:
         out, grads = jax.lax.pmean((out, grads), replicas.DATA_AXIS)
-      updates, opt_state = optimizer.update(grads, state.opt_state, trainable)
-      variables = {**state.params, **optax.apply_updates(trainable, updates)}
+      updates, opt_state = optimizer.update(grads, state.opt_state, params)
+      variables = {**state.params, **optax.apply_updates(params, updates)}
       return training.TrainState(variables, opt_state), jax.tree.map(jnp.add, sums, out)
 
     state, sums = jax.lax.fori_loop(start, start + num, step, (state, zeros()))
@@ -345,30 +270,32 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
 
   def evaluate(params, eval_set):
     count, carry_key, batch = source.eval_batches(eval_set)
-    split_here = split if source.split_eval else 1
+    parts = split if source.split_eval else 1
 
     def one_batch(j, sums):
       rows, key = batch(j), carry_key
-      if split_here > 1:
-        rows, key = _data_shard(rows, key, split_here)
+      if parts > 1:
+        rows, key = shard(rows, key, parts)
       return jax.tree.map(jnp.add, sums, metrics(params, rows, key))
 
     sums = jax.lax.fori_loop(0, count, one_batch, zeros())
-    if split_here > 1:
+    if parts > 1:
       sums = jax.lax.pmean(sums, replicas.DATA_AXIS)
     return {k: v / count for k, v in sums.items()}
 
   # Replicates over the mesh's first axis; each device of a data row runs its share of
   # every batch (the state, the epoch data and the arrays are replicated along it).
-  epoch_axis = 0 if source.epoch_data else None
-  v_epoch = (program(epoch_data, (0, None)) if source.epoch_data
-             else lambda replicate, epoch: None)
-  v_train = program(train_chunk, (0, 0, None, None, epoch_axis, None), donate_argnums=(0,))
+  v_epoch = lambda replicate, epoch: None
+  if source.epoch_data:
+    v_epoch = program(lambda r, epoch: source.epoch_data(keys(r)[2], epoch), (0, None))
+  v_train = program(train_chunk, (0, 0, None, None, 0 if source.epoch_data else None, None),
+                    donate_argnums=(0,))
   v_spectrum = None
   if spec.model in LAMBDA_MODELS:
-    v_stats = program(lambda params: principal_branch.spectrum_stats(_lambda(params)), (0,))
+    v_stats = program(lambda params: principal_branch.spectrum_stats(
+        params["params"]["cell"]["lam"]), (0,))
     v_spectrum = lambda params: dict(zip(SPECTRUM_METRICS, v_stats(params)))
-  v_refresh = None if refresh_state is None else program(refresh_state, (0,))
+  v_refresh = None if refresh == "none" else program(refresh_state, (0,))
   return Experiment(program(init, (0,)), v_epoch, v_train, program(evaluate, (0, None)),
                     source, v_spectrum, v_refresh)
 
