@@ -11,9 +11,13 @@ import threading
 
 import pytest
 
+from lie_unitary.experiments import fields
+from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import download as download_lib
+from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import images
-from tests import idx_files
+
+import idx_files
 
 NAMES = [n + ".gz" for n in images.IDX_FILE_NAMES]
 
@@ -122,11 +126,10 @@ def test_the_published_checksums_and_an_unknown_dataset():
 
 def test_default_folder(monkeypatch, tmp_path):
   monkeypatch.setenv(images.DATA_DIR_ENV, str(tmp_path / "data"))
-  assert download_lib.default_folder("mnist") == str(tmp_path / "data" / "mnist")
+  assert images.default_folder("mnist") == str(tmp_path / "data" / "mnist")
   monkeypatch.delenv(images.DATA_DIR_ENV)
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-  assert download_lib.default_folder("kmnist") == str(tmp_path / "cache" / "lie_unitary" /
-                                                      "kmnist")
+  assert images.default_folder("kmnist") == str(tmp_path / "cache" / "lie_unitary" / "kmnist")
 
 
 
@@ -139,3 +142,28 @@ def test_uncompressed_files_already_there_are_kept(tmp_path):
   with serve(src) as (url, requested):
     download_lib.download("fashion_mnist", out, mirrors=[url], checksums=md5s)
   assert requested == [] and sorted(os.listdir(out)) == sorted(images.IDX_FILE_NAMES)
+
+
+def test_the_launchers_download_field_fetches_a_missing_set_before_anything_else(
+    tmp_path, monkeypatch):
+  src, md5s = _gz_source(tmp_path)
+  monkeypatch.setenv(images.DATA_DIR_ENV, str(tmp_path / "data"))
+  c = rnn_config.get_config("permuted_mnist")
+  c.dataset, c.T, c.num_validation, c.eval_batch_size = "kmnist", (16,), 8, 8
+  with pytest.raises(fields.ConfigError, match="--config.download=True") as e:
+    rnn.validate_config(c)
+  assert "\n" not in str(e.value) and str(tmp_path / "data" / "kmnist") in str(e.value)
+  with serve(src) as (url, requested):
+    monkeypatch.setitem(download_lib.MIRRORS, "kmnist", (url,))
+    monkeypatch.setitem(download_lib.CHECKSUMS, "kmnist", tuple(md5s))
+    c.download = True
+    rnn.validate_config(c)
+    assert len(requested) == 4
+    rnn.validate_config(c)  # found now: nothing fetched again
+    assert len(requested) == 4
+  assert sorted(os.listdir(tmp_path / "data" / "kmnist")) == sorted(NAMES)
+  monkeypatch.setitem(download_lib.MIRRORS, "mnist", ("http://127.0.0.1:9/",))
+  c.dataset = "mnist"
+  with pytest.raises(fields.ConfigError, match="could not download") as e:
+    rnn.validate_config(c)
+  assert "\n" not in str(e.value) and "by hand" in str(e.value)

@@ -289,7 +289,12 @@ def test_resolve_debian_when_env_var_unset_or_lacks_the_dataset(places, monkeypa
   monkeypatch.setenv(images.DATA_DIR_ENV, str(tmp_path / "other-root"))
   assert images.resolve_data_dir("fashion_mnist") == str(debian)
   monkeypatch.delenv(images.DATA_DIR_ENV)
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
   assert images.resolve_data_dir("fashion_mnist") == str(debian)
+  # The download folder without $LIE_UNITARY_DATA_DIR: the cache's, before Debian's.
+  _make_folder(tmp_path / "cache" / "lie_unitary" / "fashion_mnist")
+  assert images.resolve_data_dir("fashion_mnist") == str(
+      tmp_path / "cache" / "lie_unitary" / "fashion_mnist")
 
 
 def test_resolve_env_var_sub_folder_per_dataset(places):
@@ -305,10 +310,12 @@ def test_resolve_env_var_sub_folder_per_dataset(places):
 def test_resolve_nothing_found(places, monkeypatch, tmp_path):
   monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST_DIR", str(tmp_path / "no-debian"))
   monkeypatch.delenv(images.DATA_DIR_ENV)
+  monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
   with pytest.raises(FileNotFoundError) as e:
     images.resolve_data_dir("fashion_mnist")
-  _assert_one_line(e, "fashion_mnist:", "LIE_UNITARY_DATA_DIR unset", "no-debian",
-                   *images.IDX_FILE_NAMES, "apt-get install dataset-fashion-mnist")
+  _assert_one_line(e, "fashion_mnist:", tmp_path / "cache" / "lie_unitary" / "fashion_mnist",
+                   "no-debian", *images.IDX_FILE_NAMES, "apt-get install dataset-fashion-mnist",
+                   "--config.download=True", "LIE_UNITARY_DATA_DIR")
   with pytest.raises(FileNotFoundError) as e:
     images.resolve_data_dir("mnist")  # no Debian package for MNIST: not looked for
   _assert_one_line(e, "mnist:", "homepage")
@@ -351,6 +358,23 @@ def test_real_fashion_mnist():
   np.testing.assert_array_equal(np.bincount(ds.train_labels, minlength=10), [6000] * 10)
   np.testing.assert_array_equal(np.bincount(ds.test_labels, minlength=10), [1000] * 10)
   np.testing.assert_array_equal(ds.train_labels[:4], [9, 0, 0, 3])  # ankle boot first
+
+
+def test_real_mnist():
+  try:
+    folder = images.resolve_data_dir("mnist")
+  except FileNotFoundError:
+    pytest.skip(f"MNIST not found in {images.default_folder('mnist')} (--config.download=True "
+                "fetches it).")
+  ds = images.load_idx_dataset(folder)
+  assert ds.train_images.shape == (60000, 784) and ds.test_images.shape == (10000, 784)
+  # MNIST's published class counts and first labels.
+  np.testing.assert_array_equal(np.bincount(ds.train_labels, minlength=10),
+                                [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949])
+  np.testing.assert_array_equal(np.bincount(ds.test_labels, minlength=10),
+                                [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])
+  np.testing.assert_array_equal(ds.train_labels[:4], [5, 0, 4, 1])
+  np.testing.assert_array_equal(ds.test_labels[:4], [7, 2, 1, 0])
 
 
 @pytest.mark.parametrize("gz", [False, True])

@@ -114,6 +114,7 @@ FIELDS = {
     "unroll": F.Field(_POSITIVE),
     "dataset": F.Field(F.string(), identity=_images),
     "data_dir": F.Field(F.string(), identity=False),
+    "download": F.Field(F.boolean(), identity=False),
     "permutation_seed": F.Field(F.integer(0), identity=lambda c, _: c.task == "permuted"),
     "num_validation": F.Field(F.integer(1), identity=_images),
     "param_budget": F.Field(F.one_of(("",) + tuple(BUDGETS)), identity=False),

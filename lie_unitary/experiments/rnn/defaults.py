@@ -167,9 +167,13 @@ def get_config() -> ml_collections.ConfigDict:
   # Image tasks: 'mnist', 'fashion_mnist', 'kmnist', or the path of any folder holding
   # the four IDX files.
   c.dataset = "mnist"
-  # Image tasks: where the dataset's IDX files are; '' = $LIE_UNITARY_DATA_DIR/<dataset>,
-  # or Debian's Fashion-MNIST package (/usr/share/datasets/fashion-mnist) when installed.
+  # Image tasks: where the dataset's IDX files are; '' = $LIE_UNITARY_DATA_DIR/<dataset>
+  # (unset: ~/.cache/lie_unitary/<dataset>), or Debian's Fashion-MNIST package
+  # (/usr/share/datasets/fashion-mnist) when installed.
   c.data_dir = ""
+  # Image tasks: fetch a missing mnist, fashion_mnist or kmnist from its mirrors (md5
+  # checked) into data_dir, or the default folder above, before anything else.
+  c.download = False
   # The permuted task's fixed pixel order: numpy.random.RandomState(seed).permutation (expRNN's).
   c.permutation_seed = 92916
   # Image tasks: the last this many training images are the validation set.

@@ -22,7 +22,7 @@ import urllib.request
 
 from lie_unitary.experiments.rnn import images
 
-__all__ = ["CHECKSUMS", "MIRRORS", "DownloadError", "default_folder", "download"]
+__all__ = ["CHECKSUMS", "MIRRORS", "DownloadError", "download"]
 
 # Mirrors in the order tried: the dataset's own site last where a faster copy exists.
 MIRRORS = {
@@ -48,17 +48,6 @@ CHECKSUMS = {
 
 class DownloadError(OSError):
   """No mirror gave a file with the published checksum (offline, moved, or corrupt)."""
-
-
-def default_folder(dataset: str) -> str:
-  """Where `download` puts a dataset by default, and `images.resolve_data_dir` looks:
-  $LIE_UNITARY_DATA_DIR/<dataset> when that variable is set, else
-  ~/.cache/lie_unitary/<dataset> ($XDG_CACHE_HOME instead of ~/.cache when set)."""
-  root = os.environ.get(images.DATA_DIR_ENV, "")
-  if not root:
-    cache = os.environ.get("XDG_CACHE_HOME", "") or os.path.join("~", ".cache")
-    root = os.path.join(cache, "lie_unitary")
-  return os.path.join(os.path.expanduser(root), dataset)
 
 
 def _md5(path: str) -> str:
@@ -95,7 +84,8 @@ def download(dataset: str, folder: str | os.PathLike | None = None, *,
 
   Args:
     dataset: 'mnist', 'fashion_mnist' or 'kmnist'.
-    folder: where to put them (created); None: `default_folder(dataset)`.
+    folder: where to put them (created); None: `images.default_folder(dataset)`, where
+      `images.resolve_data_dir` looks.
     mirrors: base URLs to try in turn (default `MIRRORS[dataset]`).
     checksums: the md5 of each file in `images.IDX_FILE_NAMES` order (default
       `CHECKSUMS[dataset]`).
@@ -112,7 +102,7 @@ def download(dataset: str, folder: str | os.PathLike | None = None, *,
   """
   if dataset not in MIRRORS:
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(MIRRORS)}.")
-  folder = os.path.expanduser(os.fspath(folder or default_folder(dataset)))
+  folder = os.path.expanduser(os.fspath(folder or images.default_folder(dataset)))
   mirrors = tuple(mirrors or MIRRORS[dataset])
   os.makedirs(folder, exist_ok=True)
   for name, md5 in zip((n + ".gz" for n in images.IDX_FILE_NAMES),

@@ -97,8 +97,14 @@ def validate_config(config) -> None:
     F.fail("eval_batch_size", config.eval_batch_size,
            f"a divisor of num_validation = {config.num_validation}")
   try:  # the files must exist before anything is written
+    if config.download and config.dataset in images.DATASETS:
+      try:
+        images.resolve_data_dir(config.dataset, config.data_dir)
+      except FileNotFoundError:
+        from lie_unitary.experiments.rnn import download
+        download.download(config.dataset, config.data_dir or None)
     images.check_dataset_files(images.resolve_data_dir(config.dataset, config.data_dir))
-  except (FileNotFoundError, ValueError) as e:
+  except (OSError, ValueError) as e:  # a missing or bad file, a failed download
     field = "data_dir" if config.data_dir else "dataset"
     raise F.ConfigError(f"config.{field} = {config[field]!r}: {' '.join(str(e).split())}"
                         ) from e

@@ -23,7 +23,8 @@ import numpy as np
 
 __all__ = [
     "DATASETS", "DATA_DIR_ENV", "DEBIAN_FASHION_MNIST_DIR", "IDX_FILE_NAMES", "ImageDataset",
-    "NUM_CLASSES", "check_dataset_files", "load_idx_dataset", "read_idx", "resolve_data_dir",
+    "NUM_CLASSES", "check_dataset_files", "default_folder", "load_idx_dataset", "read_idx",
+    "resolve_data_dir",
 ]
 
 TRAIN_IMAGES = "train-images-idx3-ubyte"
@@ -221,14 +222,25 @@ def load_idx_dataset(folder: str | os.PathLike) -> ImageDataset:
                       test_y.astype(np.int32), tuple(int(d) for d in train_x.shape[1:]), folder)
 
 
+def default_folder(dataset: str) -> str:
+  """Where a dataset is looked for, and downloaded to, by default:
+  $LIE_UNITARY_DATA_DIR/<dataset> when that variable is set, else
+  ~/.cache/lie_unitary/<dataset> ($XDG_CACHE_HOME for ~/.cache when set)."""
+  root = os.environ.get(DATA_DIR_ENV, "")
+  if not root:
+    root = os.path.join(os.environ.get("XDG_CACHE_HOME", "") or "~/.cache", "lie_unitary")
+  return os.path.join(os.path.expanduser(root), dataset)
+
+
 def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
   """The folder holding a dataset's four IDX files: the first that applies of
 
   1. `data_dir`, when not empty (checked by `check_dataset_files`: no fallback);
   2. `dataset` itself, the path of a folder, when it is not one of `DATASETS` (write
      ./mnist for a folder named like a dataset; checked likewise);
-  3. $LIE_UNITARY_DATA_DIR/<dataset>/ when it holds the files (never the files directly
-     in $LIE_UNITARY_DATA_DIR: those would be taken for every dataset name);
+  3. `default_folder(dataset)` when it holds the files: $LIE_UNITARY_DATA_DIR/<dataset>/
+     (never the files directly in $LIE_UNITARY_DATA_DIR: those would be taken for every
+     dataset name), else ~/.cache/lie_unitary/<dataset>/, where `download` puts them;
   4. for 'fashion_mnist', `DEBIAN_FASHION_MNIST_DIR`, where `apt-get install
      dataset-fashion-mnist` puts the files.
 
@@ -251,14 +263,13 @@ def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
                               f"nor a folder; {_EXPECTED}.")
     check_dataset_files(folder)
     return folder
-  root = os.environ.get(DATA_DIR_ENV, "")
-  env = os.path.join(os.path.expanduser(root), dataset) if root else f"${DATA_DIR_ENV} unset"
-  places = [env] * bool(root) + [DEBIAN_FASHION_MNIST_DIR] * (dataset == "fashion_mnist")
+  places = [default_folder(dataset)] + [DEBIAN_FASHION_MNIST_DIR] * (dataset == "fashion_mnist")
   for folder in places:
     if os.path.isdir(folder) and all(_find(folder)):
       return folder
-  looked = [f"${DATA_DIR_ENV}/{dataset} ({env})"] + places[bool(root):]
   raise FileNotFoundError(
       f"{dataset}: no folder with its four IDX files ({', '.join(IDX_FILE_NAMES)}, each may "
-      f"end in .gz); looked in {' and '.join(looked)}; pass data_dir, or set "
-      f"${DATA_DIR_ENV}; get them: {_HOW_TO_GET[dataset]}.")
+      f"end in .gz); looked in {' and '.join(places)}; download them there with "
+      f"--config.download=True (or lie_unitary.experiments.rnn.download.download"
+      f"({dataset!r})), pass data_dir, or set ${DATA_DIR_ENV}; or get them by hand: "
+      f"{_HOW_TO_GET[dataset]}.")
