@@ -1,7 +1,8 @@
 """Tests of the expRNN orthogonal RNN cell against numpy/scipy references written here.
 
-Each test runs its model work (init, apply, gradients) as one `jax.jit` program: run
-eagerly, every primitive compiles on its own, and compiling is most of the time.
+Compile-bound: each test runs its model work as one `jax.jit` program (run eagerly,
+every primitive compiles on its own), and the tests of the maths draw inputs and
+parameters in numpy, so that only the tests of the initialisation compile `init`.
 """
 
 import math
@@ -54,24 +55,40 @@ def _keys(*seeds):
   return tuple(jax.random.key(seed) for seed in seeds)
 
 
-def _random_mu(cell, key, n, d, dtype=jnp.float32):
-  """The cell's params with μ replaced by N(0, 1) draws (a W far from the block init)."""
-  params = cell.init(jax.random.key(0), jnp.zeros((1, n), dtype), jnp.zeros((1, d), dtype))
-  mu = jax.random.normal(key, params["params"]["mu"].shape, dtype)
-  return {"params": {**params["params"], "mu": mu}}
+def _random_params(n, d, seed, dtype=np.float32):
+  """Params of `OrthogonalRNNCell(n)` on D = d inputs, drawn in numpy (nothing to compile):
+  μ ~ N(0, 1) (a W far from the block init), V ~ N(0, 2 / D) and b ~ U(-0.01, 0.01) as
+  the init draws them."""
+  rng = np.random.default_rng(seed)
+  cast = lambda a: np.asarray(a, dtype)
+  return {"params": {"mu": cast(rng.standard_normal(n * (n - 1) // 2)),
+                     "modrelu_bias": cast(rng.uniform(-0.01, 0.01, n)),
+                     "v": {"kernel": cast(rng.standard_normal((d, n)) * math.sqrt(2 / d))}}}
+
+
+def _random_model(model, batch, length, d, seed, dtype=np.float32):
+  """Inputs x (batch, length, d) ~ N(0, 1) and params of `model` (a SequenceModel of an
+  `OrthogonalRNNCell`) drawn in numpy: the cell's as `_random_params`, the readout's
+  N(0, 1 / n); the tree and shapes are checked against `init`'s, traced only (nothing
+  compiles), and each leaf takes `init`'s dtype."""
+  n, k = model.cell.features, model.num_outputs
+  rng = np.random.default_rng(seed)
+  x = rng.standard_normal((batch, length, d)).astype(dtype)
+  params = {"params": {"cell": _random_params(n, d, seed + 1, dtype)["params"],
+                       "readout": {"kernel": (rng.standard_normal((n, k)) / math.sqrt(n)).astype(
+                           dtype), "bias": rng.standard_normal(k).astype(dtype)}}}
+  expected = jax.eval_shape(model.init, jax.random.key(0), x)
+  assert jax.tree.map(np.shape, params) == jax.tree.map(np.shape, expected)
+  return x, jax.tree.map(lambda a, e: a.astype(e.dtype), params, expected)
 
 
 @pytest.mark.parametrize("n", [2, 5, 16])  # 16: "auto" takes Padé on CPU, eigh below
 def test_w_is_special_orthogonal_and_the_expm_of_a(n):
   cell = lnn.OrthogonalRNNCell(n)
-
-  @jax.jit
-  def run(key):
-    params = _random_mu(cell, key, n, 3)
-    return (params, cell.apply(params, method=lambda c: c.orthogonal()),
-            cell.apply(params, method=lambda c: c.transition()))
-
-  params, w, transition = run(jax.random.key(n))
+  params = _random_params(n, 3, n)
+  w, transition = jax.jit(lambda params: (cell.apply(params, method=lambda c: c.orthogonal()),
+                                          cell.apply(params, method=lambda c: c.transition())))(
+                                              params)
   w = np.asarray(w, np.float64)
   assert w.shape == (n, n)
   np.testing.assert_allclose(w.T @ w, np.eye(n), atol=2e-5)
@@ -144,15 +161,11 @@ def test_one_step_is_the_numpy_recurrence():
   n, d = 7, 3
   cell = lnn.OrthogonalRNNCell(n)
 
-  @jax.jit
-  def run(keys):
-    params = _random_mu(cell, keys[0], n, d)
-    h = jax.random.normal(keys[1], (4, n))
-    x = jax.random.normal(keys[2], (4, d))
-    return (params, h, x, *cell.apply(params, h, x),
-            cell.initialize_carry(None, (4, d)))
-
-  params, h, x, new, out, carry = run(_keys(1, 2, 3))
+  params = _random_params(n, d, 1)
+  rng = np.random.default_rng(2)
+  h, x = (rng.standard_normal(shape).astype(np.float32) for shape in ((4, n), (4, d)))
+  new, out, carry = jax.jit(lambda params, h, x: (
+      *cell.apply(params, h, x), cell.initialize_carry(None, x.shape)))(params, h, x)
   p = params["params"]
   w = scipy.linalg.expm(_skew(np.asarray(p["mu"], np.float64), n))
   ref = _modrelu(np.asarray(h) @ w.T + np.asarray(x) @ np.asarray(p["v"]["kernel"]),
@@ -169,17 +182,12 @@ def test_exprnn_parameter_carries_over_as_minus_its_upper_triangle():
   a = np.random.RandomState(0).normal(size=(n, n))  # a raw parameter: any lower triangle
   upper = np.triu(a, 1)
   rows, cols = np.triu_indices(n, 1)
-  mu = np.asarray(-a[rows, cols], np.float32)
-
-  @jax.jit
-  def run(keys, mu):
-    params = _random_mu(cell, keys[0], n, d)
-    params["params"]["mu"] = mu
-    h = jax.random.normal(keys[1], (3, n))
-    x = jax.random.normal(keys[2], (3, d))
-    return params["params"], h, x, cell.apply(params, h, x)[0]
-
-  p, h, x, new = run(_keys(0, 1, 2), mu)
+  params = _random_params(n, d, 0)
+  params["params"]["mu"] = np.asarray(-a[rows, cols], np.float32)
+  rng = np.random.default_rng(1)
+  h, x = (rng.standard_normal(shape).astype(np.float32) for shape in ((3, n), (3, d)))
+  new = jax.jit(cell.apply)(params, h, x)[0]
+  p = params["params"]
   ref = _modrelu(np.asarray(h) @ scipy.linalg.expm(upper - upper.T)
                  + np.asarray(x) @ np.asarray(p["v"]["kernel"]), np.asarray(p["modrelu_bias"]))
   np.testing.assert_allclose(new, ref, atol=2e-5)
@@ -190,13 +198,8 @@ def test_sequence_model_is_the_numpy_loop(readout):
   n, d, k, length = 6, 2, 3, 9
   model = lnn.SequenceModel(lnn.OrthogonalRNNCell(n, skew_init="henaff"), k, readout)
 
-  @jax.jit
-  def run(keys):
-    x = jax.random.normal(keys[0], (3, length, d))
-    params = model.init(keys[1], x)
-    return x, params, model.apply(params, x)
-
-  x, params, out = run(_keys(0, 1))
+  x, params = _random_model(model, 3, length, d, 0)
+  out = jax.jit(model.apply)(params, x)
   p = params["params"]
   hs = _numpy_states(p["cell"], x)
   logits = hs @ np.asarray(p["readout"]["kernel"]) + np.asarray(p["readout"]["bias"])
@@ -208,17 +211,10 @@ def test_gradients_match_central_finite_differences(x64):
   cell = lnn.OrthogonalRNNCell(n, param_dtype=jnp.float64)
   model = lnn.SequenceModel(cell, k, "all")
 
-  @jax.jit
-  def setup(keys):
-    x = jax.random.normal(keys[0], (3, length, d), jnp.float64)
-    params = model.init(keys[1], x)
-    mu = jax.random.normal(keys[2], params["params"]["cell"]["mu"].shape, jnp.float64)
-    return x, params, mu, jax.random.normal(keys[3], (3, length, k), jnp.float64)
-
-  x, params, mu, weights = jax.tree.map(np.asarray, setup(_keys(0, 1, 2, 3)))
-  # μ away from the block init; biases that switch some units off (modReLU's zero branch).
+  x, params = _random_model(model, 3, length, d, 0, np.float64)  # μ far from the block init
+  weights = np.random.default_rng(3).standard_normal((3, length, k))
+  # Biases that switch some units off (modReLU's zero branch).
   cp = dict(params["params"]["cell"])
-  cp["mu"] = mu
   cp["modrelu_bias"] = np.array([-0.6, 0.3, -0.2, 0.05, -1.0])
   params = {"params": {**params["params"], "cell": cp}}
   loss = jax.jit(lambda p: jnp.sum(model.apply(p, x) * weights))
@@ -308,8 +304,7 @@ def test_bad_arguments_raise():
 def test_labels_select_exactly_mu_for_a_tenth_of_the_learning_rate():
   n, d, k = 4, 2, 3
   model = lnn.SequenceModel(lnn.OrthogonalRNNCell(n), k)
-  x, params = jax.jit(lambda k0, k1: (lambda x: (x, model.init(k1, x)))(
-      jax.random.normal(k0, (2, 5, d))))(*_keys(0, 1))
+  x, params = _random_model(model, 2, 5, d, 0)
   labels = lnn.orthogonal_labels(params)
   flat = jax.tree_util.tree_flatten_with_path(labels)[0]
   orthogonal = [jax.tree_util.keystr(path) for path, label in flat if label == "orthogonal"]
@@ -336,11 +331,8 @@ def test_flax_rnn_of_the_cell_equals_the_fast_path():
   cell = lnn.OrthogonalRNNCell(n)
   model = lnn.SequenceModel(cell, 1, "all")
 
-  @jax.jit
-  def run(keys):
-    x = jax.random.normal(keys[0], (2, length, d))
-    params = model.init(keys[1], x)["params"]
-    return x, params, nn.RNN(cell).apply({"params": {"cell": params["cell"]}}, x)
-
-  x, params, states = run(_keys(0, 1))
+  x, params = _random_model(model, 2, length, d, 0)
+  params = params["params"]
+  states = jax.jit(lambda cell_params, x: nn.RNN(cell).apply({"params": {"cell": cell_params}},
+                                                             x))(params["cell"], x)
   np.testing.assert_allclose(states, _numpy_states(params["cell"], x), atol=2e-5)
