@@ -3,7 +3,7 @@ forward pass instead of one per step (paper §4).
 
 The eigh counts read jaxprs of abstract values (nothing runs); each numerical test runs
 its model work as one `jax.jit` program (run eagerly, every primitive compiles on its
-own, and compiling is most of the time).
+own, and compiling is most of the time), on parameters drawn in numpy.
 """
 
 import flax.linen as nn
@@ -44,6 +44,18 @@ def _batch(make_batch, seed, batch_size, T):
 def _abstract_batch(make_batch, batch_size, T):
   """The shapes and dtypes of a task's (x, y), computing nothing."""
   return jax.eval_shape(lambda key: make_batch(key, batch_size, T), jax.random.key(0))
+
+
+def _random_params(init, *args, seed=0):
+  """Parameters on the tree that `init(*args)` gives, drawn in numpy (its shapes from
+  `jax.eval_shape`: nothing compiles): N(0, 1 / m) for (m, ...) matrices, N(0, 1) else."""
+  rng = np.random.default_rng(seed)
+
+  def draw(leaf):
+    scale = 1 / np.sqrt(leaf.shape[0]) if leaf.ndim == 2 else 1.0
+    return (scale * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
+
+  return jax.tree.map(draw, jax.eval_shape(init, *args))
 
 
 def _loss_and_grad(model, params, x, y):
@@ -95,16 +107,17 @@ def test_sequence_model_matches_nn_rnn():
   for cell in (lnn.GURNNCell(5, beta=1.05, activation="tanh"), lnn.URNNCell(8)):
     model = lnn.SequenceModel(cell, 9, readout="all")
 
+    params = _random_params(model.init, jax.random.key(1), x, jax.random.key(2))
+
     @jax.jit
-    def run(x, keys):
-      params = model.init(keys[0], x, keys[1])
-      out = model.apply(params, x, keys[2])
-      carry = cell.initialize_carry(keys[2], x[:, 0].shape)
+    def run(params, x, key):
+      out = model.apply(params, x, key)
+      carry = cell.initialize_carry(key, x[:, 0].shape)
       hs = nn.RNN(cell).apply({"params": {"cell": params["params"]["cell"]}}, x,
                               initial_carry=carry)
       return out, nn.Dense(9).apply({"params": params["params"]["readout"]}, hs)
 
-    out, ref = run(x, (jax.random.key(1), jax.random.key(2), jax.random.key(4)))
+    out, ref = run(params, x, jax.random.key(4))
     assert out.shape == (3, 26, 9)
     np.testing.assert_allclose(out, ref, atol=2e-5, err_msg=type(cell).__name__)
 
@@ -115,9 +128,10 @@ def test_sequence_model_gradient_matches_nn_scan_path():
   cell = lnn.GURNNCell(4, beta=1.4)
   model = lnn.SequenceModel(cell, 1)
 
+  params = _random_params(model.init, jax.random.key(1), x, jax.random.key(2))
+
   @jax.jit
-  def run(x, y):
-    params = model.init(jax.random.key(1), x, jax.random.key(2))
+  def run(params, x, y):
     carry = cell.initialize_carry(jax.random.key(4), x[:, 0].shape)
 
     def ref_loss(p):
@@ -129,7 +143,7 @@ def test_sequence_model_gradient_matches_nn_scan_path():
     ours = jax.grad(lambda p: tasks.adding_loss(model.apply(p, x, jax.random.key(4))[:, 0], y))
     return ours(params), jax.grad(ref_loss)(params)
 
-  ours, ref = run(x, y)
+  ours, ref = run(params, x, y)
   for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(ref)):
     np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
 
@@ -141,8 +155,10 @@ def test_gurnn_modrelu_sequence_model_matches_nn_rnn_with_gradients():
   model = lnn.SequenceModel(cell, 1)
   loss = lambda p: tasks.adding_loss(model.apply(p, x)[:, 0], y)
 
+  params = _random_params(model.init, jax.random.key(1), x)
+
   @jax.jit
-  def run(key):
+  def run(params):
     carry = cell.initialize_carry(None, x[:, 0].shape)
 
     def ref_loss(p):
@@ -151,11 +167,10 @@ def test_gurnn_modrelu_sequence_model_matches_nn_rnn_with_gradients():
       out = nn.Dense(1).apply({"params": p["params"]["readout"]}, hs[:, -1])
       return tasks.adding_loss(out[:, 0], y)
 
-    params = model.init(key, x)
-    return params, (loss(params), ref_loss(params)), (jax.grad(loss)(params),
-                                                      jax.grad(ref_loss)(params))
+    return (loss(params), ref_loss(params)), (jax.grad(loss)(params),
+                                              jax.grad(ref_loss)(params))
 
-  params, losses, (ours, ref) = run(jax.random.key(1))
+  losses, (ours, ref) = run(params)
   np.testing.assert_allclose(*losses, rtol=1e-5)
   for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(ref)):
     np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
@@ -169,17 +184,18 @@ def test_nn_rnn_without_init_key_reuses_one_initial_state():
   # folded with the step (docs/nn.md).
   x, _ = _batch(tasks.adding_batch, 0, 2, 5)
   layer = nn.RNN(lnn.GURNNCell(3))
+  params = _random_params(lambda key, x: layer.init(key, x, init_key=jax.random.key(2)),
+                          jax.random.key(1), x)
 
   @jax.jit
-  def run(x):
-    params = layer.init(jax.random.key(1), x, init_key=jax.random.key(2))
+  def run(params, x):
     key = jax.random.key(3)
     return (layer.apply(params, x), layer.apply(params, x),
             layer.apply(params, x, init_key=jax.random.key(0)),
             layer.apply(params, x, init_key=jax.random.fold_in(key, 0)),
             layer.apply(params, x, init_key=jax.random.fold_in(key, 1)))
 
-  no_key, again, key0, step0, step1 = run(x)
+  no_key, again, key0, step0, step1 = run(params, x)
   np.testing.assert_array_equal(no_key, again)
   np.testing.assert_array_equal(no_key, key0)
   assert not np.allclose(step0, step1)
