@@ -152,23 +152,25 @@ def test_change_basis(x64):
 
 @pytest.mark.parametrize("num", [2, 3, 5, 8, 10, 0])
 def test_non_square_length_raises(num):
+  # Traced only (`jax.eval_shape`): the checks run in Python, nothing compiles.
   with pytest.raises(ValueError, match="perfect square"):
-    lu.lambdas_to_skew_hermitian(jnp.zeros(num))
+    jax.eval_shape(lambda: lu.lambdas_to_skew_hermitian(jnp.zeros(num)))
 
 
 def test_bad_inputs_raise():
+  # Traced only (`jax.eval_shape`): the checks run in Python, nothing compiles.
   with pytest.raises(ValueError, match="REAL"):
-    lu.lambdas_to_skew_hermitian(jnp.zeros(4, jnp.complex64))
+    jax.eval_shape(lambda: lu.lambdas_to_skew_hermitian(jnp.zeros(4, jnp.complex64)))
   with pytest.raises(ValueError, match="square"):
-    lu.skew_hermitian_to_lambdas(jnp.zeros((3, 4), jnp.complex64))
+    jax.eval_shape(lambda: lu.skew_hermitian_to_lambdas(jnp.zeros((3, 4), jnp.complex64)))
   with pytest.raises(ValueError, match="n must be a positive integer"):
     lu.basis(0)
   with pytest.raises(ValueError, match="n must be a positive integer"):
     lu.basis(2.0)
   with pytest.raises(ValueError, match=r"n\(n-1\)/2"):
-    lu.lambdas_to_skew_symmetric(jnp.zeros(5))
+    jax.eval_shape(lambda: lu.lambdas_to_skew_symmetric(jnp.zeros(5)))
   with pytest.raises(ValueError, match="real"):
-    lu.skew_symmetric_to_lambdas(jnp.zeros((3, 3), jnp.complex64))
+    jax.eval_shape(lambda: lu.skew_symmetric_to_lambdas(jnp.zeros((3, 3), jnp.complex64)))
 
 
 def test_hermitian_is_i_times_skew_hermitian():
