@@ -1,8 +1,8 @@
 """Tests of SequenceModel: initial states, arguments, the fast-path protocols, tracing.
 
 Shapes and raised errors come from `jax.eval_shape` (nothing compiles), numbers from a
-few jitted programs (run eagerly, every primitive compiles on its own, and compiling
-is most of the time).
+few jitted programs on parameters drawn in numpy (run eagerly, every primitive
+compiles on its own, and compiling is most of the time).
 """
 
 import math
@@ -23,6 +23,18 @@ pytestmark = pytest.mark.usefixtures("fast_compiles")
 _adding_batch = jax.jit(tasks.adding_batch, static_argnums=(1, 2))
 
 
+def _random_params(init, *args, seed=0):
+  """Parameters on the tree that `init(*args)` gives, drawn in numpy (its shapes from
+  `jax.eval_shape`: nothing compiles): N(0, 1 / m) for (m, ...) matrices, N(0, 1) else."""
+  rng = np.random.default_rng(seed)
+
+  def draw(leaf):
+    scale = 1 / np.sqrt(leaf.shape[0]) if leaf.ndim == 2 else 1.0
+    return (scale * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
+
+  return jax.tree.map(draw, jax.eval_shape(init, *args))
+
+
 def test_random_initial_state():
   n = 30
   cell = lnn.GURNNCell(n)
@@ -30,10 +42,10 @@ def test_random_initial_state():
 
   @jax.jit
   def setup(keys):
-    x, _ = tasks.adding_batch(keys[1], 2, 5)
-    return cell.initialize_carry(keys[0], (1000, 2)), x, model.init(keys[2], x, keys[3])
+    return cell.initialize_carry(keys[0], (1000, 2)), tasks.adding_batch(keys[1], 2, 5)[0]
 
-  h0, x, params = setup(tuple(jax.random.key(seed) for seed in range(4)))
+  h0, x = setup((jax.random.key(0), jax.random.key(1)))
+  params = _random_params(model.init, jax.random.key(2), x, jax.random.key(3))
   h0 = np.asarray(h0)
   s = math.sqrt(3 / (2 * n))
   assert h0.shape == (1000, 2 * n) and np.max(np.abs(h0)) <= s
@@ -116,7 +128,7 @@ def test_jitted_training_step_traces_once():
   # sequence length traces again (so the counter is live).
   model = lnn.SequenceModel(lnn.GURNNCell(4, beta=1.4), 1)
   x, y = _adding_batch(jax.random.key(0), 3, 6)
-  params = jax.jit(model.init)(jax.random.key(1), x, jax.random.key(2))
+  params = _random_params(model.init, jax.random.key(1), x, jax.random.key(2))
   chex.clear_trace_counter()
 
   @jax.jit
