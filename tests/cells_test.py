@@ -31,9 +31,20 @@ def _pairs(z):
   return np.concatenate([z.real, z.imag], -1)
 
 
-def _run_cell(cell, n, d, method=None):
+def _run_cell(cell, n, d, method=None, init=True):
   """One jitted program: h (4, 2n), x (4, D), the cell's variables, its step, and
-  `method(cell)` of those variables (or None): numpy arrays."""
+  `method(cell)` of those variables (or None): numpy arrays. The variables come from
+  `cell.init`, or with init=False are drawn in numpy on init's tree (N(0, 1 / m) for
+  (m, ...) matrices, N(0, 1) else: nonzero biases), so that `init` is not compiled."""
+  if not init:
+    rng = np.random.default_rng(0)
+    normal = lambda a, s=1.0: (s * rng.standard_normal(a.shape)).astype(a.dtype)
+    h, x = normal(np.zeros((4, 2 * n), np.float32)), normal(np.zeros((4, d), np.float32))
+    params = jax.tree.map(lambda a: normal(a, 1 / np.sqrt(a.shape[0]) if a.ndim == 2 else 1),
+                          jax.eval_shape(cell.init, jax.random.key(0), h, x))
+    extra = (lambda p: None) if method is None else (lambda p: cell.apply(p, method=method))
+    return h, x, params, *jax.tree.map(np.asarray, jax.jit(
+        lambda p, h, x: (cell.apply(p, h, x), extra(p)))(params, h, x))
 
   @jax.jit
   def run(keys):
@@ -50,7 +61,7 @@ def test_gurnn_step_is_the_complex_recurrence():
   n, D, beta = 5, 3, 1.4
   cell = lnn.GURNNCell(n, beta=beta, activation="tanh")
   h, x, params, (new, out), (u, m) = _run_cell(
-      cell, n, D, lambda c: (lu.unitary_from_lambdas(c.lam), c.transition()))
+      cell, n, D, lambda c: (lu.unitary_from_lambdas(c.lam), c.transition()), init=False)
   p = params["params"]
   hc = h[:, :n] + 1j * h[:, n:]
   uh = beta * hc @ u.T
