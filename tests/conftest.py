@@ -23,7 +23,6 @@ import os
 import jax
 import pytest
 
-
 _FAST_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):  # else yours
   os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_EMITTERS}".strip()

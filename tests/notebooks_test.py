@@ -8,6 +8,7 @@ task), so a notebook whose result no longer holds fails here.
 import functools
 import importlib.util
 import json
+import os
 import pathlib
 
 import pytest
@@ -68,13 +69,16 @@ def test_committed_with_outputs_and_no_error(name):
 
 
 @pytest.mark.slow
+@pytest.mark.notebooks
 @pytest.mark.parametrize("name", NAMES)
 def test_runs_top_to_bottom(name, monkeypatch):
   pytest.importorskip("nbclient", reason="needs the notebooks extra (nbclient, ipykernel)")
   reason = _data_missing(name)
   if reason:
     pytest.skip(reason)
-  if name in OPTIMISED:  # conftest turns XLA's optimisations off for subprocesses
+  if name in OPTIMISED:  # conftest's cheap compiles off: XLA's defaults, as a reader's
     monkeypatch.delenv("JAX_DISABLE_MOST_OPTIMIZATIONS", raising=False)
+    flags = os.environ.get("XLA_FLAGS", "").replace("--xla_cpu_use_fusion_emitters=false", "")
+    monkeypatch.setenv("XLA_FLAGS", flags.strip())
   notebook, _ = _runner().execute(NOTEBOOKS / f"{name}.ipynb")
   assert all(c["execution_count"] for c in notebook.cells if c.cell_type == "code")
