@@ -76,7 +76,8 @@ def test_memory_symbols_uniform():
 
 @pytest.mark.parametrize("T", [100, 1000])
 def test_memory_baseline_is_the_memoryless_predictor(T):
-  x, labels = tasks.memory_batch(jax.random.key(4), 2000, T)
+  # The loss of this predictor does not depend on the draw: a few sequences suffice.
+  x, labels = tasks.memory_batch(jax.random.key(4), 4, T)
   # Blanks for sure until the data is due, then uniform over the 8 symbols.
   logits = np.full(labels.shape + (9,), -1e9, np.float32)
   logits[:, :T + 10, 0] = 0.0
