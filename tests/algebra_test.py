@@ -152,23 +152,25 @@ def test_change_basis(x64):
 
 @pytest.mark.parametrize("num", [2, 3, 5, 8, 10, 0])
 def test_non_square_length_raises(num):
+  # Traced only (`jax.eval_shape`): the checks run in Python, nothing compiles.
   with pytest.raises(ValueError, match="perfect square"):
-    lu.lambdas_to_skew_hermitian(jnp.zeros(num))
+    jax.eval_shape(lambda: lu.lambdas_to_skew_hermitian(jnp.zeros(num)))
 
 
 def test_bad_inputs_raise():
+  # Traced only (`jax.eval_shape`): the checks run in Python, nothing compiles.
   with pytest.raises(ValueError, match="REAL"):
-    lu.lambdas_to_skew_hermitian(jnp.zeros(4, jnp.complex64))
+    jax.eval_shape(lambda: lu.lambdas_to_skew_hermitian(jnp.zeros(4, jnp.complex64)))
   with pytest.raises(ValueError, match="square"):
-    lu.skew_hermitian_to_lambdas(jnp.zeros((3, 4), jnp.complex64))
+    jax.eval_shape(lambda: lu.skew_hermitian_to_lambdas(jnp.zeros((3, 4), jnp.complex64)))
   with pytest.raises(ValueError, match="n must be a positive integer"):
     lu.basis(0)
   with pytest.raises(ValueError, match="n must be a positive integer"):
     lu.basis(2.0)
   with pytest.raises(ValueError, match=r"n\(n-1\)/2"):
-    lu.lambdas_to_skew_symmetric(jnp.zeros(5))
+    jax.eval_shape(lambda: lu.lambdas_to_skew_symmetric(jnp.zeros(5)))
   with pytest.raises(ValueError, match="real"):
-    lu.skew_symmetric_to_lambdas(jnp.zeros((3, 3), jnp.complex64))
+    jax.eval_shape(lambda: lu.skew_symmetric_to_lambdas(jnp.zeros((3, 3), jnp.complex64)))
 
 
 def test_hermitian_is_i_times_skew_hermitian():
@@ -195,8 +197,8 @@ def test_gathers_work_after_a_float64_trace():
   # The cached index tables once became int64 in a trace under x64 and then broke
   # eager float32 gathers (JAX remembers a NumPy index array's converted dtype).
   with jax.enable_x64(True):
-    jax.jit(lu.skew_hermitian_to_lambdas)(jnp.eye(3, dtype=jnp.complex128))
-  lam = lu.skew_hermitian_to_lambdas(1j * jnp.eye(3, dtype=jnp.complex64))
+    jax.jit(lu.skew_hermitian_to_lambdas)(np.eye(3, dtype=np.complex128))
+  lam = lu.skew_hermitian_to_lambdas(1j * np.eye(3, dtype=np.complex64))  # eager, float32
   np.testing.assert_array_equal(lam, np.r_[np.ones(3), np.zeros(6)].astype(np.float32))
 
 
@@ -204,14 +206,14 @@ HALF_PRECISION = [jnp.float16, jnp.bfloat16]
 
 # Every public map of coefficients in this module, with coefficients of the right length.
 _COEFFICIENT_MAPS = {
-    "check_lambdas": lambda d: algebra.check_lambdas(jnp.ones(4, d)),
-    "lambdas_to_skew_hermitian": lambda d: lu.lambdas_to_skew_hermitian(jnp.ones(4, d)),
-    "lambdas_to_hermitian": lambda d: algebra.lambdas_to_hermitian(jnp.ones(4, d)),
-    "lambdas_to_skew_symmetric": lambda d: lu.lambdas_to_skew_symmetric(jnp.ones(3, d)),
-    "lambdas_from_original_order": lambda d: lu.lambdas_from_original_order(jnp.ones(4, d)),
-    "lambdas_to_original_order": lambda d: lu.lambdas_to_original_order(jnp.ones(4, d)),
-    "change_basis": lambda d: lu.change_basis(jnp.ones(4, d), jnp.eye(4)),
-    "as_real_coefficients": lambda d: algebra.as_real_coefficients(jnp.ones(4, d)),
+    "check_lambdas": lambda d: algebra.check_lambdas(np.ones(4, d)),
+    "lambdas_to_skew_hermitian": lambda d: lu.lambdas_to_skew_hermitian(np.ones(4, d)),
+    "lambdas_to_hermitian": lambda d: algebra.lambdas_to_hermitian(np.ones(4, d)),
+    "lambdas_to_skew_symmetric": lambda d: lu.lambdas_to_skew_symmetric(np.ones(3, d)),
+    "lambdas_from_original_order": lambda d: lu.lambdas_from_original_order(np.ones(4, d)),
+    "lambdas_to_original_order": lambda d: lu.lambdas_to_original_order(np.ones(4, d)),
+    "change_basis": lambda d: lu.change_basis(np.ones(4, d), np.eye(4, dtype=np.float32)),
+    "as_real_coefficients": lambda d: algebra.as_real_coefficients(np.ones(4, d)),
 }
 
 
@@ -220,7 +222,7 @@ _COEFFICIENT_MAPS = {
 def test_half_precision_coefficients_raise(name, dtype):
   expected = rf"float32 or float64; got {jnp.dtype(dtype).name}\. Half precision"
   with pytest.raises(ValueError, match=expected):
-    _COEFFICIENT_MAPS[name](dtype)
+    jax.eval_shape(lambda: _COEFFICIENT_MAPS[name](dtype))  # traced only: nothing compiles
 
 
 @pytest.mark.parametrize("name", sorted(_COEFFICIENT_MAPS))
@@ -232,12 +234,17 @@ def test_complex_coefficients_raise(name):
 def test_integer_coefficients_are_promoted_to_the_default_float():
   # L for λ = (1, 2, 3, 4), n = 2: i·diag(1, 2), 3i on the off-diagonal, then +4 / -4.
   expected = np.array([[1j, 3j + 4], [3j - 4, 2j]])
-  for dtype in (jnp.int32, jnp.uint8):
-    skew = lu.lambdas_to_skew_hermitian(jnp.array([1, 2, 3, 4], dtype))
+  # One jitted program (the promotion is decided at trace time).
+  skews, real, skew_symmetric = jax.jit(lambda lams, ints, mu: (
+      [lu.lambdas_to_skew_hermitian(lam) for lam in lams], algebra.as_real_coefficients(ints),
+      lu.lambdas_to_skew_symmetric(mu)))(
+          [np.array([1, 2, 3, 4], dtype) for dtype in (np.int32, np.uint8)],
+          np.array([1, 2], np.int32), np.array([2]))
+  for skew in skews:
     assert skew.dtype == jnp.complex64
     np.testing.assert_array_equal(skew, expected)
-  assert algebra.as_real_coefficients(jnp.array([1, 2], jnp.int32)).dtype == jnp.float32
-  np.testing.assert_array_equal(lu.lambdas_to_skew_symmetric(np.array([2])), [[0, 2], [-2, 0]])
+  assert real.dtype == jnp.float32
+  np.testing.assert_array_equal(skew_symmetric, [[0, 2], [-2, 0]])
 
 
 def test_check_real_dtype():

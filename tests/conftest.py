@@ -10,10 +10,11 @@ cheaply; the results agree within the tests' tolerances (the golden tests includ
 
 - XLA skips most optimisations (`jax_disable_most_optimizations`), in the tests and in
   the subprocesses they start (launchers compared with in-process runs).
-- In this process only, XLA's CPU backend emits fusions with its LLVM IR emitters
-  instead of the MLIR fusion emitters, which took about twice the compile time on the
-  same programs (jaxlib 0.8-0.10). Subprocesses keep XLA's default: the LLVM IR
-  emitters ran a notebook's optimised training about 3x slower (215 s against 70 s).
+- XLA's CPU backend emits fusions with its LLVM IR emitters instead of the MLIR fusion
+  emitters, which took about twice the compile time on the same programs (jaxlib
+  0.8-0.10), here and in the subprocesses (XLA_FLAGS). The notebooks that train for most
+  of their run take XLA's defaults back: the LLVM IR emitters ran a notebook's
+  optimised training about 3x slower (215 s against 70 s).
   If a jaxlib ever drops the flag, XLA refuses to start on it: delete the flag here.
 """
 
@@ -22,24 +23,9 @@ import os
 import jax
 import pytest
 
-
-def _start_backends_with_fast_cpu_compiles():
-  """Starts JAX's backends with the CPU flag above, then restores XLA_FLAGS, so that
-  subprocesses do not inherit it: XLA has read XLA_FLAGS once a backend is up."""
-  flags = os.environ.get("XLA_FLAGS")
-  if flags is not None and "xla_cpu_use_fusion_emitters" in flags:
-    return  # chosen by whoever runs the tests
-  os.environ["XLA_FLAGS"] = f"{flags or ''} --xla_cpu_use_fusion_emitters=false".strip()
-  try:
-    jax.devices()
-  finally:
-    if flags is None:
-      del os.environ["XLA_FLAGS"]
-    else:
-      os.environ["XLA_FLAGS"] = flags
-
-
-_start_backends_with_fast_cpu_compiles()
+_FAST_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
+if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):  # else yours
+  os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_EMITTERS}".strip()
 os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "true"   # for subprocesses
 jax.config.update("jax_disable_most_optimizations", True)
 
@@ -48,8 +34,8 @@ jax.config.update("jax_disable_most_optimizations", True)
 def _shared_compilation_cache(tmp_path_factory):
   """One persistent compilation cache for the session and the subprocesses it starts.
 
-  Many tests compile the same smoke-size programs; the cache compiles each once per
-  kind of process (this one's CPU emitter flag gives its programs keys of their own).
+  Many tests compile the same smoke-size programs; the cache compiles each once for
+  this process and the launchers it starts (they share the XLA flags above).
   """
   cache = str(tmp_path_factory.getbasetemp().parent / "jax_compilation_cache")
   jax.config.update("jax_compilation_cache_dir", cache)

@@ -27,8 +27,8 @@ def test_generators_are_unitary(x64, method, dtype, tol):
 
 
 def _sample(method, n=4, count=2000):
-  keys = jax.random.split(jax.random.key(0), count)
-  return np.asarray(jax.jit(jax.vmap(lambda k: lu.random_unitary(k, n, method)))(keys))
+  draw = jax.vmap(lambda k: lu.random_unitary(k, n, method))
+  return np.asarray(jax.jit(lambda key: draw(jax.random.split(key, count)))(jax.random.key(0)))
 
 
 def test_haar_statistics():
@@ -111,19 +111,20 @@ def test_vmap_over_keys_equals_loop():
 
 
 def test_bad_arguments_raise():
-  key = jax.random.key(0)
+  # Traced only (`jax.eval_shape`): the checks run in Python, so nothing needs compiling.
+  draw = lambda *args: jax.eval_shape(lambda k: lu.random_unitary(k, *args), jax.random.key(0))
   with pytest.raises(ValueError, match="unknown generator method 'gaussian'"):
-    lu.random_unitary(key, 3, "gaussian")
+    draw(3, "gaussian")
   with pytest.raises(ValueError, match="complex64 or complex128"):
-    lu.random_unitary(key, 3, "haar", jnp.float32)
+    draw(3, "haar", jnp.float32)
   with pytest.raises(ValueError, match="positive integer"):
-    lu.random_unitary(key, 0, "haar")
+    draw(0, "haar")
   # Parameters of random_arjovsky_params(key, 4)'s shapes and dtypes: the checks need no draw.
   p = {"angles": np.zeros((3, 4), np.float32), "reflections_re": np.ones((2, 4), np.float32),
        "reflections_im": np.ones((2, 4), np.float32), "permutation": np.arange(4, dtype=np.int32)}
   with pytest.raises(ValueError, match="reflections_re"):
-    lu.arjovsky_unitary(p["angles"], p["reflections_re"][:, :3], p["reflections_im"],
-                        p["permutation"])
+    jax.eval_shape(lu.arjovsky_unitary, p["angles"], p["reflections_re"][:, :3],
+                   p["reflections_im"], p["permutation"])
   with pytest.raises(ValueError, match="real"):
-    lu.arjovsky_unitary(p["angles"].astype(jnp.complex64), p["reflections_re"],
-                        p["reflections_im"], p["permutation"])
+    jax.eval_shape(lu.arjovsky_unitary, p["angles"].astype(jnp.complex64), p["reflections_re"],
+                   p["reflections_im"], p["permutation"])

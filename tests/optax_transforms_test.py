@@ -125,21 +125,23 @@ def test_polar_projection_of_matrix_leaves_and_custom_layouts(x64):
 
 
 def test_polar_projection_errors():
-  params = {"re": jnp.eye(2), "im": jnp.zeros((2, 2))}
+  # Traced only (`jax.eval_shape`): the checks run in Python, so nothing needs compiling.
+  traced = lambda f, *args: jax.eval_shape(lambda: f(*args))
+  params = {"re": np.eye(2, dtype=np.float32), "im": np.zeros((2, 2), np.float32)}
   t = lu.polar_projection("real_pair")
   with pytest.raises(ValueError, match="needs the current params"):
-    t.update(params, t.init(params))
+    traced(lambda: t.update(params, t.init(params)))
   with pytest.raises(ValueError, match="layout must be one of"):
     lu.polar_projection("polar")
   with pytest.raises(ValueError, match=r"'re': \(..., n, n\)"):
-    t.init({"matrix": jnp.eye(2)})
+    traced(t.init, {"matrix": np.eye(2, dtype=np.float32)})
   with pytest.raises(ValueError, match="square"):
-    lu.polar_projection().init({"matrix": jnp.zeros((2, 3))})
+    traced(lu.polar_projection().init, {"matrix": np.zeros((2, 3), np.float32)})
   with pytest.raises(ValueError, match="square float or complex"):
-    lu.polar_projection().init({"matrix": jnp.zeros((2, 2), jnp.int32)})
+    traced(lu.polar_projection().init, {"matrix": np.zeros((2, 2), np.int32)})
   bad = lu.MatrixLayout(lambda q: q["a"], lambda m: {"b": m})
   with pytest.raises(ValueError, match="structure"):
-    lu.polar_projection(bad).init({"a": jnp.eye(2)})
+    traced(lu.polar_projection(bad).init, {"a": np.eye(2, dtype=np.float32)})
 
 
 # optax on complex parameters --------------------------------------------------------
@@ -156,45 +158,57 @@ def _pair_loss(q):
 
 
 def test_jax_complex_gradient_makes_optax_ascend_in_the_imaginary_part(x64):
-  z = jnp.zeros(3, jnp.complex128)
-  g = jax.grad(_complex_loss)(z)
+  z = np.zeros(3, np.complex128)
+  q = {"re": np.zeros(3), "im": np.zeros(3)}
+  opt = optax.sgd(0.1)
+
+  @jax.jit  # one program for the steps and losses below
+  def run(z, q):
+    g = jax.grad(_complex_loss)(z)
+    z1 = optax.apply_updates(z, opt.update(g, opt.init(z))[0])
+    q1 = optax.apply_updates(q, opt.update(jax.grad(_pair_loss)(q), opt.init(q))[0])
+    return g, z1, q1, [_complex_loss(z), _complex_loss(z1), _pair_loss(q), _pair_loss(q1)]
+
+  g, z1, q1, (loss, loss1, pair_loss, pair_loss1) = jax.tree.map(np.asarray, run(z, q))
   # ∂C/∂x - i ∂C/∂y for C = Σ (x - a)² + (y - b)²: 2(x - a) - 2i(y - b) = 2·conj(z - t).
   np.testing.assert_allclose(g, 2 * np.conj(z - _TARGET), atol=1e-15)
-  opt = optax.sgd(0.1)
-  z1 = optax.apply_updates(z, opt.update(g, opt.init(z))[0])
   assert np.all(np.abs((z1 - _TARGET).real) < np.abs((z - _TARGET).real))  # descends in x
   assert np.all(np.abs((z1 - _TARGET).imag) > np.abs((z - _TARGET).imag))  # ascends in y
-  assert float(_complex_loss(z1)) > float(_complex_loss(z))
+  assert loss1 > loss
   # Real pairs: the gradients are ∂C/∂x and ∂C/∂y, and the same step descends in both.
-  q = {"re": jnp.zeros(3), "im": jnp.zeros(3)}
-  q1 = optax.apply_updates(q, opt.update(jax.grad(_pair_loss)(q), opt.init(q))[0])
   np.testing.assert_allclose(q1["re"] + 1j * q1["im"], 0.2 * _TARGET, atol=1e-15)
-  assert float(_pair_loss(q1)) < float(_pair_loss(q))
+  assert pair_loss1 < pair_loss
 
 
 @pytest.mark.skipif(not hasattr(optax.contrib, "split_real_and_imaginary"),
                     reason="this optax has no optax.contrib.split_real_and_imaginary")
 def test_split_real_and_imaginary_needs_conjugated_gradients(x64):
-  z = jnp.zeros(3, jnp.complex128)
-  g = jax.grad(_complex_loss)(z)
-  q = {"re": jnp.zeros(3), "im": jnp.zeros(3)}
-  gq = jax.grad(_pair_loss)(q)
+  z = np.zeros(3, np.complex128)
+  q = {"re": np.zeros(3), "im": np.zeros(3)}
 
   def step(opt, params, grads):
     return optax.apply_updates(params, opt.update(grads, opt.init(params), params)[0])
 
   split = optax.contrib.split_real_and_imaginary
+  sgd, rmsprop = optax.sgd(0.1), optax.rmsprop(0.1, decay=0.9)
+
+  @jax.jit  # one program for every step below
+  def run(z, q):
+    g, gq = jax.grad(_complex_loss)(z), jax.grad(_pair_loss)(q)
+    pairs = [step(opt, q, gq) for opt in (sgd, rmsprop)]
+    return ((step(split(sgd), z, g), step(sgd, z, g)),
+            [(step(split(opt), z, jnp.conj(g)), pair, _pair_loss(pair))
+             for opt, pair in zip((sgd, rmsprop), pairs)],
+            step(rmsprop, z, jnp.conj(g)), _pair_loss(q))
+
+  (split_step, plain_step), conjugated, plain, pair_loss = jax.tree.map(np.asarray, run(z, q))
   # It does not conjugate: on JAX's gradient it takes plain optax's ascending step.
-  np.testing.assert_allclose(step(split(optax.sgd(0.1)), z, g),
-                             step(optax.sgd(0.1), z, g), atol=1e-15)
+  np.testing.assert_allclose(split_step, plain_step, atol=1e-15)
   # On the conjugated gradient it descends, as the real pair does; for RMSProp the two
   # parts keep separate statistics, exactly as real pairs do ...
-  for opt in (optax.sgd(0.1), optax.rmsprop(0.1, decay=0.9)):
-    pair = step(opt, q, gq)
-    np.testing.assert_allclose(step(split(opt), z, jnp.conj(g)), pair["re"] + 1j * pair["im"],
-                               atol=1e-15)
-    assert float(_pair_loss(pair)) < float(_pair_loss(q))
+  for stepped, pair, loss in conjugated:
+    np.testing.assert_allclose(stepped, pair["re"] + 1j * pair["im"], atol=1e-15)
+    assert loss < pair_loss
   # ... whereas plain RMSProp on a complex leaf divides both parts by one |g|² average.
-  plain = step(optax.rmsprop(0.1, decay=0.9), z, jnp.conj(g))
-  pair = step(optax.rmsprop(0.1, decay=0.9), q, gq)
+  pair = conjugated[1][1]
   assert not np.allclose(plain, pair["re"] + 1j * pair["im"], atol=1e-3)

@@ -242,21 +242,35 @@ def test_principal_lambdas_float32():
 
 def test_init_lambdas_shapes_and_schemes(x64):
   key = jax.random.key(8)
-  for dtype in (jnp.float32, jnp.float64):
+  dtypes = (jnp.float32, jnp.float64)
+  for dtype in dtypes:
     for scheme in pb.INIT_SCHEMES:  # shapes and dtypes by tracing only
       out = jax.eval_shape(lambda k, s=scheme, d=dtype: pb.init_lambdas(k, 4, s, 1.0, d), key)
       assert out.shape == (16,) and out.dtype == dtype
-    np.testing.assert_allclose(pb.init_lambdas(key, 4, "normal", 0.5, dtype),
-                               0.5 * jax.random.normal(key, (16,), dtype), rtol=1e-6)
-  zeros = pb.init_lambdas(key, 4, "zeros", dtype=jnp.float64)
+
+  @jax.jit  # the draws below as one program
+  def draws(key):
+    return ([(pb.init_lambdas(key, 4, "normal", 0.5, d), 0.5 * jax.random.normal(key, (16,), d))
+             for d in dtypes],
+            pb.init_lambdas(key, 4, "zeros", dtype=jnp.float64),
+            pb.init_lambdas(key, 4, "normal", 0.0))
+
+  normal, zeros, no_std = draws(key)
+  for ours, ref in normal:
+    np.testing.assert_allclose(ours, ref, rtol=1e-6)
   assert zeros.shape == (16,) and zeros.dtype == jnp.float64
   np.testing.assert_array_equal(_expm_ref(zeros), np.eye(4))
-  np.testing.assert_array_equal(pb.init_lambdas(key, 4, "normal", 0.0), 0.0)
+  np.testing.assert_array_equal(no_std, 0.0)
 
 
 def test_haar_init_is_principal_and_unitary(x64):
-  keys = jax.random.split(jax.random.key(9), 300)
-  lam = jax.jit(jax.vmap(lambda k: pb.init_lambdas(k, 4, "haar", dtype=jnp.float64)))(keys)
+  @jax.jit
+  def draws(key):
+    keys = jax.random.split(key, 300)
+    return (jax.vmap(lambda k: pb.init_lambdas(k, 4, "haar", dtype=jnp.float64))(keys),
+            pb.init_lambdas(keys[0], 4, "normal", 0.01, jnp.float64))
+
+  lam, near_zero = draws(jax.random.key(9))
   assert lam.shape == (300, 16) and lam.dtype == jnp.float64
   assert np.max(np.abs(np.linalg.eigvalsh(1j * _skew(lam)))) <= np.pi + 1e-9
   u = _expm_ref(lam)
@@ -266,7 +280,7 @@ def test_haar_init_is_principal_and_unitary(x64):
   tr = np.trace(u, axis1=-2, axis2=-1)
   assert abs(np.mean(np.abs(tr) ** 2) - 1.0) < 0.3
   assert abs(np.mean(tr)) < 0.25
-  near_identity = _expm_ref(pb.init_lambdas(keys[0], 4, "normal", 0.01, jnp.float64))
+  near_identity = _expm_ref(near_zero)
   assert abs(np.trace(near_identity)) ** 2 > 15
 
 

@@ -1,4 +1,9 @@
-"""Tests of SequenceModel: initial states, arguments, the fast-path protocols, tracing."""
+"""Tests of SequenceModel: initial states, arguments, the fast-path protocols, tracing.
+
+Shapes and raised errors come from `jax.eval_shape` (nothing compiles), numbers from a
+few jitted programs on parameters drawn in numpy (run eagerly, every primitive
+compiles on its own, and compiling is most of the time).
+"""
 
 import math
 
@@ -14,73 +19,116 @@ from lie_unitary.experiments.rnn import data as tasks
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
+# An adding-problem batch (x, y) from a key, for static batch size and length.
+_adding_batch = jax.jit(tasks.adding_batch, static_argnums=(1, 2))
+
+
+def _random_params(init, *args, seed=0):
+  """Parameters on the tree that `init(*args)` gives, drawn in numpy (its shapes from
+  `jax.eval_shape`: nothing compiles): N(0, 1 / m) for (m, ...) matrices, N(0, 1) else."""
+  rng = np.random.default_rng(seed)
+
+  def draw(leaf):
+    scale = 1 / np.sqrt(leaf.shape[0]) if leaf.ndim == 2 else 1.0
+    return (scale * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
+
+  return jax.tree.map(draw, jax.eval_shape(init, *args))
+
 
 def test_random_initial_state():
   n = 30
   cell = lnn.GURNNCell(n)
-  h0 = cell.initialize_carry(jax.random.key(0), (1000, 2))
-  s = math.sqrt(3 / (2 * n))
-  assert h0.shape == (1000, 2 * n) and float(jnp.max(jnp.abs(h0))) <= s
-  assert abs(float(jnp.std(h0)) - s / math.sqrt(3)) < 0.01   # U(-s, s) has std s/√3
-  x, _ = tasks.adding_batch(jax.random.key(1), 2, 5)
   model = lnn.SequenceModel(cell, 1)
-  params = jax.jit(model.init)(jax.random.key(2), x, jax.random.key(3))
+
+  @jax.jit
+  def setup(keys):
+    return cell.initialize_carry(keys[0], (1000, 2)), tasks.adding_batch(keys[1], 2, 5)[0]
+
+  h0, x = setup((jax.random.key(0), jax.random.key(1)))
+  params = _random_params(model.init, jax.random.key(2), x, jax.random.key(3))
+  h0 = np.asarray(h0)
+  s = math.sqrt(3 / (2 * n))
+  assert h0.shape == (1000, 2 * n) and np.max(np.abs(h0)) <= s
+  assert abs(np.std(h0) - s / math.sqrt(3)) < 0.01   # U(-s, s) has std s/√3
   apply = jax.jit(model.apply)
   a = apply(params, x, jax.random.key(4))
   assert not np.allclose(a, apply(params, x, jax.random.key(5)))   # redrawn per key
   np.testing.assert_array_equal(a, apply(params, x, jax.random.key(4)))
   with pytest.raises(ValueError, match="carry_key"):
-    model.apply(params, x)
+    jax.eval_shape(model.apply, params, x)
   zeros = jax.jit(lnn.SequenceModel(lnn.GURNNCell(n, h0="zeros"), 1).apply)
   np.testing.assert_array_equal(zeros(params, x, jax.random.key(4)),
                                 zeros(params, x, jax.random.key(5)))
 
 
 def test_lstm_and_bad_arguments():
-  x, _ = tasks.adding_batch(jax.random.key(0), 2, 5)
+  # Shapes and errors only: `jax.eval_shape` runs the modules' Python, compiling nothing.
+  x, _ = jax.eval_shape(lambda key: tasks.adding_batch(key, 2, 5), jax.random.key(0))
+  key = jax.random.key(1)
   model = lnn.SequenceModel(nn.OptimizedLSTMCell(4), 1)
-  params = model.init(jax.random.key(1), x)
-  assert model.apply(params, x).shape == (2, 1)
+  params = jax.eval_shape(model.init, key, x)
+  assert jax.eval_shape(model.apply, params, x).shape == (2, 1)
   with pytest.raises(ValueError, match="readout"):
-    lnn.SequenceModel(nn.OptimizedLSTMCell(4), 1, readout="first").init(jax.random.key(1), x)
+    jax.eval_shape(lnn.SequenceModel(nn.OptimizedLSTMCell(4), 1, readout="first").init, key, x)
+  h, x_t = jax.ShapeDtypeStruct((1, 8), jnp.float32), jax.ShapeDtypeStruct((1, 2), x.dtype)
   with pytest.raises(ValueError, match="h0"):
-    lnn.GURNNCell(4, h0="learned").init(jax.random.key(0), jnp.zeros((1, 8)), x[:, 0])
+    jax.eval_shape(lnn.GURNNCell(4, h0="learned").init, key, h, x_t)
   with pytest.raises(ValueError, match="activation"):
-    lnn.GURNNCell(4, activation="gelu").init(jax.random.key(0), jnp.zeros((1, 8)), x[:, 0])
+    jax.eval_shape(lnn.GURNNCell(4, activation="gelu").init, key, h, x_t)
 
 
 def test_fast_path_protocols():
   # Structural checks on flax modules (dataclasses): flax's own cells lack the fast-path
   # methods; ours have them, `scan` only where a hand-written loop exists. Bound (as
   # SequenceModel sees its cell, where attribute lookup may run `setup`) and unbound.
-  x = jnp.zeros((2, 3))
   cases = [(nn.OptimizedLSTMCell(4), False, False), (nn.LSTMCell(4), False, False),
            (nn.GRUCell(4), False, False),
            (lnn.GURNNCell(3), True, True), (lnn.GURNNCell(3, activation="modrelu"), True, True),
            (lnn.GURNNCell(3, unconstrained=True), True, True),
            (lnn.SimpleRNNCell.irnn(3), True, True), (lnn.SimpleRNNCell.tanh_rnn(3), True, True),
            (lnn.URNNCell(4), True, False)]
+  rng = np.random.default_rng(0)
+  normal = lambda a: rng.standard_normal(a.shape).astype(a.dtype)
+  x = normal(np.zeros((2, 3), np.float32))
+  keys = jax.random.key(0), jax.random.key(1)
+  fast_cells, fast_args = [], []
   for cell, fast, scanning in cases:
-    carry = cell.initialize_carry(jax.random.key(0), x.shape)
-    bound = cell.bind(cell.init(jax.random.key(1), carry, x))
+    # Shapes only (`jax.eval_shape`: nothing compiles): enough to bind the cell.
+    carry, variables = jax.eval_shape(
+        lambda k: (lambda c: (c, cell.init(k[1], c, x)))(cell.initialize_carry(k[0], x.shape)),
+        keys)
+    bound = cell.bind(variables)
     for c in (cell, bound):
       name = type(c).__name__
       assert isinstance(c, lnn.FastPathCell) == fast, name
       assert isinstance(c, lnn.ScanningCell) == scanning, name
       if scanning:
         assert isinstance(c, lnn.FastPathCell), name
-    if fast:  # the contract: __call__ is step ∘ (project_inputs, transition)
-      y_call = bound(carry, x)
-      y_split = bound.step(carry, bound.project_inputs(x), bound.transition())
-      np.testing.assert_array_equal(y_call[0], y_split[0], err_msg=type(cell).__name__)
+    if fast:  # random values: a generic state and parameters, not the init's
+      fast_cells.append(cell)
+      fast_args.append(jax.tree.map(normal, (carry, variables)))
+
+  # The contract: __call__ is step ∘ (project_inputs, transition). All fast cells in
+  # one jitted program.
+  @jax.jit
+  def both_ways(fast_args):
+    outputs = []
+    for cell, (carry, variables) in zip(fast_cells, fast_args):
+      bound = cell.bind(variables)
+      outputs.append((bound(carry, x)[0],
+                      bound.step(carry, bound.project_inputs(x), bound.transition())[0]))
+    return outputs
+
+  for cell, (y_call, y_split) in zip(fast_cells, both_ways(fast_args)):
+    np.testing.assert_array_equal(y_call, y_split, err_msg=type(cell).__name__)
 
 
 def test_jitted_training_step_traces_once():
   # New params, data and carry keys with the same shapes reuse the compiled step; a new
   # sequence length traces again (so the counter is live).
   model = lnn.SequenceModel(lnn.GURNNCell(4, beta=1.4), 1)
-  x, y = tasks.adding_batch(jax.random.key(0), 3, 6)
-  params = model.init(jax.random.key(1), x, jax.random.key(2))
+  x, y = _adding_batch(jax.random.key(0), 3, 6)
+  params = _random_params(model.init, jax.random.key(1), x, jax.random.key(2))
   chex.clear_trace_counter()
 
   @jax.jit
@@ -91,8 +139,8 @@ def test_jitted_training_step_traces_once():
     return loss, jax.tree.map(lambda p, g: p - 0.01 * g, params, grads)
 
   for step in range(3):
-    x, y = tasks.adding_batch(jax.random.fold_in(jax.random.key(3), step), 3, 6)
+    x, y = _adding_batch(jax.random.fold_in(jax.random.key(3), step), 3, 6)
     _, params = train_step(params, x, y, jax.random.fold_in(jax.random.key(4), step))
-  x, y = tasks.adding_batch(jax.random.key(5), 3, 7)
+  x, y = _adding_batch(jax.random.key(5), 3, 7)
   with pytest.raises(AssertionError):
     train_step(params, x, y, jax.random.key(6))

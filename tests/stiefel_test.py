@@ -168,36 +168,38 @@ def test_forward_mode_matches_central_differences(n, k, complex_):
 
 
 def test_bad_input_raises():
+  # Traced only (`jax.eval_shape`): the checks run in Python, nothing compiles.
   with pytest.raises(ValueError, match="1 ≤ k ≤ n"):
-    lu.semi_unitary_from_lambdas(jnp.zeros(0), 2, 3)
+    jax.eval_shape(lambda: lu.semi_unitary_from_lambdas(jnp.zeros(0), 2, 3))
   with pytest.raises(ValueError, match="1 ≤ k ≤ n"):
     lu.num_semi_orthogonal_params(3, 0)
   with pytest.raises(ValueError, match="integer"):
-    lu.semi_orthogonal_from_lambdas(jnp.zeros(2), 3.0, 1)
+    jax.eval_shape(lambda: lu.semi_orthogonal_from_lambdas(jnp.zeros(2), 3.0, 1))
   with pytest.raises(ValueError, match="integer"):
     lu.num_semi_unitary_params(3, True)
   with pytest.raises(ValueError, match=r"\(\.\.\., 5\)"):
-    lu.semi_unitary_from_lambdas(jnp.zeros(6), 3, 1)
+    jax.eval_shape(lambda: lu.semi_unitary_from_lambdas(jnp.zeros(6), 3, 1))
   with pytest.raises(ValueError, match=r"\(\.\.\., 2\)"):
-    lu.semi_orthogonal_from_lambdas(jnp.zeros((4, 3)), 3, 1)
+    jax.eval_shape(lambda: lu.semi_orthogonal_from_lambdas(jnp.zeros((4, 3)), 3, 1))
   with pytest.raises(ValueError, match="REAL"):
-    lu.semi_unitary_from_lambdas(jnp.zeros(5, jnp.complex128), 3, 1)
+    jax.eval_shape(lambda: lu.semi_unitary_from_lambdas(jnp.zeros(5, jnp.complex128), 3, 1))
   with pytest.raises(ValueError, match=r"\(\.\.\., 2\)"):
-    lu.semi_orthogonal_from_lambdas(jnp.float64(0.0), 3, 1)
+    jax.eval_shape(lambda: lu.semi_orthogonal_from_lambdas(jnp.float64(0.0), 3, 1))
   with pytest.raises(ValueError, match="method must be one of"):
-    lu.semi_orthogonal_from_lambdas(jnp.zeros(0), 1, 1, method="qr")
+    jax.eval_shape(lambda: lu.semi_orthogonal_from_lambdas(jnp.zeros(0), 1, 1, method="qr"))
 
 
 @pytest.mark.parametrize("n, k", [(3, 1), (3, 3)])
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
 def test_half_precision_raises(dtype, n, k):
   name = jnp.dtype(dtype).name
-  lam = jnp.ones(lu.num_semi_unitary_params(n, k), dtype)
+  # Traced only (`jax.eval_shape`): the checks run in Python, nothing compiles.
+  lam = jax.ShapeDtypeStruct((lu.num_semi_unitary_params(n, k),), dtype)
   with pytest.raises(ValueError, match=rf"lam's dtype must be float32 or float64; got {name}"):
-    lu.semi_unitary_from_lambdas(lam, n, k)
-  mu = jnp.ones(lu.num_semi_orthogonal_params(n, k), dtype)
+    jax.eval_shape(lambda lam: lu.semi_unitary_from_lambdas(lam, n, k), lam)
+  mu = jax.ShapeDtypeStruct((lu.num_semi_orthogonal_params(n, k),), dtype)
   with pytest.raises(ValueError, match=rf"mu's dtype must be float32 or float64; got {name}"):
-    lu.semi_orthogonal_from_lambdas(mu, n, k)
+    jax.eval_shape(lambda mu: lu.semi_orthogonal_from_lambdas(mu, n, k), mu)
 
 
 def test_integer_coefficients_are_promoted():

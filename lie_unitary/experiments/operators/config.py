@@ -1,20 +1,11 @@
-r"""The operator-learning family's field table (paper §3, Tables 1-2, app. B).
+"""The operator-learning family's field table (paper §3, Tables 1-2, app. B).
 
-`FIELDS` says what each field accepts (read off the registries:
-`lie_unitary.PARAMETRIZATIONS`, `lie_unitary.GENERATORS`, the shared optimizers) and
-whether it enters a unit's identity; each field's default and meaning are in the light
-`defaults.get_config()`, where the config files of ``configs/`` start::
-
-    python -m lie_unitary.experiments.operators --config=table1 --workdir=runs/table1
-    python -m lie_unitary.experiments.operators --config=configs/table1.py \
-        --workdir=runs/table1 --config.n_values='(6,)' --config.num_replicates=3
-
-A unit is every replicate of one (n, approach, basis scale, learning rate); its
-identity holds the task's fields for every unit, the optimizer's for trained ones,
-`lr_schedule` for trained ones and the refresh fields for approaches that
-refresh, and the unit's own n, approach, epochs, learning rate and basis scale; the
-fields that only say which units to run (n_values, approaches, basis_scales,
-lr_divisors) do not enter.
+`FIELDS` says what each field accepts (read off the registries) and whether it enters
+a unit's identity: the task's fields for every unit, the training fields (batch size,
+optimizer, val_every, lr_schedule) for trained ones, the refresh fields for approaches
+that refresh. The unit's own n, approach, epochs, learning rate and basis scale enter
+in place of the fields that only say which units to run. Defaults and meanings: the
+light `defaults.get_config()`, where the config files of ``configs/`` start.
 """
 
 from __future__ import annotations
@@ -30,8 +21,7 @@ from lie_unitary.experiments import training
 from lie_unitary.experiments.operators.defaults import NAMED_CONFIGS
 
 __all__ = ["BASELINES", "BASIS_CHANGE_APPROACHES", "COMPLEX_APPROACHES", "FIELDS",
-           "NAMED_CONFIGS", "REAL_APPROACHES", "REAL_GENERATORS", "defaults", "get_config",
-           "real_dtype"]
+           "NAMED_CONFIGS", "REAL_APPROACHES", "REAL_GENERATORS", "get_config", "real_dtype"]
 
 # What the family fits: a parametrization, or a baseline (the target itself, a fresh
 # draw of its generator, least squares on the training pairs).
@@ -45,6 +35,7 @@ REAL_GENERATORS = ("haar", "lie")
 # Approaches that accept appendix B's change of basis λ = λ̃ᵀ M: their refresh (if any)
 # returns λ = 0, whose λ̃ is 0 for every M.
 BASIS_CHANGE_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
+
 
 def _trained(config, unit) -> bool:
   return unit.approach != "baselines"
@@ -86,12 +77,6 @@ FIELDS = {
     "refresh_every": F.Field(F.integer(0), identity=_refreshes),
     "refresh_state": F.Field(F.one_of(principal_branch.REFRESH_STATES), identity=_refreshes),
 }
-
-
-def defaults() -> ml_collections.ConfigDict:
-  """The family's default config (`defaults.get_config`): Table 1's protocol at n = 6."""
-  from lie_unitary.experiments.operators import defaults as light
-  return light.get_config()
 
 
 def get_config(name: str = "table1") -> ml_collections.ConfigDict:

@@ -1,23 +1,12 @@
 """The operator-learning task's data (paper §3): targets, noisy pairs, losses, baselines.
 
-Everything here is a pure function of PRNG keys, written for ONE replicate and
-batched by the caller with `jax.vmap` (see `lie_unitary.experiments.replicas`):
+Pure functions of PRNG keys for ONE replicate, batched by the caller with `jax.vmap`.
+Data are never stored: pair i of a data set is regenerated from ``fold_in(key, i)``,
+x with real and imaginary parts ~ N(0, 1) and y = Ux + ε, ε ~ N(0, noise_std²) per
+real component (real x and ε for SO(n) targets). The loss is the mean over pairs of
+‖Ûx − y‖²; a batch of row vectors x_PxN maps to x_PxN @ Uᵀ.
 
-- Data are never stored. Training pair i of a replicate is regenerated from
-  ``fold_in(train_key, i)``: x ∈ Cⁿ with real and imaginary parts ~ N(0, 1) and
-  y = Ux + ε with real and imaginary parts of ε ~ N(0, noise_std²) (real x and ε for
-  real orthogonal targets).
-- `make_target` draws replicate r's target from generator
-  ``generators[r % len(generators)]``.
-- `make_baselines(task)` returns ``baselines_fn(key, replicate) -> dict`` with the
-  ``true`` (the target), ``rand`` (a fresh matrix from the same generator) and
-  ``lstsq`` (closed-form least squares on the training pairs, unconstrained) losses.
-
-The loss is the mean over pairs of the squared l2 norm ‖Ûx − y‖² (complex: the sum
-of squared real and imaginary parts). Matrices act on column vectors; a batch of
-row vectors x_BxN is mapped to x_BxN @ Uᵀ.
-
-Shape letters: B batch, N = n, P pairs.
+Shape letters: N = n, P pairs.
 """
 
 from __future__ import annotations
@@ -32,32 +21,22 @@ from lie_unitary import algebra
 from lie_unitary import expm
 from lie_unitary import generators
 from lie_unitary.experiments.operators import config as config_lib
+from lie_unitary.experiments.operators import defaults
 from lie_unitary.sequencing import after as _after
 
-__all__ = ["ReplicateKeys", "TaskSpec", "change_of_basis_matrix", "dataset_loss", "dtypes",
-           "example_pairs", "least_squares_fit", "make_baselines", "make_target",
-           "noise_floor", "replicate_keys", "squared_error_loss"]
+__all__ = ["ReplicateKeys", "TaskSpec", "dataset_loss", "dtypes", "example_pairs",
+           "least_squares_fit", "make_baselines", "make_target", "replicate_keys",
+           "squared_error_loss"]
 
 _EVAL_CHUNK = 10_000  # pairs per chunk when evaluating a whole data set
-_DEFAULTS = config_lib.defaults()
+_DEFAULTS = defaults.get_config()
 
 
 class TaskSpec(NamedTuple):
-  """Static description of the task (hashable; closed over by jitted code). Defaults:
-  the family's config defaults (`config.FIELDS`).
-
-  Attributes:
-    n: matrix size.
-    field: "complex" (U(n) targets, complex x) or "real" (SO(n) targets, real x).
-    generators: target generators cycled over replicates.
-    num_train: training pairs per replicate (10⁶ in the paper).
-    num_val: validation pairs (10⁵).
-    num_test: test pairs (10⁵).
-    val_subsample: the first this many validation pairs are used for the curve.
-    noise_std: standard deviation of each real component of ε (0.01).
-    lie_target_std: std of the target λ for the "lie" generator (1; 0.01 in app. B).
-    real_dtype: "float32" or "float64"; complex data use the matching complex dtype.
-  """
+  """Static description of the task (hashable; closed over by jitted code): the matrix
+  size `n`, the real dtype ("float32" or "float64"; complex data use the matching
+  complex dtype) and the config fields of the same names (their meanings and
+  defaults: `defaults.get_config()`)."""
   n: int
   field: str = _DEFAULTS.field
   generators: tuple[str, ...] = tuple(_DEFAULTS.generators)
@@ -93,19 +72,6 @@ def dtypes(task: TaskSpec) -> tuple[jnp.dtype, jnp.dtype]:
   return real, (real if task.field == "real" else algebra.complex_dtype_for(real))
 
 
-def _real_target(key, n, method, real, lie_std):
-  if method == "haar":
-    q = jax.random.orthogonal(key, n, dtype=real)
-    # Flip the first column where det = -1: exactly Haar on SO(n).
-    sign = jnp.sign(jnp.linalg.det(q)).astype(real)
-    return q.at[:, 0].multiply(sign)
-  if method == "lie":
-    return expm.orthogonal_from_lambdas(
-        lie_std * jax.random.normal(key, (n * (n - 1) // 2,), real), method="eigh")
-  raise ValueError(f"unknown real generator {method!r}; expected one of "
-                   f"{config_lib.REAL_GENERATORS}.")
-
-
 def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
   """The target matrix from generator ``task.generators[generator_index]``.
 
@@ -117,25 +83,34 @@ def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
 
   Returns:
     (n, n) unitary (complex) or special orthogonal (real, for ``field="real"``).
+
+  Raises:
+    ValueError: an unknown generator.
   """
   real, cplx = dtypes(task)
+  n, std = task.n, task.lie_target_std
 
-  def branch(method):
-    if task.field == "real":
-      return lambda k: _real_target(k, task.n, method, real, task.lie_target_std)
+  def draw(method, k):
+    if method == "lie" and task.field == "real":
+      return expm.orthogonal_from_lambdas(
+          std * jax.random.normal(k, (n * (n - 1) // 2,), real), method="eigh")
     if method == "lie":
-      return lambda k: expm.unitary_from_lambdas(
-          task.lie_target_std * jax.random.normal(k, (task.n * task.n,), real), method="eigh")
-    return lambda k: generators.random_unitary(k, task.n, method, cplx)
+      return expm.unitary_from_lambdas(std * jax.random.normal(k, (n * n,), real),
+                                       method="eigh")
+    if task.field == "complex":
+      return generators.random_unitary(k, n, method, cplx)
+    if method == "haar":  # the first column flipped where det = -1: exactly Haar on SO(n)
+      q = jax.random.orthogonal(k, n, dtype=real)
+      return q.at[:, 0].multiply(jnp.sign(jnp.linalg.det(q)).astype(real))
+    raise ValueError(f"unknown real generator {method!r}; expected one of "
+                     f"{config_lib.REAL_GENERATORS}.")
 
   # Every generator is built (under vmap a switch would do so anyway) one after the
   # other (see `_after`), and the replicate's one is selected.
   outs = []
   for method in task.generators:
-    outs.append(branch(method)(_after(key, *outs)))
-  if len(outs) == 1:
-    return outs[0]
-  return jnp.stack(outs)[generator_index]
+    outs.append(draw(method, _after(key, *outs)))
+  return outs[0] if len(outs) == 1 else jnp.stack(outs)[generator_index]
 
 
 def example_pairs(key, indices, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
@@ -218,10 +193,10 @@ def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
   """Builds the baselines of one replicate as a pure function.
 
   Returns:
-    ``baselines_fn(key, replicate)`` (same keys and targets as `make_train`) giving
-    ``{name: {"test_loss": scalar, "final_val_loss": scalar}}`` for name in
-    `config_lib.BASELINES`: ``true`` (the target), ``rand`` (an independent draw from the same
-    generator) and ``lstsq`` (the least-squares fit on the training pairs).
+    ``baselines_fn(key, replicate)`` (the keys and targets of `trainer.make_trainer`)
+    giving ``{name: {"test_loss": scalar, "final_val_loss": scalar}}`` for name in
+    `config.BASELINES`: ``true`` (the target), ``rand`` (an independent draw from the
+    same generator) and ``lstsq`` (the least-squares fit on the training pairs).
   """
 
   def baselines_fn(key, replicate):
@@ -230,23 +205,9 @@ def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
     target = make_target(keys.target, g, task)
     rand = make_target(_after(keys.rand, target), g, task)
     lstsq = least_squares_fit(_after(keys.train, rand), target, task)
-    matrices = dict(true=target, rand=rand, lstsq=lstsq)
-    return {
-        name: dict(test_loss=dataset_loss(m, keys.test, task.num_test, target, task),
-                   final_val_loss=dataset_loss(m, keys.val, task.num_val, target, task))
-        for name, m in matrices.items()
-    }
+    loss = lambda m, k, num: dataset_loss(m, k, num, target, task)
+    return {name: dict(test_loss=loss(m, keys.test, task.num_test),
+                       final_val_loss=loss(m, keys.val, task.num_val))
+            for name, m in (("true", target), ("rand", rand), ("lstsq", lstsq))}
 
   return baselines_fn
-
-
-def change_of_basis_matrix(key, n: int, scale: float, dtype=jnp.float32) -> jax.Array:
-  """Appendix B's M: identity for scale 0, else entries ~ U(−scale, scale), (n², n²)."""
-  if scale == 0:
-    return jnp.eye(n * n, dtype=dtype)
-  return jax.random.uniform(key, (n * n, n * n), dtype, -scale, scale)
-
-
-def noise_floor(task: TaskSpec) -> float:
-  """E‖ε‖² = (2n for complex, n for real) · noise_std²: the loss of the true U."""
-  return (2 if task.field == "complex" else 1) * task.n * task.noise_std ** 2

@@ -1,30 +1,19 @@
 """The operator-learning family of the runner: config → units → records (paper §3).
 
-`validate_config(config)` checks every field before anything is written and names
-the bad one (`config.FIELDS`, then the checks that involve several fields).
-`units(config)` lists the units of work: per n, one ``baselines`` unit (true, rand and
-the least-squares fit together) and one unit per (approach, basis scale, learning
-rate), each covering every replicate as one vmapped program sharded over all devices.
-
-`run_unit` trains with the shared loop (`lie_unitary.experiments.loop`): jitted
-calls of validation intervals, the epoch's pair order computed once per epoch,
-checkpoints, progress and resume. It writes
-
-- ``WORKDIR/results.jsonl``: kind "final", one record per (approach, replicate) with
-  ``test_loss``, ``final_val_loss``, ``step`` (training steps), ``seconds`` (wall
-  time of the unit, all replicates together, compilation included), ``generator``
-  and the unit's fields;
-- ``WORKDIR/curves.jsonl``: kind "curve", the validation curve of each trained
-  replicate (``val_steps``, ``val_loss``) and, for the λ approaches, the spectrum
-  diagnostics at the same steps (``theta_spread``, ``theta_max_abs``, ``min_sinc``,
-  ``wide_share``; `lie_unitary.principal_branch.spectrum_stats`).
-
-Use it through `train_and_evaluate(config, workdir)` or the launcher
+`validate_config` checks a config before anything is written; `units` lists the work:
+per n, one ``baselines`` unit (true, rand, lstsq) and one unit per (approach, basis
+scale, learning rate), each every replicate as one vmapped program sharded over the
+devices. `run_unit` trains a unit through the shared loop
+(`lie_unitary.experiments.loop`) and writes kind "final" records (results.jsonl, one
+per approach and replicate) and kind "curve" records (curves.jsonl: the validation
+curve and, for the λ approaches, the spectrum diagnostics); their fields:
+docs/reproduction.md. Use it through `train_and_evaluate(config, workdir)` or
 ``python -m lie_unitary.experiments.operators --config=NAME --workdir=DIR``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 import sys
 import time
@@ -46,8 +35,8 @@ from lie_unitary.experiments.operators import data
 from lie_unitary.experiments.operators import report
 from lie_unitary.experiments.operators import trainer as trainer_lib
 
-__all__ = ["NAME", "Setting", "epochs_for", "run_unit", "settings", "task_spec",
-           "train_and_evaluate", "train_spec", "units", "validate_config", "write_report"]
+__all__ = ["NAME", "Setting", "epochs_for", "run_unit", "task_spec", "train_and_evaluate",
+           "train_spec", "units", "validate_config", "write_report"]
 
 NAME = "operators"
 _CHUNKS_PER_RUN = 20  # jitted calls per unit (bounded below by one validation interval)
@@ -115,19 +104,34 @@ def validate_config(config) -> None:
            f"only, and approaches = {tuple(config.approaches)}")
 
 
-def settings(config) -> list[Setting]:
-  """The units of work, smallest n first; baselines before the trained approaches."""
+def units(config) -> list[Unit]:
+  """The units of `config` (validated), smallest n first, baselines first at each n.
+
+  A unit's fields (its identity) are the config fields whose identity rule holds for
+  it (`config.FIELDS`) and its own n, approach, epochs, learning rate and basis scale.
+  """
+  baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
+  schedule = "" if config.lr_schedule == "constant" else f" {config.lr_schedule}"
   out = []
   for n in config.n_values:
     epochs = epochs_for(config, n)
-    if any(a in config_lib.BASELINES for a in config.approaches):
-      out.append(Setting(n, "baselines", 0, 0.0, 0.0))
-    for a in config.approaches:
-      if a in config_lib.BASELINES:
-        continue
-      for c in config.basis_scales:
-        for d in config.lr_divisors:
-          out.append(Setting(n, a, epochs, float(config.learning_rate) / float(d), float(c)))
+    settings = [Setting(n, "baselines", 0, 0.0, 0.0)] if baselines else []
+    settings += [Setting(n, a, epochs, float(config.learning_rate) / float(d), float(c))
+                 for a in config.approaches if a not in config_lib.BASELINES
+                 for c in config.basis_scales for d in config.lr_divisors]
+    for s in settings:
+      fields = {"family": NAME, "n": n, **F.identity(config, config_lib.FIELDS, s)}
+      if s.approach == "baselines":
+        name = f"n={n} baselines"
+        fields.update(approach="baselines", baselines=baselines)
+      else:
+        name = (f"n={n} {s.approach} epochs={s.num_epochs} lr={s.learning_rate:.3g}"
+                + (f" c={s.basis_scale:g}" if s.basis_scale else "") + schedule)
+        fields.update(approach=s.approach, num_epochs=s.num_epochs,
+                      learning_rate=s.learning_rate, basis_scale=s.basis_scale)
+      # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
+      out.append(Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n, spec=s,
+                      target_step=s.num_epochs * (config.num_train // config.batch_size)))
   return out
 
 
@@ -141,66 +145,25 @@ def task_spec(config, n: int) -> data.TaskSpec:
 def train_spec(config, s: Setting) -> trainer_lib.TrainSpec:
   """The `trainer.TrainSpec` of a trained unit's setting under `config`."""
   fields = {f: config[f] for f in trainer_lib.TrainSpec._fields if f in config}
-  fields.update(approach=s.approach, learning_rate=s.learning_rate, num_epochs=s.num_epochs,
-                basis_scale=s.basis_scale)
+  fields.update(approach=s.approach, learning_rate=s.learning_rate, num_epochs=s.num_epochs)
   return trainer_lib.TrainSpec(**fields)
 
 
-def _baselines_of(config) -> tuple[str, ...]:
-  return tuple(a for a in config_lib.BASELINES if a in config.approaches)
-
-
-def _fields(config, s: Setting) -> dict:
-  """Every setting that changes this unit's numbers (its identity): the fields of the
-  table whose identity rule holds for the unit, and the unit's own values."""
-  fields = {"family": NAME, "n": s.n, **F.identity(config, config_lib.FIELDS, s)}
-  if s.approach == "baselines":
-    return dict(fields, approach="baselines", baselines=_baselines_of(config))
-  return dict(fields, approach=s.approach, num_epochs=s.num_epochs,
-              learning_rate=s.learning_rate, basis_scale=s.basis_scale)
-
-
-def _steps(config, s: Setting) -> int:
-  return s.num_epochs * (config.num_train // config.batch_size)
-
-
-def units(config) -> list[Unit]:
-  """The units of `config` (validated), smallest n first, baselines first at each n."""
-  out = []
-  for s in settings(config):
-    # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
-    out.append(Unit(name=_label(config, s), fields=_fields(config, s),
-                    target_step=_steps(config, s), cost=(s.num_epochs or 0.5) * s.n, spec=s))
-  return out
-
-
 def _setting_key(config, n):
+  """The PRNG key of size n: replicate r's keys fold r into it (`data.replicate_keys`)."""
   return jax.random.fold_in(jax.random.key(config.seed), n)
 
 
 def _change_of_basis(config, s: Setting, task: data.TaskSpec):
+  """Appendix B's M, (n², n²) with entries ~ U(−c, c), drawn once per c (shared by every
+  learning rate and replicate); None for c = 0."""
   if s.basis_scale == 0:
     return None
-  # Drawn once per c (shared by every learning rate and replicate).
   key = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), _BASIS_KEY),
                            int(round(s.basis_scale * 1000)))
-  return data.change_of_basis_matrix(key, s.n, s.basis_scale, jnp.dtype(task.real_dtype))
-
-
-def _label(config, s: Setting) -> str:
-  if s.approach == "baselines":
-    return f"n={s.n} baselines"
-  extra = f" c={s.basis_scale:g}" if s.basis_scale else ""
-  if config.lr_schedule != "constant":
-    extra += f" {config.lr_schedule}"
-  return f"n={s.n} {s.approach} epochs={s.num_epochs} lr={s.learning_rate:.3g}{extra}"
-
-
-def _per_call(intervals_per_epoch: int, total_intervals: int) -> int:
-  """Validation intervals per jitted call: about 1/20 of the run, dividing an epoch."""
-  want = max(1, math.ceil(total_intervals / _CHUNKS_PER_RUN))
-  return max(d for d in range(1, intervals_per_epoch + 1)
-             if intervals_per_epoch % d == 0 and d <= want)
+  shape = (s.n * s.n, s.n * s.n)
+  return jax.random.uniform(key, shape, jnp.dtype(task.real_dtype), -s.basis_scale,
+                            s.basis_scale)
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
@@ -226,22 +189,21 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
                       test_loss=float(out[a]["test_loss"][r]),
                       final_val_loss=float(out[a]["final_val_loss"][r]),
                       seconds=round(seconds, 3))
-                 for a in _baselines_of(config) for r in range(num)])
+                 for a in unit.fields["baselines"] for r in range(num)])
       return
-    train = train_spec(config, s)
-    t = trainer_lib.make_trainer(task, train, _change_of_basis(config, s, task))
+    t = trainer_lib.make_trainer(task, train_spec(config, s), _change_of_basis(config, s, task))
     val_every, per_epoch = config.val_every, t.intervals_per_epoch
-    per_call = _per_call(per_epoch, per_epoch * t.num_epochs)
+    # Validation intervals per call: about 1/_CHUNKS_PER_RUN of the run, dividing an epoch.
+    want = max(1, math.ceil(per_epoch * t.num_epochs / _CHUNKS_PER_RUN))
+    per_call = max(d for d in range(1, min(want, per_epoch) + 1) if per_epoch % d == 0)
     init = replicas.map(lambda r, k: t.init(k, r), (0, None))
     epoch_data = replicas.map(lambda r, st, k, e: t.epoch_data(k, r, e, st), (0, 0, None, None))
-    chunks = {}  # one program per number of validation intervals in a call
 
+    @functools.cache  # one program per number of validation intervals in a call
     def chunk(num_intervals):
-      if num_intervals not in chunks:
-        chunks[num_intervals] = replicas.map(
-            lambda r, st, d, k, e, first: t.chunk(st, d, k, r, e, first, num_intervals),
-            (0, 0, 0, None, None, None))
-      return chunks[num_intervals]
+      return replicas.map(
+          lambda r, st, d, k, e, first: t.chunk(st, d, k, r, e, first, num_intervals),
+          (0, 0, 0, None, None, None))
 
     with loop.Loop(ctx, replicas, unit.target_step) as lp:
       state, initial = init(replicas.ids, key)
@@ -271,11 +233,11 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
       finish = replicas.map(lambda r, st, k: t.finish(st, k, r), (0, 0, None))
       out = replicas.gather(finish(replicas.ids, state, key))
     seconds = elapsed + time.perf_counter() - start
-    val_steps = trainer_lib.validation_steps(train, task)
     ctx.write([dict(common, approach=s.approach, replicate=r, generator=gens[r % len(gens)],
                     test_loss=float(out["test_loss"][r]),
                     final_val_loss=float(out["final_val_loss"][r]), seconds=round(seconds, 3))
                for r in range(num)])
+    val_steps = np.arange(0, unit.target_step + 1, val_every)  # the curves' steps
     ctx.write([dict(kind="curve", step=unit.target_step, approach=s.approach, replicate=r,
                     generator=gens[r % len(gens)], val_steps=val_steps,
                     **{k: np.asarray(c, np.float64)[:, r] for k, c in curves.items()})
@@ -283,7 +245,8 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
 
 
 def write_report(workdir: str) -> list[str]:
-  """Renders WORKDIR/report.md and the figures from the current results."""
+  """Renders WORKDIR/report.md and the figures from the current results
+  (`report.write_report`); returns the paths written."""
   return report.write_report(workdir)
 
 

@@ -1,31 +1,13 @@
-"""Report of the operator-learning runs (paper §3): tables beside the paper's, Figure 2.
+"""Report of the operator-learning runs (paper §3): tables beside the paper's, figures.
 
-Built for notebooks as well as for files: `figures` returns
-`matplotlib.figure.Figure` objects built directly (no global figure manager, no
-backend switch: the caller's matplotlib state is left alone), `markdown` returns the
-text, and `write_report(workdir)` writes both: WORKDIR/report.md with
-
-- a results table per (optimizer, learning rate) group of trained records (the
-  baselines shared): mean ± bootstrap s.e. over replicates for every n and approach,
-  the paper's Table 1 value beside each cell where it has one (our ``lie_restricted``
-  column is shown beside Table 2's);
-- Table 2 (arjovsky, lie_restricted, lie_algebra) beside the paper's when
-  lie_restricted was run;
-- for real SO(n) targets, how many projection-onto-O(n) replicates ended in the
-  wrong component;
-- the appendix-B grid of final test losses (rows c, columns learning rate) when a
-  change-of-basis sweep is present;
-
-and the figures ``figure2.png`` (test loss / rand loss per generator × approach,
-pooled over n, each loss divided by the mean rand loss at its n, with bootstrap 95%
-CIs, the scaled true loss dotted; right panel lie_algebra and lie_restricted on a log
-scale) and ``basis_change.png`` (the appendix-B grid of validation curves).
-
-Records (see `lie_unitary.experiments.workdir`): ``results.jsonl`` holds kind
-"final" records with the fields n, field, approach, generator, optimizer ("none" for
-the baselines true / rand / lstsq), learning_rate, num_epochs, basis_scale, replicate
-and the metrics test_loss, final_val_loss; ``curves.jsonl`` kind "curve" records with
-the same fields plus val_steps and val_loss. Only the current units are reported.
+`markdown(results)` returns WORKDIR/report.md's text: one test-loss table per (seed,
+optimizer, learning rate, schedule) group of trained records (the baselines shared),
+mean ± bootstrap s.e. over replicates with the paper's value beside each cell; Table 2
+when lie_restricted ran; the wrong-component count of projection_orthogonal for SO(n)
+targets; the appendix-B grid for a change-of-basis sweep. `figures(results, curves)`
+returns matplotlib Figures built directly (no pyplot, no backend switch): figure2,
+basis_change and spectrum. `write_report(workdir)` writes both. Records and figures:
+docs/reproduction.md. Only the current units' records are reported.
 """
 
 from __future__ import annotations
@@ -65,13 +47,23 @@ PAPER_TABLE2 = {
 _ORDER = ("true", "lstsq", "projection", "projection_orthogonal", "arjovsky",
           "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
           "lie_recentred", "lie_rebased", "lie_rebased_orthonormal", "rand")
-# Approaches that run appendix B's change of basis (`task.BASIS_CHANGE_APPROACHES`).
+# config.BASIS_CHANGE_APPROACHES (not imported: this module loads no jax).
 _BASIS_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
+# Fewer training pairs than this per replicate: the report says the run is too short.
+_SHORT_RUN_PAIRS = 100_000
+# What makes a record distinct (of one written twice, the last counts).
+_IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
+             "basis_scale", "lr_schedule")
 
 
 def _schedule(r) -> str:
   return r.get("lr_schedule") or "constant"
 
+
+def _bootstrap_means(values, num, seed):
+  values = np.asarray(values, np.float64)
+  idx = np.random.default_rng(seed).integers(0, len(values), (num, len(values)))
+  return values, values[idx].mean(axis=1)
 
 
 def bootstrap_mean_se(values: Sequence[float], num: int = 2000, seed: int = 0):
@@ -85,9 +77,7 @@ def bootstrap_mean_se(values: Sequence[float], num: int = 2000, seed: int = 0):
   Returns:
     ``(mean, s.e.)`` as floats; the s.e. is 0.0 for a single value.
   """
-  values = np.asarray(values, np.float64)
-  rng = np.random.default_rng(seed)
-  means = values[rng.integers(0, len(values), (num, len(values)))].mean(axis=1)
+  values, means = _bootstrap_means(values, num, seed)
   return float(values.mean()), float(means.std(ddof=1)) if len(values) > 1 else 0.0
 
 
@@ -103,9 +93,7 @@ def bootstrap_ci(values: Sequence[float], level: float = 0.95, num: int = 2000, 
   Returns:
     ``(low, high)`` as floats.
   """
-  values = np.asarray(values, np.float64)
-  rng = np.random.default_rng(seed)
-  means = values[rng.integers(0, len(values), (num, len(values)))].mean(axis=1)
+  _, means = _bootstrap_means(values, num, seed)
   alpha = (1 - level) / 2
   return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
 
@@ -115,104 +103,23 @@ def _fmt(x: float) -> str:
     return "0"
   if abs(x) >= 100:
     return f"{x:.0f}"
-  if abs(x) >= 0.01:
-    return f"{x:.3g}"
-  return f"{x:.3e}"
+  return f"{x:.3g}" if abs(x) >= 0.01 else f"{x:.3e}"
 
 
 def _cell(values, paper=None) -> str:
+  """Mean ± bootstrap s.e., with the paper's (mean ± s.e.) in parentheses."""
   if not values:
     return "—"
   mean, se = bootstrap_mean_se(values)
   out = f"{_fmt(mean)} ± {_fmt(se)}"
   if paper is not None:
-    pm, ps = paper
-    out += f" ({_fmt(pm)}" + (f" ± {_fmt(ps)})" if ps is not None else ")")
+    out += f" ({_fmt(paper[0])}" + (f" ± {_fmt(paper[1])})" if paper[1] is not None else ")")
   return out
 
 
-# Fewer training pairs than this per replicate: the report says the run is too short.
-_SHORT_RUN_PAIRS = 100_000
-
-
-def _short_run_note(results) -> list[str]:
-  """A warning when every trained unit saw far fewer pairs than the paper's 10⁶."""
-  pairs = [int(r["num_train"]) * int(r.get("num_epochs", 1)) for r in results
-           if r.get("optimizer") != "none" and "num_train" in r]
-  if pairs and max(pairs) < _SHORT_RUN_PAIRS:
-    return [f"**A short run ({max(pairs):,} training pairs per replicate at most, against "
-            "the paper's 10⁶): too short to learn; it checks that everything runs. Its "
-            "losses are not results, and the paper's values beside them show the tables' "
-            "shape only.**", ""]
-  return []
-
-
-def _groups(results):
-  """Standard-basis results grouped by the trained settings' optimizer (baselines shared).
-
-  A change-of-basis sweep (some basis_scale > 0) gets its own grid instead.
-  """
-  if any(r.get("basis_scale") for r in results):
-    return {}
-  trained = [r for r in results if r["optimizer"] != "none"]
-  baselines = [r for r in results if r["optimizer"] == "none"]
-  groups = collections.defaultdict(list)
-  for r in trained:
-    groups[(r.get("seed", 0), r["optimizer"], r["learning_rate"], _schedule(r))].append(r)
-  if not groups:
-    for seed in sorted({r.get("seed", 0) for r in baselines}):
-      groups[(seed, "none", 0.0, "constant")] = []
-  return {k: v + [b for b in baselines if b.get("seed", 0) == k[0]]
-          for k, v in groups.items()}
-
-
-def _table(results, paper, approaches=None, title="") -> list[str]:
-  ns = sorted({r["n"] for r in results})
-  present = {r["approach"] for r in results}
-  cols = [a for a in (approaches or _ORDER) if a in present]
-  if not ns or not cols:
-    return []
-  vals = collections.defaultdict(list)
-  epochs = collections.defaultdict(set)
-  for r in results:
-    vals[(r["n"], r["approach"])].append(float(r["test_loss"]))
-    if r.get("optimizer") != "none" and r.get("num_epochs"):
-      epochs[r["n"]].add(r["num_epochs"])
-  lines = [title, "", "| n | epochs | " + " | ".join(cols) + " |",
-           "|---|---|" + "---|" * len(cols)]
-  for n in ns:
-    cells = [_cell(vals[(n, a)], paper.get(n, {}).get(a)) for a in cols]
-    ep = ",".join(str(e) for e in sorted(epochs[n])) or "—"
-    lines.append(f"| {n} | {ep} | " + " | ".join(cells) + " |")
-  return lines + [""]
-
-
-def _orthogonal_components(results) -> list[str]:
-  """Which projection-onto-O(n) runs ended in the det = -1 component.
-
-  O(n) has two components and a gradient step followed by the polar projection never
-  leaves the one it starts in. From a Haar O(n) draw with det = -1 the best it can
-  reach for an SO(n) target U is U with one direction reflected: test loss
-  ‖W - U‖²_F = 2² = 4 plus the noise floor. A final loss above 2 is counted as that.
-  """
-  runs = [r for r in results if r["approach"] == "projection_orthogonal"]
-  if not runs:
-    return []
-  lines = ["Real SO(n) targets (the paper has none). projection_orthogonal cannot leave "
-           "the component of O(n) it starts in: from det = −1 the best it reaches is the "
-           "target with one direction reflected, test loss 4 + noise. Replicates that "
-           "ended there (test loss > 2):", ""]
-  for n in sorted({r["n"] for r in runs}):
-    mine = [r for r in runs if r["n"] == n]
-    stuck = [r for r in mine if float(r["test_loss"]) > 2]
-    mean = np.mean([float(r["test_loss"]) for r in stuck]) if stuck else float("nan")
-    lines.append(f"- n = {n}: {len(stuck)} of {len(mine)}"
-                 + (f" (their mean test loss {mean:.3f})" if stuck else ""))
-  return lines + [""]
-
-
-_IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
-             "basis_scale", "lr_schedule")
+def _md_table(header, rows) -> list[str]:
+  return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+          + ["| " + " | ".join(row) + " |" for row in rows])
 
 
 def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
@@ -224,23 +131,119 @@ def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
   return list(by_key.values())
 
 
+def _groups(results):
+  """Standard-basis results by (seed, optimizer, lr, schedule), the baselines shared;
+  none for a change-of-basis sweep (it gets its own grid)."""
+  if any(r.get("basis_scale") for r in results):
+    return {}
+  baselines = [r for r in results if r["optimizer"] == "none"]
+  groups = collections.defaultdict(list)
+  for r in results:
+    if r["optimizer"] != "none":
+      groups[(r.get("seed", 0), r["optimizer"], r["learning_rate"], _schedule(r))].append(r)
+  if not groups:
+    for seed in sorted({r.get("seed", 0) for r in baselines}):
+      groups[(seed, "none", 0.0, "constant")] = []
+  return {k: v + [b for b in baselines if b.get("seed", 0) == k[0]]
+          for k, v in groups.items()}
+
+
+def _table(results, paper, approaches=_ORDER, title="") -> list[str]:
+  present = {r["approach"] for r in results}
+  cols = [a for a in approaches if a in present]
+  if not results or not cols:
+    return []
+  vals, epochs = collections.defaultdict(list), collections.defaultdict(set)
+  for r in results:
+    vals[(r["n"], r["approach"])].append(float(r["test_loss"]))
+    if r.get("optimizer") != "none" and r.get("num_epochs"):
+      epochs[r["n"]].add(r["num_epochs"])
+  rows = [[str(n), ",".join(str(e) for e in sorted(epochs[n])) or "—"]
+          + [_cell(vals[(n, a)], paper.get(n, {}).get(a)) for a in cols]
+          for n in sorted({r["n"] for r in results})]
+  return [title, ""] + _md_table(["n", "epochs"] + cols, rows) + [""]
+
+
+def _floor_ratios(results) -> list[str]:
+  """Mean test loss of each trained approach over the mean loss of the true U."""
+  true = collections.defaultdict(list)
+  for r in results:
+    if r["approach"] == "true":
+      true[r["n"]].append(float(r["test_loss"]))
+  trained = [r for r in results if r["optimizer"] != "none" and r["n"] in true]
+  cols = [a for a in _ORDER if any(r["approach"] == a for r in trained)]
+  if not cols:
+    return []
+  rows = []
+  for n in sorted({r["n"] for r in trained}):
+    v = {a: [float(r["test_loss"]) for r in trained if r["n"] == n and r["approach"] == a]
+         for a in cols}
+    rows.append([str(n)] + [f"{np.mean(v[a]) / np.mean(true[n]):.3g}" if v[a] else "—"
+                            for a in cols])
+  return (["Test loss over the noise floor (the true U's loss), means over replicates:", ""]
+          + _md_table(["n"] + cols, rows) + [""])
+
+
+def _orthogonal_components(results) -> list[str]:
+  """How many projection_orthogonal replicates ended in the det = -1 component.
+
+  A gradient step followed by the polar projection never leaves the component of O(n)
+  it starts in; from det = -1 the best it reaches for an SO(n) target U is U with one
+  direction reflected, test loss 4 plus the noise floor. A loss above 2 counts as that.
+  """
+  runs = [r for r in results if r["approach"] == "projection_orthogonal"]
+  if not runs:
+    return []
+  lines = ["Real SO(n) targets (the paper has none). projection_orthogonal cannot leave "
+           "the component of O(n) it starts in: from det = −1 the best it reaches is the "
+           "target with one direction reflected, test loss 4 + noise. Replicates that "
+           "ended there (test loss > 2):", ""]
+  for n in sorted({r["n"] for r in runs}):
+    mine = [r for r in runs if r["n"] == n]
+    stuck = [float(r["test_loss"]) for r in mine if float(r["test_loss"]) > 2]
+    lines.append(f"- n = {n}: {len(stuck)} of {len(mine)}"
+                 + (f" (their mean test loss {np.mean(stuck):.3f})" if stuck else ""))
+  return lines + [""]
+
+
+def _basis_tables(results) -> list[str]:
+  """Appendix B: final test loss per (c, learning rate), one grid per approach."""
+  basis = [r for r in results
+           if r["approach"] in _BASIS_APPROACHES and r["optimizer"] != "none"]
+  scales = sorted({r["basis_scale"] for r in basis})
+  if len(scales) < 2:
+    return []
+  lrs = sorted({r["learning_rate"] for r in basis}, reverse=True)
+  lines = []
+  for a in [a for a in _BASIS_APPROACHES if any(r["approach"] == a for r in basis)]:
+    rows = [[f"{c:g}"] + [_cell([float(r["test_loss"]) for r in basis if r["approach"] == a
+                                 and r["basis_scale"] == c and r["learning_rate"] == lr])
+                          for lr in lrs] for c in scales]
+    lines += ([f"## Appendix B: change of basis, {a} (final test loss)", ""]
+              + _md_table(["c \\ lr"] + [f"{lr:.3g}" for lr in lrs], rows) + [""])
+  for a in ("true", "rand"):
+    vals = [float(r["test_loss"]) for r in results if r["approach"] == a]
+    if vals:
+      lines.append(f"\n{a}: {_cell(vals)}")
+  return lines + [""]
+
+
 def _figure2(results):
+  """Test loss / mean rand loss at the same n, per generator × approach, 95% CIs."""
   from matplotlib.figure import Figure
 
   rand = collections.defaultdict(list)
   for r in results:
     if r["approach"] == "rand":
       rand[r["n"]].append(float(r["test_loss"]))
-  if not rand:
-    return None
   rand_mean = {n: float(np.mean(v)) for n, v in rand.items()}
   ratios = collections.defaultdict(list)
   for r in results:
-    if r["n"] in rand_mean and r["approach"] not in ("rand",):
+    if r["n"] in rand_mean and r["approach"] != "rand":
       ratios[(r["generator"], r["approach"])].append(float(r["test_loss"]) / rand_mean[r["n"]])
   gens = sorted({g for g, _ in ratios})
-  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq")
-                and any(a == b for _, b in ratios)]
+  present = {a for _, a in ratios}
+  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq") and a in present]
   if not approaches:
     return None
   true = [v for (_, a), vs in ratios.items() if a == "true" for v in vs]
@@ -253,13 +256,12 @@ def _figure2(results):
       xs, ys, lo, hi = [], [], [], []
       for i, g in enumerate(gens):
         v = ratios.get((g, a))
-        if not v:
-          continue
-        low, high = bootstrap_ci(v)
-        xs.append(i + (j - (len(names) - 1) / 2) * width)
-        ys.append(np.mean(v))
-        lo.append(np.mean(v) - low)
-        hi.append(high - np.mean(v))
+        if v:
+          low, high = bootstrap_ci(v)
+          xs.append(i + (j - (len(names) - 1) / 2) * width)
+          ys.append(np.mean(v))
+          lo.append(np.mean(v) - low)
+          hi.append(high - np.mean(v))
       ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=a)
     if true:
       ax.axhline(np.mean(true), ls=":", color="k", label="true")
@@ -277,27 +279,6 @@ def _figure2(results):
   axes[1].set_title("lie_algebra (log scale) beside lie_restricted")
   fig.tight_layout()
   return fig
-
-
-def _floor_ratios(results) -> list[str]:
-  """Mean test loss of each trained approach over the mean loss of the true U."""
-  true = collections.defaultdict(list)
-  for r in results:
-    if r["approach"] == "true":
-      true[r["n"]].append(float(r["test_loss"]))
-  trained = [r for r in results if r["optimizer"] != "none" and r["n"] in true]
-  cols = [a for a in _ORDER if any(r["approach"] == a for r in trained)]
-  if not cols:
-    return []
-  lines = ["Test loss over the noise floor (the true U's loss), means over replicates:", "",
-           "| n | " + " | ".join(cols) + " |", "|---|" + "---|" * len(cols)]
-  for n in sorted({r["n"] for r in trained}):
-    cells = []
-    for a in cols:
-      v = [float(r["test_loss"]) for r in trained if r["n"] == n and r["approach"] == a]
-      cells.append(f"{np.mean(v) / np.mean(true[n]):.3g}" if v else "—")
-    lines.append(f"| {n} | " + " | ".join(cells) + " |")
-  return lines + [""]
 
 
 def _spectrum_figure(curves):
@@ -340,6 +321,7 @@ def _spectrum_figure(curves):
 
 
 def _basis_grid(curves):
+  """Appendix B: validation curves, rows c, columns learning rate."""
   curves = [c for c in curves if c.get("approach") in _BASIS_APPROACHES]
   scales = sorted({c["basis_scale"] for c in curves})
   if len(scales) < 2:
@@ -353,8 +335,7 @@ def _basis_grid(curves):
     for j, lr in enumerate(lrs):
       ax = axes[i][j]
       for c in sorted(curves, key=lambda c: (c["replicate"], str(c.get("unit")))):
-        if c["basis_scale"] == s and c["learning_rate"] == lr:
-          # One color per approach (lie_algebra blue, lie_rebased green, ...).
+        if c["basis_scale"] == s and c["learning_rate"] == lr:  # one color per approach
           ax.plot(c["val_steps"], [float(v) for v in c["val_loss"]], lw=0.8,
                   color=f"C{_BASIS_APPROACHES.index(c['approach'])}",
                   label=c["approach"] if c["replicate"] == 0 else None)
@@ -382,26 +363,17 @@ def figures(results: Any, curves: Any = ()) -> dict:
       empty.
 
   Returns:
-    ``{"figure2": Figure, "basis_change": Figure}``, each key only when drawable:
-    "figure2" for a standard-basis run with rand and at least one trained or
-    projection approach, "basis_change" when the curves hold lie_algebra runs at two
-    or more basis scales c. Show one in a notebook by evaluating it; save with
+    ``{name: Figure}``, each only when drawable: "figure2" for a standard-basis run
+    with rand and a trained or projection approach, "basis_change" when the curves
+    hold a λ approach at two or more basis scales c, "spectrum" when they hold the λ
+    chart's spectrum diagnostics. Show one in a notebook by evaluating it; save with
     ``fig.savefig(path)``.
   """
-  results = _latest(results, "final")
-  curves = _latest(curves, "curve")
-  out = {}
-  if results and not any(r.get("basis_scale") for r in results):
-    fig = _figure2(results)
-    if fig is not None:
-      out["figure2"] = fig
-  grid = _basis_grid(curves)
-  if grid is not None:
-    out["basis_change"] = grid
-  spectrum = _spectrum_figure(curves)
-  if spectrum is not None:
-    out["spectrum"] = spectrum
-  return out
+  results, curves = _latest(results, "final"), _latest(curves, "curve")
+  standard = results and not any(r.get("basis_scale") for r in results)
+  figs = {"figure2": _figure2(results) if standard else None,
+          "basis_change": _basis_grid(curves), "spectrum": _spectrum_figure(curves)}
+  return {k: fig for k, fig in figs.items() if fig is not None}
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
@@ -412,18 +384,16 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     results: the "final" records (a list of dicts or a DataFrame, as `load_results`
       returns them); records of other kinds are ignored, and of a record written
       twice the last counts.
-    figure_files: ``{figure key: file name}`` of figures saved beside the report
+    figure_files: ``{figure name: file name}`` of figures saved beside the report
       (as `write_report` does); each gets an image link. None: no links.
     superseded: ``(unit_name, unit_id)`` pairs left out of the report because a
       later launch replaced them (`workdir.superseded_units`); listed in a note.
     source: where the records came from, named in the header.
 
   Returns:
-    The report's text. Trained records are grouped by (optimizer, learning rate) into
-    one table each, the baselines shared by every group; a cell is mean ± bootstrap
-    s.e. over replicates with the paper's value in parentheses (Table 1; Table 2's for
-    lie_restricted). Real SO(n) targets get no paper values (the paper has none) and
-    a count of the projection_orthogonal replicates stuck in the wrong component.
+    The report's text. A cell is mean ± bootstrap s.e. over replicates with the
+    paper's value in parentheses (Table 1; Table 2's for lie_restricted); real SO(n)
+    targets get no paper values (the paper has none).
   """
   results = _latest(results, "final")
   figure_files = figure_files or {}
@@ -439,7 +409,13 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   if len(seeds) > 1:
     lines += [f"**The records come from several seeds ({', '.join(map(str, seeds))}): each "
               "table below is one seed's.**", ""]
-  lines += _short_run_note(results)
+  pairs = [int(r["num_train"]) * int(r.get("num_epochs", 1)) for r in results
+           if r.get("optimizer") != "none" and "num_train" in r]
+  if pairs and max(pairs) < _SHORT_RUN_PAIRS:
+    lines += [f"**A short run ({max(pairs):,} training pairs per replicate at most, against "
+              "the paper's 10⁶): too short to learn; it checks that everything runs. Its "
+              "losses are not results, and the paper's values beside them show the tables' "
+              "shape only.**", ""]
   paper = {n: dict(row) for n, row in PAPER_TABLE1.items()}
   for n, row in PAPER_TABLE2.items():
     paper.setdefault(n, {})["lie_restricted"] = row["lie_restricted"]
@@ -448,37 +424,20 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     paper = {}
     lines += _orthogonal_components(real)
   for (seed, opt, lr, sched), group in sorted(_groups(results).items()):
-    title = (f"## Test loss ({opt}, lr {lr:g}" + ("" if sched == "constant" else
-                                                 f", {sched} schedule") + ")"
-             if opt != "none" else "## Baselines")
+    title = "## Baselines" if opt == "none" else (
+        f"## Test loss ({opt}, lr {lr:g}" + ("" if sched == "constant" else
+                                            f", {sched} schedule") + ")")
     if len(seeds) > 1:
       title += f", seed {seed}"
-    lines += _table(group, paper, title=title)
-    lines += _floor_ratios(group)
+    lines += _table(group, paper, title=title) + _floor_ratios(group)
     if any(r["approach"] == "lie_restricted" for r in group):
       lines += _table([r for r in group if r["n"] in PAPER_TABLE2], PAPER_TABLE2,
                       ("arjovsky", "lie_restricted", "lie_algebra"),
                       title=f"### Table 2 ({opt}) beside the paper's Table 2")
-  basis = [r for r in results
-           if r["approach"] in _BASIS_APPROACHES and r["optimizer"] != "none"]
-  if len({r["basis_scale"] for r in basis}) > 1:
-    lrs = sorted({r["learning_rate"] for r in basis}, reverse=True)
-    for a in [a for a in _BASIS_APPROACHES if any(r["approach"] == a for r in basis)]:
-      lines += [f"## Appendix B: change of basis, {a} (final test loss)", "",
-                "| c \\ lr | " + " | ".join(f"{lr:.3g}" for lr in lrs) + " |",
-                "|---|" + "---|" * len(lrs)]
-      for c in sorted({r["basis_scale"] for r in basis}):
-        cells = [_cell([float(r["test_loss"]) for r in basis if r["approach"] == a
-                        and r["basis_scale"] == c and r["learning_rate"] == lr]) for lr in lrs]
-        lines.append(f"| {c:g} | " + " | ".join(cells) + " |")
-      lines.append("")
-    for a in ("true", "rand"):
-      vals = [float(r["test_loss"]) for r in results if r["approach"] == a]
-      if vals:
-        lines.append(f"\n{a}: {_cell(vals)}")
-    lines.append("")
-    if "basis_change" in figure_files:
-      lines += [f"![appendix B grid]({figure_files['basis_change']})", ""]
+  basis = _basis_tables(results)
+  if basis and "basis_change" in figure_files:
+    basis += [f"![appendix B grid]({figure_files['basis_change']})", ""]
+  lines += basis
   if "figure2" in figure_files:
     lines += ["## Figure 2", "", f"![figure 2]({figure_files['figure2']})", ""]
   if "spectrum" in figure_files:
@@ -491,7 +450,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 
 def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md, figure2.png and basis_change.png (when drawable).
+  """Writes WORKDIR/report.md and the figures of `figures` as PNGs beside it.
 
   Args:
     workdir: the experiment's working directory; the files are written there.
@@ -517,14 +476,12 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
       curves = workdir_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
     except (FileNotFoundError, ValueError):
       curves = []
-  written, files = [], {}
-  for key, fig in figures(results, curves).items():
-    path = os.path.join(workdir, f"{key}.png")
-    fig.savefig(path, dpi=120 if key == "figure2" else 110)
-    files[key] = f"{key}.png"
-    written.append(path)
+  figs = figures(results, curves)
+  for key, fig in figs.items():
+    fig.savefig(os.path.join(workdir, f"{key}.png"), dpi=120 if key == "figure2" else 110)
   path = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(path, "w", encoding="utf-8") as f:
-    f.write(markdown(results, figure_files=files, superseded=superseded,
+    f.write(markdown(results, figure_files={k: f"{k}.png" for k in figs},
+                     superseded=superseded,
                      source=workdir_lib.path(workdir, workdir_lib.RESULTS)))
-  return [path] + written
+  return [path] + [os.path.join(workdir, f"{k}.png") for k in figs]
