@@ -21,8 +21,12 @@ def write_launch(workdir, number, units, family="operators", config=None):
 
 def launcher(family, *args, cwd, timeout=300, env=None):
   """`python -m lie_unitary.experiments.FAMILY ARGS` from `cwd` with this checkout on the
-  path, on CPU: the CompletedProcess (text output captured)."""
+  path, on CPU: the CompletedProcess (text output captured). On one CPU device, as the
+  tests' own process, unless ARGS name --cpu_devices (tests/devices_test.py runs the
+  default of one device per core)."""
   env = {**os.environ, "PYTHONPATH": ROOT, "OPENBLAS_NUM_THREADS": "1",
          "JAX_PLATFORMS": "cpu", **(env or {})}
+  if not any(a.startswith("--cpu_devices") for a in args):
+    args = (*args, "--cpu_devices=1")
   return subprocess.run([sys.executable, "-m", f"lie_unitary.experiments.{family}", *args],
                         capture_output=True, text=True, cwd=str(cwd), env=env, timeout=timeout)

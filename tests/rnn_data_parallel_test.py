@@ -86,7 +86,7 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
         m.hidden_size = 8
       E.validate_config(cfg)
       spec = E.unit_spec(cfg, model, 16)
-      assert "data_parallel" not in spec  # a zero initial state: not the unit's
+      assert spec.data_parallel == data_parallel  # a unit of its own
       replicas = replicas_lib.Replicas(
           3, replicas_lib.replicate_sharding(data_parallel=data_parallel))
       sets = E._load_sets(cfg, spec, replicas.sharding.mesh)
@@ -119,14 +119,29 @@ def test_two_devices_match_one_on_the_image_tasks(tmp_path):
   assert out.stdout.count("ok") == 3, out.stdout
 
 
-def test_data_parallel_enters_an_image_units_identity_only_with_a_random_state():
+def test_the_split_enters_every_units_identity_as_resolved():
   config = rnn_config.get_config("permuted_mnist")
-  config.data_parallel = 2
-  assert all("data_parallel" not in experiment.unit_spec(config, m, 784)
+  assert config.data_parallel == 0  # every device: here, in the test process, one
+  assert all(experiment.unit_spec(config, m, 784).data_parallel == 1
              for m in ("gurnn", "orthogonal", "lstm"))
-  config.h0 = "random"
-  assert experiment.unit_spec(config, "gurnn", 784).data_parallel == 2
-  assert "data_parallel" not in experiment.unit_spec(config, "orthogonal", 784)
+  config.data_parallel = 2
+  assert all(experiment.unit_spec(config, m, 784).data_parallel == 2
+             for m in ("gurnn", "orthogonal", "lstm"))
+  ids = {experiment.units(config)[0].id}
+  config.data_parallel = 1
+  assert experiment.units(config)[0].id not in ids
+
+
+def test_data_parallel_zero_takes_the_most_devices_that_divide_the_batches(monkeypatch):
+  config = rnn_config.get_config("permuted_mnist")
+  for count, batch, eval_batch, want in ((2, 128, 500, 2), (4, 128, 500, 4), (3, 128, 500, 1),
+                                         (4, 20, 500, 4), (4, 128, 250, 2), (8, 12, 500, 4)):
+    monkeypatch.setattr(jax, "device_count", lambda count=count: count)
+    config.batch_size, config.eval_batch_size = batch, eval_batch
+    assert experiment.data_parallel(config) == want, (count, batch, eval_batch)
+  config.task = "adding"  # no evaluation batches to split
+  config.batch_size, config.eval_batch_size = 20, 7
+  assert experiment.data_parallel(config) == 4
 
 
 def test_an_image_experiment_checks_its_data_axis():
@@ -157,7 +172,7 @@ def test_data_parallel_is_part_of_a_synthetic_units_identity():
 
 
 @pytest.mark.parametrize("value, message", [
-    (3, "a divisor of batch_size"), (0, "an integer ≥ 1")])
+    (3, "a divisor of batch_size"), (-1, "an integer ≥ 0")])
 def test_bad_data_parallel_is_named(value, message):
   config = rnn_config.get_config("smoke")
   config.batch_size = 20

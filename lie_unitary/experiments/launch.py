@@ -9,7 +9,7 @@ A family's ``__main__.py`` calls ``main(FAMILY)``:
 
 Flags: --config (a bare NAME is one of the family's named config files in configs/,
 `config_path`; else the path of any config file), --workdir, --report_only,
---num_workers, --tensorboard, and for several hosts
+--cpu_devices, --num_workers, --tensorboard, and for several hosts
 --coordinator_address, --num_processes, --process_id (empty: one process; given:
 ``jax.distributed.initialize`` before anything else, CPU collectives over gloo).
 
@@ -20,6 +20,11 @@ report go to the workdir (`lie_unitary.experiments.runner`).
 
 OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS (scipy's,
 loaded at the first eigh), whose thread pool fights XLA's on few cores.
+
+Every CPU core is used by default: before jax starts, XLA is asked for one CPU device
+per core (`--cpu_devices`, 0: one per core; 1: a single device), over which the families
+share their work (each family's docs say how). Several processes (--num_workers,
+--num_processes) keep one device each unless --cpu_devices says otherwise.
 """
 
 from __future__ import annotations
@@ -31,7 +36,8 @@ from typing import Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-__all__ = ["config_dir", "config_path", "load_config", "load_file", "main", "sibling"]
+__all__ = ["config_dir", "config_path", "cpu_cores", "load_config", "load_file", "main",
+           "sibling", "use_cpu_devices"]
 
 
 def _split_comma_lists(config) -> None:
@@ -81,6 +87,31 @@ def _initialize_distributed(flag_values) -> None:
                              process_id=index)
 
 
+def cpu_cores() -> int:
+  """The CPU cores this process may run on."""
+  try:
+    return len(os.sched_getaffinity(0))
+  except AttributeError:  # not on Linux
+    return os.cpu_count() or 1
+
+
+def use_cpu_devices(count: int) -> int:
+  """Asks XLA for `count` CPU devices (0: `cpu_cores()`), in XLA_FLAGS, unless XLA_FLAGS
+  already sets a count. XLA reads the variable when jax starts its CPU backend, so this
+  must run before anything calls into jax.
+
+  Returns:
+    The count asked for (0 when XLA_FLAGS had one: then XLA_FLAGS decides).
+  """
+  flags = os.environ.get("XLA_FLAGS", "")
+  if "xla_force_host_platform_device_count" in flags:
+    return 0
+  count = count or cpu_cores()
+  if count > 1:
+    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
+  return count
+
+
 def _launch(family_name: str, argv) -> None:
   from absl import app
   from absl import flags
@@ -90,6 +121,12 @@ def _launch(family_name: str, argv) -> None:
     logging.set_verbosity(logging.WARNING)
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+  several_processes = flag_values.num_workers > 1 or flag_values.coordinator_address
+  if flag_values.cpu_devices < 0:
+    raise app.UsageError(f"--cpu_devices={flag_values.cpu_devices}: expected 0 (one device "
+                         "per core) or a count ≥ 1.")
+  if flag_values["cpu_devices"].present or not several_processes:
+    use_cpu_devices(flag_values.cpu_devices)
   _initialize_distributed(flag_values)
   import jax
 
@@ -148,6 +185,10 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_bool("report_only", False, "Only (re)write the report of WORKDIR's results.")
   flags.DEFINE_integer("num_workers", 1, "Worker processes sharing the units (CPU hosts: "
                        "each keeps about one core busy).")
+  flags.DEFINE_integer("cpu_devices", 0, "CPU devices to make of this host's cores, set "
+                       "before jax starts: 0, one per core (with one process); 1, a single "
+                       "device. Ignored where XLA_FLAGS sets "
+                       "--xla_force_host_platform_device_count.")
   flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events under "
                     "WORKDIR/tensorboard (needs tensorboardX).")
   flags.DEFINE_string("coordinator_address", "", "host:port of process 0, for a run over "

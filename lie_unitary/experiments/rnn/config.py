@@ -8,8 +8,8 @@ default and meaning: the light `defaults.get_config()`, where ``configs/`` start
 
 A unit's identity holds the task, the model, T, the model's entry of `models` and the
 fields whose identity rule holds for the model (h0 only for models with a complex
-state, the λ fields only for the guRNNs, the refresh fields only when a refresh is on,
-`data_parallel` only where it changes the numbers). `num_updates` says where a unit
+state, the λ fields only for the guRNNs, the refresh fields only when a refresh is on;
+`data_parallel` as resolved, the devices that split each batch). `num_updates` says where a unit
 stops, not what it is: a larger value extends finished units.
 """
 
@@ -45,13 +45,6 @@ def _models(*names):
 
 def _lambda_refresh(config, model) -> bool:
   return model in trainer.LAMBDA_MODELS and config.lambda_refresh != "none"
-
-
-def _split(config, model) -> bool:
-  # The image tasks split each batch's own images over the devices: with a zero initial
-  # state the split changes only the order of float sums, so it is not the unit's.
-  zero_state = model not in trainer.H0_MODELS or config.h0 != "random"
-  return not (config.task in data.IMAGE_TASKS and zero_state)
 
 
 def _phase_range(config, model) -> bool:
@@ -99,7 +92,7 @@ FIELDS = {
     "num_updates": F.Field(_POSITIVE, identity=False),
     "num_replicates": F.Field(_POSITIVE),
     "batch_size": F.Field(_POSITIVE),
-    "data_parallel": F.Field(_POSITIVE, identity=_split),
+    "data_parallel": F.Field(F.integer(0)),
     "rmsprop_decay": F.Field(F.number(0.0, below=1.0)),
     "rmsprop_eps": F.Field(_NONNEGATIVE),
     "rmsprop_eps_in_sqrt": F.Field(F.boolean()),

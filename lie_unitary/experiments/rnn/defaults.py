@@ -133,9 +133,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.batch_size = 20
   # Devices that split each replicate's batch (each takes batch_size / data_parallel
   # sequences; gradients averaged; the image tasks split their evaluation batches too).
-  # Several processes (--num_processes) or, in one CPU process,
-  # XLA_FLAGS=--xla_force_host_platform_device_count=N make the devices.
-  c.data_parallel = 1
+  # 0: every device (the launcher makes one per CPU core), or the most that divide the
+  # batches. The split is part of a unit: its float sums, and so its numbers, differ.
+  c.data_parallel = 0
   # RMSProp decay (no momentum).
   c.rmsprop_decay = 0.9
   # RMSProp epsilon (see rmsprop_eps_in_sqrt).

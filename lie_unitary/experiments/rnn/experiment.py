@@ -48,6 +48,18 @@ _COST = {"lstm": 8, "gurnn": 4, "gurnn_beta": 4, "free": 4, "urnn": 4, "irnn": 1
 write_report = report.write_report
 
 
+def data_parallel(config) -> int:
+  """The devices that split each replicate's batch: `config.data_parallel`, or with 0
+  the most devices (a divisor of `jax.device_count()`) that divide the batch size (and
+  an image task's evaluation batch size)."""
+  if config.data_parallel:
+    return config.data_parallel
+  count, sizes = jax.device_count(), [config.batch_size]
+  if config.task in data.IMAGE_TASKS:
+    sizes.append(config.eval_batch_size)
+  return max(d for d in range(1, count + 1) if count % d == 0 and not any(s % d for s in sizes))
+
+
 def validate_config(config) -> None:
   """Checks every field before anything runs or is written; for the image tasks, that
   their files exist and fit.
@@ -80,13 +92,12 @@ def validate_config(config) -> None:
     if config[field] % config.eval_batch_size:
       F.fail(field, config[field], f"a multiple of eval_batch_size = {config.eval_batch_size}")
   for size in ("batch_size", "eval_batch_size") if images_task else ("batch_size",):
-    if config[size] % config.data_parallel:
+    if config[size] % data_parallel(config):
       F.fail("data_parallel", config.data_parallel, f"a divisor of {size} = {config[size]}")
-  if jax.device_count() % config.data_parallel:
+  if jax.device_count() % data_parallel(config):
     F.fail("data_parallel", config.data_parallel,
-           f"a divisor of the device count, {jax.device_count()} (several processes: "
-           "--num_processes; one CPU process: "
-           "XLA_FLAGS=--xla_force_host_platform_device_count=N)")
+           f"a divisor of the device count, {jax.device_count()} (the launcher makes one "
+           "CPU device per core, --cpu_devices; several processes: --num_processes)")
   if not images_task:
     return
   if any(m not in config_lib.IMAGE_MODELS for m in config.model):
@@ -117,8 +128,7 @@ def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
   exactly these."""
   spec = {"task": data.get_task(config.task).name, "model": model, "T": int(T),
           **F.identity(config, config_lib.FIELDS, model)}
-  if "data_parallel" in spec:
-    spec["data_parallel"] = int(spec["data_parallel"])
+  spec["data_parallel"] = data_parallel(config)  # as resolved: 0 names no layout
   spec.update(config.models[model].to_dict())
   if config.task in data.IMAGE_TASKS and config.param_budget:
     spec["hidden_size"] = config_lib.budget_hidden_size(model, config.param_budget)
@@ -152,7 +162,7 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   """
   spec, num = unit.spec, unit.spec.num_replicates
   replicas = replicas_lib.Replicas(num, replicas_lib.replicate_sharding(
-      data_parallel=config.data_parallel))
+      data_parallel=spec.data_parallel))
   image_task = spec.task in data.IMAGE_TASKS
   arrays = _load_sets(config, spec, replicas.mesh) if image_task else None
   source = (data.image_source(spec, arrays.train_y.shape[0]) if image_task

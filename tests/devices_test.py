@@ -1,0 +1,44 @@
+"""The launchers' CPU devices: one per core by default, one with --cpu_devices=1, and an
+RNN unit's split of each batch, part of its identity, as resolved on those devices."""
+
+import json
+import os
+
+import pytest
+
+from lie_unitary.experiments import launch
+
+import helpers
+
+FLAG = "xla_force_host_platform_device_count"
+
+
+def test_use_cpu_devices_asks_xla_before_jax_starts(monkeypatch):
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_use_fusion_emitters=false")
+  assert launch.use_cpu_devices(3) == 3
+  assert os.environ["XLA_FLAGS"] == f"--xla_cpu_use_fusion_emitters=false --{FLAG}=3"
+  assert launch.use_cpu_devices(5) == 0  # a count is set already: XLA_FLAGS decides
+  assert os.environ["XLA_FLAGS"].count(FLAG) == 1
+  monkeypatch.delenv("XLA_FLAGS")
+  assert launch.use_cpu_devices(1) == 1 and "XLA_FLAGS" not in os.environ
+  assert launch.use_cpu_devices(0) == launch.cpu_cores() >= 1
+
+
+@pytest.mark.slow
+def test_the_launcher_uses_every_core_unless_told_one(tmp_path):
+  cores = launch.cpu_cores()
+  # --cpu_devices=0 is the default (helpers.launcher passes 1 unless told).
+  for flag, devices in ((("--cpu_devices=0",), cores), (("--cpu_devices=1",), 1)):
+    workdir = tmp_path / f"w{devices}"
+    out = helpers.launcher("rnn", "--config=smoke", "--config.model=('gurnn',)",
+                           "--config.num_updates=2", f"--workdir={workdir}", *flag,
+                           cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"on {devices} device(s)" in out.stdout, out.stdout
+    recs = [json.loads(line) for line in open(workdir / "results.jsonl")]
+    # The smoke config's batch of 20 split over the most devices that divide it.
+    split = max(d for d in range(1, devices + 1) if devices % d == 0 and 20 % d == 0)
+    assert {r["data_parallel"] for r in recs} == {split}
+  out = helpers.launcher("rnn", "--config=smoke", "--cpu_devices=-1",
+                         f"--workdir={tmp_path / 'bad'}", cwd=tmp_path)
+  assert out.returncode == 2 and "--cpu_devices=-1" in out.stderr
