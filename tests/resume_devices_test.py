@@ -52,7 +52,8 @@ print("DEVICES", jax.device_count(), "INTERRUPTED", summary.interrupted)
 _CASES = {
     "operators": ("operators", "smoke", {"n_values": [3], "approaches": ["lie_algebra"],
                                          "num_epochs": [[0, 2]]}),
-    "rnn": ("rnn", "smoke", {"model": ["gurnn"], "num_replicates": 3}),
+    # Each batch whole on every device count (a split batch would be another unit).
+    "rnn": ("rnn", "smoke", {"model": ["gurnn"], "num_replicates": 3, "data_parallel": 1}),
 }
 
 
