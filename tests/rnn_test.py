@@ -145,7 +145,8 @@ def test_sequence_model_gradient_matches_nn_scan_path():
 
   ours, ref = run(params, x, y)
   for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(ref)):
-    np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
+    # float32 sums: an entry's error scales with its array's largest entry.
+    np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6 * max(1.0, np.abs(b).max()))
 
 
 def test_gurnn_modrelu_sequence_model_matches_nn_rnn_with_gradients():
@@ -173,7 +174,8 @@ def test_gurnn_modrelu_sequence_model_matches_nn_rnn_with_gradients():
   losses, (ours, ref) = run(params)
   np.testing.assert_allclose(*losses, rtol=1e-5)
   for a, b in zip(jax.tree.leaves(ours), jax.tree.leaves(ref)):
-    np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6)
+    # float32 sums of gradients up to ~250: an entry's error scales with its array's.
+    np.testing.assert_allclose(a, b, rtol=2e-4, atol=1e-6 * max(1.0, np.abs(b).max()))
   closed = jax.make_jaxpr(jax.grad(loss))(params)
   assert _executed_eigh_count(closed.jaxpr) == 1
 
