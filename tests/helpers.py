@@ -5,6 +5,9 @@ import os
 import subprocess
 import sys
 
+import jax
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -30,3 +33,15 @@ def launcher(family, *args, cwd, timeout=300, env=None):
     args = (*args, "--cpu_devices=1")
   return subprocess.run([sys.executable, "-m", f"lie_unitary.experiments.{family}", *args],
                         capture_output=True, text=True, cwd=str(cwd), env=env, timeout=timeout)
+
+
+def random_params(init, *args, seed=0):
+  """Parameters on the tree that `init(*args)` gives, drawn in numpy (its shapes from
+  `jax.eval_shape`: nothing compiles): N(0, 1 / m) for (m, ...) matrices, N(0, 1) else."""
+  rng = np.random.default_rng(seed)
+
+  def draw(leaf):
+    scale = 1 / np.sqrt(leaf.shape[0]) if leaf.ndim == 2 else 1.0
+    return (scale * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
+
+  return jax.tree.map(draw, jax.eval_shape(init, *args))

@@ -15,6 +15,8 @@ import pytest
 from lie_unitary import nn as lnn
 from lie_unitary.experiments.rnn import data as tasks
 
+import helpers
+
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
@@ -46,16 +48,7 @@ def _abstract_batch(make_batch, batch_size, T):
   return jax.eval_shape(lambda key: make_batch(key, batch_size, T), jax.random.key(0))
 
 
-def _random_params(init, *args, seed=0):
-  """Parameters on the tree that `init(*args)` gives, drawn in numpy (its shapes from
-  `jax.eval_shape`: nothing compiles): N(0, 1 / m) for (m, ...) matrices, N(0, 1) else."""
-  rng = np.random.default_rng(seed)
-
-  def draw(leaf):
-    scale = 1 / np.sqrt(leaf.shape[0]) if leaf.ndim == 2 else 1.0
-    return (scale * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
-
-  return jax.tree.map(draw, jax.eval_shape(init, *args))
+_random_params = helpers.random_params
 
 
 def _loss_and_grad(model, params, x, y):
