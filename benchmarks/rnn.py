@@ -43,6 +43,7 @@ import numpy as np
 from benchmarks import timing
 from lie_unitary import algebra
 from lie_unitary import nn as lnn
+from lie_unitary.experiments import launch
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import data
@@ -55,10 +56,11 @@ _BATCH = flags.DEFINE_list("batch_size", [], "Sequences per update ([]: the conf
 _SIZES = flags.DEFINE_list("sizes", [], "n: complex units (see above); []: the config's.")
 _MODELS = flags.DEFINE_list("models", [], "Variants (see above); []: the task's usual set.")
 _BUDGET = flags.DEFINE_enum("budget", "16k", list(rnn_config.BUDGETS), "Image tasks' budget.")
-_DATA_PARALLEL = flags.DEFINE_list("data_parallel", ["1"], "Each variant with its batch split "
-                                   "over each of these device counts (config data_parallel).")
-_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "CPU devices in this process (0: the "
-                                    "largest --data_parallel).")
+_DATA_PARALLEL = flags.DEFINE_list("data_parallel", ["0"], "Each variant with its batch split "
+                                   "over each of these device counts (config data_parallel; 0: "
+                                   "the launcher's default, the most devices dividing the batch).")
+_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "CPU devices in this process (0: one per "
+                                    "core, as the launchers).")
 _REPLICATES = flags.DEFINE_integer("replicates", 1, "Replicates vmapped in one program.")
 _STEPS = flags.DEFINE_integer("steps_per_call", 0, "Updates per jitted call; 0: up to 10, "
                               "about 0.1 s a call (Python's dispatch is not what is timed).")
@@ -111,9 +113,11 @@ def experiment_variant(config, model: str, T: int, data_parallel: int):
   rnn.experiment.unit_spec, rnn.data.synthetic_source / image_source,
   rnn.trainer.make_experiment(...).init / .epoch_data / .train_chunk / .source,
   replicas_lib.replicate_sharding and replicas_lib.Replicas."""
+  config.data_parallel = data_parallel  # 0: resolved as the launcher resolves it
   spec = rnn_experiment.unit_spec(config, model, T)
+  d = spec.data_parallel
   replicas = replicas_lib.Replicas(config.num_replicates, replicas_lib.replicate_sharding(
-      jax.devices()[:data_parallel], data_parallel=data_parallel))
+      jax.devices()[:d * config.num_replicates], data_parallel=d))
   images = spec.task in data.IMAGE_TASKS
   source = data.image_source(spec, _IMAGES) if images else data.synthetic_source(spec)
   exp = trainer.make_experiment(spec, replicas.sharding, source)
@@ -181,6 +185,25 @@ def config_for(task: str, n: int, batch: int, token: str):
   return config, model
 
 
+def use_devices() -> list[int]:
+  """Sets this process' CPU device count (--cpu_devices; 0: one per core, as the
+  launchers) before jax starts its backend; returns the --data_parallel values."""
+  splits = [int(d) for d in _DATA_PARALLEL.value]
+  count = _CPU_DEVICES.value or launch.cpu_cores()
+  if count < max(splits):
+    raise app.UsageError(f"--data_parallel={max(splits)} needs as many devices; "
+                         f"--cpu_devices={count}.")
+  jax.config.update("jax_num_cpu_devices", count)
+  return splits
+
+
+def variant_label(token: str, d: int, splits: list[int]) -> str:
+  """A row's name: the variant, and its devices when --data_parallel has several values."""
+  if len(splits) == 1:
+    return token
+  return f"{token} ({'default' if d == 0 else f'{d} device' + 's' * (d > 1)})"
+
+
 def _flops(token, spec, length) -> float | None:
   """FLOPs per example of the recurrence's products (3 a step); None for the ruRNN."""
   name = token.partition(":")[0]
@@ -192,9 +215,7 @@ def _flops(token, spec, length) -> float | None:
 
 def main(argv):
   del argv
-  splits = [int(d) for d in _DATA_PARALLEL.value]
-  if _CPU_DEVICES.value or max(splits) > 1:
-    jax.config.update("jax_num_cpu_devices", _CPU_DEVICES.value or max(splits))
+  splits = use_devices()
   images = _TASK.value in data.IMAGE_TASKS
   tokens = _MODELS.value or (list(rnn_config.IMAGE_MODELS) if images else
                              ["gurnn_beta", "free", "lstm", "irnn", "tanh"])
@@ -210,7 +231,7 @@ def main(argv):
         variants, flops, specs = {}, {}, {}
         for token in tokens:
           for d in splits:
-            label = token if len(splits) == 1 else f"{token} ({d} device{'s' * (d > 1)})"
+            label = variant_label(token, d, splits)
             config, model = config_for(_TASK.value, n, batch, token)
             if model is None:
               B, L = config.batch_size, data.get_task(config.task).length(T)

@@ -155,13 +155,11 @@ def main(argv):
       samples = timing.compare(_layer_variants(torch, n_in, n_out))
       table += timing.rows({"shape": f"{n_in} -> {n_out}"}, samples, reference="lie_unitary")
   else:
-    splits = [int(d) for d in rnn._DATA_PARALLEL.value]
-    if max(splits) > 1:
-      jax.config.update("jax_num_cpu_devices", max(splits))
+    splits = rnn.use_devices()
     variants, hidden = {}, {}
     for model in rnn._MODELS.value or rnn_config.IMAGE_MODELS:
       for d in splits:
-        label = model if d == 1 else f"{model} ({d} devices)"
+        label = rnn.variant_label(model, d, splits)
         config, name = rnn.config_for("permuted", 0, _BATCH, model)
         variants[label], spec = rnn.experiment_variant(config, name, _T, d)
         hidden[label] = spec.hidden_size

@@ -42,3 +42,24 @@ def test_the_launcher_uses_every_core_unless_told_one(tmp_path):
   out = helpers.launcher("rnn", "--config=smoke", "--cpu_devices=-1",
                          f"--workdir={tmp_path / 'bad'}", cwd=tmp_path)
   assert out.returncode == 2 and "--cpu_devices=-1" in out.stderr
+
+
+@pytest.mark.slow
+def test_a_resumed_unit_loads_its_programs_from_the_compilation_cache(tmp_path):
+  cache = tmp_path / "xla"
+  # The tests' own cache (JAX_COMPILATION_CACHE_DIR) would win over the flag.
+  env = {"JAX_COMPILATION_CACHE_DIR": "", "JAX_LOG_COMPILES": "1"}
+  run = lambda updates: helpers.launcher(
+      "rnn", "--config=smoke", "--config.model=('gurnn',)", f"--config.num_updates={updates}",
+      "--config.val_every=2", f"--workdir={tmp_path / 'w'}", f"--compilation_cache={cache}",
+      cwd=tmp_path, env=env)
+  first = run(2)
+  assert first.returncode == 0, first.stderr[-3000:]
+  entries = set(os.listdir(cache))
+  assert entries and "Persistent compilation cache hit" not in first.stderr
+  resumed = run(4)
+  assert resumed.returncode == 0 and "resumed at step 2" in resumed.stdout, resumed.stdout
+  # Every program the resumed run compiled was loaded from the cache: no new entry.
+  assert set(os.listdir(cache)) == entries
+  assert resumed.stderr.count("Persistent compilation cache hit") == resumed.stderr.count(
+      "Finished XLA compilation"), resumed.stderr[-3000:]

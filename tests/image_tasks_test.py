@@ -126,6 +126,32 @@ def test_an_image_gurnn_refreshes_lambda_in_training_like_a_synthetic_one(folder
   assert sorted(train) == ["accuracy", "loss"] and train["loss"].shape == (2,)
 
 
+def test_validation_and_test_sets_are_one_compiled_evaluation(folder):
+  # Reference: each replicate's model applied to each whole set at once, in numpy.
+  # 96 validation images, 64 test images: sets of two sizes.
+  spec = rnn.unit_spec(_config(folder, model=("orthogonal",), num_validation=96),
+                       "orthogonal", 16)
+  exp = trainer.make_experiment(spec, None, data.image_source(spec, 160))
+  sets = data.ImageSets(*map(jnp.asarray, data.load_image_sets(folder, "permuted",
+                                                               num_validation=96)))
+  params = exp.init(jnp.arange(2, dtype=jnp.int32)).params
+  model = trainer.make_model(spec)
+  got = {name: jax.device_get(exp.evaluate(params, s))
+         for name, s in exp.source.val_sets(sets).items()}
+  assert exp.evaluate._cache_size() == 1
+  for name, x, y in (("val", sets.val_x, sets.val_y), ("test", sets.test_x, sets.test_y)):
+    for r in range(2):
+      logits = np.asarray(model.apply(jax.tree.map(lambda a: a[r], params),
+                                      np.asarray(x, np.float32)[..., None] / 255.0))
+      one_hot = np.eye(10)[np.asarray(y)]
+      shifted = logits - logits.max(-1, keepdims=True)
+      loss = -np.mean(np.sum(one_hot * (shifted - np.log(np.exp(shifted).sum(-1,
+                                                                               keepdims=True))), -1))
+      np.testing.assert_allclose(got[name]["loss"][r], loss, rtol=1e-5)
+      np.testing.assert_allclose(got[name]["accuracy"][r],
+                                 np.mean(logits.argmax(-1) == np.asarray(y)), rtol=1e-6)
+
+
 def test_missing_files_fail_before_the_workdir_exists(tmp_path):
   config = _config(str(tmp_path / "nothing"))
   with pytest.raises(runner.ConfigError, match="config.dataset"):

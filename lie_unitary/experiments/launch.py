@@ -9,7 +9,7 @@ A family's ``__main__.py`` calls ``main(FAMILY)``:
 
 Flags: --config (a bare NAME is one of the family's named config files in configs/,
 `config_path`; else the path of any config file), --workdir, --report_only,
---cpu_devices, --num_workers, --tensorboard, and for several hosts
+--cpu_devices, --compilation_cache, --num_workers, --tensorboard, and for several hosts
 --coordinator_address, --num_processes, --process_id (empty: one process; given:
 ``jax.distributed.initialize`` before anything else, CPU collectives over gloo).
 
@@ -36,8 +36,9 @@ from typing import Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-__all__ = ["config_dir", "config_path", "cpu_cores", "load_config", "load_file", "main",
-           "sibling", "use_cpu_devices"]
+__all__ = ["config_dir", "config_path", "cpu_cores", "default_compilation_cache",
+           "load_config", "load_file", "main", "sibling", "use_compilation_cache",
+           "use_cpu_devices"]
 
 
 def _split_comma_lists(config) -> None:
@@ -112,6 +113,33 @@ def use_cpu_devices(count: int) -> int:
   return count
 
 
+def default_compilation_cache() -> str:
+  """$XDG_CACHE_HOME/lie_unitary/xla, else ~/.cache/lie_unitary/xla."""
+  root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+  return os.path.join(root, "lie_unitary", "xla")
+
+
+def use_compilation_cache(folder: str) -> str | None:
+  """Keeps this process' compiled programs in `folder` (jax's persistent compilation
+  cache), so that a resumed or repeated unit loads its programs instead of compiling
+  them again. Every program is kept, not only those that compiled for over a second
+  (jax's default), unless JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS says otherwise.
+  A cache already set (JAX_COMPILATION_CACHE_DIR, or jax's config) is kept; '' uses
+  none. The folder grows with each new program (tens of MB for the shipped configs);
+  deleting it is always safe.
+
+  Returns:
+    The cache folder in use, or None.
+  """
+  import jax
+  if jax.config.jax_compilation_cache_dir or not folder:
+    return jax.config.jax_compilation_cache_dir or None
+  jax.config.update("jax_compilation_cache_dir", os.path.expanduser(folder))
+  if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+  return jax.config.jax_compilation_cache_dir
+
+
 def _launch(family_name: str, argv) -> None:
   from absl import app
   from absl import flags
@@ -129,6 +157,7 @@ def _launch(family_name: str, argv) -> None:
     use_cpu_devices(flag_values.cpu_devices)
   _initialize_distributed(flag_values)
   import jax
+  use_compilation_cache(flag_values.compilation_cache)
 
   from lie_unitary.experiments import runner
   from lie_unitary.experiments import workdir as workdir_lib
@@ -189,6 +218,10 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
                        "before jax starts: 0, one per core (with one process); 1, a single "
                        "device. Ignored where XLA_FLAGS sets "
                        "--xla_force_host_platform_device_count.")
+  flags.DEFINE_string("compilation_cache", default_compilation_cache(), "Folder of jax's "
+                      "persistent compilation cache: a resumed or repeated unit loads its "
+                      "programs instead of compiling them ('': none). "
+                      "JAX_COMPILATION_CACHE_DIR, where set, wins.")
   flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events under "
                     "WORKDIR/tensorboard (needs tensorboardX).")
   flags.DEFINE_string("coordinator_address", "", "host:port of process 0, for a run over "

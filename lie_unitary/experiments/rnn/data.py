@@ -267,7 +267,8 @@ class Source(NamedTuple):
     train_batch: (data key, update u, epoch data, arrays) -> update u's batch
       (inputs (B, L, D) float32, targets).
     val_sets: arrays -> {name: set}: the sets every "val" record evaluates (a set: a
-      pytree that `eval_batches` reads).
+      pytree that `eval_batches` reads; a source's sets all have one structure and
+      shape, so one compiled evaluation reads each of them).
     final_sets: arrays -> {name: set}: the sets the "final" records evaluate.
     eval_batches: a set -> (number of batches, initial-state key, j -> batch j's
       (inputs, targets)), traced inside the evaluation.
@@ -337,9 +338,10 @@ def image_source(spec, num_train: int) -> Source:
   Epoch e of a replicate visits the images in the order permutation(fold_in(data key,
   e), N), (N,) int32; update u reads order[(u mod S)·B : (u mod S + 1)·B], S = N // B
   updates per epoch (the last N mod B images of an order are left out). The sets are
-  the arrays' validation and test images, whole, in batches of spec.eval_batch_size,
-  the initial states from key(eval_seed): "val" records evaluate both, "final" records
-  none. Metrics: "loss" and "accuracy".
+  the arrays' validation and test images, whole, in batches of spec.eval_batch_size
+  (each a range of batches of the two sets' concatenation), the initial states from
+  key(eval_seed): "val" records evaluate both, "final" records none. Metrics: "loss"
+  and "accuracy".
 
   Raises:
     ValueError: a task that is not an image task, or fewer training images than a
@@ -366,13 +368,19 @@ def image_source(spec, num_train: int) -> Source:
       if labels.shape[0] % size:
         raise ValueError(f"{labels.shape[0]} images are not a multiple of "
                          f"eval_batch_size = {size}.")
-    return {"val": (sets.val_x, sets.val_y), "test": (sets.test_x, sets.test_y)}
+    # Both sets as batch ranges of one array (a copy of a few MB): the same shapes, so
+    # one compiled evaluation program reads either.
+    pixels, labels = (jnp.concatenate(pair) for pair in ((sets.val_x, sets.test_x),
+                                                         (sets.val_y, sets.test_y)))
+    num_val = sets.val_y.shape[0] // size
+    return {"val": (pixels, labels, 0, num_val),
+            "test": (pixels, labels, num_val, sets.test_y.shape[0] // size)}
 
-  def eval_batches(pixels_and_labels):
-    pixels, labels = pixels_and_labels
-    rows = lambda j: (image_inputs(jax.lax.dynamic_slice_in_dim(pixels, j * size, size)),
-                      jax.lax.dynamic_slice_in_dim(labels, j * size, size))
-    return labels.shape[0] // size, jax.random.key(spec.eval_seed), rows
+  def eval_batches(batch_range):
+    pixels, labels, first, count = batch_range
+    at = lambda a, j: jax.lax.dynamic_slice_in_dim(a, (first + j) * size, size)
+    rows = lambda j: (image_inputs(at(pixels, j)), at(labels, j))
+    return count, jax.random.key(spec.eval_seed), rows
 
   def metrics(logits, labels):
     return {"loss": classification_loss(logits, labels), "accuracy": accuracy(logits, labels)}
