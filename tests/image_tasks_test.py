@@ -145,8 +145,8 @@ def test_validation_and_test_sets_are_one_compiled_evaluation(folder):
                                       np.asarray(x, np.float32)[..., None] / 255.0))
       one_hot = np.eye(10)[np.asarray(y)]
       shifted = logits - logits.max(-1, keepdims=True)
-      loss = -np.mean(np.sum(one_hot * (shifted - np.log(np.exp(shifted).sum(-1,
-                                                                               keepdims=True))), -1))
+      log_softmax = shifted - np.log(np.exp(shifted).sum(-1, keepdims=True))
+      loss = -np.mean(np.sum(one_hot * log_softmax, -1))
       np.testing.assert_allclose(got[name]["loss"][r], loss, rtol=1e-5)
       np.testing.assert_allclose(got[name]["accuracy"][r],
                                  np.mean(logits.argmax(-1) == np.asarray(y)), rtol=1e-6)
