@@ -12,6 +12,14 @@ sequences of 784 pixels: our image-task models as the experiments train them (th
 subject's --models, --budget, --data_parallel, --replicates apply) and the PyTorch
 expRNN below at the orthogonal RNN's hidden size. Ratios to PyTorch.
 
+`torch --compare=copy`: one training step of the copy task (memory, --T, 10 one-hot
+symbols in, 9 classes out at every step, batch 128): the guRNN with modReLU at
+--sizes complex units (default 95; the rnn subject's --data_parallel applies) beside
+PyTorch RNNs of twice as many real units (the same state size) in expRNN's
+architecture, W = matrix_exp(A − Aᵀ) once a batch, and with W =
+`geotorch.orthogonal` (its parametrization cached for the batch). Ratios to the
+faster PyTorch row.
+
 `torch_reference --task=permuted --dataset=fashion_mnist --epochs=10 --seeds=0,1,2
 --out=FILE`: trains that expRNN on the experiments' data (files, split, permutation;
 429 updates an epoch), appending a JSON line per seed and epoch (validation and test
@@ -37,7 +45,7 @@ from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn import images
 
-_COMPARE = flags.DEFINE_enum("compare", "layer", ["layer", "image"], "What to time.")
+_COMPARE = flags.DEFINE_enum("compare", "layer", ["layer", "image", "copy"], "What to time.")
 _SHAPES = flags.DEFINE_list("shapes", ["256x256", "512x128"], "Layer shapes IN x OUT.")
 _LAYER_BATCH = flags.DEFINE_integer("layer_batch", 128, "Batch of the layer comparison.")
 _DATASET = flags.DEFINE_string("dataset", "fashion_mnist", "Reference: dataset or IDX folder.")
@@ -61,43 +69,56 @@ def _torch():
   return torch
 
 
-def exprnn(torch, hidden: int, num_classes: int = 10):
+def exprnn(torch, hidden: int, num_classes: int = 10, input_size: int = 1,
+           every_step: bool = False, geotorch=None):
   """expRNN's architecture as its code runs it: W = matrix_exp(A − Aᵀ) (A's strict upper
   triangle, expRNN's Cayley init) once a batch, h ← modReLU(h Wᵀ + V x_t) over the
-  steps (V ~ kaiming_normal(relu), b ~ U(±0.01)), the last state's linear readout.
-  Inputs (T, B, 1), logits (B, num_classes)."""
+  steps (V ~ kaiming_normal(relu), b ~ U(±0.01)), the last state's linear readout
+  (every_step: each state's). With the `geotorch` module, W is a Linear layer
+  constrained by `geotorch.orthogonal` instead (the model's parameter `a` is then
+  absent). Inputs (T, B, input_size); logits (B, num_classes), or (T, B, num_classes)."""
 
   class ExpRNN(torch.nn.Module):
     def __init__(self):
       super().__init__()
-      a = torch.zeros(hidden, hidden)
-      u = torch.rand(hidden // 2) * (np.pi / 2)
-      idx = torch.arange(0, 2 * (hidden // 2), 2)
-      a[idx, idx + 1] = -torch.sqrt((1 - torch.cos(u)) / (1 + torch.cos(u)))
-      self.a = torch.nn.Parameter(a)
-      self.v = torch.nn.Linear(1, hidden, bias=False)
+      if geotorch is None:
+        a = torch.zeros(hidden, hidden)
+        u = torch.rand(hidden // 2) * (np.pi / 2)
+        idx = torch.arange(0, 2 * (hidden // 2), 2)
+        a[idx, idx + 1] = -torch.sqrt((1 - torch.cos(u)) / (1 + torch.cos(u)))
+        self.a = torch.nn.Parameter(a)
+      else:
+        self.w = torch.nn.Linear(hidden, hidden, bias=False)
+        geotorch.orthogonal(self.w, "weight")
+      self.v = torch.nn.Linear(input_size, hidden, bias=False)
       torch.nn.init.kaiming_normal_(self.v.weight, nonlinearity="relu")
       self.b = torch.nn.Parameter(torch.empty(hidden).uniform_(-0.01, 0.01))
       self.readout = torch.nn.Linear(hidden, num_classes)
 
     def forward(self, x):
-      w = torch.matrix_exp(self.a.triu(1) - self.a.triu(1).t())
-      h = x.new_zeros(x.shape[1], hidden)
+      if geotorch is None:
+        w = torch.matrix_exp(self.a.triu(1) - self.a.triu(1).t())
+      h, states = x.new_zeros(x.shape[1], hidden), []
       # Iterating the tensor unbinds it (one gather in the backward pass), as expRNN's
       # loop does; indexing x[t] would materialise a (T, B, 1) gradient every step.
-      for x_t in x:
-        z = h @ w.t() + self.v(x_t)
-        h = torch.sign(z) * torch.relu(torch.abs(z) + self.b)
-      return self.readout(h)
+      with torch.nn.utils.parametrize.cached():  # geotorch's W: once a batch
+        for x_t in x:
+          z = (h @ w.t() if geotorch is None else self.w(h)) + self.v(x_t)
+          h = torch.sign(z) * torch.relu(torch.abs(z) + self.b)
+          states.append(h)
+      return self.readout(torch.stack(states) if every_step else h)
 
   return ExpRNN()
 
 
 def optimizer(torch, model, learning_rate: float = 1e-3):
-  """expRNN's RMSprop: A at a tenth of the rate (its lr_orth)."""
-  rest = [p for n, p in model.named_parameters() if n != "a"]
-  return torch.optim.RMSprop([{"params": rest, "lr": learning_rate},
-                              {"params": [model.a], "lr": learning_rate / 10}])
+  """expRNN's RMSprop: A (or geotorch's W) at a tenth of the rate (its lr_orth)."""
+  orth = lambda name: name == "a" or name.startswith("w.")
+  groups = [{"params": [p for n, p in model.named_parameters() if not orth(n)],
+             "lr": learning_rate},
+            {"params": [p for n, p in model.named_parameters() if orth(n)],
+             "lr": learning_rate / 10}]
+  return torch.optim.RMSprop(groups)
 
 
 def _layer_variants(torch, n_in, n_out):
@@ -145,6 +166,38 @@ def _exprnn_variant(torch, hidden):
   return call
 
 
+def _copy_variant(torch, hidden, T, geotorch=None):
+  torch.manual_seed(0)
+  model = exprnn(torch, hidden, 9, input_size=10, every_step=True, geotorch=geotorch)
+  opt = optimizer(torch, model)
+  x, y = data.memory_batch(jax.random.key(0), _BATCH, T)
+  x = torch.from_numpy(np.asarray(x).transpose(1, 0, 2).copy())
+  y = torch.from_numpy(np.asarray(y).T.astype(np.int64).copy())
+
+  def call():
+    opt.zero_grad()
+    torch.nn.functional.cross_entropy(model(x).reshape(-1, 9), y.reshape(-1)).backward()
+    opt.step()
+    return _BATCH
+  return call
+
+
+def _copy_variants(torch):
+  T, n = int(rnn._T.value[0]), int((rnn._SIZES.value or ["95"])[0])
+  splits, variants = rnn.use_devices(), {}
+  for d in splits:
+    config, model = rnn.config_for("memory", n, _BATCH, "gurnn_modrelu")
+    variants[rnn.variant_label("gurnn_modrelu", d, splits)] = rnn.experiment_variant(
+        config, model, T, d)[0]
+  variants["torch expRNN"] = _copy_variant(torch, 2 * n, T)
+  try:
+    import geotorch
+    variants["geotorch"] = _copy_variant(torch, 2 * n, T, geotorch)
+  except ImportError:
+    print("geotorch is not installed: no geotorch row")
+  return {"task": "copy", "T": T, "hidden": f"{n} complex / {2 * n} real"}, variants
+
+
 def main(argv):
   del argv
   torch = _torch()
@@ -154,6 +207,12 @@ def main(argv):
       n_in, n_out = (int(s) for s in shape.lower().split("x"))
       samples = timing.compare(_layer_variants(torch, n_in, n_out))
       table += timing.rows({"shape": f"{n_in} -> {n_out}"}, samples, reference="lie_unitary")
+  elif _COMPARE.value == "copy":
+    group, variants = _copy_variants(torch)
+    samples = timing.compare(variants)
+    fastest = min((v for v in variants if not v.startswith("gurnn")),
+                  key=lambda v: min(samples[v]))
+    table = timing.rows(group, samples, reference=fastest, per="examples")
   else:
     splits = rnn.use_devices()
     variants, hidden = {}, {}

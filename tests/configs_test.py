@@ -74,3 +74,12 @@ def test_the_light_budget_table_is_the_computed_one():
   for budget, sizes in defaults.BUDGETS.items():
     for model, n in sizes.items():
       assert n == config.budget_hidden_size(model, budget), (budget, model)
+
+
+def test_tuple_overrides_of_unquoted_names_are_split():
+  import ml_collections
+  config = ml_collections.ConfigDict({"model": ("(orthogonal,)",), "T": (100, 200),
+                                      "inner": {"model": ("gurnn, lstm",)}})
+  launch._split_comma_lists(config)
+  assert config.model == ("orthogonal",) and config.inner.model == ("gurnn", "lstm")
+  assert config.T == (100, 200)

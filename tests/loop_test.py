@@ -33,6 +33,7 @@ def test_a_long_call_still_prints_progress(tmp_path):
   replicas = replicas_lib.Replicas(1)
   with loop.Loop(_context(tmp_path, lines), replicas, 2, progress_seconds=0.2) as lp:
     state, _ = lp.restore({"x": jnp.zeros((1, 2))})
+    lp.status = "evaluating the initial state"  # done before the first call
     for step, num in lp.calls(2):
       time.sleep(1.5)  # a call (or its compilation) far longer than progress_seconds
       lp.after_call(state, step + num, {})

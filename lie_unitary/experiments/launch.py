@@ -42,15 +42,16 @@ __all__ = ["config_dir", "config_path", "cpu_cores", "default_compilation_cache"
 
 
 def _split_comma_lists(config) -> None:
-  """--config.model=gurnn,lstm gives ('gurnn,lstm',) (ml_collections parses a tuple
-  of strings so): split such elements into ('gurnn', 'lstm'), in place, recursively."""
+  """--config.model=gurnn,lstm gives ('gurnn,lstm',), and --config.model="(gurnn,)"
+  ('(gurnn,)',) (ml_collections parses a tuple of unquoted names so): split such
+  elements into ('gurnn', 'lstm') and ('gurnn',), in place, recursively."""
+  pieces = lambda v: [p.strip(" ()[]'\"") for p in v.split(",")] if isinstance(v, str) else [v]
   for key, value in config.items():
     if hasattr(value, "items"):
       _split_comma_lists(value)
-    elif isinstance(value, tuple) and any(isinstance(v, str) and "," in v for v in value):
-      config[key] = tuple(p.strip() for v in value
-                          for p in (v.split(",") if isinstance(v, str) else [v])
-                          if not isinstance(p, str) or p.strip())
+    elif isinstance(value, tuple) and any(isinstance(v, str) and ("," in v or v[:1] in "([")
+                                          for v in value):
+      config[key] = tuple(p for v in value for p in pieces(v) if p != "")
 
 
 def _one_line(error) -> str:

@@ -256,6 +256,8 @@ class Loop:
   def calls(self, call_steps: int, epoch_steps: int = 0) -> Iterator[tuple[int, int]]:
     """(first step, number of steps) of each call until the target: at most
     `call_steps`, never across an epoch's end (`epoch_steps` > 0)."""
+    # Whatever ran since `restore` (an initial evaluation) is done.
+    self.status = "compiling and running the first call"
     while self.step < self.target:
       num = min(call_steps, self.target - self.step)
       if epoch_steps:
