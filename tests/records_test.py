@@ -31,7 +31,6 @@ def test_clock_eta_and_formatter(monkeypatch):
   clock.start(10.0)
   now[0] = 70.0
   assert clock.eta(20.0) == ", ETA 2m40s"  # 2 s per unit, 80 left
-  assert clock.eta(20.0, parallel=2) == ", ETA 1m20s"
   assert clock.eta(100.0) == ""
   assert [loop.format_seconds(s) for s in (7, 185, 7260)] == ["7s", "3m05s", "2h01m00s"]
 

@@ -2,7 +2,7 @@
 
 Both families run through one runner (`runner.train_and_evaluate`): config
 validation, launch records with provenance, resume, orbax checkpoints, one process per
-unit (claims), worker processes and multi-host runs. In a notebook::
+unit (claims), every CPU core or accelerator, and multi-host runs. In a notebook::
 
     from lie_unitary import experiments
     from lie_unitary.experiments.operators import config, experiment

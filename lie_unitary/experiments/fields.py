@@ -232,7 +232,7 @@ class Unit:
     fields: every setting that changes the computation (JSON-like): hashed into `id`
       and written into each of the unit's records.
     target_step: the step at which the unit is finished.
-    cost: relative cost, to start the longest units first when processes share them.
+    cost: relative cost, the unit's weight in the launch's ETA.
     spec: the family's own description of the unit (derived from the same config).
   """
   name: str

@@ -9,7 +9,7 @@ A family's ``__main__.py`` calls ``main(FAMILY)``:
 
 Flags: --config (a bare NAME is one of the family's named config files in configs/,
 `config_path`; else the path of any config file), --workdir, --report_only,
---cpu_devices, --compilation_cache, --num_workers, --tensorboard, and for several hosts
+--cpu_devices, --compilation_cache, --tensorboard, and for several hosts
 --coordinator_address, --num_processes, --process_id (empty: one process; given:
 ``jax.distributed.initialize`` before anything else, CPU collectives over gloo).
 
@@ -23,8 +23,8 @@ loaded at the first eigh), whose thread pool fights XLA's on few cores.
 
 Every CPU core is used by default: before jax starts, XLA is asked for one CPU device
 per core (`--cpu_devices`, 0: one per core; 1: a single device), over which the families
-share their work (each family's docs say how). Several processes (--num_workers,
---num_processes) keep one device each unless --cpu_devices says otherwise.
+share their work (each family's docs say how). Several processes (--num_processes) keep
+one device each unless --cpu_devices says otherwise.
 """
 
 from __future__ import annotations
@@ -150,7 +150,7 @@ def _launch(family_name: str, argv) -> None:
     logging.set_verbosity(logging.WARNING)
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  several_processes = flag_values.num_workers > 1 or flag_values.coordinator_address
+  several_processes = bool(flag_values.coordinator_address)
   if flag_values.cpu_devices < 0:
     raise app.UsageError(f"--cpu_devices={flag_values.cpu_devices}: expected 0 (one device "
                          "per core) or a count ≥ 1.")
@@ -177,7 +177,6 @@ def _launch(family_name: str, argv) -> None:
     _split_comma_lists(config)
     try:
       summary = runner.train_and_evaluate(family, config, workdir,
-                                          num_workers=flag_values.num_workers,
                                           tensorboard=flag_values.tensorboard)
     except runner.ConfigError as e:
       raise app.UsageError(_one_line(e)) from e
@@ -213,8 +212,6 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_string("workdir", None, "Folder of the results, checkpoints, launches and "
                       "the report (created).")
   flags.DEFINE_bool("report_only", False, "Only (re)write the report of WORKDIR's results.")
-  flags.DEFINE_integer("num_workers", 1, "Worker processes sharing the units (CPU hosts: "
-                       "each keeps about one core busy).")
   flags.DEFINE_integer("cpu_devices", 0, "CPU devices to make of this host's cores, set "
                        "before jax starts: 0, one per core (with one process); 1, a single "
                        "device. Ignored where XLA_FLAGS sets "

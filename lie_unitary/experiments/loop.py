@@ -109,12 +109,12 @@ class Clock:
   def start(self, done: float) -> None:
     self._t0, self._w0 = time.perf_counter(), float(done)
 
-  def eta(self, done: float, parallel: int = 1) -> str:
+  def eta(self, done: float) -> str:
     """', ETA 3m05s', or '' before a rate is known or when nothing is left."""
     if self._t0 is None or done <= self._w0 or done >= self.total:
       return ""
     rate = (time.perf_counter() - self._t0) / (done - self._w0)
-    return f", ETA {format_seconds(rate * (self.total - done) / max(1, parallel))}"
+    return f", ETA {format_seconds(rate * (self.total - done))}"
 
 
 def median(values) -> float:

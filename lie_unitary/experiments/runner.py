@@ -13,8 +13,9 @@
 
 A family is a module with ``NAME``, ``validate_config(config)``, ``units(config) ->
 list[Unit]``, ``run_unit(config, unit, ctx)`` and ``write_report(workdir) -> list[str]``.
-Units run in this process, in `num_workers` worker processes that share them, or SPMD
-over several hosts after ``jax.distributed.initialize()``.
+Units run in this process (over all its devices), or SPMD over several processes or
+hosts after ``jax.distributed.initialize()``; separate launches on one workdir share
+its units through the claims.
 """
 
 from __future__ import annotations
@@ -24,9 +25,7 @@ import dataclasses
 import importlib
 import importlib.util
 import json
-import multiprocessing
 import os
-import signal
 import time
 from typing import Any
 from typing import Callable
@@ -132,7 +131,7 @@ def _claim(workdir: str, unit: Unit):
 
 def run_units(family, config, units: Sequence[Unit], workdir: str, *,
               printer: Callable[[str], None] = print, stop: loop.StopRequest | None = None,
-              parallel: int = 1, tensorboard: bool = False) -> RunSummary:
+              tensorboard: bool = False) -> RunSummary:
   """Runs every unit not yet finished, in order, each claimed first.
 
   Args:
@@ -142,7 +141,6 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
     workdir: the run's folder.
     printer: progress lines.
     stop: a stop request to honour (default: a fresh one).
-    parallel: processes sharing the units (divides the ETA).
     tensorboard: also write TensorBoard events.
   """
   stop = stop or loop.StopRequest()
@@ -176,7 +174,7 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
     summary.computed += 1
     done_cost += unit.cost
     printer(f"{label}: {time.perf_counter() - t0:.1f}s (elapsed "
-            f"{loop.format_seconds(time.perf_counter() - start)}{clock.eta(done_cost, parallel)})")
+            f"{loop.format_seconds(time.perf_counter() - start)}{clock.eta(done_cost)})")
     if stop.requested() and i + 1 < len(units):
       printer(f"stopped ({stop.signal_name}) after {unit.name}: {len(units) - i - 1} unit(s) "
               "not started; rerun the same command to resume.")
@@ -192,7 +190,7 @@ def config_to_json(config) -> dict:
   return json.loads(json.dumps(dict(config), default=str))
 
 
-def train_and_evaluate(family, config, workdir: str, *, num_workers: int = 1,
+def train_and_evaluate(family, config, workdir: str, *,
                        printer: Callable[[str], None] = print, tensorboard: bool = False,
                        handle_signals: bool = True) -> RunSummary:
   """Validates the config, records the launch, and runs (or resumes) every unit.
@@ -201,8 +199,6 @@ def train_and_evaluate(family, config, workdir: str, *, num_workers: int = 1,
     family: a family module or its name ('operators', 'rnn').
     config: the family's ConfigDict.
     workdir: output folder (created after validation).
-    num_workers: worker processes sharing the units (started with 'spawn', so this
-      works from a notebook too); not with several jax processes.
     printer: progress lines.
     tensorboard: also write TensorBoard events (needs tensorboardX).
     handle_signals: the first SIGINT/SIGTERM stops at a checkpoint (main thread).
@@ -213,14 +209,8 @@ def train_and_evaluate(family, config, workdir: str, *, num_workers: int = 1,
   Raises:
     ConfigError: a bad config field (or `tensorboard` without tensorboardX), before
       anything is written.
-    RuntimeError: a worker process failed (finished units stay recorded).
   """
   family = get_family(family) if isinstance(family, str) else family
-  if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 1:
-    raise ConfigError(f"num_workers must be a positive integer; got {num_workers!r}.")
-  if num_workers > 1 and jax.process_count() > 1:
-    raise ConfigError("num_workers > 1 cannot be combined with several jax processes "
-                      "(jax.distributed): use one or the other.")
   family.validate_config(config)
   units = family.units(config)
   names = [u.name for u in units]
@@ -235,58 +225,7 @@ def train_and_evaluate(family, config, workdir: str, *, num_workers: int = 1,
   stop = loop.StopRequest()
   guard = loop.handle_signals(stop, printer) if handle_signals else contextlib.nullcontext()
   with guard:
-    if num_workers > 1:
-      return _run_workers(family.NAME, config, workdir, num_workers, units, printer, stop,
-                          tensorboard)
     printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
             f"{jax.process_count()} process(es) → {workdir}")
     return run_units(family, config, units, workdir, printer=printer, stop=stop,
                      tensorboard=tensorboard)
-
-
-def _worker_main(family_name: str, config, workdir: str, index: int, count: int,
-                 tensorboard: bool) -> None:
-  """A spawned worker: the units it can claim, longest first."""
-  family = get_family(family_name)
-  printer = lambda line: print(f"[worker {index}/{count}] {line}", flush=True)  # noqa: E731
-  units = sorted(family.units(config), key=lambda u: u.cost, reverse=True)
-  stop = loop.StopRequest()
-  with loop.handle_signals(stop, printer):
-    run_units(family, config, units, workdir, printer=printer, stop=stop, parallel=count,
-              tensorboard=tensorboard)
-
-
-def _run_workers(family_name, config, workdir, count, units, printer, stop,
-                 tensorboard) -> RunSummary:
-  context = multiprocessing.get_context("spawn")
-  printer(f"{len(units)} unit(s) shared by {count} worker processes → {workdir}")
-  procs = [context.Process(target=_worker_main, name=f"worker-{i}",
-                           args=(family_name, config, workdir, i, count, tensorboard))
-           for i in range(count)]
-  try:
-    for p in procs:
-      p.start()
-    forwarded = False
-    while any(p.is_alive() for p in procs):
-      for p in procs:
-        p.join(timeout=0.2)
-      # Ctrl-C reaches the workers through the terminal's process group; a SIGTERM sent
-      # to this process alone is passed on.
-      if stop.requested() and stop.signal_name == "SIGTERM" and not forwarded:
-        for p in procs:
-          if p.is_alive():
-            os.kill(p.pid, signal.SIGTERM)
-        forwarded = True
-  finally:
-    for p in procs:
-      if p.is_alive():
-        p.terminate()
-        p.join()
-  failed = [f"worker {i} (exit code {p.exitcode})" for i, p in enumerate(procs) if p.exitcode]
-  if failed:
-    raise RuntimeError(f"{', '.join(failed)} failed; finished units are recorded, rerun the "
-                       "same command to resume.")
-  finished = workdir_lib.finished_units(workdir)
-  computed = sum((u.id, u.target_step) in finished for u in units)
-  return RunSummary(computed=computed, skipped=len(units) - computed,
-                    interrupted=stop.requested() or computed < len(units))

@@ -400,7 +400,7 @@ def _stale(file: str, now: float) -> bool:
 @contextlib.contextmanager
 def claim(workdir, slug: str) -> Iterator[bool]:
   """Takes the unit `slug` for this process: yields True, or False when another live
-  process (a worker, a second launch, another host) is computing it.
+  process (a second launch, another host) is computing it.
 
   The claim is a file created exclusively, WORKDIR/claims/<slug>, refreshed by a
   heartbeat thread while held and removed on exit. A claim left by a crash is taken

@@ -254,7 +254,7 @@ def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
   """Runs (or resumes) every unit of an operators config into `workdir`.
 
   Keyword arguments go to `lie_unitary.experiments.runner.train_and_evaluate`
-  (num_workers, printer, tensorboard, handle_signals).
+  (printer, tensorboard, handle_signals).
 
   Raises:
     runner.ConfigError: a bad config field, before anything is written.

@@ -41,7 +41,7 @@ __all__ = ["NAME", "run_unit", "train_and_evaluate", "unit_spec", "units", "vali
 NAME = "rnn"
 
 # Relative cost per step and state unit² (matmul widths: LSTM 4 gates, the complex
-# pair 2n) to start the longest units first when worker processes share them.
+# pair 2n): the weights of the launch's ETA.
 _COST = {"lstm": 8, "gurnn": 4, "gurnn_beta": 4, "free": 4, "urnn": 4, "irnn": 1, "tanh": 1,
          "orthogonal": 1}
 
@@ -267,7 +267,7 @@ def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
   """Runs (or resumes) every unit of an RNN config into `workdir`.
 
   Keyword arguments go to `lie_unitary.experiments.runner.train_and_evaluate`
-  (num_workers, printer, tensorboard, handle_signals).
+  (printer, tensorboard, handle_signals).
 
   Raises:
     runner.ConfigError: a bad config field, before anything is written.
