@@ -4,7 +4,9 @@ A unit's R replicates run as one program: its arrays carry a leading replicate a
 padded to a multiple of the devices and sharded over a mesh of all devices
 (`jax.devices()`: every local device, and every host's after
 `jax.distributed.initialize()`). Padding replicates compute and are dropped, so
-replicate r gets the same keys and numbers whatever the device count.
+replicate r gets the same keys, and the same numbers up to float rounding, whatever the
+device count (a device that maps its replicates one at a time rounds differently from
+one that vmaps them).
 
 `map_replicates(fn, in_axes, sharding)` (or `Replicas.map`) is the program of a
 per-replicate function:
