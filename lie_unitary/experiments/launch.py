@@ -126,7 +126,7 @@ def use_compilation_cache(folder: str) -> str | None:
   them again. Every program is kept, not only those that compiled for over a second
   (jax's default), unless JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS says otherwise.
   A cache already set (JAX_COMPILATION_CACHE_DIR, or jax's config) is kept; '' uses
-  none. The folder grows with each new program (tens of MB for the shipped configs);
+  none. The folder grows with each new program (hundreds of KB per unit);
   deleting it is always safe.
 
   Returns:
