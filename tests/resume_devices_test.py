@@ -7,6 +7,7 @@ Three replicates: padded to 4 on 2 devices, unpadded on 1 and 3.
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
@@ -59,8 +60,10 @@ _CASES = {
 
 def _run(case, workdir, devices, stop_after=0):
   family, config, overrides = _CASES[case]
+  # The test process' XLA flags (conftest: cheap compiles) and this run's device count.
+  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1", JAX_PLATFORMS="cpu",
-             XLA_FLAGS=f"--xla_force_host_platform_device_count={devices}")
+             XLA_FLAGS=flags.strip())
   proc = subprocess.run(
       [sys.executable, "-c", _SCRIPT, family, config, str(workdir), str(stop_after),
        json.dumps(overrides)], env=env, capture_output=True, text=True, timeout=300)
@@ -89,10 +92,12 @@ def test_a_unit_stopped_on_two_devices_resumes_on_one_and_three(case, tmp_path):
   reference = tmp_path / "reference"
   _run(case, reference, devices=1)
   expected = _metrics(reference)
+  stopped = tmp_path / "stopped"
+  out = _run(case, stopped, devices=2, stop_after=2)
+  assert "stopped at a checkpoint" in out, out
   for devices in (1, 3):
     workdir = tmp_path / f"stopped_then_{devices}"
-    out = _run(case, workdir, devices=2, stop_after=2)
-    assert "stopped at a checkpoint" in out, out
+    shutil.copytree(stopped, workdir)
     out = _run(case, workdir, devices=devices)
     assert "resumed at step" in out, out
     got = _metrics(workdir)
