@@ -223,8 +223,8 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
       "cfg = c.get_config('smoke'); cfg.n_values = (3,)\n"
       "cfg.approaches = ('lie_algebra',)\n"
       "experiment.train_and_evaluate(cfg, sys.argv[1])\n")
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4",
-             PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
+  flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
+  env = dict(os.environ, XLA_FLAGS=flags.strip(), PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1")
   subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, check=True,
                  cwd=_ROOT, capture_output=True, timeout=300)
   key = lambda r: (r["approach"], r["replicate"])  # noqa: E731
