@@ -105,7 +105,8 @@ def exprnn(torch, hidden: int, num_classes: int = 10, input_size: int = 1,
         for x_t in x:
           z = (h @ w.t() if geotorch is None else self.w(h)) + self.v(x_t)
           h = torch.sign(z) * torch.relu(torch.abs(z) + self.b)
-          states.append(h)
+          if every_step:
+            states.append(h)
       return self.readout(torch.stack(states) if every_step else h)
 
   return ExpRNN()
@@ -152,34 +153,33 @@ def _layer_variants(torch, n_in, n_out):
   return variants
 
 
-def _exprnn_variant(torch, hidden):
-  torch.manual_seed(0)
-  model = exprnn(torch, hidden)
+def _training_step(torch, model, x, y):
+  """A variant: one RMSprop step of `model` (expRNN's optimizer) on inputs x, labels y."""
   opt = optimizer(torch, model)
-  x, y = torch.rand(_T, _BATCH, 1), torch.randint(0, 10, (_BATCH,))
 
   def call():
     opt.zero_grad()
-    torch.nn.functional.cross_entropy(model(x), y).backward()
+    logits = model(x)
+    torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                      y.reshape(-1)).backward()
     opt.step()
     return _BATCH
   return call
+
+
+def _exprnn_variant(torch, hidden):
+  torch.manual_seed(0)
+  x, y = torch.rand(_T, _BATCH, 1), torch.randint(0, 10, (_BATCH,))
+  return _training_step(torch, exprnn(torch, hidden), x, y)
 
 
 def _copy_variant(torch, hidden, T, geotorch=None):
   torch.manual_seed(0)
   model = exprnn(torch, hidden, 9, input_size=10, every_step=True, geotorch=geotorch)
-  opt = optimizer(torch, model)
   x, y = data.memory_batch(jax.random.key(0), _BATCH, T)
   x = torch.from_numpy(np.asarray(x).transpose(1, 0, 2).copy())
   y = torch.from_numpy(np.asarray(y).T.astype(np.int64).copy())
-
-  def call():
-    opt.zero_grad()
-    torch.nn.functional.cross_entropy(model(x).reshape(-1, 9), y.reshape(-1)).backward()
-    opt.step()
-    return _BATCH
-  return call
+  return _training_step(torch, model, x, y)
 
 
 def _copy_variants(torch):
