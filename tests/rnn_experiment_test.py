@@ -398,3 +398,26 @@ def test_report_and_launcher(smoke_run, tmp_path):
     assert out.returncode != 0 and out.stdout == "", out
     assert len(out.stderr.strip().splitlines()) == 1 and match in out.stderr, out.stderr
   assert not (tmp_path / "w").exists()
+
+
+@pytest.mark.parametrize("model,fan_in", [("orthogonal", 170), ("gurnn", 2 * 116), ("lstm", 62)])
+def test_torch_readout_init_draws_within_pytorch_linears_bound(model, fan_in):
+  config = rnn_configs.get_config("permuted_mnist")
+  assert "readout_init" not in rnn.unit_spec(config, model, 784)  # the default: ids kept
+  config.readout_init = "torch"
+  spec = rnn.unit_spec(config, model, 784)
+  assert spec.readout_init == "torch"
+  params = rnn_training.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
+  kernel, bias = (np.asarray(params["params"]["readout"][k]) for k in ("kernel", "bias"))
+  bound = 1 / math.sqrt(fan_in)  # PyTorch's nn.Linear: U(±1/√fan_in), kernel and bias
+  assert kernel.shape == (fan_in, 10)
+  assert np.all(np.abs(kernel) <= bound) and np.max(np.abs(kernel)) > 0.95 * bound
+  assert np.all(np.abs(bias) <= bound) and np.all(bias != 0)
+  np.testing.assert_allclose(kernel.std(), bound / math.sqrt(3), rtol=0.1)
+
+
+def test_readout_init_must_be_known():
+  config = rnn_configs.get_config("permuted_mnist")
+  config.readout_init = "kaiming"
+  with pytest.raises(ValueError, match="readout_init"):
+    rnn.validate_config(config)

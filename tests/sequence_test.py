@@ -137,3 +137,18 @@ def test_jitted_training_step_traces_once():
   x, y = _adding_batch(jax.random.key(5), 3, 7)
   with pytest.raises(AssertionError):
     train_step(params, x, y, jax.random.key(6))
+
+
+def test_torch_linear_init_bounds_and_errors():
+  kernel_init, bias_init = lnn.torch_linear_init(64)
+  kernel = np.asarray(kernel_init(jax.random.key(0), (64, 500)))
+  bias = np.asarray(bias_init(jax.random.key(1), (500,)))
+  for w in (kernel, bias):  # U(±1/8): PyTorch's nn.Linear with 64 inputs
+    assert np.all(np.abs(w) <= 1 / 8) and np.max(np.abs(w)) > 0.99 / 8
+  np.testing.assert_allclose(kernel.std(), 1 / (8 * math.sqrt(3)), rtol=0.02)
+  model = lnn.SequenceModel(lnn.SimpleRNNCell.tanh_rnn(64), 3, readout_kernel_init=kernel_init,
+                            readout_bias_init=bias_init)
+  readout = model.init(jax.random.key(2), jnp.zeros((1, 2, 1)))["params"]["readout"]
+  assert np.all(np.abs(readout["bias"]) > 0) and np.all(np.abs(readout["kernel"]) <= 1 / 8)
+  with pytest.raises(ValueError, match="fan_in"):
+    lnn.torch_linear_init(0)

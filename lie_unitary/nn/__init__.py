@@ -25,6 +25,7 @@ from lie_unitary.nn.recurrence import real_modrelu_recurrence
 from lie_unitary.nn.sequence import FastPathCell
 from lie_unitary.nn.sequence import ScanningCell
 from lie_unitary.nn.sequence import SequenceModel
+from lie_unitary.nn.sequence import torch_linear_init
 from lie_unitary.nn.weights import num_orthogonal_weight_params
 from lie_unitary.nn.weights import num_unitary_weight_params
 from lie_unitary.nn.weights import orthogonal_weight
@@ -59,5 +60,6 @@ __all__ = [
     "orthogonal_weight",
     "real_modrelu",
     "real_modrelu_recurrence",
+    "torch_linear_init",
     "unitary_weight",
 ]

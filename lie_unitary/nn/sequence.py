@@ -12,7 +12,9 @@ Letters in names: B batch, L steps, D input features, H state size, K outputs.
 
 from __future__ import annotations
 
+import math
 from typing import Any
+from typing import Callable
 from typing import Protocol
 from typing import runtime_checkable
 
@@ -20,7 +22,35 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-__all__ = ["FastPathCell", "ScanningCell", "SequenceModel"]
+__all__ = ["FastPathCell", "ScanningCell", "SequenceModel", "torch_linear_init"]
+
+Initializer = Callable[..., jax.Array]
+
+
+def torch_linear_init(fan_in: int) -> tuple[Initializer, Initializer]:
+  """PyTorch's `nn.Linear` initialisation, for `SequenceModel`'s readout.
+
+  Kernel and bias both ~ U(-1/√fan_in, 1/√fan_in): PyTorch's ``kaiming_uniform_`` with
+  a = √5, and its bias rule. The kernel's standard deviation is 1/√(3 fan_in), a √3rd
+  of flax's LeCun normal default; the bias is not zero.
+
+  Args:
+    fan_in: the readout's input size H (the cell's state size).
+
+  Returns:
+    (kernel_init, bias_init), each `(key, shape, dtype=float32) -> array`.
+
+  Raises:
+    ValueError: fan_in < 1.
+  """
+  if not isinstance(fan_in, int) or fan_in < 1:
+    raise ValueError(f"fan_in must be a positive integer; got {fan_in!r}.")
+  bound = 1.0 / math.sqrt(fan_in)
+
+  def init(key, shape, dtype=jnp.float32):
+    return jax.random.uniform(key, shape, dtype, -bound, bound)
+
+  return init, init
 
 
 @runtime_checkable
@@ -118,11 +148,16 @@ class SequenceModel(nn.Module):
     num_outputs: K.
     readout: 'last' or 'all'.
     unroll: time steps per iteration of the compiled loop (`nn.scan`'s unroll).
+    readout_kernel_init, readout_bias_init: initializers of the readout's (H, K) kernel
+      and (K,) bias; flax `Dense`'s defaults (LeCun normal, zeros). `torch_linear_init`
+      gives PyTorch's `nn.Linear` default.
   """
   cell: nn.RNNCellBase
   num_outputs: int
   readout: str = "last"
   unroll: int = 1
+  readout_kernel_init: Initializer = nn.initializers.lecun_normal()
+  readout_bias_init: Initializer = nn.initializers.zeros
 
   @nn.compact
   def __call__(self, x_BxLxD, carry_key=None):
@@ -168,7 +203,8 @@ class SequenceModel(nn.Module):
     return self._readout(y_LxBxH)
 
   def _readout(self, y_LxBxH):
-    dense = nn.Dense(self.num_outputs, name="readout")
+    dense = nn.Dense(self.num_outputs, kernel_init=self.readout_kernel_init,
+                     bias_init=self.readout_bias_init, name="readout")
     if self.readout == "last":
       return dense(y_LxBxH[-1])
     return jnp.swapaxes(dense(y_LxBxH), 0, 1)

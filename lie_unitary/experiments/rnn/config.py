@@ -81,6 +81,9 @@ FIELDS = {
     "lambda_init": F.Field(F.one_of(trainer.LAMBDA_INITS),
                            identity=_models(*trainer.LAMBDA_MODELS)),
     "lambda_phase_range": F.Field(F.number(positive=True), identity=_phase_range),
+    # Only when not the default: units made before the field existed keep their ids.
+    "readout_init": F.Field(F.one_of(trainer.READOUT_INITS),
+                            identity=lambda c, _: c.readout_init != trainer.READOUT_INITS[0]),
     "lambda_refresh": F.Field(F.one_of(trainer.LAMBDA_REFRESHES), identity=_lambda_refresh),
     "lambda_refresh_every": F.Field(_POSITIVE, identity=_lambda_refresh),
     "lambda_refresh_state": F.Field(F.one_of(principal_branch.REFRESH_STATES),

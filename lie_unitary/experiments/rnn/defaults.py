@@ -108,6 +108,10 @@ def get_config() -> ml_collections.ConfigDict:
   # With lambda_init='phases': r (π: the whole circle; π/2: the eigenphases of expRNN's
   # Cayley init of the orthogonal RNN).
   c.lambda_phase_range = math.pi
+  # The readout's initialisation: 'lecun_normal' (flax's Dense: LeCun normal kernel,
+  # zero bias) or 'torch' (PyTorch's nn.Linear, as expRNN's code: kernel and bias
+  # ~ U(±1/√H)).
+  c.readout_init = "lecun_normal"
   # guRNN λ refresh every lambda_refresh_every updates (before update u, u % every ==
   # 0), U unchanged: 'none', 'recentre' (λ ← the principal logarithm's coefficients) or
   # 'rebase' (U₀ ← U₀ · U(λ), λ ← 0: the dynamic trivialization).

@@ -47,6 +47,8 @@ ORTHOGONAL_MODELS = ("orthogonal",)
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")
 # λ inits: N(0, std²) (the paper), Henaff's diagonal phases, U = I, principal log of Haar.
 LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
+# The readout's initialisations (`make_model`), the first the default.
+READOUT_INITS = ("lecun_normal", "torch")
 LAMBDA_REFRESHES = ("none", "recentre", "rebase")
 # Val-record names of the spectrum diagnostics of λ's chart.
 SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS
@@ -95,7 +97,13 @@ def make_model(spec) -> lnn.SequenceModel:
     cell = lnn.OrthogonalRNNCell(n, expm_method="eigh")
   else:
     raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
-  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll)
+  readout_inits = {}
+  if spec.get("readout_init", READOUT_INITS[0]) == "torch":
+    # The readout reads a complex state as its 2n real and imaginary parts.
+    kernel_init, bias_init = lnn.torch_linear_init(2 * n if spec.model in H0_MODELS else n)
+    readout_inits = dict(readout_kernel_init=kernel_init, readout_bias_init=bias_init)
+  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll,
+                           **readout_inits)
 
 
 def _key(path) -> str | None:
