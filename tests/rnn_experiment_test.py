@@ -403,8 +403,10 @@ def test_report_and_launcher(smoke_run, tmp_path):
 @pytest.mark.parametrize("model,fan_in", [("orthogonal", 170), ("gurnn", 2 * 116), ("lstm", 62)])
 def test_torch_readout_init_draws_within_pytorch_linears_bound(model, fan_in):
   config = rnn_configs.get_config("permuted_mnist")
-  assert "readout_init" not in rnn.unit_spec(config, model, 784)  # the default: ids kept
-  config.readout_init = "torch"
+  config.readout_init = "lecun_normal"  # the field's default: outside the identity
+  assert "readout_init" not in rnn.unit_spec(config, model, 784)
+  config.readout_init = "torch"  # the image configs'
+  assert config == rnn_configs.get_config("permuted_mnist")
   spec = rnn.unit_spec(config, model, 784)
   assert spec.readout_init == "torch"
   params = rnn_training.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
