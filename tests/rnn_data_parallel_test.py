@@ -97,10 +97,13 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
       ev = exp.evaluate(state.params, exp.source.val_sets(sets)["val"])
       return replicas.gather((state.params, train, ev))
 
+    # PyTorch's RMSProp (ε outside the root) takes nearly full steps, up to 10·lr at
+    # first, on gradients as small as their rounding: parameters part by up to 3e-6
+    # (jax 0.8.0), 3e-4 of such a step.
     for model in ("gurnn", "orthogonal", "lstm"):
       one, two = train(model, 1), train(model, 2)
       for a, b in zip(jax.tree.leaves(one), jax.tree.leaves(two)):
-        np.testing.assert_allclose(b, a, rtol=2e-4, atol=2e-6)
+        np.testing.assert_allclose(b, a, rtol=2e-4, atol=1e-5)
       untrained = train(model, 1, steps=0)[0]
       assert max(np.max(np.abs(a - b)) for a, b in zip(jax.tree.leaves(untrained),
                                                       jax.tree.leaves(one[0]))) > 1e-3
