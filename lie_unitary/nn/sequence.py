@@ -41,7 +41,7 @@ def torch_linear_init(fan_in: int) -> tuple[Initializer, Initializer]:
     (kernel_init, bias_init), each `(key, shape, dtype=float32) -> array`.
 
   Raises:
-    ValueError: fan_in < 1.
+    ValueError: fan_in is not an integer ≥ 1.
   """
   if not isinstance(fan_in, int) or fan_in < 1:
     raise ValueError(f"fan_in must be a positive integer; got {fan_in!r}.")
