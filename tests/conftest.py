@@ -27,6 +27,8 @@ _FAST_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):  # else yours
   os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_FAST_EMITTERS}".strip()
 os.environ["JAX_DISABLE_MOST_OPTIMIZATIONS"] = "true"   # for subprocesses
+# One pytest worker per core (pyproject.toml): on a GPU they share its memory.
+os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
 jax.config.update("jax_disable_most_optimizations", True)
 
 
@@ -35,9 +37,14 @@ def _shared_compilation_cache(tmp_path_factory):
   """One persistent compilation cache for the session and the subprocesses it starts.
 
   Many tests compile the same smoke-size programs; the cache compiles each once for
-  this process and the launchers it starts (they share the XLA flags above).
+  the pytest workers and the launchers they start (they share the XLA flags above). It
+  lies beside pytest's temp folder (a worker's is inside it), so a fresh --basetemp
+  starts with an empty cache.
   """
-  cache = str(tmp_path_factory.getbasetemp().parent / "jax_compilation_cache")
+  base = tmp_path_factory.getbasetemp()
+  if os.environ.get("PYTEST_XDIST_WORKER"):  # BASETEMP/popen-gwN
+    base = base.parent
+  cache = str(base.parent / "jax_compilation_cache")
   jax.config.update("jax_compilation_cache_dir", cache)
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
   os.environ["JAX_COMPILATION_CACHE_DIR"] = cache

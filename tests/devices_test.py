@@ -27,21 +27,21 @@ def test_use_cpu_devices_asks_xla_before_jax_starts(monkeypatch):
 @pytest.mark.slow
 def test_the_launcher_uses_every_core_unless_told_one(tmp_path):
   cores = launch.cpu_cores()
+  run = lambda flag, name, *config: lambda: helpers.launcher(
+      "rnn", "--config=smoke", *config, f"--workdir={tmp_path / name}", flag, cwd=tmp_path)
+  smoke = ("--config.model=('gurnn',)", "--config.num_updates=2")
   # --cpu_devices=0 is the default (helpers.launcher passes 1 unless told).
-  for flag, devices in ((("--cpu_devices=0",), cores), (("--cpu_devices=1",), 1)):
-    workdir = tmp_path / f"w{devices}"
-    out = helpers.launcher("rnn", "--config=smoke", "--config.model=('gurnn',)",
-                           "--config.num_updates=2", f"--workdir={workdir}", *flag,
-                           cwd=tmp_path)
+  every, one, bad = helpers.concurrently(run("--cpu_devices=0", "every", *smoke),
+                                         run("--cpu_devices=1", "one", *smoke),
+                                         run("--cpu_devices=-1", "bad"))
+  assert bad.returncode == 2 and "--cpu_devices=-1" in bad.stderr
+  for out, name, devices in ((every, "every", cores), (one, "one", 1)):
     assert out.returncode == 0, out.stderr[-3000:]
     assert f"on {devices} device(s)" in out.stdout, out.stdout
-    recs = [json.loads(line) for line in open(workdir / "results.jsonl")]
+    recs = [json.loads(line) for line in open(tmp_path / name / "results.jsonl")]
     # The smoke config's batch of 20 split over the most devices that divide it.
     split = max(d for d in range(1, devices + 1) if devices % d == 0 and 20 % d == 0)
     assert {r["data_parallel"] for r in recs} == {split}
-  out = helpers.launcher("rnn", "--config=smoke", "--cpu_devices=-1",
-                         f"--workdir={tmp_path / 'bad'}", cwd=tmp_path)
-  assert out.returncode == 2 and "--cpu_devices=-1" in out.stderr
 
 
 @pytest.mark.slow

@@ -7,7 +7,6 @@ are sharded over both processes' devices, process 0 writes the records, and the
 records equal those of one process.
 """
 
-import concurrent.futures
 import socket
 
 import numpy as np
@@ -33,10 +32,9 @@ def _launch(family, args, workdir, processes):
   distributed = lambda i: ([f"--coordinator_address=localhost:{port}",
                             f"--num_processes={processes}", f"--process_id={i}"]
                            if processes > 1 else [])
-  with concurrent.futures.ThreadPoolExecutor(processes) as pool:
-    procs = list(pool.map(lambda i: helpers.launcher(
-        family, *args, f"--workdir={workdir}", *distributed(i), cwd=workdir.parent,
-        timeout=400), range(processes)))
+  procs = helpers.concurrently(*(lambda i=i: helpers.launcher(
+      family, *args, f"--workdir={workdir}", *distributed(i), cwd=workdir.parent,
+      timeout=400) for i in range(processes)))
   for p in procs:
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
   return [p.stdout + p.stderr for p in procs]
@@ -58,8 +56,8 @@ def _finals(workdir):
 ])
 def test_two_processes_give_the_records_of_one(family, args, tmp_path):
   one, two = tmp_path / "one", tmp_path / "two"
-  _launch(family, args, one, 1)
-  outs = _launch(family, args, two, 2)
+  _, outs = helpers.concurrently(lambda: _launch(family, args, one, 1),
+                                 lambda: _launch(family, args, two, 2))
   assert "2 process(es)" in outs[0] and "2 device(s)" in outs[0]
   single, double = _finals(one), _finals(two)
   assert sorted(single) == sorted(double) and single

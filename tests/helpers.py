@@ -1,5 +1,6 @@
 """Test scaffolding written once: launch files by hand, and the launchers as subprocesses."""
 
+import concurrent.futures
 import json
 import os
 import subprocess
@@ -33,6 +34,14 @@ def launcher(family, *args, cwd, timeout=300, env=None):
     args = (*args, "--cpu_devices=1")
   return subprocess.run([sys.executable, "-m", f"lie_unitary.experiments.{family}", *args],
                         capture_output=True, text=True, cwd=str(cwd), env=env, timeout=timeout)
+
+
+def concurrently(*calls):
+  """The results of zero-argument `calls`, run at once in threads (in order). Launcher
+  subprocesses spend most of their time compiling on one core: two of them at once use
+  both of a 2-core machine's."""
+  with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+    return [f.result() for f in [pool.submit(c) for c in calls]]
 
 
 def random_params(init, *args, seed=0):

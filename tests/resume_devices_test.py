@@ -14,6 +14,8 @@ import sys
 import numpy as np
 import pytest
 
+import helpers
+
 pytestmark = pytest.mark.slow
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -89,16 +91,17 @@ def _metrics(workdir):
 
 @pytest.mark.parametrize("case", sorted(_CASES))
 def test_a_unit_stopped_on_two_devices_resumes_on_one_and_three(case, tmp_path):
-  reference = tmp_path / "reference"
-  _run(case, reference, devices=1)
+  reference, stopped = tmp_path / "reference", tmp_path / "stopped"
+  _, out = helpers.concurrently(lambda: _run(case, reference, devices=1),
+                                lambda: _run(case, stopped, devices=2, stop_after=2))
   expected = _metrics(reference)
-  stopped = tmp_path / "stopped"
-  out = _run(case, stopped, devices=2, stop_after=2)
   assert "stopped at a checkpoint" in out, out
-  for devices in (1, 3):
-    workdir = tmp_path / f"stopped_then_{devices}"
+  resumed = {devices: tmp_path / f"stopped_then_{devices}" for devices in (1, 3)}
+  for workdir in resumed.values():
     shutil.copytree(stopped, workdir)
-    out = _run(case, workdir, devices=devices)
+  outs = helpers.concurrently(*(lambda d=d, w=w: _run(case, w, devices=d)
+                                for d, w in resumed.items()))
+  for out, workdir in zip(outs, resumed.values()):
     assert "resumed at step" in out, out
     got = _metrics(workdir)
     assert sorted(got) == sorted(expected)
