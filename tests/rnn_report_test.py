@@ -188,3 +188,44 @@ def test_the_report_names_the_sets_size_and_a_short_run():
   assert "A short run (40 updates at most" in text  # _STEPS end at 40
   long = [dict(r, step=50_000) if r["kind"] == "final" else r for r in recs]
   assert "short run" not in report.markdown(long)
+
+
+def _image_records(model, accuracies):
+  """'val' records of a permuted-Fashion unit, accuracies[replicate][epoch] (epoch 0 on)."""
+  fields = dict(unit=f"permuted T=784 {model}-x", unit_name=f"permuted T=784 {model}",
+                task="permuted", dataset="fashion_mnist", model=model, hidden_size=170,
+                batch_size=128)
+  return [dict(fields, kind="val", replicate=rep, step=429 * epoch, epoch=float(epoch),
+               val_accuracy=acc - 0.01, test_accuracy=acc, seconds=10.0 * epoch)
+          for rep, accs in enumerate(accuracies) for epoch, acc in enumerate(accs)]
+
+
+def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
+  recs = _image_records("orthogonal", [[0.1, 0.70, 0.80], [0.1, 0.74, 0.78]])
+  # The reference, two seeds; its dataset given as a folder, and a record of another task.
+  ref = [dict(seed=s, epoch=e, task="permuted", dataset="/data/fashion_mnist/", hidden=170,
+              val_accuracy=v, test_accuracy=t, seconds=100.0 * e)
+         for s, e, v, t in ((0, 1, 0.75, 0.76), (0, 2, 0.74, 0.79),
+                            (1, 1, 0.70, 0.71), (1, 2, 0.72, 0.73))]
+  ref.append(dict(ref[0], task="pixel", test_accuracy=0.11))
+  workdir_lib.append_records(tmp_path / "results.jsonl", recs)
+  workdir_lib.append_records(tmp_path / report.REFERENCE, ref)
+  report.write_report(str(tmp_path), recs)
+  rows = _rows((tmp_path / "report.md").read_text())
+  # Per seed the best validation epoch (seed 0: epoch 1; seed 1: epoch 2): its test
+  # accuracy; and the best test accuracy of each seed; mean ± s.e. of two: (a+b)/2 ± |a-b|/2.
+  assert "| PyTorch expRNN reference | 170 | — | 2 | 2 | 73.50 ± 1.50 | 74.50 ± 1.50 | " \
+         "76.00 ± 3.00 | 200 |" in rows
+  assert "| 0 | 10.00 ± 0.00 | — |" in rows
+  assert "| 1 | 72.00 ± 2.00 | 73.50 ± 2.50 |" in rows
+  assert "| 2 | 79.00 ± 1.00 | 76.00 ± 3.00 |" in rows
+  assert "11.00" not in "\n".join(rows)  # the pixel task's record is not this task's
+  # The figure draws the reference's median validation accuracy over seeds per epoch.
+  fig = report.figures(recs, ref)["images_permuted_fashion_mnist"]
+  line, = [ln for ln in fig.axes[0].lines if ln.get_label() == "PyTorch expRNN reference"]
+  assert list(line.get_xdata()) == [1, 2]
+  assert list(line.get_ydata()) == pytest.approx([72.5, 73.0])
+  # Without a reference file: no reference row or column.
+  os.remove(tmp_path / report.REFERENCE)
+  report.write_report(str(tmp_path), recs)
+  assert "PyTorch" not in (tmp_path / "report.md").read_text()

@@ -5,6 +5,11 @@ Built for notebooks as well as for files: `figures` and `markdown` take the reco
 (`workdir.load_results`); the figures are built directly (no pyplot figure manager, no
 backend switch: the caller's matplotlib state is left alone). A table row is a unit
 (a model setting, all its replicates); only the current units are reported.
+
+An image task's section also gives the test accuracy at every validation point, and,
+where WORKDIR/torch_reference.jsonl holds the PyTorch reference's records of that task
+(`python -m benchmarks torch_reference --out=WORKDIR/torch_reference.jsonl`: a line per
+seed and epoch), the reference beside our models.
 """
 
 from __future__ import annotations
@@ -19,7 +24,12 @@ import numpy as np
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 
-__all__ = ["ANCHORS", "ORIGINAL_FINAL_VAL", "figures", "markdown", "write_report"]
+__all__ = ["ANCHORS", "ORIGINAL_FINAL_VAL", "REFERENCE", "figures", "markdown",
+           "write_report"]
+
+# The PyTorch reference's records in a workdir (benchmarks torch_reference's --out).
+REFERENCE = "torch_reference.jsonl"
+_REFERENCE_LABEL = "PyTorch expRNN reference"
 
 # Final validation losses of the original code's logged runs at T = 100.
 ORIGINAL_FINAL_VAL = {
@@ -130,13 +140,60 @@ def _cell(values) -> str:
   return f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}"
 
 
-def _accuracy_tables(records: Sequence[dict]) -> list[str]:
+def _reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:
+  """{seed: {epoch: record}} of the PyTorch reference's records of `task` on `dataset`
+  (a reference run's dataset may be the path of its folder: its last part counts)."""
+  name = lambda d: os.path.basename(str(d).rstrip("/"))
+  runs = collections.defaultdict(dict)
+  for r in reference:
+    if r.get("task") == task and name(r.get("dataset", "")) == name(dataset):
+      runs[r["seed"]][r["epoch"]] = r
+  return runs
+
+
+def _reference_row(runs: dict) -> str:
+  """The main table's row of the reference: per seed, the best validation accuracy, the
+  test accuracy at its epoch and the best test accuracy."""
+  best = [max(run.values(), key=lambda r: r["val_accuracy"]) for run in runs.values()]
+  cells = [_cell([r["val_accuracy"] for r in best]), _cell([r["test_accuracy"] for r in best]),
+           _cell([max(r["test_accuracy"] for r in run.values()) for run in runs.values()])]
+  hidden = {r.get("hidden") for run in runs.values() for r in run.values()}
+  return (f"| {_REFERENCE_LABEL} | {'/'.join(map(str, sorted(hidden)))} | — | {len(runs)} "
+          f"| {max(max(run) for run in runs.values())} | " + " | ".join(cells) +
+          f" | {max(r['seconds'] for run in runs.values() for r in run.values()):.0f} |")
+
+
+def _epoch_table(units: list, runs: dict) -> list[str]:
+  """Test accuracy at every validation point: a row per epoch, a column per unit (and
+  the reference, at the end of each of its epochs)."""
+  def column(points):  # (epoch, record) -> {epoch: [test accuracies]}
+    out = collections.defaultdict(list)
+    for epoch, r in points:
+      out[round(float(epoch), 3)].append(r.get("test_accuracy"))
+    return out
+
+  columns = [column((r.get("epoch", 0), r) for v in u["val"].values() for r in v.values())
+             for u in units]
+  labels = [u["label"] for u in units]
+  if runs:
+    columns.append(column(p for run in runs.values() for p in run.items()))
+    labels.append(_REFERENCE_LABEL)
+  epochs = sorted(set().union(*columns))
+  lines = ["Test accuracy (%) at each validation point, mean ± s.e. over replicates:", "",
+           "| epoch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+  lines += [f"| {e:g} | " + " | ".join(_cell(c.get(e, [])) for c in columns) + " |"
+            for e in epochs]
+  return lines + [""]
+
+
+def _accuracy_tables(records: Sequence[dict], reference: Sequence[dict] = ()) -> list[str]:
   """The image tasks' tables, then the published anchors (none without image records)."""
   groups = _units(records, images=True)
   if not groups:
     return []
   lines = []
   for (task, dataset), units in groups.items():
+    runs = _reference_runs(reference, task, dataset)
     lines += [f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
               f"{dataset} (T = 784)", "",
               "Accuracy (%), mean ± s.e. over replicates: the best validation accuracy, the "
@@ -160,7 +217,10 @@ def _accuracy_tables(records: Sequence[dict]) -> list[str]:
                f"{max(r['seconds'] for r in last):.0f}" if last else "—"]
       lines.append(f"| {u['label']} | {u['hidden_size']} | {params} | "
                    f"{len(finals) or len(u['val'])} | {epochs} | " + " | ".join(row) + " |")
+    if runs:
+      lines.append(_reference_row(runs))
     lines.append("")
+    lines += _epoch_table(units, runs)
   column = 0 if all(task == "pixel" for task, _ in groups) else 1
   lines += [f"Published MNIST anchors (best test epoch; {('sMNIST', 'psMNIST')[column]}):", "",
             "| model | hidden | parameters | test accuracy (%) |", "|---|---|---|---|"]
@@ -196,7 +256,7 @@ def _loss_figure(task: str, T: int, units: list):
   return fig
 
 
-def _accuracy_figure(task: str, dataset: str, units: list):
+def _accuracy_figure(task: str, dataset: str, units: list, runs: dict):
   from matplotlib.figure import Figure
   fig = Figure(figsize=(10, 4))
   by_epoch, by_time = fig.subplots(1, 2)
@@ -210,6 +270,10 @@ def _accuracy_figure(task: str, dataset: str, units: list):
     by_epoch.plot([row[0].get("epoch", 0) for row in rows], acc, color=f"C{i}", label=label)
     by_time.plot([np.median([x["seconds"] for x in row]) for row in rows], acc,
                  color=f"C{i}", label=label)
+  if runs:  # the reference's median over seeds at the end of each epoch
+    epochs = sorted(set.intersection(*(set(run) for run in runs.values())))
+    by_epoch.plot(epochs, [100 * np.median([run[e]["val_accuracy"] for run in runs.values()])
+                           for e in epochs], color="k", ls="--", label=_REFERENCE_LABEL)
   for ax, x in ((by_epoch, "epochs"), (by_time, "wall-clock seconds (all replicates)")):
     ax.set_xlabel(x)
     ax.set_ylabel("validation accuracy (%)")
@@ -220,18 +284,21 @@ def _accuracy_figure(task: str, dataset: str, units: list):
   return fig
 
 
-def figures(results: Any) -> dict:
+def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
   """The report's plots, as `matplotlib.figure.Figure` objects.
 
   Args:
     results: the records (a list of dicts or a DataFrame, as `load_results` returns
       them).
+    reference: the PyTorch reference's records (`markdown`), drawn dashed beside the
+      image tasks they match.
 
   Returns:
     ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, per
     unit the median over its replicates (at the steps all reached) and every replicate
     faintly, the random baseline dotted; ``{"images_{task}_{dataset}": Figure}``: the
-    median validation accuracy against epochs and wall-clock seconds. Save one with
+    median validation accuracy against epochs and wall-clock seconds (the reference's
+    median over seeds against epochs). Save one with
     ``fig.savefig(path)``.
 
   Raises:
@@ -240,13 +307,15 @@ def figures(results: Any) -> dict:
   records = workdir_lib.as_records(results)
   out = {f"figure3_{task}_T{T}": _loss_figure(task, T, units)
          for (task, T), units in _units(records, images=False).items()}
-  out.update({f"images_{task}_{dataset.replace('/', '_')}": _accuracy_figure(task, dataset, u)
-              for (task, dataset), u in _units(records, images=True).items()})
+  out.update({f"images_{task}_{dataset.replace('/', '_')}": _accuracy_figure(
+      task, dataset, u, _reference_runs(reference, task, dataset))
+               for (task, dataset), u in _units(records, images=True).items()})
   return out
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
-             superseded: Sequence[tuple[str, str]] = ()) -> str:
+             superseded: Sequence[tuple[str, str]] = (),
+             reference: Sequence[dict] = ()) -> str:
   """The report's Markdown: a section per (task, T) or image task and dataset, a row per unit.
 
   Args:
@@ -256,13 +325,17 @@ def markdown(results: Any, *, figure_files: dict | None = None,
       `write_report` does); each gets an image link. None: no links.
     superseded: ``(unit_name, unit_id)`` pairs left out because a later launch
       replaced them (`workdir.superseded_units`); listed in a note.
+    reference: the PyTorch reference's records (`REFERENCE`'s lines: seed, epoch, task,
+      dataset, hidden, val_accuracy, test_accuracy, seconds), shown beside the image
+      tasks they match.
 
   Returns:
     The report's text. A synthetic task's row: the unit's label, replicates, the median
     and best final validation loss, the median test loss, the original code's (T = 100),
     steps and wall time (an unfinished unit: its last subsample validation). An image
     task's row: the model, hidden size, parameters, replicates, epochs, and the best
-    validation accuracy, the test accuracy there and the best test accuracy.
+    validation accuracy, the test accuracy there and the best test accuracy; then the
+    test accuracy at every validation point.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
@@ -290,7 +363,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     lines += _loss_table(task, T, units)
     if f"figure3_{task}_T{T}" in figure_files:
       lines += [f"![{task}, T = {T}]({figure_files[f'figure3_{task}_T{T}']})", ""]
-  lines += _accuracy_tables(records)
+  lines += _accuracy_tables(records, reference)
   lines += [f"![{key}]({name})" for key, name in figure_files.items()
             if key.startswith("images_")]
   return "\n".join(lines)
@@ -303,7 +376,8 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
     workdir: the experiment's working directory; the files are written there.
     results: the records; default: the current ones of WORKDIR/results.jsonl
       (``workdir.load_results(workdir, as_frame=False)``), with a note listing the
-      superseded units (given records get no such note).
+      superseded units (given records get no such note). The PyTorch reference's
+      records, where WORKDIR/torch_reference.jsonl holds them, are shown beside.
 
   Returns:
     The paths written: report.md first, then the PNGs.
@@ -317,12 +391,14 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
     results = workdir_lib.load_results(workdir, as_frame=False)
     superseded = workdir_lib.superseded_units(workdir)
   results = workdir_lib.as_records(results)
+  reference = workdir_lib.read(workdir, REFERENCE)
   paths, files = [], {}
-  for key, fig in figures(results).items():
+  for key, fig in figures(results, reference).items():
     paths.append(os.path.join(workdir, f"{key}.png"))
     fig.savefig(paths[-1], dpi=120)
     files[key] = f"{key}.png"
   report = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(report, "w", encoding="utf-8") as f:
-    f.write(markdown(results, figure_files=files, superseded=superseded))
+    f.write(markdown(results, figure_files=files, superseded=superseded,
+                     reference=reference))
   return [report] + paths
