@@ -76,3 +76,13 @@ def strict_rank_promotion():
 def fast_compiles():
   """Kept for the modules that name it: the whole session compiles this way (above)."""
   yield
+
+
+def pytest_collection_modifyitems(config, items):
+  """Files with more end-to-end (slow) tests first: each pytest-xdist worker takes whole
+  files in this order (`--no-loadscope-reorder`), and a long file taken last leaves the
+  other worker idle."""
+  slow = {}
+  for item in items:
+    slow[item.path] = slow.get(item.path, 0) + bool(item.get_closest_marker("slow"))
+  items.sort(key=lambda item: -slow[item.path])
