@@ -93,6 +93,33 @@ def _pairs(a):
   return jnp.concatenate([a, a], axis=-1)
 
 
+def _loop(step, carry, xs, reverse=False, unroll=1):
+  """`jax.lax.scan(step, carry, xs, reverse=reverse, unroll=unroll)`, the same numbers,
+  as a `fori_loop` that writes each step's outputs into preallocated (L, ...) buffers.
+
+  On XLA:CPU this loop ran 10-15% faster than `scan` (the modReLU kernel's forward and
+  reverse passes at L = 784, B = 64, n = 116, one core): `scan`'s stacked outputs cost
+  ~17 µs a step more there than a write into a carried buffer. The modReLU kernels (the
+  image tasks' and the long copy task's cells) use it. `elementwise_recurrence` keeps
+  `scan`: not timed at its sizes, and in a vmapped training run the two loops round
+  differently (a golden run's validation loss moved by 3e-4 after 40 updates).
+  """
+  length = jax.tree.leaves(xs)[0].shape[0]
+  ys = jax.eval_shape(lambda c, x: step(c, x)[1], carry, jax.tree.map(lambda a: a[0], xs))
+  buffers = jax.tree.map(lambda y: jnp.zeros((length,) + y.shape, y.dtype), ys)
+
+  def body(i, state):
+    carry, buffers = state
+    t = length - 1 - i if reverse else i
+    carry, y = step(carry, jax.tree.map(
+        lambda a: jax.lax.dynamic_index_in_dim(a, t, 0, keepdims=False), xs))
+    buffers = jax.tree.map(lambda b, v: jax.lax.dynamic_update_index_in_dim(b, v, t, 0),
+                           buffers, y)
+    return carry, buffers
+
+  return jax.lax.fori_loop(0, length, body, (carry, buffers), unroll=unroll)
+
+
 def _recurrence_forward(transition, h0, projected, activation, unroll):
   f = elementwise_activation(activation)
 
@@ -213,7 +240,7 @@ def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll, keep_r=
     h, r = _modrelu_step(h, p, transition, bias)
     return h, (h, r) if keep_r else h
 
-  return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
+  return _loop(body, h0, projected, unroll=unroll)[1]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
@@ -242,7 +269,8 @@ def _modrelu_pre_activations(hs, rs, bias):
   row). No matmul: the pre-activations come back from h and r alone.
 
   Args:
-    hs: real (..., H), H = 2n: modReLU's outputs [Re, Im].
+    hs: real (..., H), H = 2n: modReLU's outputs [Re, Im] (the reverse loop passes
+      one step's (B, H)).
     rs: real (..., n): each unit's r (the forward loop saves it).
     bias: real (n,) b.
 
@@ -263,23 +291,23 @@ def _modrelu_recurrence_bwd(unroll, res, ct_hs):
   transition, h0, hs, rs, bias = res
   n = bias.shape[-1]
   transition_t = transition.T
-  pre, s, coef, active = _modrelu_pre_activations(hs, rs, bias)
 
-  def body(delta_next, inputs):
-    ct_h, z, s_t, coef_t = inputs
+  def body(carry, inputs):
+    delta_next, ct_bias = carry
+    ct_h, h, r = inputs
+    # The Jacobian's factors from this step's state and moduli, inside the loop where
+    # they are in cache: no passes over (L, B, H) arrays before or after it (10% of
+    # the kernel's time at L = 784, B = 64, n = 116 on a CPU).
+    z, s, coef, active = _modrelu_pre_activations(h, r, bias)
     v = ct_h + delta_next @ transition_t
     zv = z[..., :n] * v[..., :n] + z[..., n:] * v[..., n:]
-    delta = _pairs(s_t) * v + _pairs(coef_t * zv) * z
-    return delta, delta
+    delta = _pairs(s) * v + _pairs(coef * zv) * z
+    # b̄ = Σ_{t, batch} 1[active] / r · (z·v).
+    ct_bias = ct_bias + jnp.sum(jnp.where(active, zv / r, 0), axis=0)
+    return (delta, ct_bias), delta
 
-  _, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, pre, s, coef),
-                           reverse=True, unroll=unroll)
-  # b̄ = Σ_{t, batch} 1[active] / r · (z·v), with each unit's z·v read off δ rather than
-  # carried out of the loop: z·δ = (z·v)(s + coef |z|²), |z|² = r² - eps.
-  zd = pre[..., :n] * deltas[..., :n] + pre[..., n:] * deltas[..., n:]
-  # (s + coef |z|² > 0 where active; inactive units divide by 1 and are dropped.)
-  gain = jnp.where(active, s + coef * (rs * rs - _MODRELU_EPS), 1) * rs
-  ct_bias = jnp.sum(jnp.where(active, zd / gain, 0), axis=(0, 1))
+  (_, ct_bias), deltas = _loop(body, (jnp.zeros_like(h0), jnp.zeros_like(bias)),
+                               (ct_hs, hs, rs), reverse=True, unroll=unroll)
   return _transition_cotangent(h0, hs, deltas), deltas[0] @ transition_t, deltas, ct_bias
 
 
@@ -293,9 +321,9 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   The states are complex vectors of n units held as real pairs [Re h, Im h] (H = 2n),
   and modReLU acts on each complex unit (`modrelu_pairs`, eps = 1e-5). The forward
   loop also saves each unit's modulus r (half a state per step), from which the
-  reverse pass recovers the pre-activations without a second matmul; it runs one loop
-  of δ_t = Jᵀ(h̄_t + δ_{t+1} Wᵀ) (J the modReLU Jacobian, symmetric per unit) and forms
-  W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after the loop, and b̄ as one sum off the loop.
+  reverse pass recovers the pre-activations step by step without a second matmul; it
+  runs one loop of δ_t = Jᵀ(h̄_t + δ_{t+1} Wᵀ) (J the modReLU Jacobian, symmetric per
+  unit), summing b̄ as it goes, and forms W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul after it.
   A `jax.custom_vjp`: reverse mode only.
 
   Args:
@@ -340,7 +368,7 @@ def _real_modrelu_forward(transition, h0, projected, bias, unroll):
     h = real_modrelu(h @ transition + p, bias)
     return h, h
 
-  return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
+  return _loop(body, h0, projected, unroll=unroll)[1]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
@@ -363,8 +391,8 @@ def _real_modrelu_recurrence_bwd(unroll, res, ct_hs):
     delta = jnp.where(h != 0, ct_h + delta_next @ transition_t, 0)
     return delta, delta
 
-  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, hs),
-                                     reverse=True, unroll=unroll)
+  delta_first, deltas = _loop(body, jnp.zeros_like(h0), (ct_hs, hs), reverse=True,
+                              unroll=unroll)
   # d h / d b = sign(z) where h ≠ 0, i.e. sign(h); δ is already zero elsewhere.
   ct_bias = jnp.einsum("lbh,lbh->h", jnp.sign(hs), deltas)
   return (_transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas,
