@@ -135,6 +135,8 @@ class ElementwiseRecurrenceTest(chex.TestCase):
         self.variant(lnn.elementwise_recurrence)(*args)
     with pytest.raises(ValueError, match="activation"):
       self.variant(lambda *a: lnn.elementwise_recurrence(*a, "gelu"))(w, h0, p)
+    with pytest.raises(ValueError, match="no steps"):
+      self.variant(lnn.elementwise_recurrence)(w, h0, p[:0])
 
 
 class ModReLURecurrenceTest(chex.TestCase):
@@ -249,6 +251,8 @@ class ModReLURecurrenceTest(chex.TestCase):
                  (np.eye(5, dtype=np.float32), z(2, 5), z(4, 2, 5), bias)):
       with pytest.raises(ValueError, match="expected"):
         self.variant(lnn.modrelu_recurrence)(*args)
+    with pytest.raises(ValueError, match="no steps"):
+      self.variant(lnn.modrelu_recurrence)(w, h0, p[:0], bias)
 
 
 class RealModReLURecurrenceTest(chex.TestCase):
@@ -290,6 +294,8 @@ class RealModReLURecurrenceTest(chex.TestCase):
                  (w, h0, p, bias[:2]), (w, h0, p, z(1, 4))):
       with pytest.raises(ValueError, match="expected"):
         self.variant(lnn.real_modrelu_recurrence)(*args)
+    with pytest.raises(ValueError, match="no steps"):
+      self.variant(lnn.real_modrelu_recurrence)(w, h0, p[:0], bias)
 
 
 def test_modrelu_pairs_is_modrelu_on_real_pairs():

@@ -65,7 +65,7 @@ def elementwise_activation(name: str) -> Callable[[jax.Array], jax.Array]:
 
 
 def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH) -> None:
-  """Raises ValueError unless W, h_0 and p are (H, H), (B, H), (L, B, H).
+  """Raises ValueError unless W, h_0 and p are (H, H), (B, H), (L, B, H) with L ≥ 1.
 
   Reads shapes only, so the check runs at trace time under `jax.jit`.
   """
@@ -74,6 +74,8 @@ def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH) -> None:
       or projected_LxBxH.ndim != 3 or projected_LxBxH.shape[1:] != h0_BxH.shape):
     raise ValueError(f"expected (H, H), (B, H), (L, B, H); got {transition_HxH.shape=}, "
                      f"{h0_BxH.shape=}, {projected_LxBxH.shape=}.")
+  if projected_LxBxH.shape[0] == 0:
+    raise ValueError("the sequence has no steps (L = 0): give at least one.")
 
 
 def _transition_cotangent(h0_BxH, hs_LxBxH, deltas_LxBxH):
@@ -178,7 +180,7 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
     Real (L, B, H), the inputs' dtype: h_1..h_L.
 
   Raises:
-    ValueError: on mismatched shapes or an unknown activation.
+    ValueError: on mismatched shapes, no steps (L = 0) or an unknown activation.
   """
   elementwise_activation(activation)
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
@@ -339,7 +341,8 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
     Real (L, B, H), the inputs' dtype: h_1..h_L as [Re, Im] pairs.
 
   Raises:
-    ValueError: on mismatched shapes, including a bias that is not (H / 2,).
+    ValueError: on mismatched shapes (including a bias that is not (H / 2,)) or no
+      steps (L = 0).
   """
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
   if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
@@ -423,7 +426,8 @@ def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
     Real (L, B, H), the inputs' dtype: h_1..h_L.
 
   Raises:
-    ValueError: on mismatched shapes, including a bias that is not (H,).
+    ValueError: on mismatched shapes (including a bias that is not (H,)) or no steps
+      (L = 0).
   """
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
   if bias_H.shape != h0_BxH.shape[-1:]:
