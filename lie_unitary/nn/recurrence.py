@@ -96,10 +96,11 @@ def _pairs(a):
 
 
 def _loop(step, carry, xs, reverse=False, unroll=1):
-  """`jax.lax.scan(step, carry, xs, reverse=reverse, unroll=unroll)`, the same numbers,
-  as a `fori_loop` that writes each step's outputs into preallocated (L, ...) buffers.
+  """`jax.lax.scan(step, carry, xs, reverse=reverse, unroll=unroll)` (bit for bit on
+  random inputs; to rounding under vmap, below) as a `fori_loop` that writes each
+  step's outputs into preallocated (L, ...) buffers.
 
-  On XLA:CPU this loop ran 10-15% faster than `scan` (the modReLU kernel's forward and
+  On XLA:CPU this loop ran 11-15% faster than `scan` (the modReLU kernel's forward and
   reverse passes at L = 784, B = 64, n = 116, one core): `scan`'s stacked outputs cost
   ~17 µs a step more there than a write into a carried buffer. The modReLU kernels (the
   image tasks' and the long copy task's cells) use it. `elementwise_recurrence` keeps
@@ -298,8 +299,8 @@ def _modrelu_recurrence_bwd(unroll, res, ct_hs):
     delta_next, ct_bias = carry
     ct_h, h, r = inputs
     # The Jacobian's factors from this step's state and moduli, inside the loop where
-    # they are in cache: no passes over (L, B, H) arrays before or after it (10% of
-    # the kernel's time at L = 784, B = 64, n = 116 on a CPU).
+    # they are in cache: no passes over (L, B, H) arrays before or after it (3-12% of
+    # the kernel's time at L = 784, B = 64, n = 116 on one CPU core).
     z, s, coef, active = _modrelu_pre_activations(h, r, bias)
     v = ct_h + delta_next @ transition_t
     zv = z[..., :n] * v[..., :n] + z[..., n:] * v[..., n:]
