@@ -220,6 +220,9 @@ def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
   assert "| 1 | 72.00 ± 2.00 | 73.50 ± 2.50 |" in rows
   assert "| 2 | 79.00 ± 1.00 | 76.00 ± 3.00 |" in rows
   assert "11.00" not in "\n".join(rows)  # the pixel task's record is not this task's
+  # The published anchors say which task and how many epochs they took.
+  assert "Published MNIST anchors (psMNIST; 70 epochs" in (tmp_path / "report.md").read_text()
+  assert "| expRNN (Lezcano-Casado & Martínez-Rubio 2019) | 170 | 16K | 94.9 |" in rows
   # The figure draws the reference's median validation accuracy over seeds per epoch.
   fig = report.figures(recs, ref)["images_permuted_fashion_mnist"]
   line, = [ln for ln in fig.axes[0].lines if ln.get_label() == "PyTorch expRNN reference"]
