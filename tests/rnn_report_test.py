@@ -200,6 +200,14 @@ def _image_records(model, accuracies):
           for rep, accs in enumerate(accuracies) for epoch, acc in enumerate(accs)]
 
 
+def test_an_unfinished_image_unit_shows_its_best_so_far():
+  # Validation accuracy is test − 0.01: replicate 0 peaks at epoch 1, replicate 1 at 2.
+  recs = _image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70, 0.74]])
+  row, = [r for r in _rows(report.markdown(recs)) if r.startswith("| orthogonal")]
+  # best val (0.79, 0.73), test there (0.80, 0.74), best test (0.80, 0.74), 20 s.
+  assert row.endswith("| 2 (unfinished) | 76.00 ± 3.00 | 77.00 ± 3.00 | 77.00 ± 3.00 | 20 |"), row
+
+
 def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
   recs = _image_records("orthogonal", [[0.1, 0.70, 0.80], [0.1, 0.74, 0.78]])
   # The reference, two seeds; its dataset given as a folder, and a record of another task.

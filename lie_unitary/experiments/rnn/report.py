@@ -208,12 +208,15 @@ def _accuracy_tables(records: Sequence[dict], reference: Sequence[dict] = ()) ->
         row = [_cell([f[k] for f in finals])
                for k in ("best_val_accuracy", "test_accuracy", "best_test_accuracy")]
         row.append(f"{max(f['seconds'] for f in finals):.0f}")
-      else:  # unfinished: its last validation point
-        last = [max(v.items())[1] for v in u["val"].values() if v]
+      else:  # unfinished: the same columns over its validation points so far
+        points = [list(v.values()) for v in u["val"].values() if v]
+        best = [max(p, key=lambda r: r["val_accuracy"]) for p in points]
+        last = [max(p, key=lambda r: r["step"]) for p in points]
         epochs = f"{last[0].get('epoch', 0):g} (unfinished)" if last else "0"
         params = "—"
-        row = [_cell([r["val_accuracy"] for r in last]),
-               _cell([r["test_accuracy"] for r in last]), "—",
+        row = [_cell([r["val_accuracy"] for r in best]),
+               _cell([r["test_accuracy"] for r in best]),
+               _cell([max(r["test_accuracy"] for r in p) for p in points]),
                f"{max(r['seconds'] for r in last):.0f}" if last else "—"]
       lines.append(f"| {u['label']} | {u['hidden_size']} | {params} | "
                    f"{len(finals) or len(u['val'])} | {epochs} | " + " | ".join(row) + " |")
@@ -336,7 +339,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     steps and wall time (an unfinished unit: its last subsample validation). An image
     task's row: the model, hidden size, parameters, replicates, epochs, and the best
     validation accuracy, the test accuracy there and the best test accuracy; then the
-    test accuracy at every validation point.
+    test accuracy at every validation point (an unfinished unit: over its validation
+    points so far).
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
