@@ -151,12 +151,18 @@ def _reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:
   return runs
 
 
+def _best_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
+  """Over runs (each a run's validation records): the best validation accuracy, the
+  test accuracy at that point and the best test accuracy, as table cells."""
+  best = [max(run, key=lambda r: r["val_accuracy"]) for run in runs]
+  return [_cell([r["val_accuracy"] for r in best]), _cell([r["test_accuracy"] for r in best]),
+          _cell([max(r["test_accuracy"] for r in run) for run in runs])]
+
+
 def _reference_row(runs: dict) -> str:
   """The main table's row of the reference: per seed, the best validation accuracy, the
   test accuracy at its epoch and the best test accuracy."""
-  best = [max(run.values(), key=lambda r: r["val_accuracy"]) for run in runs.values()]
-  cells = [_cell([r["val_accuracy"] for r in best]), _cell([r["test_accuracy"] for r in best]),
-           _cell([max(r["test_accuracy"] for r in run.values()) for run in runs.values()])]
+  cells = _best_cells([list(run.values()) for run in runs.values()])
   hidden = {r.get("hidden") for run in runs.values() for r in run.values()}
   return (f"| {_REFERENCE_LABEL} | {'/'.join(map(str, sorted(hidden)))} | — | {len(runs)} "
           f"| {max(max(run) for run in runs.values())} | " + " | ".join(cells) +
@@ -210,14 +216,11 @@ def _accuracy_tables(records: Sequence[dict], reference: Sequence[dict] = ()) ->
         row.append(f"{max(f['seconds'] for f in finals):.0f}")
       else:  # unfinished: the same columns over its validation points so far
         points = [list(v.values()) for v in u["val"].values() if v]
-        best = [max(p, key=lambda r: r["val_accuracy"]) for p in points]
         last = [max(p, key=lambda r: r["step"]) for p in points]
         epochs = f"{last[0].get('epoch', 0):g} (unfinished)" if last else "0"
         params = "—"
-        row = [_cell([r["val_accuracy"] for r in best]),
-               _cell([r["test_accuracy"] for r in best]),
-               _cell([max(r["test_accuracy"] for r in p) for p in points]),
-               f"{max(r['seconds'] for r in last):.0f}" if last else "—"]
+        row = (_best_cells(points) if points else ["—"] * 3) + [
+            f"{max(r['seconds'] for r in last):.0f}" if last else "—"]
       lines.append(f"| {u['label']} | {u['hidden_size']} | {params} | "
                    f"{len(finals) or len(u['val'])} | {epochs} | " + " | ".join(row) + " |")
     if runs:
