@@ -1,14 +1,10 @@
-"""Selecting the current units' records across launches; the optional metric writer."""
+"""Selecting the current units' records across launches."""
 
 import os
-import struct
 import sys
 
 import pytest
 
-from lie_unitary.experiments import fields
-from lie_unitary.experiments import loop
-from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
 
 import helpers
@@ -128,45 +124,3 @@ def test_as_records_drops_the_cells_a_record_lacked():
   recs = [{"step": 0, "val_loss": 1.0}, {"step": 20, "val_loss": "nan", "train_loss": 0.5}]
   assert workdir_lib.as_records(pd.DataFrame.from_records(recs)) == recs
   assert workdir_lib.as_records(recs) == recs
-
-
-def _context(tmp_path, tensorboard=True):
-  unit = fields.Unit("u", {"seed": 0}, 10)
-  return runner.UnitContext(str(tmp_path), unit, print, loop.StopRequest(), tensorboard)
-
-
-def test_scalars_are_off_by_default(tmp_path):
-  ctx = _context(tmp_path, tensorboard=False)
-  ctx.scalars(0, {"val_loss": 1.0})
-  ctx.close()
-  assert os.listdir(tmp_path) == []
-
-
-def _tfrecords(path):
-  with open(path, "rb") as f:
-    data = f.read()
-  out, i = [], 0
-  while i < len(data):
-    (length,) = struct.unpack("<Q", data[i:i + 8])
-    out.append(data[i + 12:i + 12 + length])
-    i += 12 + length + 4  # length, its crc, payload, its crc
-  return out
-
-
-def test_tensorboard_events(tmp_path):
-  pytest.importorskip("tensorboardX")
-  from tensorboardX.proto import event_pb2
-  ctx = _context(tmp_path)
-  ctx.scalars(0, {"val_loss": 1.5})
-  ctx.scalars(20, {"val_loss": 0.25, "train_loss": "nan"})
-  ctx.close()
-  logdir = tmp_path / "tensorboard" / ctx.unit.slug
-  files = [f for f in os.listdir(logdir) if "tfevents" in f]
-  assert len(files) == 1
-  got = []
-  for payload in _tfrecords(logdir / files[0]):
-    event = event_pb2.Event.FromString(payload)
-    for v in event.summary.value:
-      got.append((event.step, v.tag, v.simple_value))
-  assert got[:2] == [(0, "val_loss", 1.5), (20, "val_loss", 0.25)]
-  assert got[2][:2] == (20, "train_loss") and got[2][2] != got[2][2]  # NaN

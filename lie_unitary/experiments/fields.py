@@ -1,22 +1,14 @@
 """Config field tables and units of work: what a field accepts, and what a result is.
 
-A family's `config.py` lists its fields as a table of `Field`s: what each accepts and
-whether it enters a unit's identity (defaults and comments live in the family's light
-`defaults.py`, which config files import without loading jax). From the table come the
-validation (`validate`: unknown, missing and bad fields, each named in one line with
-what it may be) and the fields of a unit's identity (`identity`).
+A family's `config.py` lists its fields as `Field`s (defaults live in its jax-free
+`defaults.py`): what each accepts (a `Check`, with the words for the error) and whether it
+enters a unit's identity. From the table come `validate` (unknown, missing and bad fields,
+each named in one line) and `identity`.
 
-A `Unit` is the smallest piece of an experiment that is computed, recorded and
-resumed as a whole (operators: all replicates of one (n, approach, epochs, learning
-rate, basis scale); RNNs: all replicates of one (task, model, T)). Its id hashes
-EVERY setting that changes what it computes, so a rerun with a changed field
-computes a new unit beside the old one and nothing is reused across settings. Where
-a unit stops (the number of updates) is not part of it: `target_step` holds that, so
-a run can be extended.
-
-A `Check` is a predicate with the words of what it accepts ("an integer ≥ 1"); the
-helpers below build the common ones, and allowed values are read off the registries
-(parametrizations, optimizers, activations) rather than retyped.
+A `Unit` is the smallest piece of an experiment that is computed, recorded and resumed as
+a whole. Its id hashes every setting that changes what it computes, so a changed field
+gives a new unit and nothing is reused across settings; its `target_step` is not part of
+it, so a run can be extended.
 """
 
 from __future__ import annotations

@@ -1,30 +1,18 @@
 """The command line of every experiment family: flags → `runner.train_and_evaluate` → report.
 
-A family's ``__main__.py`` calls ``main(FAMILY)``:
-
-    python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR
-    python -m lie_unitary.experiments.FAMILY --config=path/file.py --workdir=DIR \
-        --config.FIELD=VALUE
+    python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR [--config.FIELD=VALUE]
+    python -m lie_unitary.experiments.FAMILY --config=path/file.py --workdir=DIR
     python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
 
-Flags: --config (a bare NAME is one of the family's named config files in configs/,
-`config_path`; else the path of any config file), --workdir, --report_only,
---cpu_devices, --compilation_cache, --tensorboard, and for several hosts
---coordinator_address, --num_processes, --process_id (empty: one process; given:
-``jax.distributed.initialize`` before anything else, CPU collectives over gloo).
+A bare NAME is one of the family's config files in configs/ (`config_path`). A bad flag,
+config name or field ends the program with one line on stderr (exit status 2); the first
+SIGINT/SIGTERM stops at the next checkpoint (exit 0) and the same command resumes.
 
-A bad flag, config name or config field ends the program with ONE line on stderr (exit
-status 2); the first Ctrl-C (SIGINT/SIGTERM) stops at the
-next checkpoint and exits 0; the same command resumes. Results, checkpoints and the
-report go to the workdir (`lie_unitary.experiments.runner`).
-
-OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS (scipy's,
-loaded at the first eigh), whose thread pool fights XLA's on few cores.
-
-Every CPU core is used by default: before jax starts, XLA is asked for one CPU device
-per core (`--cpu_devices`, 0: one per core; 1: a single device), over which the families
-share their work (each family's docs say how). Several processes (--num_processes) keep
-one device each unless --cpu_devices says otherwise.
+Before jax starts, XLA is asked for one CPU device per core (`--cpu_devices`; 1: a single
+device), and OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS,
+whose thread pool fights XLA's on few cores. --coordinator_address, --num_processes and
+--process_id run one process of a multi-process run (``jax.distributed.initialize``,
+CPU collectives over gloo); such processes keep one device each unless --cpu_devices says.
 """
 
 from __future__ import annotations
@@ -42,9 +30,8 @@ __all__ = ["config_dir", "config_path", "cpu_cores", "default_compilation_cache"
 
 
 def _split_comma_lists(config) -> None:
-  """--config.model=gurnn,lstm gives ('gurnn,lstm',), and --config.model="(gurnn,)"
-  ('(gurnn,)',) (ml_collections parses a tuple of unquoted names so): split such
-  elements into ('gurnn', 'lstm') and ('gurnn',), in place, recursively."""
+  """ml_collections parses --config.model=gurnn,lstm as ('gurnn,lstm',) and "(gurnn,)" as
+  ('(gurnn,)',): split such elements, in place, recursively."""
   pieces = lambda v: [p.strip(" ()[]'\"") for p in v.split(",")] if isinstance(v, str) else [v]
   for key, value in config.items():
     if hasattr(value, "items"):
@@ -121,13 +108,10 @@ def default_compilation_cache() -> str:
 
 
 def use_compilation_cache(folder: str) -> str | None:
-  """Keeps this process' compiled programs in `folder` (jax's persistent compilation
-  cache), so that a resumed or repeated unit loads its programs instead of compiling
-  them again. Every program is kept, not only those that compiled for over a second
-  (jax's default), unless JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS says otherwise.
-  A cache already set (JAX_COMPILATION_CACHE_DIR, or jax's config) is kept; '' uses
-  none. The folder grows with each new program (hundreds of KB per unit);
-  deleting it is always safe.
+  """Keeps compiled programs in `folder` (jax's persistent compilation cache), so that a
+  resumed or repeated unit loads them; every program, not only those that compiled for
+  over a second (unless JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS is set). A cache
+  already set (JAX_COMPILATION_CACHE_DIR, jax's config) wins; '' uses none.
 
   Returns:
     The cache folder in use, or None.
@@ -176,8 +160,7 @@ def _launch(family_name: str, argv) -> None:
       raise app.UsageError("--config is required unless --report_only.")
     _split_comma_lists(config)
     try:
-      summary = runner.train_and_evaluate(family, config, workdir,
-                                          tensorboard=flag_values.tensorboard)
+      summary = runner.train_and_evaluate(family, config, workdir)
     except runner.ConfigError as e:
       raise app.UsageError(_one_line(e)) from e
     if summary.interrupted:
@@ -220,8 +203,6 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
                       "persistent compilation cache: a resumed or repeated unit loads its "
                       "programs instead of compiling them ('': none). "
                       "JAX_COMPILATION_CACHE_DIR, where set, wins.")
-  flags.DEFINE_bool("tensorboard", False, "Also write TensorBoard events under "
-                    "WORKDIR/tensorboard (needs tensorboardX).")
   flags.DEFINE_string("coordinator_address", "", "host:port of process 0, for a run over "
                       "several processes/hosts (jax.distributed); empty: one process.")
   flags.DEFINE_integer("num_processes", None, "Number of processes (with --coordinator_address).")

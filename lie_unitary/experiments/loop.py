@@ -9,17 +9,11 @@ A family's `run_unit` reads top to bottom::
         ...                                                # records of the call
         lp.after_call(state, step + num, history, status)  # checkpoint, progress, stop
 
-- **resume**: `restore` loads the unit's latest checkpoint (state, step, elapsed
-  seconds, the family's JSON `history`). Checkpoints hold the replicates without the
-  padding that sharding adds (`replicas.Replicas.gather`), so a unit stopped on 2
-  devices resumes on 1 or 3 with the numbers of an uninterrupted run.
-- **checkpoints**: at most every `checkpoint_seconds`, on a stop, and at the end (the
-  trained state, for `workdir.load_unit`). Orbax, synchronous, latest step only.
-- **progress**: a line at least every `progress_seconds`, while a call compiles or
-  runs too (a heartbeat thread), with an ETA from this unit's own rate since the loop
-  (re)started, its first (compiling) call left out.
-- **stops**: the first SIGINT/SIGTERM (`handle_signals`) ends the current call; the
-  loop checkpoints and raises `Interrupted`. A second one aborts at once.
+Checkpoints (orbax, the latest only) hold the replicates without sharding's padding, so a
+unit stopped on 2 devices resumes on 1 or 3; they are written at most every
+`checkpoint_seconds`, on a stop and at the end. A heartbeat thread prints a line at
+least every `progress_seconds`, while a call compiles too. The first SIGINT/SIGTERM
+(`handle_signals`) ends the current call, checkpoints and raises `Interrupted`.
 """
 
 from __future__ import annotations
@@ -99,9 +93,8 @@ def format_seconds(seconds: float) -> str:
 
 
 class Clock:
-  """The ETA of the work left at the rate measured since `start` (steps, or a launch's
-  units weighted by cost). Call `start(done)` after the work that should not set the
-  pace (a compiling first call)."""
+  """The ETA of the work left at the rate measured since `start(done)` (called after the
+  work that should not set the pace, such as a compiling first call)."""
 
   def __init__(self, total: float):
     self.total, self._t0, self._w0 = float(total), None, 0.0
@@ -186,8 +179,8 @@ class Loop:
   """A unit's training loop bookkeeping (module docstring); a context manager.
 
   Args:
-    ctx: the runner's `UnitContext` (workdir, unit, printer, stop request).
-    replicas: the unit's `replicas.Replicas` (host form of the state for checkpoints).
+    ctx: the runner's `UnitContext`.
+    replicas: the unit's `replicas.Replicas`.
     target: the unit's target step.
     target_field: the config field that sets `target` (for messages).
     checkpoint_seconds: the longest a crash may lose, besides the call in flight.
@@ -231,8 +224,8 @@ class Loop:
                    f"{format_seconds(now - self._last)}")
 
   def restore(self, state: Any, history: dict | None = None) -> tuple[Any, dict]:
-    """The checkpointed (state, history) if the unit has a checkpoint, else the fresh
-    ones given; sets `step`, `elapsed` and `resumed_from`.
+    """The checkpointed (state, history), else the fresh ones given; sets `step`,
+    `elapsed` and `resumed_from`.
 
     Raises:
       ConfigError: the checkpoint is beyond the target step.
@@ -269,8 +262,8 @@ class Loop:
     return self.elapsed + time.perf_counter() - self._last
 
   def after_call(self, state: Any, step: int, history: dict, status: str = "") -> None:
-    """After a call reached `step`: counts its time, checkpoints when due, prints
-    progress when due, and stops when asked.
+    """After a call reached `step`: counts its time, checkpoints and prints progress when
+    due, and stops when asked.
 
     Raises:
       Interrupted: after the checkpoint, when a stop was requested.

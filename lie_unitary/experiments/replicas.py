@@ -1,22 +1,12 @@
 """Replicates on a leading axis, sharded over every device, and the one way to map over them.
 
-A unit's R replicates run as one program: its arrays carry a leading replicate axis,
-padded to a multiple of the devices and sharded over a mesh of all devices
-(`jax.devices()`: every local device, and every host's after
-`jax.distributed.initialize()`). Padding replicates compute and are dropped, so
-replicate r gets the same keys, and the same numbers up to float rounding, whatever the
-device count (a device that maps its replicates one at a time rounds differently from
-one that vmaps them).
-
-`map_replicates(fn, in_axes, sharding)` (or `Replicas.map`) is the program of a
-per-replicate function:
-
-- one device, or accelerators: ``jit(vmap(fn))``;
-- a mesh with a data axis (each replicate's batch split over devices), or several
-  CPU devices of this process: a `jax.shard_map` in which each device maps `fn` over
-  its own replicates. On several CPU devices of one process it maps them ONE AT A TIME
-  (`lax.map`): those devices share jaxlib's thread pool, and two of them running
-  batched LAPACK calls (a vmapped eigh) at once deadlock it.
+A unit's R replicates run as one program on a leading axis, padded to a multiple of the
+devices and sharded over all of them (every host's after `jax.distributed.initialize()`).
+Padding replicates compute and are dropped, so replicate r gets the same keys whatever
+the device count. `map_replicates` is ``jit(vmap(fn))`` on one device or accelerators;
+with a data axis, or several CPU devices in one process, a `jax.shard_map` in which each
+device maps its replicates, on CPU one at a time (`lax.map`): CPU devices share jaxlib's
+thread pool, and two running batched LAPACK calls (a vmapped eigh) at once deadlock it.
 """
 
 from __future__ import annotations

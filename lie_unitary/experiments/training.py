@@ -1,10 +1,8 @@
 """The optimizers and training state shared by the experiment families.
 
-`make_optimizer` is the one factory of both families' optimizers: plain SGD (the
-paper's operator learning) or RMSProp without momentum (the paper's RNNs), optionally
-after clipping the gradients by value. `step_schedule` turns learning-rate drops into
-an optax schedule, so a drop lives in the optimizer (its step counter is part of the
-optimizer state, and so of every checkpoint).
+`make_optimizer`: SGD (the paper's operator learning) or RMSProp without momentum (its
+RNNs), optionally after clipping by value. `step_schedule`: learning-rate drops as an
+optax schedule, so the step counter lives in the optimizer state and its checkpoints.
 """
 
 from __future__ import annotations

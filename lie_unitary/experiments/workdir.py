@@ -2,21 +2,15 @@
 
     WORKDIR/
       launches/NNNN-<time>.json   one per launch: family, config, provenance, units
-      results.jsonl               every unit's records (append-only JSON lines)
+      results.jsonl               every unit's records (append-only JSON lines, fsynced)
       curves.jsonl                operators: each replicate's validation curve
       finished.jsonl              a line per finished unit (id, target step, seconds)
       claims/<unit>               the unit a process is computing now (`claim`)
       checkpoints/<unit>/         the unit's latest training state (orbax; `loop`)
-      tensorboard/<unit>/         TensorBoard events, when asked for
       report.md, *.png            the family's report
 
-Records are appended, flushed and fsynced as they are made, so a crash keeps every
-record written before it; a half-written last line is ignored when read.
-
-Which records are *current*: walk the launches in order and map each unit name to
-the id that the latest launch listing it gave; a record is current when its unit is
-one of those ids (a rerun with another seed replaces a unit of the same name; a
-launch of other models adds units beside it).
+A unit's *current* id is the one the latest launch listing its name gave; a record is
+current when its unit id is (a rerun with another seed replaces a unit of the same name).
 """
 
 from __future__ import annotations
@@ -52,12 +46,10 @@ CURVES = "curves.jsonl"
 FINISHED = "finished.jsonl"
 REPORT = "report.md"
 _LAUNCHES, _CLAIMS, _CHECKPOINTS = "launches", "claims", "checkpoints"
-# A claim's owner refreshes its file this often; one not refreshed for STALE seconds
-# belongs to a process that died (on another host; on this one a dead pid says so at once).
+# A claim not refreshed for STALE seconds belongs to a dead process (on another host).
 HEARTBEAT_SECONDS, STALE_SECONDS = 10.0, 60.0
 _HAVE_PANDAS = lambda: importlib.util.find_spec("pandas") is not None  # noqa: E731
-# The record names of `lie_unitary.principal_branch.SpectrumStats`' fields, in order:
-# the spectrum diagnostics of a λ chart, in both families' records.
+# The records' names of `lie_unitary.principal_branch.SpectrumStats`' fields, in order.
 SPECTRUM_FIELDS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
 
 
@@ -175,12 +167,8 @@ def _provenance() -> dict:
 
 
 def write_launch(workdir, family: str, config_json: dict, units: Sequence[Any]) -> str:
-  """Writes WORKDIR/launches/NNNN-<time>.json: family, config, provenance and units.
-
-  Returns:
-    Its path. NNNN increases and the file is created exclusively, so no launch is
-    ever overwritten, even by a process launching at the same moment.
-  """
+  """Writes WORKDIR/launches/NNNN-<time>.json (family, config, provenance, units), created
+  exclusively so that no launch is ever overwritten; returns its path."""
   folder = path(workdir, _LAUNCHES)
   os.makedirs(folder, exist_ok=True)
   stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -257,15 +245,13 @@ def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
   Args:
     workdir: an experiment's workdir.
     file: "results.jsonl" (both families) or "curves.jsonl" (operators' curves).
-    current_only: keep the current units' records only (module docstring), and of a
-      unit extended to a later target step only the "final" and "curve" records of
-      its current target; False keeps every record.
-    as_frame: True: a pandas DataFrame; False: a list of dicts; None: a DataFrame
-      when pandas is importable.
+    current_only: keep the current units' records only, and of a unit extended to a
+      later target step only the "final" and "curve" records of its current target.
+    as_frame: True: a pandas DataFrame (NaN where a record lacks a field); False: a
+      list of dicts; None: a DataFrame when pandas is importable.
 
   Returns:
-    The records in file order (a DataFrame: one row a record, NaN where a record
-    lacks a field).
+    The records in file order.
 
   Raises:
     FileNotFoundError: no such workdir or file.
@@ -402,10 +388,9 @@ def claim(workdir, slug: str) -> Iterator[bool]:
   """Takes the unit `slug` for this process: yields True, or False when another live
   process (a second launch, another host) is computing it.
 
-  The claim is a file created exclusively, WORKDIR/claims/<slug>, refreshed by a
-  heartbeat thread while held and removed on exit. A claim left by a crash is taken
-  over: at once when its process is gone from this host, else after STALE_SECONDS
-  without a heartbeat. Take-overs are serialised by a lock on the claims folder.
+  The claim, WORKDIR/claims/<slug>, is created exclusively, refreshed by a heartbeat
+  thread and removed on exit. A crashed owner's claim is taken over at once when its pid
+  is gone from this host, else after STALE_SECONDS without a heartbeat.
   """
   folder = path(workdir, _CLAIMS)
   os.makedirs(folder, exist_ok=True)

@@ -1,15 +1,11 @@
 """The RNN family's report: Figure 3 and a loss table for the adding and memory problems
 (paper §4), accuracy tables and curves for the sequential-image tasks.
 
-Built for notebooks as well as for files: `figures` and `markdown` take the records
-(`workdir.load_results`); the figures are built directly (no pyplot figure manager, no
-backend switch: the caller's matplotlib state is left alone). A table row is a unit
-(a model setting, all its replicates); only the current units are reported.
-
-An image task's section also gives the test accuracy at every validation point, and,
-where WORKDIR/torch_reference.jsonl holds the PyTorch reference's records of that task
-(`python -m benchmarks torch_reference --out=WORKDIR/torch_reference.jsonl`: a line per
-seed and epoch), the reference beside our models.
+`figures` and `markdown` take the records (`workdir.load_results`), for notebooks as for
+files; figures are built without pyplot, leaving the caller's matplotlib state alone. A
+row is a current unit (all its replicates). Where WORKDIR/torch_reference.jsonl holds the
+PyTorch reference's records (`python -m benchmarks torch_reference --out=...`), an image
+task shows the reference beside our models.
 """
 
 from __future__ import annotations
@@ -292,21 +288,17 @@ def _accuracy_figure(task: str, dataset: str, units: list, runs: dict):
 
 
 def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
-  """The report's plots, as `matplotlib.figure.Figure` objects.
+  """The report's plots, as `matplotlib.figure.Figure` objects (save with ``fig.savefig``).
 
   Args:
-    results: the records (a list of dicts or a DataFrame, as `load_results` returns
-      them).
-    reference: the PyTorch reference's records (`markdown`), drawn dashed beside the
-      image tasks they match.
+    results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
+    reference: the PyTorch reference's records, drawn dashed beside the matching tasks.
 
   Returns:
-    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, per
-    unit the median over its replicates (at the steps all reached) and every replicate
-    faintly, the random baseline dotted; ``{"images_{task}_{dataset}": Figure}``: the
-    median validation accuracy against epochs and wall-clock seconds (the reference's
-    median over seeds against epochs). Save one with
-    ``fig.savefig(path)``.
+    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, the
+    median over replicates and every replicate faintly, the random baseline dotted;
+    ``{"images_{task}_{dataset}": Figure}``: median validation accuracy against epochs
+    and against wall-clock seconds.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
@@ -326,24 +318,20 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   """The report's Markdown: a section per (task, T) or image task and dataset, a row per unit.
 
   Args:
-    results: the records (a list of dicts or a DataFrame, as `load_results` returns
-      them).
-    figure_files: ``{figure key: file name}`` of figures saved beside the report (as
-      `write_report` does); each gets an image link. None: no links.
-    superseded: ``(unit_name, unit_id)`` pairs left out because a later launch
-      replaced them (`workdir.superseded_units`); listed in a note.
-    reference: the PyTorch reference's records (`REFERENCE`'s lines: seed, epoch, task,
-      dataset, hidden, val_accuracy, test_accuracy, seconds), shown beside the image
-      tasks they match.
+    results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
+    figure_files: ``{figure key: file name}`` of figures saved beside the report; each
+      gets an image link.
+    superseded: ``(unit_name, unit_id)`` pairs a later launch replaced
+      (`workdir.superseded_units`); listed in a note.
+    reference: the PyTorch reference's records (seed, epoch, task, dataset, hidden,
+      val_accuracy, test_accuracy, seconds).
 
   Returns:
-    The report's text. A synthetic task's row: the unit's label, replicates, the median
-    and best final validation loss, the median test loss, the original code's (T = 100),
-    steps and wall time (an unfinished unit: its last subsample validation). An image
-    task's row: the model, hidden size, parameters, replicates, epochs, and the best
-    validation accuracy, the test accuracy there and the best test accuracy; then the
-    test accuracy at every validation point (an unfinished unit: over its validation
-    points so far).
+    The text. A synthetic task's row: the median and best final validation loss, the
+    median test loss, the original code's (T = 100), steps and wall time. An image
+    task's row: hidden size, parameters, replicates, epochs, best validation accuracy,
+    the test accuracy there and the best test accuracy; then the test accuracy at every
+    validation point. An unfinished unit shows the same over its points so far.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
@@ -381,18 +369,15 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
   """Writes WORKDIR/report.md and a PNG per figure of `figures` (WORKDIR/{key}.png).
 
   Args:
-    workdir: the experiment's working directory; the files are written there.
-    results: the records; default: the current ones of WORKDIR/results.jsonl
-      (``workdir.load_results(workdir, as_frame=False)``), with a note listing the
-      superseded units (given records get no such note). The PyTorch reference's
-      records, where WORKDIR/torch_reference.jsonl holds them, are shown beside.
+    workdir: the experiment's working directory.
+    results: the records; default: the current ones of WORKDIR/results.jsonl, with a
+      note of the superseded units.
 
   Returns:
     The paths written: report.md first, then the PNGs.
 
   Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir holds no
-      results.jsonl, or no current records in it (see `workdir.load_results`).
+    FileNotFoundError, ValueError: no results given and none current in the workdir.
   """
   superseded = []
   if results is None:
