@@ -1,9 +1,5 @@
-"""The operator-learning family's default config, light enough for config files (paper §3).
-
-Config files start from `get_config()` and set their experiment's fields; importing
-this module loads ml_collections only. What each field accepts and whether it enters
-a unit's identity: `lie_unitary.experiments.operators.config.FIELDS`.
-"""
+"""The operator-learning family's default config (paper §3), where config files start;
+importing it loads ml_collections only. What each field accepts: `config.FIELDS`."""
 
 import ml_collections
 
@@ -22,9 +18,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.field = "complex"
   # Matrix sizes n.
   c.n_values = (6,)
-  # What to fit: parametrizations (`lie_unitary.PARAMETRIZATIONS`; those of the field) and
-  # baselines: true (the target), rand (another draw of the generator), lstsq (least
-  # squares on the training pairs, unconstrained).
+  # What to fit: parametrizations of the field (`lie_unitary.PARAMETRIZATIONS`) and the
+  # baselines true (the target), rand (another draw), lstsq (unconstrained least squares).
   c.approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_algebra")
   # Target generators, cycled over replicates (replicate r uses generators[r % len]):
   # qr, haar, lie, composition (complex); haar, lie (real).
@@ -69,9 +64,8 @@ def get_config() -> ml_collections.ConfigDict:
   c.lr_divisors = (1.0,)
   # 'constant', or 'cosine': the rate decays to 0 over the run.
   c.lr_schedule = "constant"
-  # Approaches that refresh their chart (lie_recentred, lie_rebased,
-  # lie_rebased_orthonormal): before every step s with s % refresh_every == 0, s = 0
-  # included; 0 = never.
+  # Approaches that refresh their chart (lie_recentred, lie_rebased, ...): before every
+  # step s with s % refresh_every == 0, s = 0 included; 0 = never.
   c.refresh_every = 100
   # What a refresh does to the optimizer's moments: keep them or reset them (step
   # counts, and so the schedule, are kept).
