@@ -76,11 +76,8 @@ FIELDS = {
 
 
 def get_config(name: str = "table1") -> ml_collections.ConfigDict:
-  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`).
-
-  Raises:
-    ValueError: an unknown name.
-  """
+  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`); ValueError for an
+  unknown name."""
   return launch.load_config("operators", name)
 
 
