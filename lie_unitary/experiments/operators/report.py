@@ -299,17 +299,14 @@ def _basis_grid(curves):
 
 
 def figures(results: Any, curves: Any = ()) -> dict:
-  """The report's figures, as `matplotlib.figure.Figure` objects (no pyplot).
+  """The report's figures, ``{name: matplotlib.figure.Figure}`` (no pyplot), those that
+  can be drawn: "figure2" (standard basis, rand and a trained approach), "basis_change"
+  (a λ approach at two or more basis scales), "spectrum" (the λ chart's spectrum).
 
   Args:
-    results: the "final" records (a list of dicts or a DataFrame, as
-      `workdir.load_results` gives them); of a record written twice the last counts.
-    curves: the "curve" records (``load_results(workdir, "curves.jsonl")``); may be empty.
-
-  Returns:
-    ``{name: Figure}`` for those that can be drawn: "figure2" (a standard-basis run with
-    rand and a trained approach), "basis_change" (a λ approach at two or more basis
-    scales), "spectrum" (curves with the λ chart's spectrum).
+    results: the "final" records (a list of dicts or a DataFrame); of a record written
+      twice the last counts.
+    curves: the "curve" records; may be empty.
   """
   results, curves = _latest(results, "final"), _latest(curves, "curve")
   standard = results and not any(r.get("basis_scale") for r in results)
@@ -322,17 +319,13 @@ def markdown(results: Any, *, figure_files: dict | None = None,
              superseded: Sequence[tuple[str, str]] = (), source: str | None = None) -> str:
   """The Markdown report: test-loss tables beside the paper's, appendix B, SO(n) components.
 
+  A cell is mean ± bootstrap s.e. over replicates, the paper's value in parentheses.
+
   Args:
-    results: the "final" records (a list of dicts or a DataFrame); of a record written
-      twice the last counts.
-    figure_files: ``{figure name: file name}`` of figures saved beside the report; each
-      gets an image link.
+    results: as `figures`.
+    figure_files: ``{figure name: file name}`` of figures beside the report, linked.
     superseded: ``(unit_name, unit_id)`` pairs a later launch replaced, listed in a note.
     source: where the records came from, named in the header.
-
-  Returns:
-    The report's text; a cell is mean ± bootstrap s.e. over replicates, the paper's
-    value in parentheses (none for real SO(n) targets).
   """
   results = _latest(results, "final")
   figure_files = figure_files or {}
@@ -398,7 +391,7 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
     curves: the "curve" records; default: WORKDIR/curves.jsonl's current ones, if any.
 
   Returns:
-    The paths written: report.md first, then the PNGs.
+    The paths written, report.md first.
 
   Raises:
     FileNotFoundError, ValueError: `results` is None and the workdir has no current
