@@ -274,16 +274,6 @@ def test_the_launcher_reports_config_errors_in_one_line(override, match, tmp_pat
 
 
 @pytest.mark.slow
-def test_tensorboard_events_beside_the_records(tmp_path):
-  pytest.importorskip("tensorboardX")
-  config = _smoke(approaches=("lie_algebra",))
-  experiment.train_and_evaluate(config, str(tmp_path), tensorboard=True, **_QUIET)
-  folder, = os.listdir(tmp_path / "tensorboard")
-  events = os.listdir(tmp_path / "tensorboard" / folder)
-  assert any(f.startswith("events.out.tfevents") for f in events)
-
-
-@pytest.mark.slow
 @pytest.mark.parametrize("folder,match", [("", "holds no operators results"),
                                           ("missing", "missing: no such folder")])
 def test_report_only_needs_this_familys_results(tmp_path, folder, match):
@@ -291,13 +281,6 @@ def test_report_only_needs_this_familys_results(tmp_path, folder, match):
                           cwd=tmp_path)
   assert proc.returncode != 0 and match in proc.stderr, proc.stderr
   assert "Traceback" not in proc.stderr
-
-
-def test_tensorboard_without_tensorboardx_fails_before_writing(tmp_path, monkeypatch):
-  monkeypatch.setitem(sys.modules, "tensorboardX", None)
-  with pytest.raises(runner.ConfigError, match=r"tensorboardX.*lie_unitary\[tensorboard\]"):
-    experiment.train_and_evaluate(_smoke(), str(tmp_path / "w"), tensorboard=True, **_QUIET)
-  assert not (tmp_path / "w").exists()
 
 
 def test_the_report_says_a_short_run_is_not_a_result_and_shows_seeds_apart():

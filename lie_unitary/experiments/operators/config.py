@@ -1,11 +1,9 @@
 """The operator-learning family's field table (paper §3, Tables 1-2, app. B).
 
-`FIELDS` says what each field accepts (read off the registries) and whether it enters
-a unit's identity: the task's fields for every unit, the training fields (batch size,
-optimizer, val_every, lr_schedule) for trained ones, the refresh fields for approaches
-that refresh. The unit's own n, approach, epochs, learning rate and basis scale enter
-in place of the fields that only say which units to run. Defaults and meanings: the
-light `defaults.get_config()`, where the config files of ``configs/`` start.
+`FIELDS` says what each field accepts and whether it enters a unit's identity (training
+fields for trained units, refresh fields for refreshing approaches; a unit's own n,
+approach, epochs, learning rate and basis scale stand in for the fields that list the
+units). Defaults and meanings: `defaults.get_config()`.
 """
 
 from __future__ import annotations
@@ -23,8 +21,7 @@ from lie_unitary.experiments.operators.defaults import NAMED_CONFIGS
 __all__ = ["BASELINES", "BASIS_CHANGE_APPROACHES", "COMPLEX_APPROACHES", "FIELDS",
            "NAMED_CONFIGS", "REAL_APPROACHES", "REAL_GENERATORS", "get_config", "real_dtype"]
 
-# What the family fits: a parametrization, or a baseline (the target itself, a fresh
-# draw of its generator, least squares on the training pairs).
+# What the family fits: a parametrization, or a baseline (`data.make_baselines`).
 BASELINES = ("true", "rand", "lstsq")
 COMPLEX_APPROACHES = tuple(n for n, p in parametrizations.PARAMETRIZATIONS.items()
                            if not p.is_orthogonal)
@@ -32,8 +29,7 @@ REAL_APPROACHES = tuple(n for n, p in parametrizations.PARAMETRIZATIONS.items()
                         if p.is_orthogonal)
 # Generators of SO(n) targets (U(n) targets: `lie_unitary.GENERATORS`).
 REAL_GENERATORS = ("haar", "lie")
-# Approaches that accept appendix B's change of basis λ = λ̃ᵀ M: their refresh (if any)
-# returns λ = 0, whose λ̃ is 0 for every M.
+# Approaches that accept appendix B's λ = λ̃ᵀ M: a refresh (if any) returns λ = λ̃ = 0.
 BASIS_CHANGE_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
 
 
@@ -80,11 +76,8 @@ FIELDS = {
 
 
 def get_config(name: str = "table1") -> ml_collections.ConfigDict:
-  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`).
-
-  Raises:
-    ValueError: an unknown name.
-  """
+  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`); ValueError for an
+  unknown name."""
   return launch.load_config("operators", name)
 
 

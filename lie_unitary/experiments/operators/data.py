@@ -1,12 +1,8 @@
 """The operator-learning task's data (paper §3): targets, noisy pairs, losses, baselines.
 
-Pure functions of PRNG keys for ONE replicate, batched by the caller with `jax.vmap`.
-Data are never stored: pair i of a data set is regenerated from ``fold_in(key, i)``,
-x with real and imaginary parts ~ N(0, 1) and y = Ux + ε, ε ~ N(0, noise_std²) per
-real component (real x and ε for SO(n) targets). The loss is the mean over pairs of
-‖Ûx − y‖²; a batch of row vectors x_PxN maps to x_PxN @ Uᵀ.
-
-Shape letters: N = n, P pairs.
+Pure functions of PRNG keys for one replicate (the caller vmaps). Pair i of a data set is
+regenerated from ``fold_in(key, i)``: x ~ N(0, 1) per real component, y = Ux + ε with
+ε ~ N(0, noise_std²) per real component. Rows: x_PxN maps to x_PxN @ Uᵀ (P pairs).
 """
 
 from __future__ import annotations
@@ -33,10 +29,8 @@ _DEFAULTS = defaults.get_config()
 
 
 class TaskSpec(NamedTuple):
-  """Static description of the task (hashable; closed over by jitted code): the matrix
-  size `n`, the real dtype ("float32" or "float64"; complex data use the matching
-  complex dtype) and the config fields of the same names (their meanings and
-  defaults: `defaults.get_config()`)."""
+  """The task (hashable, static under jit): size `n`, the real dtype ("float32" or
+  "float64") and the config fields of the same names (`defaults.get_config()`)."""
   n: int
   field: str = _DEFAULTS.field
   generators: tuple[str, ...] = tuple(_DEFAULTS.generators)
@@ -61,7 +55,7 @@ class ReplicateKeys(NamedTuple):
 
 
 def replicate_keys(key, replicate) -> ReplicateKeys:
-  """Named keys of one replicate; the same for every approach (paired comparisons)."""
+  """The named keys of replicate `replicate` under `key`."""
   return ReplicateKeys(*jax.random.split(jax.random.fold_in(key, replicate),
                                          len(ReplicateKeys._fields)))
 
@@ -73,16 +67,9 @@ def dtypes(task: TaskSpec) -> tuple[jnp.dtype, jnp.dtype]:
 
 
 def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
-  """The target matrix from generator ``task.generators[generator_index]``.
-
-  Args:
-    key: PRNG key.
-    generator_index: int32 scalar (may be traced, e.g. ``replicate % G``): all
-      generators are built, one after the other, and this one is selected.
-    task: the `TaskSpec`.
-
-  Returns:
-    (n, n) unitary (complex) or special orthogonal (real, for ``field="real"``).
+  """The (n, n) target from ``task.generators[generator_index]`` (the index may be
+  traced: every generator is drawn and one selected); unitary, or in SO(n) for
+  ``field="real"``.
 
   Raises:
     ValueError: an unknown generator.
@@ -105,25 +92,17 @@ def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
     raise ValueError(f"unknown real generator {method!r}; expected one of "
                      f"{config_lib.REAL_GENERATORS}.")
 
-  # Every generator is built (under vmap a switch would do so anyway) one after the
-  # other (see `_after`), and the replicate's one is selected.
-  outs = []
+  outs = []  # drawn one after the other (`_after`); a switch under vmap draws all too
   for method in task.generators:
     outs.append(draw(method, _after(key, *outs)))
   return outs[0] if len(outs) == 1 else jnp.stack(outs)[generator_index]
 
 
 def example_pairs(key, indices, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
-  """Regenerates pairs (x_i, y_i = U x_i + ε_i) from their indices.
-
-  Args:
-    key: the data set's PRNG key (train, validation or test of one replicate).
-    indices: int array (P,), pair indices; pair i depends only on fold_in(key, i).
-    target: (n, n) matrix U.
-    task: the `TaskSpec`.
+  """Pairs (x_i, y_i = U x_i + ε_i) of a data set's `key` at int `indices` (P,).
 
   Returns:
-    x_PxN, y_PxN: complex (real for ``field="real"``) arrays of the data dtype.
+    x_PxN, y_PxN of the data dtype (`dtypes`); `target` is the (n, n) U.
   """
   real, cplx = dtypes(task)
   parts = 4 if task.field == "complex" else 2
@@ -170,13 +149,8 @@ def dataset_loss(matrix, key, num: int, target, task: TaskSpec) -> jax.Array:
 
 
 def least_squares_fit(key, target, task: TaskSpec) -> jax.Array:
-  """The unconstrained A minimising Σ_i ‖A x_i − y_i‖² over the training pairs.
-
-  Aᵀ = (XᴴX)⁻¹ XᴴY with X, Y the stacked rows, accumulated chunk by chunk.
-
-  Returns:
-    (n, n) matrix of the data dtype.
-  """
+  """The (n, n) A minimising Σ_i ‖A x_i − y_i‖² over the training pairs (unconstrained):
+  Aᵀ = (XᴴX)⁻¹ XᴴY, accumulated chunk by chunk."""
   _, cplx = dtypes(task)
   zeros = jnp.zeros((task.n, task.n), cplx)
 
@@ -190,14 +164,9 @@ def least_squares_fit(key, target, task: TaskSpec) -> jax.Array:
 
 
 def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
-  """Builds the baselines of one replicate as a pure function.
-
-  Returns:
-    ``baselines_fn(key, replicate)`` (the keys and targets of `trainer.make_trainer`)
-    giving ``{name: {"test_loss": scalar, "final_val_loss": scalar}}`` for name in
-    `config.BASELINES`: ``true`` (the target), ``rand`` (an independent draw from the
-    same generator) and ``lstsq`` (the least-squares fit on the training pairs).
-  """
+  """``baselines_fn(key, replicate) -> {name: {"test_loss", "final_val_loss"}}`` (scalars)
+  for ``true`` (the target), ``rand`` (another draw of its generator) and ``lstsq``
+  (`least_squares_fit`); the keys and targets of `trainer.make_trainer`."""
 
   def baselines_fn(key, replicate):
     keys = replicate_keys(key, replicate)

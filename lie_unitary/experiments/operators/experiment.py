@@ -1,14 +1,8 @@
-"""The operator-learning family of the runner: config → units → records (paper §3).
+"""The operator-learning family of the runner (paper §3): config → units → records.
 
-`validate_config` checks a config before anything is written; `units` lists the work:
-per n, one ``baselines`` unit (true, rand, lstsq) and one unit per (approach, basis
-scale, learning rate), each every replicate as one vmapped program sharded over the
-devices. `run_unit` trains a unit through the shared loop
-(`lie_unitary.experiments.loop`) and writes kind "final" records (results.jsonl, one
-per approach and replicate) and kind "curve" records (curves.jsonl: the validation
-curve and, for the λ approaches, the spectrum diagnostics); their fields:
-docs/reproduction.md. Use it through `train_and_evaluate(config, workdir)` or
-``python -m lie_unitary.experiments.operators --config=NAME --workdir=DIR``.
+Per n, one ``baselines`` unit (true, rand, lstsq) and one unit per (approach, basis scale,
+learning rate), all replicates as one vmapped program. `run_unit` writes "final" records
+(results.jsonl) and "curve" records (curves.jsonl); fields: docs/reproduction.md.
 """
 
 from __future__ import annotations
@@ -53,26 +47,24 @@ class Setting(NamedTuple):
 
 
 def epochs_for(config, n: int) -> int:
-  """Epochs at size n from ``config.num_epochs`` ((n, epochs) pairs; n = 0: default).
+  """Epochs at size n from ``config.num_epochs`` ((n, epochs) pairs; n = 0: the default).
 
   Raises:
     ConfigError: no entry for n and no default.
   """
   table = {int(k): int(e) for k, e in config.num_epochs}
-  if n in table:
-    return table[n]
-  if 0 in table:
-    return table[0]
+  for k in (n, 0):
+    if k in table:
+      return table[k]
   F.fail("num_epochs", config.num_epochs, f"an entry for n = {n} or a default (0, e)")
 
 
 def validate_config(config) -> None:
-  """Checks every field of an operators config; raises before any compute.
+  """Checks every field of an operators config.
 
   Raises:
-    runner.ConfigError: naming the first bad field (a key the config does not have,
-      an unknown approach or generator, n < 1, step counts that do not divide, ...)
-      and the valid choices.
+    runner.ConfigError: naming the first bad field (an unknown key, approach or
+      generator, n < 1, steps that do not divide, ...) and the valid choices.
   """
   F.validate(config, config_lib.FIELDS)
   real = config.field == "real"
@@ -105,11 +97,8 @@ def validate_config(config) -> None:
 
 
 def units(config) -> list[Unit]:
-  """The units of `config` (validated), smallest n first, baselines first at each n.
-
-  A unit's fields (its identity) are the config fields whose identity rule holds for
-  it (`config.FIELDS`) and its own n, approach, epochs, learning rate and basis scale.
-  """
+  """The units of a validated `config`, smallest n first, baselines first at each n; a
+  unit's identity: the fields of `config.FIELDS` that hold for it, and its own setting."""
   baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
   schedule = "" if config.lr_schedule == "constant" else f" {config.lr_schedule}"
   out = []
@@ -149,21 +138,19 @@ def train_spec(config, s: Setting) -> trainer_lib.TrainSpec:
   return trainer_lib.TrainSpec(**fields)
 
 
-def _setting_key(config, n):
-  """The PRNG key of size n: replicate r's keys fold r into it (`data.replicate_keys`)."""
+def _setting_key(config, n):  # replicate r's keys fold r into it (`data.replicate_keys`)
   return jax.random.fold_in(jax.random.key(config.seed), n)
 
 
 def _change_of_basis(config, s: Setting, task: data.TaskSpec):
-  """Appendix B's M, (n², n²) with entries ~ U(−c, c), drawn once per c (shared by every
-  learning rate and replicate); None for c = 0."""
+  """Appendix B's (n², n²) M ~ U(−c, c), one per c (every learning rate and replicate
+  share it); None for c = 0."""
   if s.basis_scale == 0:
     return None
   key = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), _BASIS_KEY),
                            int(round(s.basis_scale * 1000)))
-  shape = (s.n * s.n, s.n * s.n)
-  return jax.random.uniform(key, shape, jnp.dtype(task.real_dtype), -s.basis_scale,
-                            s.basis_scale)
+  return jax.random.uniform(key, (s.n * s.n, s.n * s.n), jnp.dtype(task.real_dtype),
+                            -s.basis_scale, s.basis_scale)
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
@@ -220,10 +207,6 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
         points = replicas.gather(points)
         for k, v in points.items():
           curves[k].extend(np.asarray(v, np.float64).T.tolist())
-        if ctx.tensorboard:
-          for i, row in enumerate(zip(*points.values())):
-            ctx.scalars((step // val_every + i + 1) * val_every,
-                        {f"{k}/median": np.median(v) for k, v in zip(points, row)})
         last = {k: np.asarray(v)[:, -1] for k, v in points.items()}
         spread = (f", θ spread median {loop.median(last['theta_spread']):.3g}"
                   if "theta_spread" in last else "")
@@ -244,17 +227,12 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
                for r in range(num)], file=workdir_lib.CURVES)
 
 
-def write_report(workdir: str) -> list[str]:
-  """Renders WORKDIR/report.md and the figures from the current results
-  (`report.write_report`); returns the paths written."""
-  return report.write_report(workdir)
+write_report = report.write_report  # WORKDIR/report.md and figures; the paths written
 
 
 def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
-  """Runs (or resumes) every unit of an operators config into `workdir`.
-
-  Keyword arguments go to `lie_unitary.experiments.runner.train_and_evaluate`
-  (printer, tensorboard, handle_signals).
+  """Runs (or resumes) every unit of an operators config into `workdir`; keyword arguments
+  go to `runner.train_and_evaluate`.
 
   Raises:
     runner.ConfigError: a bad config field, before anything is written.

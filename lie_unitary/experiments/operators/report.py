@@ -1,13 +1,9 @@
 """Report of the operator-learning runs (paper §3): tables beside the paper's, figures.
 
-`markdown(results)` returns WORKDIR/report.md's text: one test-loss table per (seed,
-optimizer, learning rate, schedule) group of trained records (the baselines shared),
-mean ± bootstrap s.e. over replicates with the paper's value beside each cell; Table 2
-when lie_restricted ran; the wrong-component count of projection_orthogonal for SO(n)
-targets; the appendix-B grid for a change-of-basis sweep. `figures(results, curves)`
-returns matplotlib Figures built directly (no pyplot, no backend switch): figure2,
-basis_change and spectrum. `write_report(workdir)` writes both. Records and figures:
-docs/reproduction.md. Only the current units' records are reported.
+`markdown(results)` is WORKDIR/report.md's text: a test-loss table per (seed, optimizer,
+learning rate, schedule) with the paper's values beside, Table 2, SO(n) components,
+appendix B's grid. `figures(results, curves)` builds the figures (matplotlib, no pyplot);
+`write_report(workdir)` writes both. Only the current units' records count.
 """
 
 from __future__ import annotations
@@ -22,8 +18,7 @@ import numpy as np
 
 from lie_unitary.experiments import workdir as workdir_lib
 
-__all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "bootstrap_ci", "bootstrap_mean_se", "figures",
-           "markdown", "write_report"]
+__all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "figures", "markdown", "write_report"]
 
 # Paper Table 1: (mean, s.e.) of the test loss; s.e. None where the paper gives "~".
 PAPER_TABLE1 = {
@@ -47,10 +42,8 @@ PAPER_TABLE2 = {
 _ORDER = ("true", "lstsq", "projection", "projection_orthogonal", "arjovsky",
           "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
           "lie_recentred", "lie_rebased", "lie_rebased_orthonormal", "rand")
-# config.BASIS_CHANGE_APPROACHES (not imported: this module loads no jax).
-_BASIS_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
-# Fewer training pairs than this per replicate: the report says the run is too short.
-_SHORT_RUN_PAIRS = 100_000
+_BASIS_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")  # no jax import here
+_SHORT_RUN_PAIRS = 100_000  # fewer training pairs per replicate: "too short to learn"
 # What makes a record distinct (of one written twice, the last counts).
 _IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
              "basis_scale", "lr_schedule")
@@ -60,42 +53,19 @@ def _schedule(r) -> str:
   return r.get("lr_schedule") or "constant"
 
 
-def _bootstrap_means(values, num, seed):
+def _bootstrap(values, num=2000, seed=0):
+  """Means of `num` resamples of `values` (fixed seed: a report renders the same twice)."""
   values = np.asarray(values, np.float64)
-  idx = np.random.default_rng(seed).integers(0, len(values), (num, len(values)))
-  return values, values[idx].mean(axis=1)
+  return values[np.random.default_rng(seed).integers(0, len(values), (num, len(values)))
+                ].mean(axis=1)
 
 
-def bootstrap_mean_se(values: Sequence[float], num: int = 2000, seed: int = 0):
-  """The mean of `values` and the bootstrap standard error of that mean.
-
-  Args:
-    values: the sample (at least one value).
-    num: bootstrap resamples.
-    seed: seed of the resampling (fixed, so a report renders the same twice).
-
-  Returns:
-    ``(mean, s.e.)`` as floats; the s.e. is 0.0 for a single value.
-  """
-  values, means = _bootstrap_means(values, num, seed)
-  return float(values.mean()), float(means.std(ddof=1)) if len(values) > 1 else 0.0
-
-
-def bootstrap_ci(values: Sequence[float], level: float = 0.95, num: int = 2000, seed: int = 0):
-  """The percentile bootstrap confidence interval of the mean of `values`.
-
-  Args:
-    values: the sample (at least one value).
-    level: the interval's coverage.
-    num: bootstrap resamples.
-    seed: seed of the resampling.
-
-  Returns:
-    ``(low, high)`` as floats.
-  """
-  _, means = _bootstrap_means(values, num, seed)
-  alpha = (1 - level) / 2
-  return float(np.quantile(means, alpha)), float(np.quantile(means, 1 - alpha))
+def _losses(results, key=lambda r: (r["n"], r["approach"])):
+  """Test losses grouped by key(record)."""
+  out = collections.defaultdict(list)
+  for r in results:
+    out[key(r)].append(float(r["test_loss"]))
+  return out
 
 
 def _fmt(x: float) -> str:
@@ -110,8 +80,8 @@ def _cell(values, paper=None) -> str:
   """Mean ± bootstrap s.e., with the paper's (mean ± s.e.) in parentheses."""
   if not values:
     return "—"
-  mean, se = bootstrap_mean_se(values)
-  out = f"{_fmt(mean)} ± {_fmt(se)}"
+  se = float(_bootstrap(values).std(ddof=1)) if len(values) > 1 else 0.0
+  out = f"{_fmt(float(np.mean(values)))} ± {_fmt(se)}"
   if paper is not None:
     out += f" ({_fmt(paper[0])}" + (f" ± {_fmt(paper[1])})" if paper[1] is not None else ")")
   return out
@@ -119,7 +89,7 @@ def _cell(values, paper=None) -> str:
 
 def _md_table(header, rows) -> list[str]:
   return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-          + ["| " + " | ".join(row) + " |" for row in rows])
+          + ["| " + " | ".join(row) + " |" for row in rows] + [""])
 
 
 def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
@@ -153,44 +123,33 @@ def _table(results, paper, approaches=_ORDER, title="") -> list[str]:
   cols = [a for a in approaches if a in present]
   if not results or not cols:
     return []
-  vals, epochs = collections.defaultdict(list), collections.defaultdict(set)
+  vals, epochs = _losses(results), collections.defaultdict(set)
   for r in results:
-    vals[(r["n"], r["approach"])].append(float(r["test_loss"]))
     if r.get("optimizer") != "none" and r.get("num_epochs"):
       epochs[r["n"]].add(r["num_epochs"])
   rows = [[str(n), ",".join(str(e) for e in sorted(epochs[n])) or "—"]
           + [_cell(vals[(n, a)], paper.get(n, {}).get(a)) for a in cols]
           for n in sorted({r["n"] for r in results})]
-  return [title, ""] + _md_table(["n", "epochs"] + cols, rows) + [""]
+  return [title, ""] + _md_table(["n", "epochs"] + cols, rows)
 
 
 def _floor_ratios(results) -> list[str]:
-  """Mean test loss of each trained approach over the mean loss of the true U."""
-  true = collections.defaultdict(list)
-  for r in results:
-    if r["approach"] == "true":
-      true[r["n"]].append(float(r["test_loss"]))
-  trained = [r for r in results if r["optimizer"] != "none" and r["n"] in true]
-  cols = [a for a in _ORDER if any(r["approach"] == a for r in trained)]
+  """Mean test loss of each trained approach over the true U's (the noise floor)."""
+  true = _losses([r for r in results if r["approach"] == "true"], lambda r: r["n"])
+  trained = _losses([r for r in results if r["optimizer"] != "none" and r["n"] in true])
+  cols = [a for a in _ORDER if any(k[1] == a for k in trained)]
   if not cols:
     return []
-  rows = []
-  for n in sorted({r["n"] for r in trained}):
-    v = {a: [float(r["test_loss"]) for r in trained if r["n"] == n and r["approach"] == a]
-         for a in cols}
-    rows.append([str(n)] + [f"{np.mean(v[a]) / np.mean(true[n]):.3g}" if v[a] else "—"
-                            for a in cols])
+  rows = [[str(n)] + [f"{np.mean(trained[(n, a)]) / np.mean(true[n]):.3g}"
+                      if (n, a) in trained else "—" for a in cols]
+          for n in sorted({n for n, _ in trained})]
   return (["Test loss over the noise floor (the true U's loss), means over replicates:", ""]
-          + _md_table(["n"] + cols, rows) + [""])
+          + _md_table(["n"] + cols, rows))
 
 
 def _orthogonal_components(results) -> list[str]:
-  """How many projection_orthogonal replicates ended in the det = -1 component.
-
-  A gradient step followed by the polar projection never leaves the component of O(n)
-  it starts in; from det = -1 the best it reaches for an SO(n) target U is U with one
-  direction reflected, test loss 4 plus the noise floor. A loss above 2 counts as that.
-  """
+  """How many projection_orthogonal replicates ended in the det = -1 component (test
+  loss > 2: from there the best reachable is U with one direction reflected, loss 4)."""
   runs = [r for r in results if r["approach"] == "projection_orthogonal"]
   if not runs:
     return []
@@ -198,10 +157,9 @@ def _orthogonal_components(results) -> list[str]:
            "the component of O(n) it starts in: from det = −1 the best it reaches is the "
            "target with one direction reflected, test loss 4 + noise. Replicates that "
            "ended there (test loss > 2):", ""]
-  for n in sorted({r["n"] for r in runs}):
-    mine = [r for r in runs if r["n"] == n]
-    stuck = [float(r["test_loss"]) for r in mine if float(r["test_loss"]) > 2]
-    lines.append(f"- n = {n}: {len(stuck)} of {len(mine)}"
+  for n, losses in sorted(_losses(runs, lambda r: r["n"]).items()):
+    stuck = [v for v in losses if v > 2]
+    lines.append(f"- n = {n}: {len(stuck)} of {len(losses)}"
                  + (f" (their mean test loss {np.mean(stuck):.3f})" if stuck else ""))
   return lines + [""]
 
@@ -214,36 +172,30 @@ def _basis_tables(results) -> list[str]:
   if len(scales) < 2:
     return []
   lrs = sorted({r["learning_rate"] for r in basis}, reverse=True)
+  vals = _losses(basis, lambda r: (r["approach"], r["basis_scale"], r["learning_rate"]))
   lines = []
   for a in [a for a in _BASIS_APPROACHES if any(r["approach"] == a for r in basis)]:
-    rows = [[f"{c:g}"] + [_cell([float(r["test_loss"]) for r in basis if r["approach"] == a
-                                 and r["basis_scale"] == c and r["learning_rate"] == lr])
-                          for lr in lrs] for c in scales]
+    rows = [[f"{c:g}"] + [_cell(vals[(a, c, lr)]) for lr in lrs] for c in scales]
     lines += ([f"## Appendix B: change of basis, {a} (final test loss)", ""]
-              + _md_table(["c \\ lr"] + [f"{lr:.3g}" for lr in lrs], rows) + [""])
-  for a in ("true", "rand"):
-    vals = [float(r["test_loss"]) for r in results if r["approach"] == a]
-    if vals:
-      lines.append(f"\n{a}: {_cell(vals)}")
-  return lines + [""]
+              + _md_table(["c \\ lr"] + [f"{lr:.3g}" for lr in lrs], rows))
+  by_approach = _losses(results, lambda r: r["approach"])
+  return lines + [f"\n{a}: {_cell(by_approach[a])}" for a in ("true", "rand")
+                  if by_approach[a]] + [""]
 
 
 def _figure2(results):
   """Test loss / mean rand loss at the same n, per generator × approach, 95% CIs."""
   from matplotlib.figure import Figure
 
-  rand = collections.defaultdict(list)
-  for r in results:
-    if r["approach"] == "rand":
-      rand[r["n"]].append(float(r["test_loss"]))
-  rand_mean = {n: float(np.mean(v)) for n, v in rand.items()}
+  rand = {n: float(np.mean(v)) for n, v in _losses(
+      [r for r in results if r["approach"] == "rand"], lambda r: r["n"]).items()}
   ratios = collections.defaultdict(list)
   for r in results:
-    if r["n"] in rand_mean and r["approach"] != "rand":
-      ratios[(r["generator"], r["approach"])].append(float(r["test_loss"]) / rand_mean[r["n"]])
+    if r["n"] in rand and r["approach"] != "rand":
+      ratios[(r["generator"], r["approach"])].append(float(r["test_loss"]) / rand[r["n"]])
   gens = sorted({g for g, _ in ratios})
-  present = {a for _, a in ratios}
-  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq") and a in present]
+  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq")
+                and any(k[1] == a for k in ratios)]
   if not approaches:
     return None
   true = [v for (_, a), vs in ratios.items() if a == "true" for v in vs]
@@ -253,16 +205,11 @@ def _figure2(results):
   def panel(ax, names, log):
     width = 0.8 / max(len(names), 1)
     for j, a in enumerate(names):
-      xs, ys, lo, hi = [], [], [], []
-      for i, g in enumerate(gens):
-        v = ratios.get((g, a))
-        if v:
-          low, high = bootstrap_ci(v)
-          xs.append(i + (j - (len(names) - 1) / 2) * width)
-          ys.append(np.mean(v))
-          lo.append(np.mean(v) - low)
-          hi.append(high - np.mean(v))
-      ax.errorbar(xs, ys, yerr=[lo, hi], fmt="o", capsize=3, label=a)
+      xs, ys, lo, hi = np.array([
+          (i + (j - (len(names) - 1) / 2) * width, np.mean(v),
+           *np.quantile(_bootstrap(v), (0.025, 0.975)))
+          for i, g in enumerate(gens) if (v := ratios.get((g, a)))]).T
+      ax.errorbar(xs, ys, yerr=[ys - lo, hi - ys], fmt="o", capsize=3, label=a)
     if true:
       ax.axhline(np.mean(true), ls=":", color="k", label="true")
     ax.set_xticks(range(len(gens)), gens)
@@ -298,15 +245,14 @@ def _spectrum_figure(curves):
   colors = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(a for a, _ in keys))}
   for j, n in enumerate(ns):
     for a, sched in keys:
-      mine = [c for c in curves if c["n"] == n and c["approach"] == a
-              and _schedule(c) == sched]
+      mine = [c for c in curves if c["n"] == n and c["approach"] == a and _schedule(c) == sched]
       if not mine:
         continue
-      steps = np.asarray(mine[0]["val_steps"], np.float64)
       for i, (field, label, log) in enumerate(rows):
         vals = np.asarray([[np.nan if v is None else float(v) for v in c[field]]
                            for c in mine], np.float64)
-        axes[i][j].plot(steps, np.nanmedian(vals, axis=0), color=colors[a],
+        axes[i][j].plot(np.asarray(mine[0]["val_steps"], np.float64),
+                        np.nanmedian(vals, axis=0), color=colors[a],
                         ls="-" if sched == "constant" else "--", lw=1,
                         label=a + ("" if sched == "constant" else f" ({sched})"))
         if log:
@@ -353,21 +299,14 @@ def _basis_grid(curves):
 
 
 def figures(results: Any, curves: Any = ()) -> dict:
-  """The report's figures, as `matplotlib.figure.Figure` objects built directly.
+  """The report's figures, ``{name: matplotlib.figure.Figure}`` (no pyplot), those that
+  can be drawn: "figure2" (standard basis, rand and a trained approach), "basis_change"
+  (a λ approach at two or more basis scales), "spectrum" (the λ chart's spectrum).
 
   Args:
-    results: the "final" records (``load_results(workdir)``: a list of dicts or a
-      DataFrame); records of other kinds are ignored, and of a record written twice
-      the last counts.
-    curves: the "curve" records (``load_results(workdir, "curves.jsonl")``); may be
-      empty.
-
-  Returns:
-    ``{name: Figure}``, each only when drawable: "figure2" for a standard-basis run
-    with rand and a trained or projection approach, "basis_change" when the curves
-    hold a λ approach at two or more basis scales c, "spectrum" when they hold the λ
-    chart's spectrum diagnostics. Show one in a notebook by evaluating it; save with
-    ``fig.savefig(path)``.
+    results: the "final" records (a list of dicts or a DataFrame); of a record written
+      twice the last counts.
+    curves: the "curve" records; may be empty.
   """
   results, curves = _latest(results, "final"), _latest(curves, "curve")
   standard = results and not any(r.get("basis_scale") for r in results)
@@ -378,22 +317,15 @@ def figures(results: Any, curves: Any = ()) -> dict:
 
 def markdown(results: Any, *, figure_files: dict | None = None,
              superseded: Sequence[tuple[str, str]] = (), source: str | None = None) -> str:
-  """The Markdown report: tables beside the paper's, appendix B, SO(n) components.
+  """The Markdown report: test-loss tables beside the paper's, appendix B, SO(n) components.
+
+  A cell is mean ± bootstrap s.e. over replicates, the paper's value in parentheses.
 
   Args:
-    results: the "final" records (a list of dicts or a DataFrame, as `load_results`
-      returns them); records of other kinds are ignored, and of a record written
-      twice the last counts.
-    figure_files: ``{figure name: file name}`` of figures saved beside the report
-      (as `write_report` does); each gets an image link. None: no links.
-    superseded: ``(unit_name, unit_id)`` pairs left out of the report because a
-      later launch replaced them (`workdir.superseded_units`); listed in a note.
+    results: as `figures`.
+    figure_files: ``{figure name: file name}`` of figures beside the report, linked.
+    superseded: ``(unit_name, unit_id)`` pairs a later launch replaced, listed in a note.
     source: where the records came from, named in the header.
-
-  Returns:
-    The report's text. A cell is mean ± bootstrap s.e. over replicates with the
-    paper's value in parentheses (Table 1; Table 2's for lie_restricted); real SO(n)
-    targets get no paper values (the paper has none).
   """
   results = _latest(results, "final")
   figure_files = figure_files or {}
@@ -450,22 +382,20 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 
 def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and the figures of `figures` as PNGs beside it.
+  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it.
 
   Args:
-    workdir: the experiment's working directory; the files are written there.
-    results: the "final" records; default: the current ones of
-      WORKDIR/results.jsonl (``workdir.load_results(workdir, as_frame=False)``),
-      with a note listing the superseded units (given records get no such note).
-    curves: the "curve" records; default: the current ones of WORKDIR/curves.jsonl,
-      none when that file is missing or empty.
+    workdir: the experiment's folder; the files are written there.
+    results: the "final" records; default: WORKDIR/results.jsonl's current ones, with a
+      note naming the superseded units.
+    curves: the "curve" records; default: WORKDIR/curves.jsonl's current ones, if any.
 
   Returns:
-    The paths written: report.md first, then the PNGs.
+    The paths written, report.md first.
 
   Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir holds no
-      results.jsonl, or no current records in it (see `workdir.load_results`).
+    FileNotFoundError, ValueError: `results` is None and the workdir has no current
+      results (`workdir.load_results`).
   """
   superseded = []
   if results is None:

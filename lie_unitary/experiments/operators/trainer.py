@@ -1,14 +1,9 @@
 """The operator-learning task's training (paper §3): one replicate, in jittable pieces.
 
-`make_trainer(task, train)` returns one replicate's run as pure functions of PRNG keys
-(init / epoch data / chunk / finish) that the shared loop
-(`lie_unitary.experiments.loop`) runs as separate jitted calls, vmapped over the
-replicates, with checkpoints between them. An epoch visits the `num_train` pairs
-(`data.example_pairs`) in a fresh random order, in batches; the gradient is multiplied
-by the parametrization's 0/1 mask before the optimizer, then ``post_update`` runs
-(e.g. the polar projection). `make_train` chains the pieces into one function.
-
-Shape letters: B batch, N = n, S steps.
+`make_trainer` gives one replicate's run as pure functions of PRNG keys, which the shared
+loop (`lie_unitary.experiments.loop`) runs vmapped over replicates, with checkpoints
+between calls; `make_train` chains them into one function. An epoch visits the training
+pairs in a fresh order; the gradient is masked, stepped, then ``post_update`` runs.
 """
 
 from __future__ import annotations
@@ -32,42 +27,34 @@ from lie_unitary.experiments.operators import defaults
 from lie_unitary.experiments.operators.data import TaskSpec
 from lie_unitary.sequencing import after as _after
 
-__all__ = ["EpochData", "ReplicateState", "SPECTRUM_FIELDS", "TrainSpec", "Trainer",
-           "make_train", "make_trainer", "optimizer_for"]
+__all__ = ["EpochData", "ReplicateState", "TrainSpec", "Trainer", "make_train",
+           "make_trainer", "optimizer_for"]
 
-# The spectrum diagnostics of the λ chart logged beside the validation loss.
-SPECTRUM_FIELDS = workdir.SPECTRUM_FIELDS
 _DEFAULTS = defaults.get_config()
 
 
 class TrainSpec(NamedTuple):
-  """Static description of one training setting: `approach` (a parametrization,
-  `lie_unitary.PARAMETRIZATIONS`), `num_epochs`, and the config fields of the same
-  names (their meanings and defaults: `defaults.get_config()`)."""
+  """One training setting: `approach` (a parametrization), `num_epochs`, and the config
+  fields of the same names (meanings and defaults: `defaults.get_config()`)."""
   approach: str
-  optimizer: str = _DEFAULTS.optimizer  # "sgd" or "rmsprop"
+  optimizer: str = _DEFAULTS.optimizer
   learning_rate: float = _DEFAULTS.learning_rate
   rmsprop_decay: float = _DEFAULTS.rmsprop_decay
   batch_size: int = _DEFAULTS.batch_size
   num_epochs: int = 1
-  val_every: int = _DEFAULTS.val_every  # steps between validation points
-  lr_schedule: str = _DEFAULTS.lr_schedule  # "constant" or "cosine" (to 0 over the run)
+  val_every: int = _DEFAULTS.val_every
+  lr_schedule: str = _DEFAULTS.lr_schedule
   refresh_every: int = _DEFAULTS.refresh_every
-  refresh_state: str = _DEFAULTS.refresh_state  # the optimizer's moments: "keep", "reset"
+  refresh_state: str = _DEFAULTS.refresh_state
 
 
 def optimizer_for(train: TrainSpec, total_steps: int | None = None
                   ) -> optax.GradientTransformation:
-  """optax SGD (as the paper ran it) or RMSProp (no momentum) at `train`'s rate and
-  schedule (`lie_unitary.experiments.training`).
-
-  Args:
-    train: the `TrainSpec`.
-    total_steps: steps of the whole run (needed by ``lr_schedule="cosine"``).
+  """`train`'s optax optimizer (`lie_unitary.experiments.training`); `total_steps` (the
+  run's) is needed by ``lr_schedule="cosine"``.
 
   Raises:
-    ValueError: for an unknown optimizer or schedule, or a cosine schedule without
-      `total_steps`.
+    ValueError: an unknown optimizer or schedule, or cosine without `total_steps`.
   """
   rate = training.schedule(train.lr_schedule, train.learning_rate, total_steps)
   return training.make_optimizer(train.optimizer, rate, rmsprop_decay=train.rmsprop_decay)
@@ -89,24 +76,20 @@ class EpochData(NamedTuple):
 
 
 class Trainer(NamedTuple):
-  """One replicate's training, in pieces that can run as separate jitted calls.
+  """One replicate's training, in pieces that run as separate jitted calls.
 
   Attributes:
     init: ``(key, replicate) -> (ReplicateState, initial point)``.
-    epoch_data: ``(key, replicate, epoch, state) -> EpochData``: the epoch's order of
-      the training pairs and the validation subsample, passed to every chunk of it
-      (a permutation of 10⁶ pairs costs more than a chunk's steps at small n).
+    epoch_data: ``(key, replicate, epoch, state) -> EpochData``, passed to each chunk.
     chunk: ``(state, data, key, replicate, epoch, first, num) -> (state, points)``:
-      validation intervals first..first+num-1 of `epoch` (each `val_every` steps,
-      then the subsample validation loss). `num` must be static under jit.
+      validation intervals first..first+num-1 of `epoch` (`num` static under jit).
     finish: ``(state, key, replicate) -> dict(test_loss, final_val_loss)`` on the
       full test and validation sets.
     intervals_per_epoch: validation intervals in one epoch.
     num_epochs: epochs.
 
-  A *point* is a dict of scalars (``init``) or (num,) arrays (``chunk``): ``val_loss``
-  and, for the λ approaches, the spectrum diagnostics of the chart the gradient
-  passes through (`SPECTRUM_FIELDS`; `principal_branch.spectrum_stats`).
+  A point is a dict of scalars (``init``) or (num,) arrays (``chunk``): ``val_loss``
+  and, for the complex λ approaches, `workdir.SPECTRUM_FIELDS` of the chart.
   """
   init: Callable
   epoch_data: Callable
@@ -117,29 +100,21 @@ class Trainer(NamedTuple):
 
 
 def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trainer:
-  """Builds one replicate's training as init / epoch data / chunk / finish functions.
+  """One replicate's training as a `Trainer`; split anywhere, the same numbers.
 
-  `init` draws the target and the initial parameters; the state carries them, so the
-  pieces can run as separate programs (with a checkpoint between them) and give the
-  numbers of one uninterrupted run. A parametrization with a ``refresh``
-  (re-centring, re-basing) is refreshed before every step s with
-  s % refresh_every == 0; the refresh keeps U and changes the coordinates (and the
-  base held in ``ReplicateState.constants``).
+  A parametrization with a ``refresh`` is refreshed (U kept) before every step s with
+  s % refresh_every == 0.
 
   Args:
     task: the `TaskSpec`.
     train: the `TrainSpec`.
-    change_of_basis: appendix B only: real (n², n²) M, with the trained λ̃ mapped to
-      λ = λ̃ᵀ M; requires an approach in `config.BASIS_CHANGE_APPROACHES`. None: the
-      standard basis.
-
-  Returns:
-    A `Trainer`.
+    change_of_basis: appendix B's real (n², n²) M (trained λ̃, λ = λ̃ᵀ M), for
+      `config.BASIS_CHANGE_APPROACHES` only; None: the standard basis.
 
   Raises:
-    ValueError: for an unknown approach, optimizer, schedule or refresh rule, an
-      approach that does not fit the field or the change of basis, a negative
-      refresh_every, or a step count that does not split into validation intervals.
+    ValueError: an unknown approach, optimizer, schedule or refresh rule, an approach
+      that does not fit the field or the change of basis, a negative refresh_every,
+      or steps per epoch that do not split into validation intervals.
   """
   param = parametrizations.get_parametrization(train.approach)
   if param.is_orthogonal != (task.field == "real"):
@@ -185,7 +160,7 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
     out = {"val_loss": loss_fn(params, constants, *val)}
     if with_spectrum:
       lam = effective(_after(params, out["val_loss"]))["lam"]
-      out.update(zip(SPECTRUM_FIELDS, principal_branch.spectrum_stats(lam)))
+      out.update(zip(workdir.SPECTRUM_FIELDS, principal_branch.spectrum_stats(lam)))
     return out
 
   def refresh(state, constants):
@@ -261,15 +236,11 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
 
 def make_train(task: TaskSpec, train: TrainSpec,
                change_of_basis=None) -> Callable[[jax.Array, jax.Array], dict]:
-  """One replicate's whole run as one pure function of (key, replicate): `make_trainer`'s
-  pieces, the epochs in one ``lax.scan``; the same numbers.
+  """`make_trainer`'s pieces chained into ``train_fn(key, replicate)``; the same numbers.
 
-  Returns:
-    ``train_fn(key, replicate)`` (the task's key per n, an int32 replicate) returning
-    ``test_loss`` and ``final_val_loss`` (scalars), ``params`` (the final ones),
-    ``val_curve`` (C,): the subsample validation loss at steps 0, val_every, ...
-    (C = 1 + num_epochs·steps_per_epoch/val_every), and for the λ approaches the
-    `SPECTRUM_FIELDS` at the same steps, each (C,).
+  ``train_fn`` returns ``test_loss``, ``final_val_loss`` (scalars), the final ``params``
+  and ``val_curve`` (C,) at steps 0, val_every, ... (C = 1 + steps / val_every), with
+  the λ approaches' `workdir.SPECTRUM_FIELDS` at the same steps.
 
   Raises:
     ValueError: as `make_trainer`.
