@@ -4,8 +4,8 @@
   python -m lie_unitary.experiments.rnn --config=configs/memory.py --workdir=runs/NAME
   python -m lie_unitary.experiments.rnn --workdir=runs/NAME --report_only
 
-NAME: a config of configs/ (`defaults.NAMED_CONFIGS`); fields: `rnn.config`; flags:
-`lie_unitary.experiments.launch`.
+NAME: adding, memory, copy_long, adding_long, pixel_mnist, permuted_mnist or smoke (files
+of configs/); fields: `rnn.config`; flags: `lie_unitary.experiments.launch`.
 """
 
 from lie_unitary.experiments import launch

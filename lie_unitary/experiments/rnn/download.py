@@ -41,11 +41,8 @@ class DownloadError(OSError):
 
 
 def _md5(path: str) -> str:
-  digest = hashlib.md5(usedforsecurity=False)
   with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+    return hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
 def _fetch(url: str, folder: str, name: str, md5: str, timeout: float) -> None:
