@@ -1,13 +1,11 @@
-r"""Trains RNNs on the adding / memory problems (paper §4, Figure 3) and the sequential
-image tasks (pixel-by-pixel and permuted MNIST-family sets), and writes the report.
+"""Trains RNNs on the adding / memory problems (paper §4) and sequential images.
 
   python -m lie_unitary.experiments.rnn --config=NAME --workdir=runs/NAME
   python -m lie_unitary.experiments.rnn --config=configs/memory.py --workdir=runs/NAME
   python -m lie_unitary.experiments.rnn --workdir=runs/NAME --report_only
 
-NAME: adding, memory, copy_long, adding_long, pixel_mnist, permuted_mnist or smoke
-(files of configs/); the fields:
-`lie_unitary.experiments.rnn.config`. Flags: `lie_unitary.experiments.launch`.
+NAME: adding, memory, copy_long, adding_long, pixel_mnist, permuted_mnist or smoke (files
+of configs/); fields: `rnn.config`; flags: `lie_unitary.experiments.launch`.
 """
 
 from lie_unitary.experiments import launch

@@ -1,16 +1,8 @@
-r"""The RNN family's field tables: what each field accepts (read off the registries of
-models, tasks, activations and optimizers) and whether it enters a unit's identity
-(`FIELDS`; `MODEL_FIELDS` for an entry of the per-model table `models`). Each field's
-default and meaning: the light `defaults.get_config()`, where ``configs/`` start::
-
-    python -m lie_unitary.experiments.rnn --config=configs/memory.py --workdir=runs/m \
-        --config.num_replicates=1 --config.models.gurnn_beta.learning_rate=1e-2
-
-A unit's identity holds the task, the model, T, the model's entry of `models` and the
-fields whose identity rule holds for the model (h0 only for models with a complex
-state, the λ fields only for the guRNNs, the refresh fields only when a refresh is on;
-`data_parallel` as resolved, the devices that split each batch). `num_updates` says where a unit
-stops, not what it is: a larger value extends finished units.
+"""The RNN family's field tables: what each field accepts and whether it enters a unit's
+identity (`FIELDS`; `MODEL_FIELDS` for an entry of `models`). Defaults and meanings: the
+light `defaults.get_config()`. A unit's identity: the task, model, T, the model's entry
+of `models` and the fields whose identity rule holds for the model (h0 only for complex
+states, λ fields only for the guRNNs, refresh fields only with a refresh on).
 """
 
 from __future__ import annotations
@@ -32,29 +24,15 @@ from lie_unitary.experiments.rnn.defaults import paper_models
 __all__ = ["BUDGETS", "FIELDS", "MODEL_FIELDS", "NAMED_CONFIGS", "budget_hidden_size",
            "get_config", "image_models", "paper_models"]
 
-# expRNN's orthogonal RNN of this many units sets each parameter budget (16K, 69K, 137K
-# parameters on MNIST); every model is sized to its count (`budget_hidden_size`).
+# The size of expRNN's orthogonal RNN whose parameter count sets each budget.
 BUDGETS = {budget: sizes["orthogonal"] for budget, sizes in defaults.BUDGETS.items()}
-# The models of the sequential-image tasks.
 IMAGE_MODELS = ("gurnn", "orthogonal", "lstm")
 
-
-def _models(*names):
-  return lambda config, model: model in names
-
-
-def _lambda_refresh(config, model) -> bool:
-  return model in trainer.LAMBDA_MODELS and config.lambda_refresh != "none"
-
-
-def _phase_range(config, model) -> bool:
-  return model in trainer.LAMBDA_MODELS and config.lambda_init == "phases"
-
-
-def _images(config, model) -> bool:
-  return config.task in data.IMAGE_TASKS
-
-
+# Identity rules: (config, model) -> whether the field enters the unit's identity.
+_lambda = lambda c, m: m in trainer.LAMBDA_MODELS
+_lambda_refresh = lambda c, m: _lambda(c, m) and c.lambda_refresh != "none"
+_phases = lambda c, m: _lambda(c, m) and c.lambda_init == "phases"
+_images = lambda c, m: c.task in data.IMAGE_TASKS
 _POSITIVE = F.integer(1)
 _NONNEGATIVE = F.number(0.0)
 
@@ -76,20 +54,18 @@ FIELDS = {
                      identity=False),
     "T": F.Field(F.tuple_of(F.integer(1), unique=True, example="(100, 200)"), identity=False),
     "models": F.Field(None, identity=False),
-    "h0": F.Field(F.one_of(lnn.H0_INITS), identity=_models(*trainer.H0_MODELS)),
-    "lambda_init_std": F.Field(_NONNEGATIVE, identity=_models(*trainer.LAMBDA_MODELS)),
-    "lambda_init": F.Field(F.one_of(trainer.LAMBDA_INITS),
-                           identity=_models(*trainer.LAMBDA_MODELS)),
-    "lambda_phase_range": F.Field(F.number(positive=True), identity=_phase_range),
-    # Only when not the default: units made before the field existed keep their ids.
+    "h0": F.Field(F.one_of(lnn.H0_INITS), identity=lambda c, m: m in trainer.H0_MODELS),
+    "lambda_init_std": F.Field(_NONNEGATIVE, identity=_lambda),
+    "lambda_init": F.Field(F.one_of(trainer.LAMBDA_INITS), identity=_lambda),
+    "lambda_phase_range": F.Field(F.number(positive=True), identity=_phases),
+    # In the identity only when not the default.
     "readout_init": F.Field(F.one_of(trainer.READOUT_INITS),
                             identity=lambda c, _: c.readout_init != trainer.READOUT_INITS[0]),
     "lambda_refresh": F.Field(F.one_of(trainer.LAMBDA_REFRESHES), identity=_lambda_refresh),
     "lambda_refresh_every": F.Field(_POSITIVE, identity=_lambda_refresh),
     "lambda_refresh_state": F.Field(F.one_of(principal_branch.REFRESH_STATES),
                                     identity=_lambda_refresh),
-    "lambda_optimizer": F.Field(F.one_of(training.OPTIMIZERS),
-                                identity=_models(*trainer.LAMBDA_MODELS)),
+    "lambda_optimizer": F.Field(F.one_of(training.OPTIMIZERS), identity=_lambda),
     "lr_drops": F.Field(F.tuple_of(F.integer(0), nonempty=False, example="(45000, 65000)")),
     "lr_drop_factor": F.Field(_NONNEGATIVE),
     "num_updates": F.Field(_POSITIVE, identity=False),
@@ -119,12 +95,8 @@ FIELDS = {
 
 def budget_hidden_size(model: str, budget: str, input_size: int = 1,
                        output_size: int = 10) -> int:
-  """The hidden size of `model` whose trainable count (`trainer.num_params`) is nearest
-  to that of expRNN's orthogonal RNN at `budget` (ties: the smaller).
-
-  Raises:
-    ValueError: an unknown budget or model.
-  """
+  """The hidden size of `model` whose `trainer.num_params` is nearest to that of expRNN's
+  orthogonal RNN at `budget` (ties: the smaller). Raises ValueError: unknown budget/model."""
   if budget not in BUDGETS:
     raise ValueError(f"unknown parameter budget {budget!r}; expected one of {tuple(BUDGETS)}.")
   target = trainer.num_params("orthogonal", BUDGETS[budget], input_size, output_size)
@@ -137,9 +109,5 @@ def budget_hidden_size(model: str, budget: str, input_size: int = 1,
 
 
 def get_config(name: str = "adding") -> ml_collections.ConfigDict:
-  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`).
-
-  Raises:
-    ValueError: an unknown name.
-  """
+  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`); ValueError if none."""
   return launch.load_config("rnn", name)

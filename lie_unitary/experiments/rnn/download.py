@@ -1,14 +1,4 @@
-"""Downloads MNIST, Fashion-MNIST and KMNIST from their canonical sources, md5-checked.
-
-`download(dataset, folder)` fetches the four gzipped IDX files (`images.IDX_FILE_NAMES`
-+ ".gz") from each set's mirrors in turn. A file is streamed to a temporary name in
-the folder and renamed only once its md5 matches the published one, so no half-written
-or corrupt file is ever read as data; a file already present with the right md5 is
-kept, and so is an uncompressed copy. Without a network the error is one line naming
-the dataset, the mirrors tried and where to put the files by hand.
-
-No jax here.
-"""
+"""Downloads MNIST, Fashion-MNIST and KMNIST from their mirrors, md5-checked (no jax)."""
 
 from __future__ import annotations
 
@@ -51,15 +41,12 @@ class DownloadError(OSError):
 
 
 def _md5(path: str) -> str:
-  digest = hashlib.md5(usedforsecurity=False)
   with open(path, "rb") as f:
-    for block in iter(lambda: f.read(1 << 20), b""):
-      digest.update(block)
-  return digest.hexdigest()
+    return hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
 def _fetch(url: str, folder: str, name: str, md5: str, timeout: float) -> None:
-  """url → folder/name, atomically, when its md5 is `md5`; raises OSError otherwise."""
+  """url → folder/name, renamed into place only when its md5 is `md5` (else OSError)."""
   fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
   try:
     digest = hashlib.md5(usedforsecurity=False)
@@ -80,25 +67,15 @@ def _fetch(url: str, folder: str, name: str, md5: str, timeout: float) -> None:
 def download(dataset: str, folder: str | os.PathLike | None = None, *,
              mirrors: Sequence[str] | None = None, checksums: Sequence[str] | None = None,
              timeout: float = 60.0, printer: Callable[[str], None] = print) -> str:
-  """Fetches a dataset's four gzipped IDX files into `folder`, each checked by md5.
-
-  Args:
-    dataset: 'mnist', 'fashion_mnist' or 'kmnist'.
-    folder: where to put them (created); None: `images.default_folder(dataset)`, where
-      `images.resolve_data_dir` looks.
-    mirrors: base URLs to try in turn (default `MIRRORS[dataset]`).
-    checksums: the md5 of each file in `images.IDX_FILE_NAMES` order (default
-      `CHECKSUMS[dataset]`).
-    timeout: seconds a connection may stall.
-    printer: one line per file fetched.
-
-  Returns:
-    The folder, holding the four files (`images.check_dataset_files` passes).
+  """Fetches a dataset's four gzipped IDX files into `folder` (created; None:
+  `images.default_folder(dataset)`), trying `mirrors` in turn, each file md5-checked
+  (`checksums` in `images.IDX_FILE_NAMES` order); files already there are kept.
+  Returns the folder.
 
   Raises:
-    ValueError: an unknown dataset.
-    DownloadError: a file that no mirror gave with its checksum; the one-line message
-      names the mirrors tried, why each failed, and where to put the files by hand.
+    ValueError: an unknown dataset (not 'mnist', 'fashion_mnist' or 'kmnist').
+    DownloadError: a file no mirror gave with its checksum; one line naming the mirrors
+      tried, why each failed, and where to put the files by hand.
   """
   if dataset not in MIRRORS:
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(MIRRORS)}.")

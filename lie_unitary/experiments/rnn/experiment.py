@@ -1,17 +1,11 @@
 """The RNN family of the shared runner: adding and memory problems (paper §4), and
-sequential images (pixel-by-pixel and permuted MNIST-family).
+sequential images. A unit is one (model, T) of a config's task, its replicates trained
+by one program (`rnn.trainer.make_experiment`) in calls of `val_every` updates.
 
-A unit is one (model, T) of a config's task, its `num_replicates` replicates trained
-at once by one replicate-mapped, jitted program (`rnn.trainer.make_experiment`). Every
-task runs the same loop (`run_unit`) in calls of `val_every` updates, never across an
-epoch's end; what differs is the task's data (`rnn.data.Source`).
-
-Records (``WORKDIR/results.jsonl``) of kind "val", at step 0 and after every call:
-the validation sets' metrics (``val_loss``; images: also ``val_accuracy``, ``test_*``
-and ``epoch``), the call's mean ``train_*`` metrics and, for models with λ on the
-synthetic tasks, λ's spectrum diagnostics (`principal_branch.spectrum_stats`). Of
-kind "final": the full validation and test losses, or for the image tasks a summary
-of the "val" records (`_image_summary`).
+Records of kind "val", at step 0 and after every call: the validation sets' metrics
+(images: also ``test_*`` and ``epoch``), the call's mean ``train_*`` metrics and, for
+models with λ on the synthetic tasks, λ's spectrum diagnostics. Of kind "final": the
+full validation and test losses, or for images a summary of the "val" records.
 """
 
 from __future__ import annotations
@@ -40,8 +34,7 @@ __all__ = ["NAME", "run_unit", "train_and_evaluate", "unit_spec", "units", "vali
 
 NAME = "rnn"
 
-# Relative cost per step and state unit² (matmul widths: LSTM 4 gates, the complex
-# pair 2n): the weights of the launch's ETA.
+# Relative cost per step and state unit² (the launch's ETA weights).
 _COST = {"lstm": 8, "gurnn": 4, "gurnn_beta": 4, "free": 4, "urnn": 4, "irnn": 1, "tanh": 1,
          "orthogonal": 1}
 
@@ -49,25 +42,18 @@ write_report = report.write_report
 
 
 def data_parallel(config) -> int:
-  """The devices that split each replicate's batch: `config.data_parallel`, or with 0
-  the most devices (a divisor of `jax.device_count()`) that divide the batch size (and
-  an image task's evaluation batch size)."""
+  """`config.data_parallel`, or with 0 the most devices (a divisor of the device count)
+  that divide the batch size (and an image task's evaluation batch size)."""
   if config.data_parallel:
     return config.data_parallel
-  count, sizes = jax.device_count(), [config.batch_size]
-  if config.task in data.IMAGE_TASKS:
-    sizes.append(config.eval_batch_size)
+  count = jax.device_count()
+  sizes = [config.batch_size] + [config.eval_batch_size] * (config.task in data.IMAGE_TASKS)
   return max(d for d in range(1, count + 1) if count % d == 0 and not any(s % d for s in sizes))
 
 
 def validate_config(config) -> None:
-  """Checks every field before anything runs or is written; for the image tasks, that
-  their files exist and fit.
-
-  Raises:
-    runner.ConfigError: naming the first unknown, missing or bad field and what it
-      may be.
-  """
+  """Checks every field (for image tasks, that their files exist and fit) before anything
+  runs. Raises runner.ConfigError naming the first unknown, missing or bad field."""
   F.validate(config, config_lib.FIELDS)
   images_task = config.task in data.IMAGE_TASKS
   table = config.models
@@ -122,10 +108,8 @@ def validate_config(config) -> None:
 
 
 def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
-  """Every setting of one (model, T): the task, the fields of `config.FIELDS` whose
-  identity rule holds for the model, and the model's entry of the per-model table.
-  Frozen and hashable (it keys the cache of compiled programs); a unit's fields are
-  exactly these."""
+  """A unit's fields, frozen: the task, model, T, the `config.FIELDS` whose identity rule
+  holds for the model, and the model's entry of `models`."""
   spec = {"task": data.get_task(config.task).name, "model": model, "T": int(T),
           **F.identity(config, config_lib.FIELDS, model)}
   spec["data_parallel"] = data_parallel(config)  # as resolved: 0 names no layout
@@ -151,14 +135,12 @@ def units(config) -> list[Unit]:
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Trains one unit (all replicates) to `unit.target_step`, resuming from its
-  checkpoint; writes a "val" record at step 0 and after every call of `val_every`
-  updates (within an epoch), and "final" records at the end.
+  """Trains one unit's replicates to `unit.target_step`, resuming from its checkpoint.
 
   Raises:
     loop.Interrupted: after a checkpoint, when a stop was requested.
-    runner.ConfigError: when the unit's checkpoint is beyond its target step, or the
-      image files do not fit the config.
+    runner.ConfigError: a checkpoint beyond the target step, or image files that do not
+      fit the config.
   """
   spec, num = unit.spec, unit.spec.num_replicates
   replicas = replicas_lib.Replicas(num, replicas_lib.replicate_sharding(
@@ -168,7 +150,6 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   source = (data.image_source(spec, arrays.train_y.shape[0]) if image_task
             else data.synthetic_source(spec))
   exp = trainer.make_experiment(spec, replicas.sharding, source)
-  # λ's spectrum diagnostics in the synthetic tasks' "val" records.
   spectrum = None if image_task else exp.spectrum
   per_epoch, baseline = source.updates_per_epoch, data.get_task(spec.task).baseline(spec.T)
   done = ctx.written()  # records of a resumed unit are not written twice
@@ -178,8 +159,6 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     ctx.write([{"kind": kind, "replicate": r, "step": step, "seconds": round(elapsed, 3),
                 **epoch, **{k: float(v[r]) for k, v in metrics.items()}}
                for r in range(num) if (kind, r, step) not in done])
-    ctx.scalars(step, {f"{kind}/{k}/replicate_{r}": v[r] for k, v in metrics.items()
-                       for r in range(num)})
 
   def evaluate(state, sets):
     return {f"{name}_{k}": v for name, s in sets.items()
@@ -191,9 +170,7 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
       out.update(replicas.gather(spectrum(state.params)))
     return out
 
-  def status(val, train, step):
-    """The progress line: the epoch, each validation metric's median and replicates, the
-    loss' random baseline, and how many replicates have a nan/inf training loss."""
+  def status(val, train, step):  # the progress line
     shown = ", ".join(f"{k.replace('_', ' ')} median {loop.median(v):.4g} (replicates "
                       f"{', '.join(f'{x:.3g}' for x in v)})"
                       for k, v in val.items() if k.startswith("val_"))
@@ -225,11 +202,10 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
 
 
 def _load_sets(config, spec, mesh) -> data.ImageSets:
-  """The unit's image sets on every device of `mesh` (every replicate reads them)."""
+  """The unit's image sets, replicated on every device of `mesh`."""
   folder = images.resolve_data_dir(spec.dataset, config.data_dir)
-  sets = data.load_image_sets(folder, spec.task, spec.get("permutation_seed",
-                                                           data.PERMUTATION_SEED),
-                              spec.num_validation)
+  seed = spec.get("permutation_seed", data.PERMUTATION_SEED)  # only the permuted task's
+  sets = data.load_image_sets(folder, spec.task, seed, spec.num_validation)
   if sets.test_y.shape[0] % spec.eval_batch_size:
     raise F.ConfigError(f"config.eval_batch_size = {spec.eval_batch_size}: expected a "
                         f"divisor of the {sets.test_y.shape[0]} test images of {folder}.")
@@ -241,10 +217,9 @@ def _load_sets(config, spec, mesh) -> data.ImageSets:
 
 
 def _image_summary(ctx, unit: Unit, state) -> dict:
-  """An image unit's "final" metrics, per replicate (R,): from its "val" records after
-  step 0, the test accuracy where the validation accuracy was best (the first such
-  step), the best test accuracy over the run (the published anchors' protocol), the
-  best validation accuracy and its step; and the trainable parameter count."""
+  """An image unit's "final" metrics (R,): from its "val" records after step 0, the test
+  accuracy at the (first) best validation accuracy, the best test accuracy, the best
+  validation accuracy and its step; and the trainable parameter count."""
   num = unit.spec.num_replicates
   recs = [r for r in workdir_lib.read(ctx.workdir)
           if r.get("unit") == unit.id and r.get("kind") == "val" and r["step"] > 0]
@@ -254,22 +229,14 @@ def _image_summary(ctx, unit: Unit, state) -> dict:
     rows = sorted((x for x in recs if x["replicate"] == r), key=lambda x: x["step"])
     if rows:
       best = max(rows, key=lambda x: x["val_accuracy"])  # max keeps the first of ties
-      out["test_accuracy"][r], out["best_val_accuracy"][r] = (best["test_accuracy"],
-                                                              best["val_accuracy"])
-      out["best_step"][r] = best["step"]
+      out["test_accuracy"][r], out["best_val_accuracy"][r], out["best_step"][r] = (
+          best["test_accuracy"], best["val_accuracy"], best["step"])
       out["best_test_accuracy"][r] = max(x["test_accuracy"] for x in rows)
-  # Every leaf's size without its replicate axis.
   count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(state.params["params"]))
   return {**out, "num_params": np.full(num, count)}
 
 
 def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
-  """Runs (or resumes) every unit of an RNN config into `workdir`.
-
-  Keyword arguments go to `lie_unitary.experiments.runner.train_and_evaluate`
-  (printer, tensorboard, handle_signals).
-
-  Raises:
-    runner.ConfigError: a bad config field, before anything is written.
-  """
+  """Runs (or resumes) every unit of an RNN config into `workdir`; keyword arguments go to
+  `runner.train_and_evaluate`. Raises runner.ConfigError for a bad config field."""
   return runner.train_and_evaluate(sys.modules[__name__], config, workdir, **kwargs)

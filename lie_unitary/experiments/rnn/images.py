@@ -1,14 +1,7 @@
-"""MNIST-family images (MNIST, Fashion-MNIST, KMNIST) from their IDX files, in numpy.
-
-A dataset is a folder of four IDX files, each possibly gzipped:
-
-    train-images-idx3-ubyte  (60000, 28, 28) uint8     train-labels-idx1-ubyte  (60000,)
-    t10k-images-idx3-ubyte   (10000, 28, 28) uint8     t10k-labels-idx1-ubyte   (10000,)
-
-An IDX file is a 4-byte magic number (0, 0, the data type code, the number of
-dimensions), one big-endian uint32 per dimension, then the values, big-endian, in C
-order. Images are flattened row by row to H·W pixels, the order sequential MNIST reads
-them in.
+"""MNIST-family images (MNIST, Fashion-MNIST, KMNIST) from a folder of their four IDX
+files (`IDX_FILE_NAMES`, each possibly gzipped), in numpy. An IDX file is a magic number
+(0, 0, the data type code, the number of dimensions), one big-endian uint32 per
+dimension, then the values, big-endian, in C order.
 """
 
 from __future__ import annotations
@@ -21,11 +14,9 @@ import zlib
 
 import numpy as np
 
-__all__ = [
-    "DATASETS", "DATA_DIR_ENV", "DEBIAN_FASHION_MNIST_DIR", "IDX_FILE_NAMES", "ImageDataset",
-    "NUM_CLASSES", "check_dataset_files", "default_folder", "load_idx_dataset", "read_idx",
-    "resolve_data_dir",
-]
+__all__ = ["DATASETS", "DATA_DIR_ENV", "DEBIAN_FASHION_MNIST_DIR", "IDX_FILE_NAMES",
+           "ImageDataset", "NUM_CLASSES", "check_dataset_files", "default_folder",
+           "load_idx_dataset", "read_idx", "resolve_data_dir"]
 
 TRAIN_IMAGES = "train-images-idx3-ubyte"
 TRAIN_LABELS = "train-labels-idx1-ubyte"
@@ -53,16 +44,8 @@ _EXPECTED = (f"expected the four IDX files {', '.join(IDX_FILE_NAMES)} (each may
 
 
 class ImageDataset(NamedTuple):
-  """One MNIST-family dataset, images flattened row by row.
-
-  Attributes:
-    train_images: (N_train, H·W) uint8, N_train = 60000, H·W = 784 for the standard files.
-    train_labels: (N_train,) int32 in 0..9.
-    test_images: (N_test, H·W) uint8, N_test = 10000.
-    test_labels: (N_test,) int32 in 0..9.
-    image_shape: (H, W) of the images as stored, (28, 28) for the standard files.
-    folder: the folder the files were read from.
-  """
+  """A dataset: images (N, H·W) uint8 flattened row by row, labels (N,) int32 in 0..9, the
+  stored (H, W) (28 × 28 for the standard files) and the folder read."""
   train_images: np.ndarray
   train_labels: np.ndarray
   test_images: np.ndarray
@@ -72,9 +55,8 @@ class ImageDataset(NamedTuple):
 
 
 def _read(path, whole: bool):
-  """(shape, dtype, data) of an IDX file, gzipped or not (told by its first two bytes):
-  `whole`: its data bytes, read and counted; else None, the size checked against the
-  header without reading the data (the file's size, or gzip's trailer)."""
+  """(shape, dtype, data bytes) of an IDX file, gzipped or not; with `whole` False, data
+  None and the size checked without reading (the file's size or gzip's trailer)."""
   if os.path.isdir(path):
     raise ValueError(f"{path}: a folder, not an IDX file.")
   if not os.path.isfile(path):
@@ -123,49 +105,31 @@ def _read(path, whole: bool):
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-  """Reads one IDX file, gzipped or not (told by its first two bytes, not its name).
-
-  Args:
-    path: the file.
-
-  Returns:
-    An array of the shape the header gives, in native byte order, writable, of dtype
-    uint8 (type 0x08), int8 (0x09), int16 (0x0B), int32 (0x0C), float32 (0x0D) or float64
-    (0x0E): (N, 28, 28) uint8 for MNIST images, (N,) uint8 for labels.
+  """One IDX file, gzipped or not (told by its first bytes), as a writable native-order
+  array of the header's shape and type (uint8, int8, int16, int32, float32 or float64).
 
   Raises:
-    FileNotFoundError: the file does not exist.
-    ValueError: a folder; a bad magic number (first two bytes not 0, an unknown type code,
-      0 dimensions); fewer data bytes than the dimensions need (truncated), or more
-      (trailing bytes); corrupt gzip data. Every message is one line naming the file.
+    FileNotFoundError: no such file.
+    ValueError: a folder, a bad magic number, truncated or trailing data, corrupt gzip;
+      one line naming the file.
   """
   shape, dtype, data = _read(os.fspath(path), whole=True)
   return np.frombuffer(data, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
 
 def _find(folder: str) -> list[str | None]:
-  """Each of the four files' path in `folder`, None where missing. The .gz first when
-  both exist: it is the file as distributed, and its CRC is checked, while an
-  uncompressed copy beside it may be a half-finished extraction of it."""
+  # The four files' paths, None where missing; the .gz first (its CRC is checked, while an
+  # uncompressed copy beside it may be a half-finished extraction).
   paths = ([os.path.join(folder, n) for n in (name + ".gz", name)] for name in IDX_FILE_NAMES)
   return [next((p for p in pair if os.path.isfile(p)), None) for pair in paths]
 
 
 def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
-  """Checks that a folder holds the four IDX files from their headers and sizes only
-  (cheap enough to validate a config): images (N, H, W) uint8 and integer labels (N,)
-  of the same N, train and test images of one H × W.
-
-  Args:
-    folder: the dataset's folder.
-
-  Returns:
-    The paths of the train images, train labels, test images and test labels files, the
-    `.gz` one of a name where both it and the uncompressed file exist.
+  """Checks a folder's four IDX files from headers and sizes only: images (N, H, W) uint8,
+  integer labels (N,), one H × W. Returns their paths (`IDX_FILE_NAMES` order, .gz first).
 
   Raises:
-    FileNotFoundError: no such folder, or a file is missing; the one-line message lists
-      the four names expected and how to get them.
+    FileNotFoundError: no such folder or a missing file (the message says how to get them).
     ValueError: a truncated or corrupt file, or files that do not fit together.
   """
   folder = os.fspath(folder)
@@ -193,21 +157,11 @@ def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
 
 
 def load_idx_dataset(folder: str | os.PathLike) -> ImageDataset:
-  """Reads the four IDX files of an MNIST-family folder.
-
-  Args:
-    folder: holds train-images-idx3-ubyte, train-labels-idx1-ubyte,
-      t10k-images-idx3-ubyte and t10k-labels-idx1-ubyte, each possibly .gz (the .gz
-      is read where both exist).
-
-  Returns:
-    An `ImageDataset`: images (N, H·W) uint8 flattened row by row (any H × W is accepted,
-    28 × 28 = 784 for the standard files; `image_shape` records it), labels (N,) int32.
+  """The `ImageDataset` of a folder's four IDX files (any H × W).
 
   Raises:
-    FileNotFoundError: no such folder or a missing file (the message lists the four names
-      expected and how to get them).
-    ValueError: as `check_dataset_files` and `read_idx`; labels outside 0..9.
+    FileNotFoundError, ValueError: as `check_dataset_files` and `read_idx`; ValueError
+      for labels outside 0..9.
   """
   folder = os.fspath(folder)
   paths = check_dataset_files(folder)
@@ -223,8 +177,7 @@ def load_idx_dataset(folder: str | os.PathLike) -> ImageDataset:
 
 
 def default_folder(dataset: str) -> str:
-  """Where a dataset is looked for, and downloaded to, by default:
-  $LIE_UNITARY_DATA_DIR/<dataset> when that variable is set, else
+  """Where a dataset is looked for and downloaded to: $LIE_UNITARY_DATA_DIR/<dataset>, else
   ~/.cache/lie_unitary/<dataset> ($XDG_CACHE_HOME for ~/.cache when set)."""
   root = os.environ.get(DATA_DIR_ENV, "")
   if not root:
@@ -233,28 +186,16 @@ def default_folder(dataset: str) -> str:
 
 
 def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
-  """The folder holding a dataset's four IDX files: the first that applies of
-
-  1. `data_dir`, when not empty (checked by `check_dataset_files`: no fallback);
-  2. `dataset` itself, the path of a folder, when it is not one of `DATASETS` (write
-     ./mnist for a folder named like a dataset; checked likewise);
-  3. `default_folder(dataset)` when it holds the files: $LIE_UNITARY_DATA_DIR/<dataset>/
-     (never the files directly in $LIE_UNITARY_DATA_DIR: those would be taken for every
-     dataset name), else ~/.cache/lie_unitary/<dataset>/, where `download` puts them;
-  4. for 'fashion_mnist', `DEBIAN_FASHION_MNIST_DIR`, where `apt-get install
-     dataset-fashion-mnist` puts the files.
-
-  Args:
-    dataset: 'mnist', 'fashion_mnist', 'kmnist', or a folder's path (`~` expanded).
-    data_dir: an explicit folder (`~` expanded), or '' to look for one.
-
-  Returns:
-    The folder, as found (not made absolute).
+  """The folder (`~` expanded, not made absolute) of a dataset's four IDX files, the first
+  of: `data_dir` when not empty; `dataset` itself when not one of `DATASETS` (a folder's
+  path: ./mnist for one named like a dataset), both checked by `check_dataset_files`;
+  `default_folder(dataset)` when it holds the files; for 'fashion_mnist', Debian's
+  `DEBIAN_FASHION_MNIST_DIR`.
 
   Raises:
-    FileNotFoundError: nothing found; the one-line message names every place looked in,
-      the files expected and how to get them.
-    ValueError: in cases 1 and 2, as `check_dataset_files`.
+    FileNotFoundError: nothing found; the one-line message names the places looked in
+      and how to get the files.
+    ValueError: a bad explicit folder, as `check_dataset_files`.
   """
   if data_dir or dataset not in DATASETS:
     folder = os.path.expanduser(data_dir or dataset)

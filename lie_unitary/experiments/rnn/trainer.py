@@ -1,15 +1,10 @@
-"""The RNN family's model, optimizer and one unit's jitted programs (paper §4).
+"""The RNN family's model, optimizer and one unit's jitted, replicate-mapped programs.
 
-From a unit's frozen spec (`rnn.experiment.unit_spec`) and its task's `data.Source`,
-`make_experiment` builds the replicate-mapped init / train / evaluate programs: one
-step and one evaluation for every task. Replicate r starts from fold_in(key(seed), r),
-computed inside the programs, so its numbers depend neither on the replicates run
-beside it nor on the devices. With `data_parallel` = d > 1 each replicate's batch is
-split over d devices that average their gradients (`lax.pmean`). The guRNN's λ can be
-refreshed inside the compiled loop before every `lambda_refresh_every`-th update
-(`lie_unitary.principal_branch`): "recentre" replaces λ by the principal logarithm's
-coefficients, "rebase" moves U(λ) into the cell's base U₀ and sets λ = 0; neither
-changes U.
+Replicate r starts from fold_in(key(seed), r), computed inside the programs, so its
+numbers depend neither on the replicates beside it nor on the devices. With
+`data_parallel` = d > 1 each replicate's batch is split over d devices (`lax.pmean`).
+The guRNN's λ can be refreshed before every `lambda_refresh_every`-th update, U unchanged:
+"recentre" (λ ← the principal logarithm's coefficients) or "rebase" (U₀ ← U₀ U(λ), λ ← 0).
 """
 
 from __future__ import annotations
@@ -31,33 +26,26 @@ from lie_unitary.experiments import training
 from lie_unitary.experiments import workdir
 from lie_unitary.experiments.rnn import data
 
-__all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS",
-           "LAMBDA_REFRESHES", "MODELS", "ORTHOGONAL_MODELS", "SPECTRUM_METRICS", "Experiment",
-           "make_experiment", "make_model", "num_params", "optimizer_for"]
+__all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS", "LAMBDA_REFRESHES",
+           "MODELS", "ORTHOGONAL_MODELS", "SPECTRUM_METRICS", "Experiment", "make_experiment",
+           "make_model", "num_params", "optimizer_for"]
 
 MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free", "orthogonal")
-# Models built on GURNNCell (β, activation); `free` is its recurrence without the
-# constraint: an unconstrained 2n×2n matrix instead of U(λ), so it has no λ.
+# GURNNCell's models; `free` has an unconstrained 2n×2n matrix in place of U(λ), so no λ.
 GURNN_MODELS = ("gurnn", "gurnn_beta", "free")
 LAMBDA_MODELS = ("gurnn", "gurnn_beta")
-# expRNN's orthogonal RNN (`lie_unitary.nn.OrthogonalRNNCell`): real state, W ∈ SO(n)
-# from so(n) coefficients μ, trained at its own learning rate (expRNN: a tenth).
+# expRNN's orthogonal RNN: W ∈ SO(n) from so(n) coefficients μ, at their own learning rate.
 ORTHOGONAL_MODELS = ("orthogonal",)
-# Models with a complex state whose initial value `h0` sets.
-H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")
-# λ inits: N(0, std²) (the paper), Henaff's diagonal phases, U = I, principal log of Haar.
+H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")  # a complex state, h0 its initial value
 LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
-# The readout's initialisations (`make_model`), the first the default.
-READOUT_INITS = ("lecun_normal", "torch")
+READOUT_INITS = ("lecun_normal", "torch")  # the first the default
 LAMBDA_REFRESHES = ("none", "recentre", "rebase")
-# Val-record names of the spectrum diagnostics of λ's chart.
-SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS
+SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS  # λ's spectrum diagnostics in "val" records
 
 
 def _refresh(spec) -> tuple[str, int, str]:
-  """(lambda_refresh, lambda_refresh_every, lambda_refresh_state): ("none", 0, "keep")
-  for models without λ and for specs without the fields (a unit without refresh does
-  not carry them, so its identity is that of older runs)."""
+  """(lambda_refresh, every, state); ("none", 0, "keep") for models without λ and specs
+  without the fields (a unit without refresh does not carry them)."""
   refresh = spec.get("lambda_refresh", "none") if spec.model in LAMBDA_MODELS else "none"
   if refresh == "none":
     return "none", 0, "keep"
@@ -65,11 +53,7 @@ def _refresh(spec) -> tuple[str, int, str]:
 
 
 def make_model(spec) -> lnn.SequenceModel:
-  """The `SequenceModel` (cell + scan + readout) of `spec.model` for `spec.task`.
-
-  Raises:
-    ValueError: an unknown model.
-  """
+  """The `SequenceModel` of `spec.model` for `spec.task`. Raises ValueError: unknown model."""
   task, n = data.get_task(spec.task), spec.hidden_size
   if spec.model in GURNN_MODELS:
     lambda_init = nn.initializers.zeros  # unused by `free`
@@ -84,39 +68,29 @@ def make_model(spec) -> lnn.SequenceModel:
     cell = lnn.GURNNCell(n, beta=spec.beta, activation=spec.activation, h0=spec.h0,
                          unconstrained=spec.model == "free", lambda_init=lambda_init,
                          rebased=_refresh(spec)[0] == "rebase")
-  elif spec.model == "urnn":
-    cell = lnn.URNNCell(n, h0=spec.h0)
-  elif spec.model == "lstm":
-    cell = nn.OptimizedLSTMCell(n)
-  elif spec.model == "irnn":
-    cell = lnn.SimpleRNNCell.irnn(n)
-  elif spec.model == "tanh":
-    cell = lnn.SimpleRNNCell.tanh_rnn(n)
-  elif spec.model == "orthogonal":
-    # Real W ∈ SO(n) vmapped over replicates: eigh beats Padé on batches.
-    cell = lnn.OrthogonalRNNCell(n, expm_method="eigh")
   else:
-    raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
-  readout_inits = {}
-  if spec.get("readout_init", READOUT_INITS[0]) == "torch":
-    # The readout reads a complex state as its 2n real and imaginary parts.
-    kernel_init, bias_init = lnn.torch_linear_init(2 * n if spec.model in H0_MODELS else n)
-    readout_inits = dict(readout_kernel_init=kernel_init, readout_bias_init=bias_init)
-  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll,
-                           **readout_inits)
+    cells = {"urnn": lambda: lnn.URNNCell(n, h0=spec.h0), "lstm": lambda: nn.OptimizedLSTMCell(n),
+             "irnn": lambda: lnn.SimpleRNNCell.irnn(n),
+             "tanh": lambda: lnn.SimpleRNNCell.tanh_rnn(n),
+             # Real W ∈ SO(n) vmapped over replicates: eigh beats Padé on batches.
+             "orthogonal": lambda: lnn.OrthogonalRNNCell(n, expm_method="eigh")}
+    if spec.model not in cells:
+      raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
+    cell = cells[spec.model]()
+  readout = {}
+  if spec.get("readout_init", READOUT_INITS[0]) == "torch":  # a complex state: 2n reals
+    kernel, bias = lnn.torch_linear_init(2 * n if spec.model in H0_MODELS else n)
+    readout = dict(readout_kernel_init=kernel, readout_bias_init=bias)
+  return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll, **readout)
 
 
-def _key(path) -> str | None:
-  """The name of a parameter tree's leaf at `path`."""
-  return getattr(path[-1], "key", None)
+_key = lambda path: getattr(path[-1], "key", None)  # a parameter tree leaf's name
 
 
 def optimizer_for(spec) -> optax.GradientTransformation:
-  """RMSProp (no momentum) on everything, optionally clipped by value first; the
-  guRNN's λ, unclipped, gets `lambda_optimizer` at `lambda_learning_rate`: plain SGD
-  (as the original code) or its own RMSProp (with RMSProp at the shared learning rate
-  it is simply part of the rest); the orthogonal RNN's μ, unclipped, its own RMSProp
-  at `lambda_learning_rate`. Every learning rate follows `lr_drops`."""
+  """RMSProp (no momentum), clipped by value; the guRNN's λ (unclipped) gets
+  `lambda_optimizer` at `lambda_learning_rate`, the orthogonal RNN's μ its own RMSProp at
+  that rate. Every learning rate follows `lr_drops`."""
   rate = lambda lr: training.step_schedule(lr, spec.lr_drops, spec.lr_drop_factor)
   rmsprop = dict(rmsprop_decay=spec.rmsprop_decay, rmsprop_eps=spec.rmsprop_eps,
                  rmsprop_initial_scale=spec.rmsprop_initial_scale,
@@ -137,23 +111,19 @@ def optimizer_for(spec) -> optax.GradientTransformation:
 
 
 class Experiment(NamedTuple):
-  """One unit's programs, batched over replicates (leading axis R, padded). A
-  TrainState's `params` are the model's flax variables: "params" (trained) and, for a
-  rebased guRNN, the base U₀ in `lnn.BASE_COLLECTION` (moved only by a refresh).
+  """One unit's programs over replicates (leading axis R). A TrainState's `params` are the
+  flax variables: "params" and, for a rebased guRNN, U₀ in `lnn.BASE_COLLECTION`.
 
   Attributes:
     init: replicate indices (R,) int32 -> TrainState_R.
-    epoch_data: (replicate indices, epoch) -> each replicate's data of that epoch (the
-      images' orders, (R, N) int32), or None for a source without epochs.
-    train_chunk: (TrainState_R, replicate indices, first update, number of updates,
-      epoch data, arrays) -> (TrainState_R, {metric: (R,) mean over the updates}); the
-      state donated; the updates must stay within one epoch.
-    evaluate: (params_R, a set of `source.val_sets` or `source.final_sets`) ->
-      {metric: (R,) mean over the set's batches}.
+    epoch_data: (replicate indices, epoch) -> the epoch's data ((R, N) int32 image
+      orders), None without epochs.
+    train_chunk: (state, replicate indices, first update, number of updates, epoch data,
+      arrays) -> (state, {metric: (R,) mean}); the state donated; within one epoch.
+    evaluate: (params_R, a set of the source's) -> {metric: (R,) mean over its batches}.
     source: the unit's `data.Source`.
-    spectrum: params_R -> {name in SPECTRUM_METRICS: (R,)}; None for models without λ.
-    refresh: TrainState_R -> TrainState_R, the λ refresh `train_chunk` makes before
-      every `lambda_refresh_every`-th update; None without a refresh.
+    spectrum: params_R -> {SPECTRUM_METRICS name: (R,)}; None for models without λ.
+    refresh: TrainState_R -> TrainState_R, the λ refresh; None without one.
   """
   init: Callable
   epoch_data: Callable
@@ -167,25 +137,21 @@ class Experiment(NamedTuple):
 @functools.lru_cache(maxsize=16)
 def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
                     source: data.Source | None = None) -> Experiment:
-  """Builds the jitted, replicate-mapped programs of a unit (`Experiment`).
+  """A unit's jitted, replicate-mapped `Experiment` (cached per spec, sharding, source).
 
-  Cached, so a resumed or extended unit in the same process reuses the compiled
-  programs. Every batch is made inside the jitted chunk from the replicate's key and
-  the update index, so a run resumed mid-epoch makes the uninterrupted run's steps.
-  With a data axis of size d > 1 in the sharding's mesh, each device takes its d-th of
-  every training batch's rows (and, with `source.split_eval`, of every evaluation
-  batch's) with its own initial-state key, fold_in(key, shard).
+  Batches are made inside the programs from the replicate's key and the update index, so
+  a resumed run makes the uninterrupted run's steps. A data axis of d > 1 devices gives
+  each its d-th of a batch's rows (evaluation too with `source.split_eval`) and its own
+  initial-state key, fold_in(key, shard).
 
   Args:
-    spec: the unit's frozen spec (hashable: part of the cache key).
-    sharding: the replicate axis' sharding (the runner's); None:
-      `replicas.replicate_sharding()`, over every device.
+    spec: the unit's frozen spec.
+    sharding: the replicates' sharding; None: `replicas.replicate_sharding()`.
     source: the task's `data.Source`; None: `data.synthetic_source(spec)`.
 
   Raises:
-    ValueError: a spec whose data_parallel is not the size of the sharding's data axis,
-      a batch (or, split, spec.eval_batch_size) that the data axis does not divide, or
-      from `data.synthetic_source`.
+    ValueError: data_parallel not the sharding's data axis, a batch size the data axis
+      does not divide, or from `data.synthetic_source`.
   """
   source = data.synthetic_source(spec) if source is None else source
   sharding = replicas.replicate_sharding() if sharding is None else sharding
@@ -204,9 +170,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
   # The optimizer sees the collection "params" only (not a rebased guRNN's base).
   trainable = lambda variables: {"params": variables["params"]}
 
-  def keys(replicate):
-    """The replicate's keys of its parameters, initial state at init, training data and
-    initial states in training (update u: fold_in(that key, u))."""
+  def keys(replicate):  # parameters, initial state at init, data, training initial states
     root = jax.random.fold_in(jax.random.key(spec.seed), replicate)
     return [jax.random.fold_in(root, i) for i in range(4)]
 
@@ -214,14 +178,10 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     inputs, targets = rows
     return source.metrics(model.apply(params, inputs, carry_key), targets)
 
-  def shard(rows, key, parts):
-    """This device's equal share of `rows` (leading batch axis) and its own key."""
+  def shard(rows, key, parts):  # this device's share of the batch rows, its own key
     i = jax.lax.axis_index(replicas.DATA_AXIS)
-
-    def share(a):
-      size = a.shape[0] // parts
-      return jax.lax.dynamic_slice_in_dim(a, i * size, size)
-
+    share = lambda a: jax.lax.dynamic_slice_in_dim(a, i * (a.shape[0] // parts),
+                                                   a.shape[0] // parts)
     return jax.tree.map(share, rows), jax.random.fold_in(key, i)
 
   def init(replicate):
@@ -230,8 +190,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     variables = model.init(params_key, x, carry_key)
     return training.TrainState(variables, optimizer.init(trainable(variables)))
 
-  def refresh_state(state):
-    """λ re-centred or re-based, the same U."""
+  def refresh_state(state):  # λ re-centred or re-based, the same U
     variables, cell = dict(state.params), state.params["params"]["cell"]
     lam = cell["lam"]
     if refresh == "recentre":
@@ -291,11 +250,9 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
       sums = jax.lax.pmean(sums, replicas.DATA_AXIS)
     return {k: v / count for k, v in sums.items()}
 
-  # Replicates over the mesh's first axis; each device of a data row runs its share of
-  # every batch (the state, the epoch data and the arrays are replicated along it).
-  v_epoch = lambda replicate, epoch: None
-  if source.epoch_data:
-    v_epoch = program(lambda r, epoch: source.epoch_data(keys(r)[2], epoch), (0, None))
+  # The state, epoch data and arrays are replicated along a data row.
+  v_epoch = (program(lambda r, epoch: source.epoch_data(keys(r)[2], epoch), (0, None))
+             if source.epoch_data else lambda replicate, epoch: None)
   v_train = program(train_chunk, (0, 0, None, None, 0 if source.epoch_data else None, None),
                     donate_argnums=(0,))
   v_spectrum = None
@@ -310,14 +267,8 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
 
 def num_params(model: str, hidden_size: int, input_size: int, output_size: int,
                activation: str = "relu") -> int:
-  """Trainable reals of `model`'s `SequenceModel` with a last-state readout: the
-  manifold's dimension for a constrained matrix (n² for U(n), n(n-1)/2 for SO(n)).
-
-  Args:
-    model: 'gurnn', 'gurnn_beta', 'orthogonal' or 'lstm'.
-    hidden_size: the cell's size (complex units for the guRNN).
-    input_size: D; output_size: K.
-    activation: the guRNN's activation (its modReLU has a bias per unit).
+  """Trainable reals of a 'gurnn', 'gurnn_beta', 'orthogonal' or 'lstm' `SequenceModel`
+  with a last-state readout (a constrained matrix counts its manifold's dimension).
 
   Raises:
     ValueError: another model, or a size that is not an integer ≥ 1.
