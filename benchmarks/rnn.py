@@ -1,16 +1,12 @@
 r"""RNN training throughput: the experiments' jitted training chunk of each model, in
-examples/s (all replicates together; the image tasks read random images). --models,
-each `NAME[:HIDDEN]`:
+examples/s (all replicates together; the image tasks read random images).
 
-  gurnn, gurnn_beta; gurnn_tanh, gurnn_relu, gurnn_modrelu (guRNN₁ with that activation)
-  free        the guRNN's recurrence with an unconstrained 2n × 2n matrix
-  no_eigh     guRNN_β with U(λ) replaced by I + 0.01·iA(λ): everything but the eigh
-  eigh_only   'no_eigh' plus one eigh the step depends on
-  lstm, irnn, tanh, urnn, orthogonal   the baselines
-  matmuls     the recurrence's products alone at state size 2n (needs --sizes)
-
---sizes=n gives complex-state models n units, real-state ones 2n. GFLOP/s counts the
-recurrence's products, 3 a step. docs/benchmarks.md, "RNN throughput", has the commands.
+--models, each `NAME[:HIDDEN]`: gurnn, gurnn_beta, gurnn_tanh, gurnn_relu, gurnn_modrelu
+(guRNN₁ with that activation), free (an unconstrained 2n × 2n matrix), no_eigh (U(λ) →
+I + 0.01·iA(λ): all but the eigh), eigh_only (no_eigh plus one eigh), lstm, irnn, tanh,
+urnn, orthogonal, matmuls (the recurrence's products alone at state size 2n; needs
+--sizes). --sizes=n gives complex-state models n units, real-state ones 2n. GFLOP/s
+counts the recurrence's products, 3 a step. docs/benchmarks.md, "RNN throughput".
 """
 
 import contextlib
@@ -43,10 +39,8 @@ _DATA_PARALLEL = flags.DEFINE_list("data_parallel", ["0"], "Each variant's batch
                                    "each of these device counts (0: as the launchers).")
 _CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "CPU devices (0: one per core).")
 _REPLICATES = flags.DEFINE_integer("replicates", 1, "Replicates vmapped in one program.")
-_STEPS = flags.DEFINE_integer("steps_per_call", 0, "Updates per jitted call; 0: up to 10, "
-                              "about 4 s a call.")
-_MATMUL = flags.DEFINE_integer("matmul_size", 0, "> 0: also each row's share of one "
-                               "(size × size) float32 matmul's GFLOP/s.")
+_STEPS = flags.DEFINE_integer("steps_per_call", 0, "Updates per jitted call; 0: ~4 s, ≤ 10.")
+_MATMUL = flags.DEFINE_integer("matmul_size", 0, "> 0: each row's share of a size² matmul.")
 
 # name -> (the config's model, activation ('' = the config's), whether its state is complex).
 _ROWS = {"gurnn": ("gurnn", "", True), "gurnn_beta": ("gurnn_beta", "", True),

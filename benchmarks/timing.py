@@ -94,8 +94,7 @@ def _fmt(v) -> str:
 
 
 def report(table: list[dict], *, note: str = "", **extra) -> None:
-  """Prints the rows as one Markdown table (columns in first-seen order) and writes
-  them, with `machine()` and `extra`, to `--json`."""
+  """Prints the rows as one Markdown table; writes them, `machine()` and `extra` to --json."""
   meta = machine()
   columns = list(dict.fromkeys(k for row in table for k in row))
   print(f"\n{meta['command']}\n{meta['date']}: jax {meta['jax']} on {meta['backend']} "

@@ -1,9 +1,8 @@
 r"""Where training has taken the recurrent matrix of a saved guRNN or orthogonal RNN unit.
 
-Per replicate, from each unit's last checkpoint: the norm of its Lie-algebra coefficients
-(λ or μ), the fraction of the generator's norm off its initial pattern (diagonal under
-`lambda_init='phases'`, 2×2 blocks under the Cayley init) and a histogram of U's
-eigenphases in 8 bins over [-π, π).
+Per replicate, from the unit's last checkpoint: the norm of λ (μ), the fraction of the
+generator's norm off its initial pattern (diagonal under `lambda_init='phases'`, 2×2
+blocks under the Cayley init) and a histogram of U's eigenphases in 8 bins over [-π, π).
 
   python scripts/recurrent_spectrum.py --workdir=results/psfashion_16k \
       --units='permuted T=784 gurnn','permuted T=784 orthogonal'
