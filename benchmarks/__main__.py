@@ -8,9 +8,8 @@ r"""One entry point for every benchmark: `python -m benchmarks SUBJECT [flags]`.
   torch_reference   the PyTorch expRNN trained on an image task (accuracy reference)
   runner            the experiment runner's overhead against its bare training loop
 
-Each times its variants round-robin (benchmarks/timing.py) and prints one Markdown
-table; `--json=FILE` also writes the rows and the machine; `SUBJECT --helpfull` lists
-a subject's flags; docs/benchmarks.md says more.
+Each prints one Markdown table (`--json=FILE` also writes it); `SUBJECT --helpfull` lists
+its flags; docs/benchmarks.md says more.
 """
 
 import importlib
@@ -21,7 +20,6 @@ from absl import flags
 
 import benchmarks  # noqa: F401  (sets OPENBLAS_NUM_THREADS before jax loads)
 
-# subject -> (module of this package, its main function).
 SUBJECTS = {"expm": ("expm", "main"), "principal_branch": ("principal_branch", "main"),
             "rnn": ("rnn", "main"), "torch": ("vs_torch", "main"),
             "torch_reference": ("vs_torch", "train_reference"),
@@ -31,8 +29,7 @@ SUBJECTS = {"expm": ("expm", "main"), "principal_branch": ("principal_branch", "
 def main() -> None:
   if len(sys.argv) < 2 or sys.argv[1] not in SUBJECTS:
     sys.exit(__doc__ + f"\nusage: python -m benchmarks {{{','.join(SUBJECTS)}}} [flags]")
-  subject = sys.argv[1]
-  module_name, function = SUBJECTS[subject]
+  module_name, function = SUBJECTS[subject := sys.argv[1]]
   module = importlib.import_module(f"benchmarks.{module_name}")  # defines its flags
   for name, loaded in list(sys.modules.items()):  # --helpshort lists the subject's flags
     if name.startswith("benchmarks."):

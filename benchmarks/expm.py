@@ -1,24 +1,13 @@
 r"""Derivatives through U(λ): the spectral rule (eigh) against Padé and the paper's rule.
 
-For each (n, dtype, λ scale, batch) it times, after compilation, with C(λ) = Σ|U(λ) X − Y|²
-(X, Y: n × 20) and U(λ) from `unitary_from_lambdas` (`--map=orthogonal`:
-`orthogonal_from_lambdas`, real X, Y):
-
-  eigh       jax.value_and_grad of C through method="eigh" (one eigh, the O(n³) rule);
-  pade       the same through method="pade" (autodiff of jax.scipy.linalg.expm);
-  paper      the paper's per-parameter Jacobian, O(n⁵) (unitary, n ≤ --paper_max_n);
-  floor      one eigh of the same size plus four n × n matmuls (unitary): the rule with
-             every overhead removed;
-  eigh_jvp, pade_jvp   jax.jvp of C in one direction (forward mode);
-  jacfwd     jax.jacfwd of C through eigh: n² directions (n ≤ --jacfwd_max_n).
-
-Ratios are to `eigh`. λ entries ~ N(0, 1/n) ('1/n') or N(0, 1) ('1', the paper's init);
-batch 1 is one λ, B > 1 vmaps over B of them.
-
-  python -m benchmarks expm                                     # n 8-256, ~30 min on 2 cores
-  python -m benchmarks expm --n_values=4,8,16,32 --variants=eigh,pade,eigh_jvp,pade_jvp
-  python -m benchmarks expm --map=orthogonal --variants=eigh,pade,eigh_jvp,pade_jvp
+Times, per (n, dtype, λ scale, batch), C(λ) = Σ|U(λ) X − Y|² (X, Y: n × 20) through
+`unitary_from_lambdas` (--map=orthogonal: `orthogonal_from_lambdas`, real X, Y):
+eigh / pade (value_and_grad by that method), paper (the O(n⁵) Jacobian), floor (one
+eigh and four matmuls), eigh_jvp / pade_jvp (one jvp), jacfwd (n² jvps). Ratios to
+`eigh`; batch B > 1 vmaps over B λ. docs/benchmarks.md says more.
 """
+
+import itertools
 
 from absl import flags
 import jax
@@ -60,10 +49,7 @@ def _variants(n, batch, dtype, scale):
 
   def floor(l):
     theta, w = jnp.linalg.eigh(1j * algebra.lambdas_to_skew_hermitian(l))
-    m = w
-    for _ in range(4):
-      m = m @ w
-    return jnp.sum(theta) + jnp.sum(jnp.real(m))
+    return jnp.sum(theta) + jnp.sum(jnp.real(w @ w @ w @ w @ w))  # four matmuls
 
   # Any direction costs the same; a reversed λ is free to make and not a constant XLA folds.
   jvp = lambda f: (lambda l: jax.jvp(f, (l,), (jnp.flip(l, -1),)))
@@ -84,13 +70,11 @@ def main(argv):
   del argv
   jax.config.update("jax_enable_x64", True)  # complex128 rows; complex64 rows stay float32
   table = []
-  for batch in map(int, _BATCHES.value):
-    for dtype in _DTYPES.value:
-      for scale in _SCALES.value:
-        for n in map(int, _N.value):
-          shown = dtype if _MAP.value == "unitary" else str(jnp.finfo(jnp.dtype(dtype)).dtype)
-          group = {"n": n, "dtype": shown, "scale": scale, "batch": batch}
-          print(group, flush=True)
-          samples = timing.compare(_variants(n, batch, jnp.dtype(dtype), scale))
-          table += timing.rows(group, samples, reference="eigh")
+  for batch, dtype, scale, n in itertools.product(map(int, _BATCHES.value), _DTYPES.value,
+                                                 _SCALES.value, map(int, _N.value)):
+    shown = dtype if _MAP.value == "unitary" else str(jnp.finfo(jnp.dtype(dtype)).dtype)
+    group = {"n": n, "dtype": shown, "scale": scale, "batch": batch}
+    print(group, flush=True)
+    samples = timing.compare(_variants(n, batch, jnp.dtype(dtype), scale))
+    table += timing.rows(group, samples, reference="eigh")
   timing.report(table, note=f"ms per call, map={_MAP.value}", map=_MAP.value)

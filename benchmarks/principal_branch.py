@@ -1,12 +1,8 @@
 r"""Training steps of the principal-branch approaches against plain lie_algebra (operators).
 
-Each approach runs the operator task's training (the `large` setting: vmapped
-replicates, RMSProp, validation and diagnostics every 100 steps, the refresh every
---refresh_every steps) for --steps steps per call, on the same data; ms per step, ratios
-to the first approach:
-
-  python -m benchmarks principal_branch --n=64,128 --steps=300 --rounds=7 \
-      --approaches=lie_algebra,lie_zero_init,lie_recentred,lie_rebased,lie_rebased_orthonormal,projection
+Each approach runs the operator task's `large` training (vmapped replicates, RMSProp,
+validation every 100 steps, a refresh every --refresh_every) for --steps steps per call;
+ms per step, ratios to the first approach.
 """
 
 from absl import flags
@@ -27,8 +23,7 @@ _REFRESH_EVERY = flags.DEFINE_integer("refresh_every", 100, "K of the refreshing
 
 
 def _variant(n, approach):
-  """One call of `--steps` training steps of every replicate (the experiment internals
-  this subject uses: TaskSpec, TrainSpec, make_trainer's init / epoch_data / chunk)."""
+  """One call of `--steps` training steps of every replicate."""
   task = ol_data.TaskSpec(n=n, generators=("haar",), num_train=_STEPS.value * 20,
                           num_val=2_000, num_test=2_000, val_subsample=2_000)
   train = ol_trainer.TrainSpec(approach, optimizer="rmsprop", val_every=100,

@@ -1,37 +1,16 @@
-r"""RNN training throughput: the models as the experiments train them, side by side.
+r"""RNN training throughput: the experiments' jitted training chunk of each model, in
+examples/s (all replicates together; the image tasks read random images).
 
-Each variant is one unit's jitted training chunk from the experiments (forward,
-backward and optimizer step in a `fori_loop`, each batch sampled inside it, as
-training runs; the image tasks read random images of MNIST's size), in examples/s
-(sequences, all replicates together). --models, each `NAME[:HIDDEN]`:
-
-  gurnn, gurnn_beta     the paper's guRNN₁ / guRNN_β with the task's activation;
-  gurnn_tanh, gurnn_relu, gurnn_modrelu   guRNN₁ with that activation (modReLU per
-                        complex unit: the copy_long and image-task cell);
-  free                  the guRNN's recurrence with an unconstrained 2n × 2n matrix;
-  no_eigh               guRNN_β with U(λ) replaced by I + 0.01·iA(λ): the block matrix,
-                        λ's gathers and optimizer without the eigh (not unitary);
-  eigh_only             'no_eigh' plus one eigh of iA(λ) that the step depends on: the
-                        floor of any cell that needs one eigh per update;
-  lstm, irnn, tanh, urnn, orthogonal   flax's LSTM, the IRNN, the tanh RNN, the ruRNN
-                        (Arjovsky et al.), expRNN's orthogonal RNN;
-  matmuls               the recurrence's products alone at state size 2n: a scan
-                        h ← hW + p, a reverse scan δ ← δWᵀ + g and one W̄ = Σ hᵀδ, the
-                        most any cell with this recurrence can reach.
-
-Without --sizes every model has the task's configured hidden size (the paper's; on the
-image tasks --budget's); --sizes=n gives the complex-state models n units and the
-real-state ones 2n (the same state size); NAME:H sets H. GFLOP/s counts the
-recurrence's products, 3 per time step (forward, δWᵀ, W̄; the LSTM's are 2n × 8n).
-Ratios are to the first variant. On the image tasks `epoch_s` is 429 updates at that
-rate (55,000 training images, batches of 128), evaluation not included. The commands
-behind the documented tables: docs/benchmarks.md, "RNN throughput".
-
-  python -m benchmarks rnn --task=adding --T=100 --sizes=30 \
-      --models=free,gurnn_beta,no_eigh,eigh_only,gurnn_modrelu
+--models, each `NAME[:HIDDEN]`: gurnn, gurnn_beta, gurnn_tanh, gurnn_relu, gurnn_modrelu
+(guRNN₁ with that activation), free (an unconstrained 2n × 2n matrix), no_eigh (U(λ) →
+I + 0.01·iA(λ): all but the eigh), eigh_only (no_eigh plus one eigh), lstm, irnn, tanh,
+urnn, orthogonal, matmuls (the recurrence's products alone at state size 2n; needs
+--sizes). --sizes=n gives complex-state models n units, real-state ones 2n. GFLOP/s
+counts the recurrence's products, 3 a step. docs/benchmarks.md, "RNN throughput".
 """
 
 import contextlib
+import itertools
 import time
 
 from absl import app
@@ -56,18 +35,12 @@ _BATCH = flags.DEFINE_list("batch_size", [], "Sequences per update ([]: the conf
 _SIZES = flags.DEFINE_list("sizes", [], "n: complex units (see above); []: the config's.")
 _MODELS = flags.DEFINE_list("models", [], "Variants (see above); []: the task's usual set.")
 _BUDGET = flags.DEFINE_enum("budget", "16k", list(rnn_config.BUDGETS), "Image tasks' budget.")
-_DATA_PARALLEL = flags.DEFINE_list("data_parallel", ["0"], "Each variant with its batch split "
-                                   "over each of these device counts (config data_parallel; 0: "
-                                   "the launcher's default, the most devices dividing the batch).")
-_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "CPU devices in this process (0: one per "
-                                    "core, as the launchers).")
+_DATA_PARALLEL = flags.DEFINE_list("data_parallel", ["0"], "Each variant's batch split over "
+                                   "each of these device counts (0: as the launchers).")
+_CPU_DEVICES = flags.DEFINE_integer("cpu_devices", 0, "CPU devices (0: one per core).")
 _REPLICATES = flags.DEFINE_integer("replicates", 1, "Replicates vmapped in one program.")
-_STEPS = flags.DEFINE_integer("steps_per_call", 0, "Updates per jitted call; 0: up to 10, "
-                              "about 4 s a call. The launchers run a validation period per "
-                              "call, which spreads a call's own costs (Python's dispatch; "
-                              "allocating the program's buffers) over hundreds of updates.")
-_MATMUL = flags.DEFINE_integer("matmul_size", 0, "> 0: also each row's share of one "
-                               "(size × size) float32 matmul's GFLOP/s.")
+_STEPS = flags.DEFINE_integer("steps_per_call", 0, "Updates per jitted call; 0: ~4 s, ≤ 10.")
+_MATMUL = flags.DEFINE_integer("matmul_size", 0, "> 0: each row's share of a size² matmul.")
 
 # name -> (the config's model, activation ('' = the config's), whether its state is complex).
 _ROWS = {"gurnn": ("gurnn", "", True), "gurnn_beta": ("gurnn_beta", "", True),
@@ -111,10 +84,7 @@ def _random_images(T: int) -> data.ImageSets:
 
 def experiment_variant(config, model: str, T: int, data_parallel: int):
   """The experiments' training chunk of one unit as a variant (compiled and warmed up),
-  and its spec. The experiment internals this subject uses are all here:
-  rnn.experiment.unit_spec, rnn.data.synthetic_source / image_source,
-  rnn.trainer.make_experiment(...).init / .epoch_data / .train_chunk / .source,
-  replicas_lib.replicate_sharding and replicas_lib.Replicas."""
+  and its spec."""
   config.data_parallel = data_parallel  # 0: resolved as the launcher resolves it
   spec = rnn_experiment.unit_spec(config, model, T)
   d = spec.data_parallel
@@ -141,9 +111,7 @@ def experiment_variant(config, model: str, T: int, data_parallel: int):
   if not _STEPS.value:
     t0 = time.perf_counter()
     call()
-    # A call's own cost is not per update: on CPU, allocating (and the kernel
-    # zero-filling) the program's (T, B, H) buffers is ~25% of a one-update call of
-    # the image models, and under 5% of a call of several updates.
+    # A call's own costs (allocating its (T, B, H) buffers) spread over its updates.
     box["steps"] = int(np.clip(4.0 / (time.perf_counter() - t0), 1, 10))
   return call, spec
 
@@ -161,13 +129,6 @@ def _matmuls_variant(H: int, batch: int, length: int):
     return hs.reshape(-1, H).T @ ds.reshape(-1, H)
 
   return timing.blocking(products, w, p, g, items=batch)
-
-
-def _matmul_limit(size: int) -> float:
-  """GFLOP/s of one (size, size) float32 matmul, best of the rounds."""
-  a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
-  samples = timing.compare({"matmul": timing.blocking(jax.jit(lambda a: a @ a), a)})
-  return 2.0 * size**3 / min(samples["matmul"]) / 1e9
 
 
 def config_for(task: str, n: int, batch: int, token: str):
@@ -191,8 +152,7 @@ def config_for(task: str, n: int, batch: int, token: str):
 
 
 def use_devices() -> list[int]:
-  """Sets this process' CPU device count (--cpu_devices; 0: one per core, as the
-  launchers) before jax starts its backend; returns the --data_parallel values."""
+  """Sets the CPU device count (--cpu_devices) before jax starts; the --data_parallel values."""
   splits = [int(d) for d in _DATA_PARALLEL.value]
   count = _CPU_DEVICES.value or launch.cpu_cores()
   if count < max(splits):
@@ -228,37 +188,40 @@ def main(argv):
   if unknown or ("matmuls" in tokens and not _SIZES.value):
     raise app.UsageError(f"--models: unknown {sorted(unknown)} (choose from {sorted(_ROWS)}, "
                          "matmuls), or 'matmuls' without --sizes.")
-  limit = _matmul_limit(_MATMUL.value) if _MATMUL.value else None
+  limit = None
+  if size := _MATMUL.value:  # GFLOP/s of one (size, size) float32 matmul
+    a = jax.random.normal(jax.random.key(0), (size, size), jnp.float32)
+    samples = timing.compare({"matmul": timing.blocking(jax.jit(lambda a: a @ a), a)})
+    limit = 2.0 * size**3 / min(samples["matmul"]) / 1e9
   table = []
-  for T in ([784] if images else map(int, _T.value)):
-    for n in map(int, _SIZES.value or [0]):
-      for batch in map(int, _BATCH.value or [0]):
-        variants, flops, specs = {}, {}, {}
-        for token in tokens:
-          for d in splits:
-            label = variant_label(token, d, splits)
-            config, model = config_for(_TASK.value, n, batch, token)
-            if model is None:
-              B, L = config.batch_size, data.get_task(config.task).length(T)
-              variants[label], flops[label] = _matmuls_variant(2 * n, B, L), 3 * 2.0 * 4 * n * n * L
-              continue
-            patch = {"no_eigh": _no_eigh, "eigh_only": _eigh_only}.get(token)
-            with _unitary_replaced_by(patch):
-              variants[label], specs[label] = experiment_variant(config, model, T, d)
-            flops[label] = _flops(token, specs[label], data.get_task(config.task).length(T))
-        group = {"task": _TASK.value, "T": T, "n": n or "config", "B": batch or "config"}
-        print(group, flush=True)
-        rows = timing.rows(group, timing.compare(variants), per="examples")
-        for row in rows:
-          label, spec = row["variant"], specs.get(row["variant"])
-          row["hidden"] = spec.hidden_size if spec else 2 * n
-          if flops[label]:
-            row["GFLOP/s"] = row["examples/s"] * flops[label] / 1e9
-            if limit:
-              row["÷ matmul limit"] = row["GFLOP/s"] / limit
-          if images and spec:
-            row["epoch_s"] = 429 * spec.batch_size * _REPLICATES.value / row["examples/s"]
-        table += rows
+  for T, n, batch in itertools.product([784] if images else map(int, _T.value),
+                                       map(int, _SIZES.value or [0]),
+                                       map(int, _BATCH.value or [0])):
+    variants, flops, specs = {}, {}, {}
+    for token, d in itertools.product(tokens, splits):
+      label = variant_label(token, d, splits)
+      config, model = config_for(_TASK.value, n, batch, token)
+      length = data.get_task(config.task).length(T)
+      if model is None:
+        variants[label] = _matmuls_variant(2 * n, config.batch_size, length)
+        flops[label] = 3 * 2.0 * 4 * n * n * length
+        continue
+      with _unitary_replaced_by({"no_eigh": _no_eigh, "eigh_only": _eigh_only}.get(token)):
+        variants[label], specs[label] = experiment_variant(config, model, T, d)
+      flops[label] = _flops(token, specs[label], length)
+    group = {"task": _TASK.value, "T": T, "n": n or "config", "B": batch or "config"}
+    print(group, flush=True)
+    rows = timing.rows(group, timing.compare(variants), per="examples")
+    for row in rows:
+      label, spec = row["variant"], specs.get(row["variant"])
+      row["hidden"] = spec.hidden_size if spec else 2 * n
+      if flops[label]:
+        row["GFLOP/s"] = row["examples/s"] * flops[label] / 1e9
+        if limit:
+          row["÷ matmul limit"] = row["GFLOP/s"] / limit
+      if images and spec:
+        row["epoch_s"] = 429 * spec.batch_size * _REPLICATES.value / row["examples/s"]
+    table += rows
   timing.report(table, note="ms per example (all replicates)" + (
       f"; matmul limit ({_MATMUL.value}² float32) {limit:.1f} GFLOP/s" if limit else ""),
       matmul_limit_gflops=limit)

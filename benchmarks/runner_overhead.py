@@ -1,18 +1,9 @@
 r"""What the runner costs: one operators unit through it, against its bare training loop.
 
-For each n, one unit of the operators family (every replicate of one approach), two
-ways, alternately (one call per round, compilation included in both, the persistent
-compilation cache off):
-
-  bare     the whole training run as ONE jitted program, `jit(vmap(make_train))` over
-           the replicates: init, every epoch, the final test and validation losses;
-  runner   the same unit through `runner.train_and_evaluate` into a fresh workdir:
-           chunked jitted calls, progress, checkpoints, records and launch files.
-
-n = 6: Table 1's setting (18 replicates, SGD, batches of 20) at 200,000 pairs, i.e.
-10,000 steps; n = 64: the `large` setting (3 replicates, RMSProp) at 20,000 pairs.
-
-  python -m benchmarks runner --sizes=6,64 --rounds=3
+Per n, alternately (compilation included, the compilation cache off): `bare`, the whole
+run as ONE jitted `vmap(make_train)` over the replicates; `runner`, the same unit
+through `runner.train_and_evaluate` into a fresh workdir (chunks, checkpoints,
+records). n = 6: Table 1's setting at 200,000 pairs; n = 64: `large` at 20,000.
 """
 
 import tempfile
@@ -34,10 +25,7 @@ _NUM_TRAIN = flags.DEFINE_integer("num_train", 0, "Pairs per replicate (one epoc
 
 
 def _variants(n: int):
-  """The two ways of training the unit of size n. The experiment internals this subject
-  uses are all here: operators.config.get_config, operators.experiment.validate_config /
-  units / task_spec / train_spec / _setting_key, operators.trainer.make_train and
-  runner.train_and_evaluate."""
+  """The two ways of training the unit of size n."""
   c = config_lib.get_config("table1" if n <= 6 else "large")
   c.n_values, c.approaches, c.num_epochs = (n,), (_APPROACH.value,), ((0, 1),)
   c.num_train = _NUM_TRAIN.value or (200_000 if n <= 6 else 20_000)

@@ -1,12 +1,9 @@
 """The shared timer: variants compared round-robin in one process, one table, one JSON.
 
-A variant is a function of no arguments that runs one call of the timed work, waits
-for it (`jax.block_until_ready`), and returns how many items (steps, examples, ...) the
-call did. `compare` warms every variant up (compilation), then runs `--rounds` rounds;
-in each, every variant in turn (the order reversed every other round) is called until
-`--seconds` have passed, at least once. Load from other processes thus hits every
-variant alike; a variant's best round is its estimate, its median says how noisy the
-machine was, and ratios are taken between variants of the same run only.
+A variant is a function of no arguments that runs one call of the timed work, waits for
+it, and returns how many items (steps, examples, ...) it did. `compare` warms each up,
+then runs --rounds rounds, each calling every variant in turn (the order reversed every
+other round) for --seconds; a variant's best round is its estimate.
 """
 
 from __future__ import annotations
@@ -34,8 +31,7 @@ def compare(variants: dict[str, Callable[[], float]], *, warmup: bool = True,
   if warmup:
     for fn in variants.values():
       fn()
-  samples = {name: [] for name in variants}
-  names = list(variants)
+  names, samples = list(variants), {name: [] for name in variants}
   for r in range(ROUNDS.value):
     for name in names if r % 2 == 0 else names[::-1]:
       items, start = 0.0, time.perf_counter()
@@ -91,15 +87,14 @@ def machine() -> dict:
           "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
 
 
-def fmt(v) -> str:
+def _fmt(v) -> str:
   if isinstance(v, float):
     return f"{v:,.0f}" if abs(v) >= 1000 else f"{v:.3g}"
   return "–" if v is None else str(v)
 
 
 def report(table: list[dict], *, note: str = "", **extra) -> None:
-  """Prints the rows as one Markdown table (columns in first-seen order) and writes
-  them, with `machine()` and `extra`, to `--json`."""
+  """Prints the rows as one Markdown table; writes them, `machine()` and `extra` to --json."""
   meta = machine()
   columns = list(dict.fromkeys(k for row in table for k in row))
   print(f"\n{meta['command']}\n{meta['date']}: jax {meta['jax']} on {meta['backend']} "
@@ -108,7 +103,7 @@ def report(table: list[dict], *, note: str = "", **extra) -> None:
         + (f"; {note}" if note else ""))
   print("| " + " | ".join(columns) + " |\n|" + "---|" * len(columns))
   for row in table:
-    print("| " + " | ".join(fmt(row.get(c)) for c in columns) + " |")
+    print("| " + " | ".join(_fmt(row.get(c)) for c in columns) + " |")
   if JSON.value:
     with open(JSON.value, "w") as f:
       json.dump({**meta, "rounds": ROUNDS.value, "seconds": SECONDS.value, **extra,

@@ -1,33 +1,20 @@
-r"""Beside PyTorch, which (like geotorch, for its row) is not a dependency of lie_unitary:
-run in an environment that has it, e.g. `pip install torch geotorch -e .` in a fresh venv.
+r"""Beside PyTorch (not a dependency: `pip install torch geotorch -e .` in a fresh venv).
 
-`torch --compare=layer`: forward + backward (the gradient of Σ y², y = layer(x), x
---layer_batch real vectors) of an orthogonal layer per --shapes (IN x OUT):
-`lie_unitary.OrthogonalLinear` (jitted), PyTorch's `parametrizations.orthogonal` with
-`orthogonal_map="matrix_exp"` and (rectangular) its default Householder map, and
-`geotorch.orthogonal`. Ratios to lie_unitary.
+  torch --compare=layer   forward + backward of orthogonal layers per --shapes (IN x OUT):
+                          ours, PyTorch's `parametrizations.orthogonal`, geotorch's
+  torch --compare=image   one training step on 128 sequences of 784 pixels: the rnn
+                          subject's --models beside the PyTorch expRNN below
+  torch --compare=copy    one copy-task training step (--T): the guRNN with modReLU
+                          beside PyTorch expRNNs of the same state size
+  torch_reference --task=permuted --dataset=fashion_mnist --epochs=10 --seeds=0,1,2
+      --out=FILE          trains that expRNN on the experiments' data, a JSON line per
+                          seed and epoch; checkpoints in FILE.ckpt/ let a rerun continue
 
-`torch --compare=image`: one training step (forward, backward, RMSProp) on 128
-sequences of 784 pixels: our image-task models as the experiments train them (the rnn
-subject's --models, --budget, --data_parallel, --replicates apply) and the PyTorch
-expRNN below at the orthogonal RNN's hidden size. Ratios to PyTorch.
-
-`torch --compare=copy`: one training step of the copy task (memory, --T, 10 one-hot
-symbols in, 9 classes out at every step, batch 128): the guRNN with modReLU at
---sizes complex units (default 95; the rnn subject's --data_parallel applies) beside
-PyTorch RNNs of twice as many real units (the same state size) in expRNN's
-architecture, W = matrix_exp(A − Aᵀ) once a batch, and with W =
-`geotorch.orthogonal` (its parametrization cached for the batch). Ratios to the
-faster PyTorch row.
-
-`torch_reference --task=permuted --dataset=fashion_mnist --epochs=10 --seeds=0,1,2
---out=FILE`: trains that expRNN on the experiments' data (files, split, permutation;
-429 updates an epoch), appending a JSON line per seed and epoch (validation and test
-accuracy, seconds) and checkpointing each seed to `FILE.ckpt/seed<seed>.pt`: a rerun
-with more --epochs continues; without the checkpoint a seed starts again, and only the
-records FILE lacks are written.
+docs/benchmarks.md says more.
 """
 
+import importlib
+import itertools
 import json
 import pathlib
 import time
@@ -69,14 +56,20 @@ def _torch():
   return torch
 
 
+def _geotorch():
+  try:
+    return importlib.import_module("geotorch")
+  except ImportError:
+    print("geotorch is not installed: no geotorch row")
+    return None
+
+
 def exprnn(torch, hidden: int, num_classes: int = 10, input_size: int = 1,
            every_step: bool = False, geotorch=None):
   """expRNN's architecture as its code runs it: W = matrix_exp(A − Aᵀ) (A's strict upper
-  triangle, expRNN's Cayley init) once a batch, h ← modReLU(h Wᵀ + V x_t) over the
-  steps (V ~ kaiming_normal(relu), b ~ U(±0.01)), the last state's linear readout
-  (every_step: each state's). With the `geotorch` module, W is a Linear layer
-  constrained by `geotorch.orthogonal` instead (the model's parameter `a` is then
-  absent). Inputs (T, B, input_size); logits (B, num_classes), or (T, B, num_classes)."""
+  triangle, Cayley init) once a batch, h ← modReLU(h Wᵀ + V x_t), the last state's
+  readout (every_step: each state's); with `geotorch`, W = `geotorch.orthogonal` instead
+  of `a`. Inputs (T, B, input_size); logits (B, num_classes), or (T, B, num_classes)."""
 
   class ExpRNN(torch.nn.Module):
     def __init__(self):
@@ -99,8 +92,7 @@ def exprnn(torch, hidden: int, num_classes: int = 10, input_size: int = 1,
       if geotorch is None:
         w = torch.matrix_exp(self.a.triu(1) - self.a.triu(1).t())
       h, states = x.new_zeros(x.shape[1], hidden), []
-      # Iterating the tensor unbinds it (one gather in the backward pass), as expRNN's
-      # loop does; indexing x[t] would materialise a (T, B, 1) gradient every step.
+      # Iterating unbinds x (one gather backward); x[t] would make a (T, B, 1) grad a step.
       with torch.nn.utils.parametrize.cached():  # geotorch's W: once a batch
         for x_t in x:
           z = (h @ w.t() if geotorch is None else self.w(h)) + self.v(x_t)
@@ -115,11 +107,10 @@ def exprnn(torch, hidden: int, num_classes: int = 10, input_size: int = 1,
 def optimizer(torch, model, learning_rate: float = 1e-3):
   """expRNN's RMSprop: A (or geotorch's W) at a tenth of the rate (its lr_orth)."""
   orth = lambda name: name == "a" or name.startswith("w.")
-  groups = [{"params": [p for n, p in model.named_parameters() if not orth(n)],
-             "lr": learning_rate},
-            {"params": [p for n, p in model.named_parameters() if orth(n)],
-             "lr": learning_rate / 10}]
-  return torch.optim.RMSprop(groups)
+  params = list(model.named_parameters())
+  return torch.optim.RMSprop([
+      {"params": [p for n, p in params if not orth(n)], "lr": learning_rate},
+      {"params": [p for n, p in params if orth(n)], "lr": learning_rate / 10}])
 
 
 def _layer_variants(torch, n_in, n_out):
@@ -143,13 +134,10 @@ def _layer_variants(torch, n_in, n_out):
       parametrizations.orthogonal(linear(), orthogonal_map="matrix_exp"))
   if n_in != n_out:  # square: the default is matrix_exp
     variants["torch default (householder)"] = step(parametrizations.orthogonal(linear()))
-  try:
-    import geotorch
+  if geotorch := _geotorch():
     geo = linear()
     geotorch.orthogonal(geo, "weight")
     variants["geotorch"] = step(geo)
-  except ImportError:
-    print("geotorch is not installed: no geotorch row")
   return variants
 
 
@@ -167,12 +155,6 @@ def _training_step(torch, model, x, y):
   return call
 
 
-def _exprnn_variant(torch, hidden):
-  torch.manual_seed(0)
-  x, y = torch.rand(_T, _BATCH, 1), torch.randint(0, 10, (_BATCH,))
-  return _training_step(torch, exprnn(torch, hidden), x, y)
-
-
 def _copy_variant(torch, hidden, T, geotorch=None):
   torch.manual_seed(0)
   model = exprnn(torch, hidden, 9, input_size=10, every_step=True, geotorch=geotorch)
@@ -182,19 +164,22 @@ def _copy_variant(torch, hidden, T, geotorch=None):
   return _training_step(torch, model, x, y)
 
 
+def _jax_variants(task, n, tokens, T):
+  splits, variants, hidden = rnn.use_devices(), {}, {}
+  for token, d in itertools.product(tokens, splits):
+    label = rnn.variant_label(token, d, splits)
+    config, model = rnn.config_for(task, n, _BATCH, token)
+    variants[label], spec = rnn.experiment_variant(config, model, T, d)
+    hidden[label] = spec.hidden_size
+  return variants, hidden
+
+
 def _copy_variants(torch):
   T, n = int(rnn._T.value[0]), int((rnn._SIZES.value or ["95"])[0])
-  splits, variants = rnn.use_devices(), {}
-  for d in splits:
-    config, model = rnn.config_for("memory", n, _BATCH, "gurnn_modrelu")
-    variants[rnn.variant_label("gurnn_modrelu", d, splits)] = rnn.experiment_variant(
-        config, model, T, d)[0]
+  variants, _ = _jax_variants("memory", n, ["gurnn_modrelu"], T)
   variants["torch expRNN"] = _copy_variant(torch, 2 * n, T)
-  try:
-    import geotorch
+  if geotorch := _geotorch():
     variants["geotorch"] = _copy_variant(torch, 2 * n, T, geotorch)
-  except ImportError:
-    print("geotorch is not installed: no geotorch row")
   return {"task": "copy", "T": T, "hidden": f"{n} complex / {2 * n} real"}, variants
 
 
@@ -214,16 +199,12 @@ def main(argv):
                   key=lambda v: min(samples[v]))
     table = timing.rows(group, samples, reference=fastest, per="examples")
   else:
-    splits = rnn.use_devices()
-    variants, hidden = {}, {}
-    for model in rnn._MODELS.value or rnn_config.IMAGE_MODELS:
-      for d in splits:
-        label = rnn.variant_label(model, d, splits)
-        config, name = rnn.config_for("permuted", 0, _BATCH, model)
-        variants[label], spec = rnn.experiment_variant(config, name, _T, d)
-        hidden[label] = spec.hidden_size
+    variants, hidden = _jax_variants("permuted", 0, rnn._MODELS.value or rnn_config.IMAGE_MODELS,
+                                     _T)
     hidden["torch expRNN"] = rnn_config.BUDGETS[rnn._BUDGET.value]
-    variants["torch expRNN"] = _exprnn_variant(torch, hidden["torch expRNN"])
+    torch.manual_seed(0)
+    x, y = torch.rand(_T, _BATCH, 1), torch.randint(0, 10, (_BATCH,))
+    variants["torch expRNN"] = _training_step(torch, exprnn(torch, hidden["torch expRNN"]), x, y)
     table = timing.rows({"budget": rnn._BUDGET.value}, timing.compare(variants),
                         reference="torch expRNN", per="examples")
     for row in table:
@@ -252,9 +233,8 @@ def train_reference(argv):
 
   out_path, ckpt_dir = pathlib.Path(_OUT.value), pathlib.Path(_OUT.value + ".ckpt")
   ckpt_dir.mkdir(parents=True, exist_ok=True)
-  written = set()
-  if out_path.exists():
-    written = {(r["seed"], r["epoch"]) for r in map(json.loads, out_path.read_text().splitlines())}
+  written = ({(r["seed"], r["epoch"]) for r in map(json.loads, out_path.read_text().splitlines())}
+             if out_path.exists() else set())
   for seed in map(int, _SEEDS.value):
     settings = {"seed": seed, "hidden": _HIDDEN.value, "dataset": _DATASET.value,
                 "task": rnn._TASK.value, "learning_rate": _LR.value, "batch_size": _BATCH,

@@ -1,17 +1,11 @@
 r"""Where training has taken the recurrent matrix of a saved guRNN or orthogonal RNN unit.
 
-For each replicate of each unit given, from the unit's last checkpoint: the norm of
-its Lie-algebra coefficients (the guRNN's λ, the orthogonal RNN's μ), the fraction of
-the generator's Frobenius norm off its initial pattern (the guRNN starts diagonal
-under `lambda_init='phases'`, the orthogonal RNN block-diagonal in 2×2 rotations
-under the Cayley init, so 0 at step 0), and how the eigenvalues of U = expm(L) spread
-on the unit circle (a histogram of their phases in 8 bins over [-π, π); one eigh of
-the Hermitian iL, no matrix exponential).
+Per replicate, from the unit's last checkpoint: the norm of λ (μ), the fraction of the
+generator's norm off its initial pattern (diagonal under `lambda_init='phases'`, 2×2
+blocks under the Cayley init) and a histogram of U's eigenphases in 8 bins over [-π, π).
 
   python scripts/recurrent_spectrum.py --workdir=results/psfashion_16k \
       --units='permuted T=784 gurnn','permuted T=784 orthogonal'
-
-Run it on copies of a workdir at earlier commits (`git archive`) to follow a run.
 """
 
 from absl import app

@@ -1,13 +1,10 @@
 r"""Executes the notebooks top to bottom and saves them with their outputs.
 
   python scripts/run_notebooks.py                       # every notebooks/*.ipynb, in place
-  python scripts/run_notebooks.py notebooks/unitary_rnn.ipynb
-  python scripts/run_notebooks.py --out_dir=/tmp/nb     # write the executed copies there
+  python scripts/run_notebooks.py notebooks/unitary_rnn.ipynb --out_dir=/tmp/nb
 
-Each notebook runs in a fresh kernel of this interpreter (`ipykernel`), from the
-notebooks/ folder, as a reader's Jupyter would run it; a cell that raises (a failed
-assertion included) stops it with the error, and the file is not written. Prints each
-notebook's wall time. Needs the `notebooks` extra: `pip install -e '.[notebooks]'`.
+Each runs in a fresh kernel from notebooks/; a cell that raises stops it and nothing is
+written. Needs the `notebooks` extra: `pip install -e '.[notebooks]'`.
 """
 
 import os
@@ -18,8 +15,7 @@ import time
 from absl import app
 from absl import flags
 
-_OUT_DIR = flags.DEFINE_string("out_dir", None, "Write executed notebooks here instead of "
-                               "in place.")
+_OUT_DIR = flags.DEFINE_string("out_dir", None, "Write executed notebooks here, not in place.")
 _TIMEOUT = flags.DEFINE_integer("timeout", 600, "Seconds allowed per cell.")
 
 NOTEBOOKS = pathlib.Path(__file__).resolve().parent.parent / "notebooks"

@@ -1,18 +1,11 @@
 """The recurrent cells of paper §4: guRNN, ruRNN, IRNN and tanh RNN, as flax modules.
 
-Every cell is a flax `nn.RNNCellBase` with `initialize_carry(rng, input_shape)` and
-`__call__(carry, x_t) -> (carry, y_t)`, so `flax.linen.RNN(cell)` scans it. Each also
-splits its step in three, the fast-path contract of `lie_unitary.nn.FastPathCell`:
-`transition()` (per-forward-pass constants: the guRNN's β·U(λ) as a real 2n×2n block
-matrix, one eigh), `project_inputs(x)` (V x + b, for all steps at once) and
-`step(carry, projected_t, transition)` (the recurrence proper). The guRNN, IRNN and
-tanh RNN add `scan(...)`, all steps at once through a loop of
-`lie_unitary.nn.recurrence` with a hand-written reverse pass (`ScanningCell`).
-`SequenceModel` uses these; `__call__`, used by `nn.RNN`, forms U at every step:
-correct, but T eighs per sequence batch.
-
-The cells' states are real. Complex states (guRNN, ruRNN) are held as real pairs
-[Re h, Im h] of size 2n, as the original code did, so every trainable leaf is real.
+Each is an `nn.RNNCellBase` (`flax.linen.RNN(cell)` scans it) and follows the fast-path
+contract of `lie_unitary.nn.FastPathCell`: `transition()` (per-pass constants, e.g. the
+guRNN's β·U(λ) as a real 2n×2n block matrix: one eigh), `project_inputs(x)` and
+`step(carry, projected_t, transition)`; the guRNN, IRNN and tanh RNN add `scan(...)`, a
+kernel of `lie_unitary.nn.recurrence` (`ScanningCell`). Complex states are held as real
+pairs [Re h, Im h] of size 2n, so every trainable leaf is real.
 
 Letters in names: B batch, L steps, D input features, H state size, K outputs.
 """
@@ -47,8 +40,10 @@ GURNN_ACTIVATIONS = recurrence.ELEMENTWISE_ACTIVATIONS + ("modrelu",)
 H0_INITS = ("random", "zeros")
 
 
-def _uniform_h0(rng, shape, scale, dtype):
-  return jax.random.uniform(rng, shape, dtype, -scale, scale)
+def _uniform(minval: float, maxval: float) -> Initializer:
+  """Initializer U(minval, maxval)."""
+  return lambda key, shape, dtype=jnp.float32: jax.random.uniform(key, shape, dtype, minval,
+                                                                  maxval)
 
 
 def _halves(init: Initializer) -> Initializer:
@@ -65,10 +60,7 @@ def _halves(init: Initializer) -> Initializer:
 def diagonal_phases_init(minval: float = -math.pi, maxval: float = math.pi) -> Initializer:
   """Initializer of λ (n²,) giving U = diag(e^{iθ}), θ ~ U(minval, maxval) (Henaff et al.).
 
-  The n diagonal coefficients (the first n in `lie_unitary.basis` order) are the
-  phases θ; all others are 0. A unitary analogue of the block-rotation init that
-  later orthogonal-RNN work (Henaff et al. 2016, expRNN) uses on the copy task:
-  every complex unit starts as an independent, norm-preserving rotation.
+  The n diagonal coefficients (the first in `lie_unitary.basis` order) are θ; the rest 0.
 
   Returns:
     An initializer `(key, shape, dtype) -> λ`; raises ValueError if `shape` is not
@@ -91,25 +83,30 @@ def _complex_block(u) -> jax.Array:
   return jnp.block([[a, b], [-b, a]])
 
 
-class _ComplexPairState:
-  """Carry of [Re h, Im h] (2n reals), U(±sqrt(3/(2n))) at random or zeros (``h0``)."""
+class _RealState:
+  """The carry of a real state (..., H), H = features (2·features as [Re, Im] pairs)."""
+  _state_factor = 1
 
   @nn.nowrap
   def initialize_carry(self, rng, input_shape):
-    """(..., 2n) initial state of param_dtype for inputs of shape (..., D).
-
-    U(±sqrt(3/(2n))) drawn from `rng` (h0 = 'random'; pass a fresh key per forward
-    pass) or zeros (h0 = 'zeros', `rng` unused).
-    """
-    shape = tuple(input_shape[:-1]) + (2 * self.features,)
-    if self.h0 == "zeros":
+    """(..., H) initial state of param_dtype for inputs (..., D): zeros, or with
+    h0 = 'random' U(±sqrt(3/H)) drawn from `rng` (pass a fresh key per forward pass)."""
+    size = self._state_factor * self.features
+    shape = tuple(input_shape[:-1]) + (size,)
+    if getattr(self, "h0", "zeros") == "zeros":
       return jnp.zeros(shape, self.param_dtype)
-    return _uniform_h0(rng, shape, math.sqrt(3.0 / (2 * self.features)), self.param_dtype)
+    scale = math.sqrt(3.0 / size)
+    return jax.random.uniform(rng, shape, self.param_dtype, -scale, scale)
 
   @property
   def num_feature_axes(self) -> int:
     """1: the state has one feature axis (the last)."""
     return 1
+
+
+class _ComplexPairState(_RealState):
+  """Carry of [Re h, Im h] (H = 2n reals), U(±sqrt(3/(2n))) at random or zeros (``h0``)."""
+  _state_factor = 2
 
 
 class _ElementwiseRecurrence:
@@ -132,38 +129,25 @@ class _ElementwiseRecurrence:
 class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   """The general unitary RNN cell: h_t = f(β U h_{t-1} + V x_t + b), U = U(λ).
 
-  The state is real of size 2n, [Re h, Im h]; U acts as the complex product (the real
-  block matrix [[Re U, -Im U], [Im U, Re U]]), with no transition bias. The input
-  enters through V_re, V_im held as one real Dense layer ``v`` with kernel
-  [V_re | V_im] (D, 2n) (each half Glorot-uniform as a (D, n) matrix) and zero bias,
-  and f acts elementwise on the 2n real vector (paper §4, as the original code).
-  Beyond the paper, f = 'modrelu' acts on each complex unit (Arjovsky et al.'s
-  modReLU, with a bias ``modrelu_bias`` (n,) ~ U(±0.01)): it keeps the phase and,
-  where |z| + b > 0, nearly the modulus, so a unitary U can carry a state over
-  thousands of steps (the copy task at T = 1000).
+  The state is real (..., 2n), [Re h, Im h]; U acts as the complex product, with no
+  transition bias. V = [V_re | V_im] is one real Dense layer ``v`` (D, 2n) (each half
+  initialised as a (D, n) matrix) with zero bias; f acts elementwise on the 2n reals
+  (paper §4), or with 'modrelu' per complex unit (bias ``modrelu_bias`` (n,) ~ U(±0.01)).
 
   Attributes:
     features: n, the number of complex units (state size 2n, n² coefficients λ).
     beta: the scale β of U (1 for guRNN₁; 1.4 adding / 1.05 memory for guRNN_β).
-    activation: 'relu', 'tanh', 'identity' (elementwise on the 2n reals) or
-      'modrelu' (per complex unit, with its own hand-written reverse pass; slower
-      per step than relu: docs/rnn.md has the timings).
+    activation: 'relu', 'tanh', 'identity' (elementwise) or 'modrelu' (per unit).
     h0: 'random' (U(±sqrt(3/(2n))) per sequence, from the key given to
       `initialize_carry`: pass a fresh key per forward pass) or 'zeros'.
-    unconstrained: replace U by a free real 2n×2n matrix (orthogonal init): the same
-      recurrence without the unitary constraint, the speed limit of this cell.
-    lambda_init: initializer of λ (n²,), N(0, 1) by default as the paper
-      (`lie_unitary.principal_branch.lambda_initializer` gives the zeros and Haar
-      inits).
+    unconstrained: replace U by a free real 2n×2n matrix (orthogonal init).
+    lambda_init: initializer of λ (n²,), N(0, 1) as the paper.
     kernel_init: initializer of V_re and V_im.
     param_dtype: float32 (U complex64) or float64; half precision raises ValueError
       at `init`.
-    rebased: U = U₀ · U(λ) with a base U₀ (n, n), complex of param_dtype's
-      precision, held in the variable collection ``"lie_base"`` (`BASE_COLLECTION`;
-      identity at init, not a parameter: no gradient reaches it). The dynamic
-      trivialization of `lie_unitary.principal_branch`: the caller moves the base
-      with `principal_branch.rebase` and stores it back into the collection. Only
-      for a constrained cell; ignored by an unconstrained one.
+    rebased: U = U₀ · U(λ), the base U₀ (n, n) complex in the variable collection
+      `BASE_COLLECTION` (identity at init; no gradient), moved by the caller with
+      `principal_branch.rebase`. Ignored by an unconstrained cell.
 
   Raises (at `init` / `apply`):
     ValueError: features < 1, an unknown h0 or activation, or `unitary()` of an
@@ -186,9 +170,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       raise ValueError(f"h0 must be one of {H0_INITS}; got {self.h0!r}.")
     n = self.features
     if self.activation == "modrelu":
-      self.modrelu_bias = self.param(
-          "modrelu_bias", lambda k, shape, dtype: jax.random.uniform(k, shape, dtype, -0.01, 0.01),
-          (n,), self.param_dtype)
+      self.modrelu_bias = self.param("modrelu_bias", _uniform(-0.01, 0.01), (n,),
+                                     self.param_dtype)
     else:
       recurrence.elementwise_activation(self.activation)
     if self.unconstrained:
@@ -198,8 +181,6 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       if self.rebased:
         self.base = self.variable(BASE_COLLECTION, "base", jnp.eye, n,
                                   dtype=algebra.complex_dtype_for(self.param_dtype))
-    # V = [V_re | V_im] as ONE (D, 2n) kernel, each half initialised as its own
-    # (D, n) matrix: one matmul gives [Re, Im] with no concatenation of outputs.
     self.v = nn.Dense(2 * n, kernel_init=_halves(self.kernel_init),
                       param_dtype=self.param_dtype, name="v")
 
@@ -229,8 +210,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     return h, h
 
   def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
-    """All steps (time-major) -> (final carry (B, H), outputs (L, B, H)), each
-    activation through a loop with a hand-written reverse pass (W̄ as one matmul)."""
+    """All steps (time-major) -> (final carry (B, H), outputs (L, B, H))."""
     if self.activation != "modrelu":
       return super().scan(carry_BxH, projected_LxBxH, transition, unroll)
     hs = recurrence.modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
@@ -238,23 +218,17 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     return hs[-1], hs
 
   def __call__(self, carry_BxH, x_BxD):
-    """One step. carry (..., 2n) real, x (..., D) real -> (new carry, output = new carry).
-
-    Forms U(λ) (one eigh) at every call: `SequenceModel` instead calls `transition`
-    and `project_inputs` once per sequence batch and scans `step`.
-    """
+    """One step (one eigh). carry (..., 2n), x (..., D) real -> (new carry, output)."""
     return self.step(carry_BxH, self.project_inputs(x_BxD), self.transition())
 
 
 class URNNCell(_ComplexPairState, nn.RNNCellBase):
   """Arjovsky et al.'s restricted unitary RNN (ruRNN): h_t = modReLU(U h_{t-1} + V x_t).
 
-  U = D3 R2 F⁻¹ D2 Π R1 F D1 (7n reals, applied in O(n log n) by
-  `lie_unitary.arjovsky_apply`); V complex (n, D) held as one real Dense kernel
-  [Re V | Im V] (D, 2n) without bias; modReLU bias ~ U(±0.01). The complex state is
-  held as real pairs [Re h, Im h] (..., 2n). Angles ~ U(-π, π), reflections ~
-  U(±sqrt(6/(2+2n))), Π a fixed random permutation drawn from `permutation_seed` (a
-  constant, not a parameter).
+  U = D3 R2 F⁻¹ D2 Π R1 F D1 (7n reals, `lie_unitary.arjovsky_apply`); V complex (n, D)
+  as one real Dense kernel [Re V | Im V] (D, 2n) without bias; modReLU bias ~ U(±0.01);
+  state [Re h, Im h] (..., 2n). Angles ~ U(-π, π), reflections ~ U(±sqrt(6/(2+2n))),
+  Π a fixed permutation drawn from `permutation_seed`.
 
   Attributes:
     features: n, the number of complex units.
@@ -277,11 +251,10 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
       raise ValueError(f"h0 must be one of {H0_INITS}; got {self.h0!r}.")
     n = self.features
     s = math.sqrt(6.0 / (2.0 + 2.0 * n))
-    uniform = lambda lo, hi: lambda k, shape, dtype: jax.random.uniform(k, shape, dtype, lo, hi)
-    self.angles = self.param("angles", uniform(-math.pi, math.pi), (3, n), self.param_dtype)
-    self.reflections_re = self.param("reflections_re", uniform(-s, s), (2, n), self.param_dtype)
-    self.reflections_im = self.param("reflections_im", uniform(-s, s), (2, n), self.param_dtype)
-    self.bias = self.param("bias", uniform(-0.01, 0.01), (n,), self.param_dtype)
+    self.angles = self.param("angles", _uniform(-math.pi, math.pi), (3, n), self.param_dtype)
+    self.reflections_re = self.param("reflections_re", _uniform(-s, s), (2, n), self.param_dtype)
+    self.reflections_im = self.param("reflections_im", _uniform(-s, s), (2, n), self.param_dtype)
+    self.bias = self.param("bias", _uniform(-0.01, 0.01), (n,), self.param_dtype)
     self.v = nn.Dense(2 * n, use_bias=False, kernel_init=_halves(self.kernel_init),
                       param_dtype=self.param_dtype, name="v")
 
@@ -307,16 +280,15 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
     return out, out
 
   def __call__(self, carry_BxH, x_BxD):
-    """One step. carry (..., 2n) real, x (..., D) real -> (new carry, output = new carry)."""
+    """One step. carry (..., 2n), x (..., D) real -> (new carry, output = new carry)."""
     return self.step(carry_BxH, self.project_inputs(x_BxD))
 
 
-class SimpleRNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
-  """h_t = f(W h_{t-1} + V x_t + b), real: the IRNN and the tanh RNN.
+class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
+  """h_t = f(W h_{t-1} + V x_t + b), real, zero initial state: the IRNN and tanh RNN.
 
-  IRNN (Le et al. 2015): f = relu, W = I at init, V ~ N(0, 0.001²)
-  (`SimpleRNNCell.irnn(n)`). tanh RNN: f = tanh, W orthogonal, V Glorot-uniform
-  (`SimpleRNNCell.tanh_rnn(n)`). The initial state is zeros.
+  IRNN (Le et al. 2015, `SimpleRNNCell.irnn(n)`): relu, W = I, V ~ N(0, 0.001²).
+  tanh RNN (`SimpleRNNCell.tanh_rnn(n)`): tanh, W orthogonal, V Glorot-uniform.
 
   Attributes:
     features: n, the state size.
@@ -365,17 +337,6 @@ class SimpleRNNCell(_ElementwiseRecurrence, nn.RNNCellBase):
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., n), x (..., D) real -> (new carry, output = new carry)."""
     return self.step(carry_BxH, self.project_inputs(x_BxD), self.transition())
-
-  @nn.nowrap
-  def initialize_carry(self, rng, input_shape):
-    """Zeros (..., n) of param_dtype for inputs of shape (..., D); `rng` is unused."""
-    del rng
-    return jnp.zeros(tuple(input_shape[:-1]) + (self.features,), self.param_dtype)
-
-  @property
-  def num_feature_axes(self) -> int:
-    """1: the state has one feature axis (the last)."""
-    return 1
 
 
 def _identity_init(key, shape, dtype=jnp.float32):

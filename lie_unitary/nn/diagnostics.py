@@ -1,17 +1,6 @@
 """How far a weight matrix is from an isometry, and its spectrum: for monitoring training.
 
-``isometry_report(W)`` for a (k, n) matrix (any layer's ``matrix()``, a unitary,
-anything) measures, on the smaller side m = min(n, k):
-
-- ``error``: max |WᴴW − I_n| (k ≥ n: orthonormal columns) or max |WWᴴ − I_k|
-  (k < n: orthonormal rows), the largest entry of the Gram matrix's deviation;
-- ``singular_min`` / ``singular_max``: the extreme singular values (all 1 for an exact
-  (co-)isometry; their spread is how much W stretches);
-- ``phases``: for square W only, the eigenvalues' angles in (−π, π], sorted (a
-  unitary's spectrum lies on the unit circle), and ``modulus_error`` = max ||μ| − 1|
-  over the eigenvalues μ.
-
-It runs on the host in float64/complex128 (NumPy), whatever W's dtype, so a float32
+Computed on the host in float64/complex128 (NumPy), whatever W's dtype, so a float32
 layer's rounding shows as it is. Not for use under `jax.jit`: it returns Python floats.
 """
 
@@ -25,7 +14,7 @@ __all__ = ["IsometryReport", "isometry_report"]
 
 
 class IsometryReport(NamedTuple):
-  """The result of `isometry_report` (fields described in the module docstring).
+  """The result of `isometry_report`; all singular values are 1 for an exact (co-)isometry.
 
   Attributes:
     shape: (k, n).

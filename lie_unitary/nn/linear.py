@@ -1,10 +1,8 @@
 """Flax linen layers that apply a learned unitary or orthogonal map, of any shape.
 
-Like `flax.linen.Dense`, each layer takes its output size k (``features``) and reads
-the input size n from the input's last axis. y = W x with W (k, n) an isometry
-(WᴴW = I_n) when k ≥ n and a co-isometry (WWᴴ = I_k) when k < n, from the minimal
-number of real coefficients (`lie_unitary.nn.weights`). For k = n, W is U(λ) (R(μ)):
-the parameter shapes and values are those of the square layers.
+Like `flax.linen.Dense`, each takes its output size k (``features``) and reads the input
+size n from the input: y = W x, W (k, n) an isometry (k ≥ n) or a co-isometry (k < n)
+(`lie_unitary.nn.weights`); for k = n the parameters are those of the square maps.
 """
 
 from __future__ import annotations
@@ -26,25 +24,17 @@ Initializer = Callable[..., jax.Array]
 class UnitaryLinear(nn.Module):
   """y = W(λ) x (+ b) on the last axis: complex n -> k with W (k, n) a (co-)isometry.
 
-  Input is complex (..., n), or real (..., 2n) holding [Re x, Im x] when
-  ``real_pairs`` is set (the output is then real (..., 2k) [Re y, Im y]). n is read
-  from the input. W is formed once per call (one eigh), however many leading batch
-  dimensions x has, and applied at HIGHEST matmul precision so the map stays
-  norm-preserving (k ≥ n) on GPU/TPU (see `lie_unitary.precision`).
-
-  Parameters: ``lam``, real (2nk − min(n, k)²,) (`weights.num_unitary_weight_params`);
-  for k = n that is (n²,) and W = `unitary_from_lambdas(lam)`. With ``use_bias``,
-  ``bias``: real (2k,) holding [Re b, Im b].
-
-  The matrix: ``layer.apply(variables, n, method="matrix")`` (n is the complex input
-  size, as parameters do not record it); for square layers also
-  ``method="unitary"``.
+  Input is complex (..., n), or real (..., 2n) holding [Re x, Im x] with ``real_pairs``
+  (the output is then real (..., 2k)). W is formed once per call (one eigh) and applied
+  at HIGHEST matmul precision. Parameters: ``lam`` real (2nk − min(n, k)²,) ((n²,) for
+  k = n: W = `unitary_from_lambdas(lam)`); with ``use_bias``, ``bias`` real (2k,)
+  [Re b, Im b]. The matrix: ``layer.apply(variables, n, method="matrix")`` (n, the
+  complex input size, is not recorded by the parameters); square: ``method="unitary"``.
 
   Attributes:
     features: k, the output size (complex units), an integer ≥ 1.
     real_pairs: read and write real [Re, Im] halves instead of complex arrays.
-    lambda_init: initializer of λ; default N(0, 1) as the paper. Use
-      `nn.initializers.zeros` to start at W = the first columns (rows) of I.
+    lambda_init: initializer of λ; default N(0, 1) as the paper.
     param_dtype: float32 (W complex64) or float64 (W complex128); half precision
       raises ValueError when W is formed.
     use_bias: add a learned complex bias b.
@@ -89,11 +79,9 @@ class UnitaryLinear(nn.Module):
 class OrthogonalLinear(nn.Module):
   """y = W(μ) x (+ b) on the last axis: real n -> k with W (k, n) a (co-)isometry.
 
-  Parameters: ``mu``, real (nk − m(m+1)/2,), m = min(n, k)
-  (`weights.num_orthogonal_weight_params`); for k = n ≥ 2 that is (n(n−1)/2,) and
-  W = `orthogonal_from_lambdas(mu)` in SO(n). With ``use_bias``, ``bias``: real (k,).
-  The matrix: ``layer.apply(variables, n, method="matrix")``; for square layers also
-  ``method="orthogonal"``.
+  Parameters: ``mu`` real (nk − m(m+1)/2,), m = min(n, k) ((n(n−1)/2,) for k = n: W =
+  `orthogonal_from_lambdas(mu)` in SO(n)); with ``use_bias``, ``bias`` real (k,). The
+  matrix: ``layer.apply(variables, n, method="matrix")``; square: ``method="orthogonal"``.
 
   Attributes:
     features: k, the output size, an integer ≥ 1.

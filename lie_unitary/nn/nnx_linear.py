@@ -1,11 +1,8 @@
 """Flax NNX layers that apply a learned unitary or orthogonal map, of any shape.
 
-The NNX twins of `lie_unitary.nn.linear`: the same maths (`lie_unitary.nn.weights`),
-with the sizes given at construction, as `flax.nnx.Linear` does. y = W x with
-W (out, in) an isometry (WᴴW = I) when out ≥ in and a co-isometry (WWᴴ = I) when
-out < in; for out = in, W = U(λ) (R(μ)) with the square layers' coefficients.
-
-Only API that flax 0.10 and later share is used (`nnx.Param`, ``variable[...]``).
+The NNX twins of `lie_unitary.nn.linear` (the same maths, `lie_unitary.nn.weights`), with
+both sizes given at construction as `flax.nnx.Linear`. Only API that flax 0.10 and later
+share is used (`nnx.Param`, ``variable[...]``).
 """
 
 from __future__ import annotations
@@ -28,9 +25,8 @@ Initializer = Callable[..., jax.Array]
 class UnitaryLinear(nnx.Module):
   """y = W(λ) x (+ b): complex n = ``in_features`` -> k = ``out_features``.
 
-  Input is complex (..., n), or real (..., 2n) holding [Re x, Im x] with
-  ``real_pairs`` (the output is then real (..., 2k)). W (k, n) is formed once per call
-  (one eigh) and applied at HIGHEST matmul precision.
+  Input is complex (..., n), or real (..., 2n) [Re x, Im x] with ``real_pairs`` (output
+  real (..., 2k)). W (k, n) is formed once per call and applied at HIGHEST precision.
 
   Attributes:
     lam: `nnx.Param`, real (2nk − min(n, k)²,); (n²,) for k = n.

@@ -1,11 +1,8 @@
 """A recurrent cell scanned over sequences with a linear readout, and its fast path.
 
-`SequenceModel` runs any `nn.RNNCellBase` over a (B, L, D) batch. A cell that
-follows the `FastPathCell` contract (all of `lie_unitary.nn`'s cells) gets its
-per-forward-pass constants (the guRNN's U(λ): one eigh) and its input projections
-computed ONCE per call, outside the loop over time; a `ScanningCell` also runs all
-steps in its own loop (a hand-written reverse pass). Other cells (flax's LSTM cells)
-are scanned as they are.
+`SequenceModel` runs any `nn.RNNCellBase` over a (B, L, D) batch; a `FastPathCell` (all
+of `lie_unitary.nn`'s cells) gets its per-pass constants (the guRNN's U(λ): one eigh)
+and input projections computed ONCE per call, outside the loop over time.
 
 Letters in names: B batch, L steps, D input features, H state size, K outputs.
 """
@@ -28,11 +25,8 @@ Initializer = Callable[..., jax.Array]
 
 
 def torch_linear_init(fan_in: int) -> tuple[Initializer, Initializer]:
-  """PyTorch's `nn.Linear` initialisation, for `SequenceModel`'s readout.
-
-  Kernel and bias both ~ U(-1/√fan_in, 1/√fan_in): PyTorch's ``kaiming_uniform_`` with
-  a = √5, and its bias rule. The kernel's standard deviation is 1/√(3 fan_in), a √3rd
-  of flax's LeCun normal default; the bias is not zero.
+  """PyTorch's `nn.Linear` initialisation, for `SequenceModel`'s readout: kernel and bias
+  both ~ U(±1/√fan_in) (``kaiming_uniform_`` with a = √5, and its bias rule).
 
   Args:
     fan_in: the readout's input size H (the cell's state size).
@@ -57,71 +51,36 @@ def torch_linear_init(fan_in: int) -> tuple[Initializer, Initializer]:
 class FastPathCell(Protocol):
   """A recurrent cell whose step splits into per-pass constants, inputs and recurrence.
 
-  A structural type: a cell follows it by having the three methods (no subclassing);
-  `isinstance(cell, FastPathCell)` checks that they are present, not their signatures.
-  Such a cell's step `cell(carry, x_t)` must equal
-  `cell.step(carry, cell.project_inputs(x_t), cell.transition())`: `SequenceModel`
-  calls `transition` and `project_inputs` once per forward pass and loops only over
-  `step`, so the transition's cost (the guRNN's eigh) is paid once per pass, and the
-  backward pass sums the per-step cotangents of the transition before one VJP of it.
+  A structural type (`isinstance` checks the methods are present). `cell(carry, x_t)`
+  must equal `cell.step(carry, cell.project_inputs(x_t), cell.transition())`:
+  `SequenceModel` calls `transition` and `project_inputs` once per forward pass and
+  loops only over `step`.
   """
 
   def transition(self) -> Any:
-    """The per-forward-pass constants of the recurrence.
-
-    Returns:
-      Any pytree that `step` takes as `transition` (the guRNN: β·U(λ) as a real
-      (H, H) block matrix; the IRNN / tanh RNN: W (H, H); the ruRNN: None). Computed
-      once per forward pass and broadcast to every step.
-    """
+    """Per-forward-pass constants, any pytree (the guRNN: β·U(λ) as a real (H, H) block
+    matrix; the IRNN / tanh RNN: W (H, H); the ruRNN: None)."""
 
   def project_inputs(self, x_BxD: jax.Array) -> jax.Array:
-    """The inputs' contributions to the pre-activations, e.g. V x + b.
-
-    Args:
-      x_BxD: real (..., D): any leading axes (SequenceModel passes (L, B, D)).
-
-    Returns:
-      Real (..., H), the same leading axes.
-    """
+    """The inputs' contributions to the pre-activations, e.g. V x + b: real (..., D) ->
+    (..., H), any leading axes (SequenceModel passes (L, B, D))."""
 
   def step(self, carry_BxH: jax.Array, projected_BxH: jax.Array,
            transition: Any) -> tuple[jax.Array, jax.Array]:
-    """One step of the recurrence proper, from an already projected input.
-
-    Args:
-      carry_BxH: the state (B, H) (any leading axes that the cell supports).
-      projected_BxH: `project_inputs` of this step's input, (B, H).
-      transition: what `transition()` returned.
-
-    Returns:
-      (new carry (B, H), output (B, H)).
-    """
+    """One step from the state (B, H) and this step's projected input (B, H) ->
+    (new carry (B, H), output (B, H))."""
 
 
 @runtime_checkable
 class ScanningCell(FastPathCell, Protocol):
-  """A `FastPathCell` that also runs all steps at once in its own loop.
-
-  `SequenceModel` uses `scan` instead of looping over `step` when the carry is (B, H);
-  it must give the same numbers as scanning `step` (the guRNN, IRNN, tanh RNN and
-  orthogonal RNN run a kernel of `lie_unitary.nn.recurrence` there, whose reverse pass
-  is hand-written).
-  """
+  """A `FastPathCell` that also runs all steps in its own loop (a kernel of
+  `lie_unitary.nn.recurrence`); `SequenceModel` uses it when the carry is (B, H). It must
+  give the same numbers as scanning `step`."""
 
   def scan(self, carry_BxH: jax.Array, projected_LxBxH: jax.Array, transition: Any,
            unroll: int = 1) -> tuple[jax.Array, jax.Array]:
-    """All L steps of the recurrence, time-major.
-
-    Args:
-      carry_BxH: the initial state (B, H).
-      projected_LxBxH: `project_inputs` of all steps' inputs, (L, B, H).
-      transition: what `transition()` returned.
-      unroll: steps per iteration of the compiled loop.
-
-    Returns:
-      (final carry (B, H), outputs (L, B, H)).
-    """
+    """All L steps, time-major: initial state (B, H), projected inputs (L, B, H) ->
+    (final carry (B, H), outputs (L, B, H)); `unroll` steps per loop iteration."""
 
 
 def _cell_body(cell, carry, x_BxD):
@@ -135,13 +94,9 @@ def _step_body(cell, carry, projected_BxH, transition):
 class SequenceModel(nn.Module):
   """A cell scanned over a sequence, then a linear readout (with bias) of its outputs.
 
-  A `FastPathCell` has `transition()` and `project_inputs()` run once per call; a
-  `ScanningCell` (the guRNN, `free`, IRNN, tanh and orthogonal RNN: the kernels of
-  `lie_unitary.nn.recurrence`, hand-written reverse passes) then runs its own `scan`, any
-  other `FastPathCell` (the ruRNN) `nn.scan` over `step` with the transition
-  broadcast. Any other `nn.RNNCellBase` (flax's LSTM cells) is `nn.scan`-ed as is.
-  `readout='last'` maps the last step's output to (B, K) (adding); `readout='all'`
-  maps every step's output to (B, L, K) (memory).
+  A `ScanningCell` runs its own `scan`, any other `FastPathCell` (the ruRNN) `nn.scan`
+  over `step`, and any other `nn.RNNCellBase` (flax's LSTM cells) is `nn.scan`-ed as is.
+  `readout='last'` maps the last step's output to (B, K); 'all' every step's to (B, L, K).
 
   Attributes:
     cell: an `nn.RNNCellBase` (any of `lie_unitary.nn`'s cells, or flax's LSTM cells).
@@ -185,8 +140,6 @@ class SequenceModel(nn.Module):
       carry_key = jax.random.key(0)  # unused by zero-state cells
     carry = self.cell.initialize_carry(carry_key, x_BxLxD[:, 0].shape)
     if isinstance(self.cell, FastPathCell):
-      # Per forward pass, not per step: the transition (the guRNN's U: one eigh) and
-      # the input projection of all steps at once; the scan runs only the recurrence.
       transition = self.cell.transition()
       # Time-major before projecting: transposing (B, L, D) is cheaper than (B, L, H).
       projected_LxBxH = self.cell.project_inputs(jnp.swapaxes(x_BxLxD, 0, 1))

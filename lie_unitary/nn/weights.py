@@ -1,19 +1,10 @@
-"""The weight matrices of the unitary and orthogonal layers, and how they are applied.
+"""The weights of the unitary and orthogonal layers, shared by the linen and NNX layers.
 
-Pure functions shared by the flax linen layers (`lie_unitary.nn.linear`) and the flax
-NNX layers (`lie_unitary.nn.nnx_linear`), so both compute exactly the same maps.
-
-A layer maps n = ``in_features`` to k = ``out_features`` with y = W x, W of shape (k, n):
-
-- k ≥ n: W is an ISOMETRY, WᴴW = I_n (orthonormal columns): W = Q(λ), Q the n columns
-  of `semi_unitary_from_lambdas(λ, k, n)`; ‖W x‖ = ‖x‖ for every x.
-- k < n: W is a CO-ISOMETRY, WWᴴ = I_k (orthonormal rows): W = Q(λ)ᵀ with
-  Q = `semi_unitary_from_lambdas(λ, n, k)`; W is the orthogonal projection onto a
-  k-dimensional subspace followed by a unitary identification with ℂᵏ.
-
-The coefficient count is the dimension of that Stiefel manifold: 2nk − min(n, k)²
-(complex) or nk − m(m+1)/2 with m = min(n, k) (real). For k = n it is n² (n(n−1)/2)
-and W = `unitary_from_lambdas(λ)` (`orthogonal_from_lambdas(μ)`): the square layers.
+A layer maps n = ``in_features`` to k = ``out_features``, y = W x with W (k, n): for
+k ≥ n an ISOMETRY (WᴴW = I_n), W = the n columns of `semi_unitary_from_lambdas(λ, k, n)`;
+for k < n a CO-ISOMETRY (WWᴴ = I_k), W = `semi_unitary_from_lambdas(λ, n, k)`ᵀ. The
+coefficient count is that Stiefel manifold's dimension: 2nk − min(n, k)² (complex) or
+nk − m(m+1)/2, m = min(n, k) (real); for k = n, W = U(λ) (R(μ)), the square layers.
 """
 
 from __future__ import annotations
@@ -25,17 +16,9 @@ import numpy as np
 from lie_unitary import stiefel
 from lie_unitary.precision import matmul as mm
 
-__all__ = [
-    "apply_orthogonal",
-    "apply_unitary",
-    "check_features",
-    "num_orthogonal_weight_params",
-    "num_unitary_weight_params",
-    "orthogonal_in_features",
-    "orthogonal_weight",
-    "unitary_in_features",
-    "unitary_weight",
-]
+__all__ = ["apply_orthogonal", "apply_unitary", "check_features", "num_orthogonal_weight_params",
+           "num_unitary_weight_params", "orthogonal_in_features", "orthogonal_weight",
+           "unitary_in_features", "unitary_weight"]
 
 
 def check_features(features, what: str = "features") -> int:
@@ -49,13 +32,17 @@ def check_features(features, what: str = "features") -> int:
   return int(features)
 
 
+def _sizes(in_features, out_features) -> tuple[int, int]:
+  return check_features(in_features, "in_features"), check_features(out_features, "out_features")
+
+
 def num_unitary_weight_params(in_features: int, out_features: int) -> int:
   """2nk − min(n, k)² real coefficients of a complex (k, n) (co-)isometry; n² if k = n.
 
   Raises:
     ValueError: if either size is not an integer ≥ 1.
   """
-  n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
+  n, k = _sizes(in_features, out_features)
   return stiefel.num_semi_unitary_params(max(n, k), min(n, k))
 
 
@@ -65,12 +52,12 @@ def num_orthogonal_weight_params(in_features: int, out_features: int) -> int:
   Raises:
     ValueError: if either size is not an integer ≥ 1.
   """
-  n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
+  n, k = _sizes(in_features, out_features)
   return stiefel.num_semi_orthogonal_params(max(n, k), min(n, k))
 
 
 def unitary_weight(lam, in_features: int, out_features: int) -> jax.Array:
-  """W(λ), the complex (k, n) isometry (k ≥ n) or co-isometry (k < n) of the module docstring.
+  """W(λ), the complex (k, n) isometry (k ≥ n) or co-isometry (k < n).
 
   Args:
     lam: real array (..., `num_unitary_weight_params(n, k)`), float32 or float64.
@@ -84,7 +71,7 @@ def unitary_weight(lam, in_features: int, out_features: int) -> jax.Array:
     ValueError: for a size that is not an integer ≥ 1, complex or half-precision λ
       (float16, bfloat16), or a wrong last axis.
   """
-  n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
+  n, k = _sizes(in_features, out_features)
   if k >= n:
     return stiefel.semi_unitary_from_lambdas(lam, k, n)
   return jnp.matrix_transpose(stiefel.semi_unitary_from_lambdas(lam, n, k))
@@ -105,7 +92,7 @@ def orthogonal_weight(mu, in_features: int, out_features: int) -> jax.Array:
     ValueError: for a size that is not an integer ≥ 1, complex or half-precision μ
       (float16, bfloat16), or a wrong last axis.
   """
-  n, k = check_features(in_features, "in_features"), check_features(out_features, "out_features")
+  n, k = _sizes(in_features, out_features)
   if k >= n:
     return stiefel.semi_orthogonal_from_lambdas(mu, k, n)
   return jnp.matrix_transpose(stiefel.semi_orthogonal_from_lambdas(mu, n, k))
@@ -155,8 +142,7 @@ def _check_bias(bias, size: int):
   return bias
 
 
-def _add_bias(y, bias):
-  # Explicit leading unit axes: correct under jax_numpy_rank_promotion='raise'.
+def _add_bias(y, bias):  # explicit unit axes: works under jax_numpy_rank_promotion='raise'
   return y + bias.reshape((1,) * (y.ndim - 1) + bias.shape).astype(y.dtype)
 
 
