@@ -423,3 +423,25 @@ def test_readout_init_must_be_known():
   config.readout_init = "kaiming"
   with pytest.raises(ValueError, match="readout_init"):
     rnn.validate_config(config)
+
+
+def test_orthogonal_expm_enters_the_identity_only_when_not_eigh():
+  config = rnn_configs.get_config("pixel_mnist")
+  config.models.orthogonal.hidden_size = 8
+  config.param_budget = ""
+  eigh = rnn.unit_spec(config, "orthogonal", 784)
+  assert "orthogonal_expm" not in eigh
+  config.orthogonal_expm = "pade"
+  assert "orthogonal_expm" not in rnn.unit_spec(config, "gurnn", 784)
+  pade = rnn.unit_spec(config, "orthogonal", 784)
+  assert pade.orthogonal_expm == "pade"
+  models = [rnn_training.make_model(s) for s in (eigh, pade)]
+  assert [m.cell.expm_method for m in models] == ["eigh", "pade"]
+  x = jax.random.uniform(jax.random.key(1), (2, 30, 1))
+  params = models[0].init(jax.random.key(0), x)
+  # Two exponentials of the same A(μ): eigh's and jax.scipy.linalg.expm's (Padé).
+  np.testing.assert_allclose(models[1].apply(params, x), models[0].apply(params, x),
+                             atol=1e-5)
+  config.orthogonal_expm = "taylor"
+  with pytest.raises(ValueError, match="orthogonal_expm"):
+    rnn.validate_config(config)

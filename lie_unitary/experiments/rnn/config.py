@@ -61,6 +61,8 @@ FIELDS = {
     # In the identity only when not the default.
     "readout_init": F.Field(F.one_of(trainer.READOUT_INITS),
                             identity=lambda c, _: c.readout_init != trainer.READOUT_INITS[0]),
+    "orthogonal_expm": F.Field(F.one_of(trainer.ORTHOGONAL_EXPMS), identity=lambda c, m: (
+        m in trainer.ORTHOGONAL_MODELS and c.orthogonal_expm != trainer.ORTHOGONAL_EXPMS[0])),
     "lambda_refresh": F.Field(F.one_of(trainer.LAMBDA_REFRESHES), identity=_lambda_refresh),
     "lambda_refresh_every": F.Field(_POSITIVE, identity=_lambda_refresh),
     "lambda_refresh_state": F.Field(F.one_of(principal_branch.REFRESH_STATES),

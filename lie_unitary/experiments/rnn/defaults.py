@@ -83,6 +83,9 @@ def get_config() -> ml_collections.ConfigDict:
   c.lambda_phase_range = math.pi  # r of 'phases' (π/2: expRNN's Cayley init's phases)
   # The readout's init: 'lecun_normal' (flax's Dense) or 'torch' (PyTorch's nn.Linear).
   c.readout_init = "lecun_normal"
+  # The orthogonal RNN's expm(A(μ)): 'eigh' (faster on vmapped batches) or 'pade' (as
+  # PyTorch's matrix_exp; a float32 W nearer orthogonal).
+  c.orthogonal_expm = "eigh"
   # guRNN λ refresh before update u when u % lambda_refresh_every == 0, U unchanged:
   # 'none', 'recentre' (λ ← the principal log's coefficients) or 'rebase' (U₀ ← U₀ U(λ),
   # λ ← 0: the dynamic trivialization).

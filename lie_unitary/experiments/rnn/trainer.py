@@ -27,8 +27,8 @@ from lie_unitary.experiments import workdir
 from lie_unitary.experiments.rnn import data
 
 __all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS", "LAMBDA_REFRESHES",
-           "MODELS", "ORTHOGONAL_MODELS", "SPECTRUM_METRICS", "Experiment", "make_experiment",
-           "make_model", "num_params", "optimizer_for"]
+           "MODELS", "ORTHOGONAL_EXPMS", "ORTHOGONAL_MODELS", "SPECTRUM_METRICS", "Experiment",
+           "make_experiment", "make_model", "num_params", "optimizer_for"]
 
 MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free", "orthogonal")
 # GURNNCell's models; `free` has an unconstrained 2n×2n matrix in place of U(λ), so no λ.
@@ -39,6 +39,7 @@ ORTHOGONAL_MODELS = ("orthogonal",)
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")  # a complex state, h0 its initial value
 LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
 READOUT_INITS = ("lecun_normal", "torch")  # the first the default
+ORTHOGONAL_EXPMS = ("eigh", "pade")  # the orthogonal RNN's expm method, the first the default
 LAMBDA_REFRESHES = ("none", "recentre", "rebase")
 SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS  # λ's spectrum diagnostics in "val" records
 
@@ -72,8 +73,8 @@ def make_model(spec) -> lnn.SequenceModel:
     cells = {"urnn": lambda: lnn.URNNCell(n, h0=spec.h0), "lstm": lambda: nn.OptimizedLSTMCell(n),
              "irnn": lambda: lnn.SimpleRNNCell.irnn(n),
              "tanh": lambda: lnn.SimpleRNNCell.tanh_rnn(n),
-             # Real W ∈ SO(n) vmapped over replicates: eigh beats Padé on batches.
-             "orthogonal": lambda: lnn.OrthogonalRNNCell(n, expm_method="eigh")}
+             "orthogonal": lambda: lnn.OrthogonalRNNCell(
+                 n, expm_method=spec.get("orthogonal_expm", ORTHOGONAL_EXPMS[0]))}
     if spec.model not in cells:
       raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
     cell = cells[spec.model]()
