@@ -47,7 +47,9 @@ def data_parallel(config) -> int:
   if config.data_parallel:
     return config.data_parallel
   count = jax.device_count()
-  sizes = [config.batch_size] + [config.eval_batch_size] * (config.task in data.IMAGE_TASKS)
+  sizes = [config.batch_size]
+  if config.task in data.IMAGE_TASKS:
+    sizes.append(config.eval_batch_size)
   return max(d for d in range(1, count + 1) if count % d == 0 and not any(s % d for s in sizes))
 
 

@@ -69,15 +69,18 @@ def make_model(spec) -> lnn.SequenceModel:
     cell = lnn.GURNNCell(n, beta=spec.beta, activation=spec.activation, h0=spec.h0,
                          unconstrained=spec.model == "free", lambda_init=lambda_init,
                          rebased=_refresh(spec)[0] == "rebase")
+  elif spec.model == "orthogonal":
+    cell = lnn.OrthogonalRNNCell(n, expm_method=spec.get("orthogonal_expm", ORTHOGONAL_EXPMS[0]))
+  elif spec.model == "lstm":
+    cell = nn.OptimizedLSTMCell(n)
+  elif spec.model == "urnn":
+    cell = lnn.URNNCell(n, h0=spec.h0)
+  elif spec.model == "irnn":
+    cell = lnn.SimpleRNNCell.irnn(n)
+  elif spec.model == "tanh":
+    cell = lnn.SimpleRNNCell.tanh_rnn(n)
   else:
-    cells = {"urnn": lambda: lnn.URNNCell(n, h0=spec.h0), "lstm": lambda: nn.OptimizedLSTMCell(n),
-             "irnn": lambda: lnn.SimpleRNNCell.irnn(n),
-             "tanh": lambda: lnn.SimpleRNNCell.tanh_rnn(n),
-             "orthogonal": lambda: lnn.OrthogonalRNNCell(
-                 n, expm_method=spec.get("orthogonal_expm", ORTHOGONAL_EXPMS[0]))}
-    if spec.model not in cells:
-      raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
-    cell = cells[spec.model]()
+    raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
   readout = {}
   if spec.get("readout_init", READOUT_INITS[0]) == "torch":  # a complex state: 2n reals
     kernel, bias = lnn.torch_linear_init(2 * n if spec.model in H0_MODELS else n)
