@@ -418,6 +418,27 @@ def test_torch_readout_init_draws_within_pytorch_linears_bound(model, fan_in):
   np.testing.assert_allclose(kernel.std(), bound / math.sqrt(3), rtol=0.1)
 
 
+def test_lstm_forget_bias_sets_the_forget_gates_bias_only():
+  config = rnn_configs.get_config("adding")
+  config.models.lstm.hidden_size, config.num_replicates = 5, 2
+  plain = rnn.unit_spec(config, "lstm", 10)
+  assert "lstm_forget_bias" not in plain  # the default 0: older units keep their identity
+  config.lstm_forget_bias = 1.0
+  assert "lstm_forget_bias" not in rnn.unit_spec(config, "gurnn", 10)
+  spec = rnn.unit_spec(config, "lstm", 10)
+  assert spec.lstm_forget_bias == 1.0
+  replicates = jnp.arange(2)
+  base, biased = (rnn_training.make_experiment(s).init(replicates).params["params"]["cell"]
+                  for s in (plain, spec))
+  np.testing.assert_array_equal(base["hf"]["bias"], np.zeros((2, 5)))  # flax's zeros
+  np.testing.assert_array_equal(biased["hf"]["bias"], np.ones((2, 5)))
+  del base["hf"]["bias"], biased["hf"]["bias"]
+  jax.tree.map(np.testing.assert_array_equal, base, biased)  # the rest drawn alike
+  config.lstm_forget_bias = -1.0
+  with pytest.raises(ValueError, match="lstm_forget_bias"):
+    rnn.validate_config(config)
+
+
 def test_readout_init_must_be_known():
   config = rnn_configs.get_config("permuted_mnist")
   config.readout_init = "kaiming"

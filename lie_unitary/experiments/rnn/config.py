@@ -63,6 +63,8 @@ FIELDS = {
                             identity=lambda c, _: c.readout_init != trainer.READOUT_INITS[0]),
     "orthogonal_expm": F.Field(F.one_of(trainer.ORTHOGONAL_EXPMS), identity=lambda c, m: (
         m in trainer.ORTHOGONAL_MODELS and c.orthogonal_expm != trainer.ORTHOGONAL_EXPMS[0])),
+    "lstm_forget_bias": F.Field(_NONNEGATIVE, identity=lambda c, m: (
+        m == "lstm" and c.lstm_forget_bias != 0)),
     "lambda_refresh": F.Field(F.one_of(trainer.LAMBDA_REFRESHES), identity=_lambda_refresh),
     "lambda_refresh_every": F.Field(_POSITIVE, identity=_lambda_refresh),
     "lambda_refresh_state": F.Field(F.one_of(principal_branch.REFRESH_STATES),

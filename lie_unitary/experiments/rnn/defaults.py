@@ -86,6 +86,8 @@ def get_config() -> ml_collections.ConfigDict:
   # The orthogonal RNN's expm(A(μ)): 'eigh' (faster on vmapped batches) or 'pade' (as
   # PyTorch's matrix_exp; a float32 W nearer orthogonal).
   c.orthogonal_expm = "eigh"
+  # The LSTM's forget-gate bias at init (1: Jozefowicz et al. 2015's; 0: flax's zeros).
+  c.lstm_forget_bias = 0.0
   # guRNN λ refresh before update u when u % lambda_refresh_every == 0, U unchanged:
   # 'none', 'recentre' (λ ← the principal log's coefficients) or 'rebase' (U₀ ← U₀ U(λ),
   # λ ← 0: the dynamic trivialization).

@@ -192,6 +192,10 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     params_key, carry_key, _, _ = keys(replicate)
     x = jnp.zeros((1, task.length(spec.T), task.input_size), jnp.float32)
     variables = model.init(params_key, x, carry_key)
+    if spec.model == "lstm" and spec.get("lstm_forget_bias", 0.0):  # flax's zeros otherwise
+      cell = variables["params"]["cell"]
+      forget = {**cell["hf"], "bias": jnp.full_like(cell["hf"]["bias"], spec.lstm_forget_bias)}
+      variables = {**variables, "params": {**variables["params"], "cell": {**cell, "hf": forget}}}
     return training.TrainState(variables, optimizer.init(trainable(variables)))
 
   def refresh_state(state):  # λ re-centred or re-based, the same U
