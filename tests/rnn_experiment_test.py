@@ -288,13 +288,14 @@ def test_rmsprop_eps_under_or_outside_the_root(eps_in_sqrt):
   assert (abs(float(updates["w"][0])) < 1e-3 * 0.2) == eps_in_sqrt
 
 
-@pytest.mark.parametrize("phase_range", [math.pi, math.pi / 2])
-def test_phases_init_draws_its_phases_within_the_range(phase_range):
-  config = rnn_configs.get_config("permuted_mnist")
-  config.lambda_phase_range = phase_range
+# The image configs' own ranges: the permuted task's full circle, the pixel task's π/2.
+@pytest.mark.parametrize("name,phase_range", [("permuted_mnist", math.pi),
+                                              ("pixel_mnist", 1.5708)])
+def test_phases_init_draws_its_phases_within_the_range(name, phase_range):
+  config = rnn_configs.get_config(name)
+  assert config.lambda_phase_range == phase_range
   spec = rnn.unit_spec(config, "gurnn", 784)
-  # Only a range other than the full circle enters the identity: older units keep theirs.
-  assert spec.lambda_phase_range == phase_range
+  assert spec.lambda_phase_range == phase_range  # part of the guRNN's identity
   n = spec.hidden_size
   lam = rnn_training.make_model(spec).cell.lambda_init(jax.random.key(3), (n * n,))
   theta = np.asarray(lam[:n])
