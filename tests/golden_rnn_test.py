@@ -13,6 +13,7 @@ any CPU host and jax release to tolerances measured across them (tests/golden.py
 are skipped on GPU/TPU.
 """
 
+import math
 import os
 
 import numpy as np
@@ -59,6 +60,7 @@ def _image_config(workdir):
   # The settings these values were pinned with (the config now takes PyTorch's RMSProp
   # and readout): the pins follow the loop, not the config's choices.
   c.rmsprop_decay, c.rmsprop_eps_in_sqrt, c.readout_init = 0.9, True, "lecun_normal"
+  c.lambda_phase_range = math.pi
   for m in c.models.values():
     m.hidden_size = 8
   return c
