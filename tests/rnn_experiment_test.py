@@ -288,11 +288,14 @@ def test_rmsprop_eps_under_or_outside_the_root(eps_in_sqrt):
   assert (abs(float(updates["w"][0])) < 1e-3 * 0.2) == eps_in_sqrt
 
 
-# The image configs' π/2 (the defaults' full circle is the other tasks').
-@pytest.mark.parametrize("name,phase_range", [("permuted_mnist", 1.5708),
-                                              ("pixel_mnist", 1.5708)])
-def test_phases_init_draws_its_phases_within_the_range(name, phase_range):
+# The image configs' own π/2, and the defaults' full circle set over them.
+@pytest.mark.parametrize("name,override,phase_range", [("permuted_mnist", None, 1.5708),
+                                                       ("pixel_mnist", None, 1.5708),
+                                                       ("permuted_mnist", math.pi, math.pi)])
+def test_phases_init_draws_its_phases_within_the_range(name, override, phase_range):
   config = rnn_configs.get_config(name)
+  if override is not None:
+    config.lambda_phase_range = override
   assert config.lambda_phase_range == phase_range
   spec = rnn.unit_spec(config, "gurnn", 784)
   assert spec.lambda_phase_range == phase_range  # part of the guRNN's identity
