@@ -366,6 +366,50 @@ def test_clipping_by_value_for_lstm():
   np.testing.assert_allclose(updates["w"], ref["w"], rtol=1e-6)
 
 
+def test_clipping_by_global_norm_scales_the_whole_gradient_first():
+  opt = training.make_optimizer("sgd", 1.0, clip_norm=2.0)
+  params = {"a": jnp.zeros(2), "b": jnp.zeros(1)}
+  grads = {"a": jnp.array([3.0, 4.0]), "b": jnp.array([12.0])}  # global norm 13
+  updates, _ = opt.update(grads, opt.init(params), params)
+  np.testing.assert_allclose(updates["a"], [-6 / 13, -8 / 13], rtol=1e-6)
+  np.testing.assert_allclose(updates["b"], [-24 / 13], rtol=1e-6)
+  small = {"a": jnp.array([0.3, 0.4]), "b": jnp.array([1.2])}  # norm 1.3 ≤ 2: unchanged
+  updates, _ = opt.update(small, opt.init(params), params)
+  np.testing.assert_allclose(updates["b"], [-1.2], rtol=1e-6)
+  # By norm, then by value: the value clip sees the scaled entries (24/13 < 2.5).
+  both = training.make_optimizer("sgd", 1.0, clip_norm=2.0, clip_value=2.5)
+  updates, _ = both.update(grads, both.init(params), params)
+  np.testing.assert_allclose(updates["b"], [-24 / 13], rtol=1e-6)
+  with pytest.raises(ValueError, match="clip_norm"):
+    training.make_optimizer("sgd", 1.0, clip_norm=-1.0)
+
+
+def test_clip_norm_enters_the_identity_only_when_on_and_spares_the_orthogonal_mu():
+  config = rnn_configs.get_config("pixel_mnist")
+  config.param_budget = ""
+  assert all("clip_norm" not in rnn.unit_spec(config, m, 784) for m in config.model)
+  config.models.lstm.clip_norm = 1.0
+  config.models.orthogonal.clip_norm = 1.0
+  assert rnn.unit_spec(config, "lstm", 784).clip_norm == 1.0
+  assert "clip_norm" not in rnn.unit_spec(config, "gurnn", 784)
+  # The orthogonal RNN: the readout's gradient scaled to norm 1, μ's left alone. Two steps
+  # of PyTorch's RMSProp (decay 0.99, ν from 0): the second sees the first's scale.
+  opt = rnn_training.optimizer_for(rnn.unit_spec(config, "orthogonal", 784))
+  params = {"mu": jnp.zeros(1), "w": jnp.zeros(2)}
+  state = opt.init(params)
+  for g_w in ([3.0, 4.0], [0.3, 0.4]):  # norms 5 (scaled to 1) and 0.5 (kept)
+    updates, state = opt.update({"mu": jnp.array([100.0]), "w": jnp.array(g_w)}, state,
+                                params)
+  lr, mu_lr = (config.models.orthogonal[k] for k in ("learning_rate", "lambda_learning_rate"))
+  w1, w2 = np.array([0.6, 0.8]), np.array([0.3, 0.4])
+  np.testing.assert_allclose(updates["w"], -lr * w2 / np.sqrt(0.0099 * w1**2 + 0.01 * w2**2),
+                             rtol=1e-5)
+  np.testing.assert_allclose(updates["mu"], [-mu_lr * 100 / np.sqrt(199.0)], rtol=1e-5)
+  config.models.lstm.clip_norm = -1.0
+  with pytest.raises(runner.ConfigError, match=r"models\.lstm\.clip_norm"):
+    rnn.validate_config(config)
+
+
 @pytest.mark.slow
 def test_a_unit_claimed_by_another_process_is_skipped(tmp_path):
   config = _smoke("lstm", "tanh", num_updates=20)

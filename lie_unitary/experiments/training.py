@@ -83,8 +83,10 @@ def schedule(name: str, learning_rate: float, total_steps: int | None = None) ->
 def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: float = 0.9,
                    rmsprop_eps: float = 1e-8, rmsprop_initial_scale: float = 0.0,
                    rmsprop_eps_in_sqrt: bool = True,
-                   clip_value: float = 0.0) -> optax.GradientTransformation:
-  """'sgd' or 'rmsprop' (no momentum), optionally after clipping gradients by value.
+                   clip_value: float = 0.0,
+                   clip_norm: float = 0.0) -> optax.GradientTransformation:
+  """'sgd' or 'rmsprop' (no momentum), optionally after clipping gradients by global norm
+  and by value.
 
   Args:
     name: 'sgd' or 'rmsprop'.
@@ -98,12 +100,14 @@ def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: flo
       `RMSprop`, a floor of eps).
     clip_value: > 0: clip every gradient entry to [-clip_value, clip_value] first;
       0: no clipping.
+    clip_norm: > 0: scale the whole gradient (every leaf the transformation sees) down to
+      global L2 norm ≤ clip_norm before anything else; 0: no scaling.
 
   Returns:
     The optax transformation.
 
   Raises:
-    ValueError: for an unknown name or a negative clip_value.
+    ValueError: for an unknown name or a negative clip_value or clip_norm.
   """
   if name == "sgd":
     optimizer = optax.sgd(learning_rate)
@@ -115,6 +119,10 @@ def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: flo
     raise ValueError(f"unknown optimizer {name!r}; expected one of {OPTIMIZERS}.")
   if not clip_value >= 0:
     raise ValueError(f"clip_value must be ≥ 0; got {clip_value}.")
+  if not clip_norm >= 0:
+    raise ValueError(f"clip_norm must be ≥ 0; got {clip_norm}.")
   if clip_value > 0:
     optimizer = optax.chain(optax.clip(clip_value), optimizer)
+  if clip_norm > 0:
+    optimizer = optax.chain(optax.clip_by_global_norm(clip_norm), optimizer)
   return optimizer

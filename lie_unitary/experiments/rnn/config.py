@@ -44,6 +44,7 @@ MODEL_FIELDS = {
     "learning_rate": F.Field(F.number(positive=True)),
     "lambda_learning_rate": F.Field(F.number(positive=True)),
     "clip_value": F.Field(_NONNEGATIVE),
+    "clip_norm": F.Field(_NONNEGATIVE),  # in the identity only when on (`unit_spec`)
 }
 
 FIELDS = {

@@ -16,7 +16,9 @@ BUDGETS = {"16k": {"gurnn": 116, "orthogonal": 170, "lstm": 62},
            "137k": {"gurnn": 358, "orthogonal": 512, "lstm": 183}}
 
 
-_model = lambda **fields: ml_collections.ConfigDict(fields)
+# Every entry also has clip_norm: > 0 scales the gradient of all but λ or μ to that
+# global norm first (0 = off, and then not in the unit's identity).
+_model = lambda **fields: ml_collections.ConfigDict({**fields, "clip_norm": 0.0})
 
 
 def paper_models(task: str) -> ml_collections.ConfigDict:
@@ -24,7 +26,8 @@ def paper_models(task: str) -> ml_collections.ConfigDict:
 
   Each entry's fields: hidden_size (complex units for guRNN/free), beta (β in
   f(β U h + V x + b)), activation, learning_rate (RMSProp, all but λ or μ),
-  lambda_learning_rate (λ's or the orthogonal RNN's μ), clip_value (by value; 0 = off).
+  lambda_learning_rate (λ's or the orthogonal RNN's μ), clip_value (by value; 0 = off),
+  clip_norm (by global norm; 0 = off).
   Raises ValueError for another task.
   """
   name = {"copy": "memory"}.get(task, task)

@@ -111,11 +111,13 @@ def validate_config(config) -> None:
 
 def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
   """A unit's fields, frozen: the task, model, T, the `config.FIELDS` whose identity rule
-  holds for the model, and the model's entry of `models`."""
+  holds for the model, and the model's entry of `models` (its clip_norm only when > 0)."""
   spec = {"task": data.get_task(config.task).name, "model": model, "T": int(T),
           **F.identity(config, config_lib.FIELDS, model)}
   spec["data_parallel"] = data_parallel(config)  # as resolved: 0 names no layout
   spec.update(config.models[model].to_dict())
+  if not spec["clip_norm"]:  # off: the identity of the units recorded before it existed
+    del spec["clip_norm"]
   if config.task in data.IMAGE_TASKS and config.param_budget:
     spec["hidden_size"] = config_lib.budget_hidden_size(model, config.param_budget)
   return ml_collections.FrozenConfigDict(spec)

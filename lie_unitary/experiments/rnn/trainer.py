@@ -92,7 +92,8 @@ _key = lambda path: getattr(path[-1], "key", None)  # a parameter tree leaf's na
 
 
 def optimizer_for(spec) -> optax.GradientTransformation:
-  """RMSProp (no momentum), clipped by value; the guRNN's λ (unclipped) gets
+  """RMSProp (no momentum), clipped by global norm and by value where the spec says
+  (`clip_norm`, `clip_value`); the guRNN's λ (unclipped) gets
   `lambda_optimizer` at `lambda_learning_rate`, the orthogonal RNN's μ its own RMSProp at
   that rate. Every learning rate follows `lr_drops`."""
   rate = lambda lr: training.step_schedule(lr, spec.lr_drops, spec.lr_drop_factor)
@@ -100,7 +101,8 @@ def optimizer_for(spec) -> optax.GradientTransformation:
                  rmsprop_initial_scale=spec.rmsprop_initial_scale,
                  rmsprop_eps_in_sqrt=spec.get("rmsprop_eps_in_sqrt", True))
   rest = training.make_optimizer("rmsprop", rate(spec.learning_rate),
-                                 clip_value=spec.clip_value, **rmsprop)
+                                 clip_value=spec.clip_value,
+                                 clip_norm=spec.get("clip_norm", 0.0), **rmsprop)
   if spec.model in ORTHOGONAL_MODELS:
     label, leaf, kind = "mu", "mu", "rmsprop"
   elif spec.model not in LAMBDA_MODELS or (spec.lambda_optimizer == "rmsprop" and
