@@ -61,6 +61,7 @@ def _image_config(workdir):
   # and readout): the pins follow the loop, not the config's choices.
   c.rmsprop_decay, c.rmsprop_eps_in_sqrt, c.readout_init = 0.9, True, "lecun_normal"
   c.lambda_phase_range = math.pi
+  c.lstm_forget_bias, c.models.lstm.clip_norm = 0.0, 0.0
   for m in c.models.values():
     m.hidden_size = 8
   return c

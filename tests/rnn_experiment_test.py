@@ -387,10 +387,13 @@ def test_clipping_by_global_norm_scales_the_whole_gradient_first():
 def test_clip_norm_enters_the_identity_only_when_on_and_spares_the_orthogonal_mu():
   config = rnn_configs.get_config("pixel_mnist")
   config.param_budget = ""
-  assert all("clip_norm" not in rnn.unit_spec(config, m, 784) for m in config.model)
-  config.models.lstm.clip_norm = 1.0
+  lstm = rnn.unit_spec(config, "lstm", 784)  # the image configs' LSTM
+  assert (lstm.clip_norm, lstm.clip_value, lstm.lstm_forget_bias) == (1.0, 1.0, 1.0)
+  assert "clip_norm" not in rnn.unit_spec(config, "orthogonal", 784)
+  config.models.lstm.clip_norm = 0.0
+  assert "clip_norm" not in rnn.unit_spec(config, "lstm", 784)
   config.models.orthogonal.clip_norm = 1.0
-  assert rnn.unit_spec(config, "lstm", 784).clip_norm == 1.0
+  assert rnn.unit_spec(config, "orthogonal", 784).clip_norm == 1.0
   assert "clip_norm" not in rnn.unit_spec(config, "gurnn", 784)
   # The orthogonal RNN: the readout's gradient scaled to norm 1, μ's left alone. Two steps
   # of PyTorch's RMSProp (decay 0.99, ν from 0): the second sees the first's scale.
