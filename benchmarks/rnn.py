@@ -86,7 +86,7 @@ def experiment_variant(config, model: str, T: int, data_parallel: int):
   """The experiments' training chunk of one unit as a variant (compiled and warmed up),
   and its spec."""
   config.data_parallel = data_parallel  # 0: resolved as the launcher resolves it
-  spec = rnn_experiment.unit_spec(config, model, T)
+  spec = rnn_experiment.make_unit(config, model, T, 0).spec
   d = spec.data_parallel
   replicas = replicas_lib.Replicas(config.num_replicates, replicas_lib.replicate_sharding(
       jax.devices()[:d * config.num_replicates], data_parallel=d))

@@ -201,7 +201,7 @@ def main(argv):
   else:
     variants, hidden = _jax_variants("permuted", 0, rnn._MODELS.value or rnn_config.IMAGE_MODELS,
                                      _T)
-    hidden["torch expRNN"] = rnn_config.BUDGETS[rnn._BUDGET.value]
+    hidden["torch expRNN"] = rnn_config.BUDGETS[rnn._BUDGET.value]["orthogonal"]
     torch.manual_seed(0)
     x, y = torch.rand(_T, _BATCH, 1), torch.randint(0, 10, (_BATCH,))
     variants["torch expRNN"] = _training_step(torch, exprnn(torch, hidden["torch expRNN"]), x, y)

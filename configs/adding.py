@@ -5,11 +5,11 @@
 workdir (and urnn for the ruRNN, n = 512). Runtimes and results: docs/rnn.md.
 """
 
-from lie_unitary.experiments.rnn import defaults as rnn
+from lie_unitary.experiments.rnn import config as rnn
 
 
 def get_config():
-  c = rnn.get_config()
+  c = rnn.defaults()
   c.variant = "adding"
   c.task = "adding"
   c.models = rnn.paper_models("adding")

@@ -6,11 +6,11 @@ as the IRNN does at T = 1000. λ in RMSProp; the learning rate divided by 10 at 
 and 65,000 of 80,000 updates. Results: docs/rnn.md.
 """
 
-from lie_unitary.experiments import launch
+from lie_unitary.experiments import fields
 
 
 def get_config():
-  c = launch.sibling(__file__, "adding")
+  c = fields.sibling(__file__, "adding")
   c.variant = "adding_long"
   c.model = ("gurnn",)
   c.T = (750, 1000)

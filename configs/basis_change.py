@@ -5,11 +5,11 @@ Rows c ∈ {0, 5, 10, 20} (M ~ U(-c, c), drawn once per c), columns learning rat
 3 replicates, one epoch of SGD.
 """
 
-from lie_unitary.experiments.operators import defaults
+from lie_unitary.experiments.operators import config as operators
 
 
 def get_config():
-  c = defaults.get_config()
+  c = operators.defaults()
   c.variant = "basis_change"
   c.n_values = (6,)
   c.approaches = ("true", "rand", "lie_algebra")

@@ -5,11 +5,11 @@ h0 = 0, batch 128, RMSProp at 2e-4 (λ at 2e-5, its own RMSProp), as expRNN's co
 Baselines 0.0204 and 0.0103. Results: docs/rnn.md.
 """
 
-from lie_unitary.experiments import launch
+from lie_unitary.experiments import fields
 
 
 def get_config():
-  c = launch.sibling(__file__, "memory")
+  c = fields.sibling(__file__, "memory")
   c.variant = "copy_long"
   c.model = ("gurnn",)
   c.T = (1000, 2000)

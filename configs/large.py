@@ -4,11 +4,11 @@
 lie_haar_init, lie_recentred, lie_rebased, lie_rebased_orthonormal) beside the paper's.
 """
 
-from lie_unitary.experiments.operators import defaults
+from lie_unitary.experiments.operators import config as operators
 
 
 def get_config():
-  c = defaults.get_config()
+  c = operators.defaults()
   c.variant = "large"
   c.n_values = (32, 64, 128)
   c.approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_restricted",

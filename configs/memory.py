@@ -4,11 +4,11 @@
 (urnn: n = 128). Runtimes and results: docs/rnn.md.
 """
 
-from lie_unitary.experiments.rnn import defaults as rnn
+from lie_unitary.experiments.rnn import config as rnn
 
 
 def get_config():
-  c = rnn.get_config()
+  c = rnn.defaults()
   c.variant = "memory"
   c.task = "memory"
   c.models = rnn.paper_models("memory")

@@ -3,11 +3,11 @@
 ``--config=smoke`` of the operators launcher; the tests use it.
 """
 
-from lie_unitary.experiments import launch
+from lie_unitary.experiments import fields
 
 
 def get_config():
-  c = launch.sibling(__file__, "table1")
+  c = fields.sibling(__file__, "table1")
   c.variant = "smoke"
   c.n_values = (3, 4)
   c.num_replicates = 3

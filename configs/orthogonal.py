@@ -4,11 +4,11 @@ Haar and lie targets with real x and noise, n ∈ {6, 20, 64}, RMSProp, 6 replic
 one epoch.
 """
 
-from lie_unitary.experiments.operators import defaults
+from lie_unitary.experiments.operators import config as operators
 
 
 def get_config():
-  c = defaults.get_config()
+  c = operators.defaults()
   c.variant = "orthogonal"
   c.field = "real"
   c.n_values = (6, 20, 64)

@@ -13,13 +13,13 @@ global norm 1; batches of 128, 70 epochs of the 55,000 training images, the last
 `--config.dataset=fashion_mnist` (or any folder of IDX files) for another dataset.
 """
 
-from lie_unitary.experiments.rnn import defaults as rnn
+from lie_unitary.experiments.rnn import config as rnn
 
 _EPOCH = 55_000 // 128  # updates per epoch
 
 
 def get_config():
-  c = rnn.get_config()
+  c = rnn.defaults()
   c.variant = "permuted_mnist"
   c.task = "permuted"
   c.dataset = "mnist"

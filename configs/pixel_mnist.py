@@ -2,11 +2,11 @@
 initial phases in (-π/2, π/2) among it) with the pixels in reading order and expRNN's
 learning rates for it (7e-4, the Lie-algebra coefficients at 7e-5)."""
 
-from lie_unitary.experiments import launch
+from lie_unitary.experiments import fields
 
 
 def get_config():
-  c = launch.sibling(__file__, "permuted_mnist")
+  c = fields.sibling(__file__, "permuted_mnist")
   c.variant = "pixel_mnist"
   c.task = "pixel"
   for m in ("gurnn", "orthogonal"):

@@ -1,11 +1,11 @@
 """A few seconds per model on the adding task at T = 10 (``--config=smoke`` of the RNN
 launcher; the tests use it)."""
 
-from lie_unitary.experiments import launch
+from lie_unitary.experiments import fields
 
 
 def get_config():
-  c = launch.sibling(__file__, "adding")
+  c = fields.sibling(__file__, "adding")
   c.variant = "smoke"
   c.T = (10,)
   for m in c.models.values():

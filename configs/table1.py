@@ -7,11 +7,11 @@ paper's Tables 1-2 with SGD at 1e-3 (one epoch is too few from n = 8 on): runtim
 results in docs/reproduction.md.
 """
 
-from lie_unitary.experiments.operators import defaults
+from lie_unitary.experiments.operators import config as operators
 
 
 def get_config():
-  c = defaults.get_config()
+  c = operators.defaults()
   c.variant = "table1"
   c.n_values = (3, 6, 8, 14, 20)
   c.approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_algebra")

@@ -4,11 +4,11 @@ Run it into table1's workdir with the same replicates: arjovsky, lie_algebra and
 baselines are then table1's own units and are reused; only lie_restricted trains.
 """
 
-from lie_unitary.experiments import launch
+from lie_unitary.experiments import fields
 
 
 def get_config():
-  c = launch.sibling(__file__, "table1")
+  c = fields.sibling(__file__, "table1")
   c.variant = "table2"
   c.n_values = (8, 14, 20)
   c.approaches = ("true", "rand", "lstsq", "arjovsky", "lie_restricted", "lie_algebra")

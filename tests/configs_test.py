@@ -1,4 +1,4 @@
-"""Config files load nothing heavy: ml_collections and a light defaults module only."""
+"""Config files load nothing heavy: ml_collections and their family's field table only."""
 
 import os
 import subprocess
@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from lie_unitary.experiments import launch
+from lie_unitary.experiments import fields
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _HEAVY = ("jax", "jaxlib", "flax", "optax", "orbax", "numpy", "lie_unitary.nn")
@@ -29,10 +29,10 @@ def _heavy_modules(load: str) -> list[str]:
 
 @pytest.mark.slow
 def test_loading_every_config_file_imports_no_jax():
-  files = sorted(f for f in os.listdir(launch.config_dir()) if f.endswith(".py")
+  files = sorted(f for f in os.listdir(fields.config_dir()) if f.endswith(".py")
                  and f != "__init__.py")
-  load = ("from lie_unitary.experiments import launch\n"
-          + "".join(f"launch.load_file({os.path.join(launch.config_dir(), f)!r})\n"
+  load = ("from lie_unitary.experiments import fields\n"
+          + "".join(f"fields.load_file({os.path.join(fields.config_dir(), f)!r})\n"
                     for f in files))
   assert _heavy_modules(load) == []
 
@@ -40,8 +40,8 @@ def test_loading_every_config_file_imports_no_jax():
 @pytest.mark.slow
 @pytest.mark.parametrize("family", ["operators", "rnn"])
 def test_loading_a_named_config_imports_no_jax(family):
-  load = (f"from lie_unitary.experiments import launch\n"
-          f"c = launch.load_config({family!r}, 'smoke')\nassert c.variant == 'smoke'")
+  load = (f"from lie_unitary.experiments import fields\n"
+          f"c = fields.load_config({family!r}, 'smoke')\nassert c.variant == 'smoke'")
   assert _heavy_modules(load) == []
 
 
@@ -55,9 +55,9 @@ def test_importing_the_package_imports_no_jax_until_used():
 def test_every_named_config_validates(family):
   import importlib
   experiment = importlib.import_module(f"lie_unitary.experiments.{family}.experiment")
-  defaults = importlib.import_module(f"lie_unitary.experiments.{family}.defaults")
-  for name in defaults.NAMED_CONFIGS:
-    config = launch.load_config(family, name)
+  table = importlib.import_module(f"lie_unitary.experiments.{family}.config")
+  for name in table.NAMED_CONFIGS:
+    config = fields.load_config(family, name)
     if config.get("task") in ("pixel", "permuted"):
       continue  # needs the dataset's files (tests/images_test.py)
     experiment.validate_config(config)
@@ -65,21 +65,22 @@ def test_every_named_config_validates(family):
 
 def test_an_unknown_named_config_names_the_choices():
   with pytest.raises(ValueError, match="unknown operators config 'tabel1'.*table1"):
-    launch.config_path("operators", "tabel1")
+    fields.config_path("operators", "tabel1")
 
 
 def test_the_light_budget_table_is_the_computed_one():
   from lie_unitary.experiments.rnn import config
-  from lie_unitary.experiments.rnn import defaults
-  for budget, sizes in defaults.BUDGETS.items():
+  from lie_unitary.experiments.rnn import experiment
+  for budget, sizes in config.BUDGETS.items():
     for model, n in sizes.items():
-      assert n == config.budget_hidden_size(model, budget), (budget, model)
+      assert n == experiment.budget_hidden_size(model, budget), (budget, model)
 
 
 def test_tuple_overrides_of_unquoted_names_are_split():
   import ml_collections
   config = ml_collections.ConfigDict({"model": ("(orthogonal,)",), "T": (100, 200),
                                       "inner": {"model": ("gurnn, lstm",)}})
+  from lie_unitary.experiments import launch
   launch._split_comma_lists(config)
   assert config.model == ("orthogonal",) and config.inner.model == ("gurnn", "lstm")
   assert config.T == (100, 200)

@@ -12,15 +12,18 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def write_launch(workdir, number, units, family="operators", config=None):
-  """Writes WORKDIR/launches/NNNN-<time>.json listing `units` [(name, id), ...] (the
-  number orders the launches, as the runner's names do)."""
+def write_launch(workdir, number, units, family="operators", config=None, fields=None):
+  """Writes WORKDIR/launches/NNNN-<time>.json listing `units` [(name, id), ...], with
+  `fields` {id: fields} where given (the number orders the launches, as the runner's
+  names do)."""
   folder = os.path.join(str(workdir), "launches")
   os.makedirs(folder, exist_ok=True)
   with open(os.path.join(folder, f"{number:04d}-20250101T00000{number}.json"), "w",
             encoding="utf-8") as f:
     json.dump({"family": family, "config": config or {}, "provenance": {},
-               "units": [{"id": uid, "name": name} for name, uid in units]}, f)
+               "units": [{"id": uid, "name": name, **({"fields": fields[uid]} if fields
+                                                             and uid in fields else {})}
+                         for name, uid in units]}, f)
 
 
 def launcher(family, *args, cwd, timeout=300, env=None):

@@ -1,5 +1,8 @@
-"""The loop's bookkeeping: calls within epochs, a progress line while a long call runs."""
+"""The loop's bookkeeping: calls sized by time within validation points and epochs, the
+progress line of a long call, resume, and a damaged checkpoint."""
 
+import glob
+import os
 import time
 
 import jax.numpy as jnp
@@ -11,51 +14,108 @@ from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
 
 
-def _context(tmp_path, lines):
+def _context(tmp_path, lines, stop=None):
   return runner.UnitContext(str(tmp_path), fields.Unit("u", {"seed": 0}, 10), lines.append,
-                            loop.StopRequest())
+                            stop or loop.StopRequest())
 
 
-def test_calls_stop_at_epoch_ends_and_the_target(tmp_path):
-  replicas = replicas_lib.Replicas(1)
+def test_calls_end_at_validation_points_epoch_ends_and_the_target(tmp_path):
   state = {"x": jnp.zeros((1, 2))}
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
+  with loop.Loop(_context(tmp_path, []), replicas_lib.Replicas(1), 10, every=4,
+                 epoch_steps=6, call_seconds=None) as lp:
+    state, _ = lp.restore(state)
+    seen = [(step, num, end) for step, num, end in lp.calls() if not lp.after_call(
+        state, step + num, {})]
+  assert seen == [(0, 4, True), (4, 2, True), (6, 2, True), (8, 2, True)]
+  assert [s for s in range(11) if lp.boundary(s)] == [0, 4, 6, 8, 10]
+
+
+def test_the_first_call_is_one_step_then_calls_last_about_call_seconds(tmp_path):
+  state = {"x": jnp.zeros((1, 2))}
+  with loop.Loop(_context(tmp_path, []), replicas_lib.Replicas(1), 100, every=50,
+                 call_seconds=0.2) as lp:
     state, _ = lp.restore(state)
     seen = []
-    for step, num in lp.calls(4, epoch_steps=6):
-      seen.append((step, num))
+    for step, num, end in lp.calls():
+      time.sleep(0.02 * num if step else 0.1)  # 20 ms a step; the first call compiles
+      seen.append((step, num, end))
       lp.after_call(state, step + num, {})
-  assert seen == [(0, 4), (4, 2), (6, 4)]
+  assert seen[0] == (0, 1, False)
+  sized = [num for _, num, end in seen[2:] if not end]  # not cut short by a boundary
+  assert sized and all(8 <= num <= 10 for num in sized), seen  # 0.2 s / 20 ms
+  assert [step + num for step, num, end in seen if end] == [50, 100]
 
 
-def test_a_long_call_still_prints_progress(tmp_path):
+def test_a_call_longer_than_the_progress_period_shows_its_progress(tmp_path):
   lines = []
-  replicas = replicas_lib.Replicas(1)
-  with loop.Loop(_context(tmp_path, lines), replicas, 2, progress_seconds=0.2) as lp:
+  with loop.Loop(_context(tmp_path, lines), replicas_lib.Replicas(1), 40, every=20,
+                 epoch_steps=10, call_seconds=1.0, progress_seconds=0.25) as lp:
     state, _ = lp.restore({"x": jnp.zeros((1, 2))})
-    lp.status = "evaluating the initial state"  # done before the first call
-    for step, num in lp.calls(2):
-      time.sleep(1.5)  # a call (or its compilation) far longer than progress_seconds
+    for step, num, end in lp.calls():
+      time.sleep(0.05 * num)  # 50 ms a step: a call of about 1 s after the first
+      if end:
+        lp.doing("evaluating")
+        time.sleep(0.6)
+        lp.show(f"val accuracy 0.{step + num}")
       lp.after_call(state, step + num, {})
-  during = [line for line in lines if "compiling and running the first call for" in line]
-  assert len(during) >= 3, lines
-  assert during[0].startswith("u: step 0/2, compiling")
+  training = [x for x in lines if ", training for " in x]
+  # Within a call the step is an estimate from the rate, with the epoch and the ETA.
+  assert any("u seed=0: step ≈" in x and "(epoch " in x and "ETA" in x for x in training)
+  # After the first validation every line shows its metrics, the evaluation's too.
+  assert any("evaluating for" in x and "val accuracy 0.20" in x for x in lines), lines
+  assert any("training for" in x and "val accuracy 0.20" in x for x in lines), lines
+  first = [x for x in lines if "compiling" in x]
+  assert not first or first[0].startswith("u seed=0: step 0/40 (epoch 0.00), compiling")
 
 
 def test_resume_restores_step_elapsed_and_history(tmp_path):
   replicas = replicas_lib.Replicas(2)
   fresh = {"x": jnp.zeros((2, 3))}
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
+  with loop.Loop(_context(tmp_path, []), replicas, 10, every=3, call_seconds=None) as lp:
     state, history = lp.restore(fresh, {"curve": [0.0]})
-    for step, num in lp.calls(3):
+    for step, num, _ in lp.calls():
       state = {"x": state["x"] + 1}
       history["curve"].append(float(step + num))
       lp.after_call(state, step + num, history)
       if lp.step == 6:
         lp.save(state, history)
         break
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
+  with loop.Loop(_context(tmp_path, []), replicas, 10, every=3) as lp:
     state, history = lp.restore(fresh, {"curve": [0.0]})
     assert lp.step == lp.resumed_from == 6 and lp.elapsed > 0
     assert history == {"curve": [0.0, 3.0, 6.0]}
     np.testing.assert_array_equal(replicas.gather(state)["x"], np.full((2, 3), 2.0))
+
+
+def _damage(directory, step):
+  """Overwrites the data files of the checkpoint at `step` (its array values)."""
+  files = [f for f in glob.glob(os.path.join(directory, str(step), "**", "*"), recursive=True)
+           if os.path.isfile(f) and "/d/" in f]
+  assert files, os.listdir(os.path.join(directory, str(step)))
+  for f in files:
+    with open(f, "r+b") as fh:
+      fh.write(b"\0" * max(1, os.path.getsize(f)))
+
+
+def test_a_damaged_checkpoint_falls_back_to_the_previous_one_or_the_start(tmp_path):
+  replicas, fresh = replicas_lib.Replicas(1), {"x": jnp.zeros((1, 3))}
+  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
+    state, _ = lp.restore(fresh)
+    for step in (3, 6):
+      lp.step, state = step, {"x": jnp.full((1, 3), float(step))}
+      lp.save(state, {"at": step})
+    directory = lp._ckpt.directory
+  _damage(directory, 6)
+  lines = []
+  with loop.Loop(_context(tmp_path, lines), replicas, 10) as lp:
+    state, history = lp.restore(fresh)
+    assert (lp.step, history) == (3, {"at": 3})
+    np.testing.assert_array_equal(replicas.gather(state)["x"], np.full((1, 3), 3.0))
+  said, = [x for x in lines if "could not be read" in x]
+  assert "step 6" in said and "the previous one is used" in said and "\n" not in said
+  _damage(directory, 3)
+  lines.clear()
+  with loop.Loop(_context(tmp_path, lines), replicas, 10) as lp:
+    state, history = lp.restore(fresh)
+    assert (lp.step, history) == (0, {})
+  assert any("step 3" in x and "restarting" in x for x in lines), lines

@@ -18,7 +18,7 @@ import pytest
 
 import lie_unitary as lu
 from lie_unitary import experiments
-from lie_unitary.experiments import launch
+from lie_unitary.experiments import fields
 from lie_unitary.experiments import loop
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
@@ -78,7 +78,7 @@ def test_smoke_writes_one_record_per_replicate_with_its_fields(smoke_run):
   assert len(curves) == 3 and all(len(c["val_loss"]) == 5 for c in curves)
   assert curves[0]["val_steps"] == [0, 25, 50, 75, 100]
   launch, = workdir_lib.read_launches(workdir)
-  assert launch["family"] == "operators" and launch["config"]["seed"] == 0
+  assert launch["family"] == "operators" and launch["config"]["seeds"] == [0]
   assert launch["provenance"]["versions"]["jax"] and launch["provenance"]["devices"]
   assert {u["name"] for u in launch["units"]} == {"n=3 baselines",
                                                    "n=3 lie_algebra epochs=1 lr=0.001"}
@@ -96,7 +96,8 @@ def test_report_renders_tables_and_figure(smoke_run):
 @pytest.mark.slow
 def test_trained_parameters_load_for_a_notebook(smoke_run):
   workdir, _, _ = smoke_run
-  assert experiments.unit_names(workdir) == ["n=3 baselines", "n=3 lie_algebra epochs=1 lr=0.001"]
+  assert experiments.unit_names(workdir) == ["n=3 baselines seed=0",
+                                             "n=3 lie_algebra epochs=1 lr=0.001 seed=0"]
   u = experiments.load_unit(workdir, "n=3 lie_algebra epochs=1 lr=0.001")
   assert u.finished and u.step == 100 and u.fields["seed"] == 0 and u.config["n_values"] == [3]
   lam = u.state["train"]["params"]["lam"]
@@ -133,7 +134,7 @@ def test_rerun_skips_finished_units(smoke_run):
 @pytest.mark.slow
 def test_changed_fields_compute_new_units_beside_the_old(smoke_run, tmp_path):
   # The same workdir, another seed, noise level and training-set size: nothing is
-  # reused; the report shows the new units and names the superseded ones.
+  # reused; the report keeps both, the new noise level in tables of its own.
   old_dir, _, _ = smoke_run
   workdir = str(tmp_path / "w")
   os.makedirs(workdir)
@@ -146,17 +147,19 @@ def test_changed_fields_compute_new_units_beside_the_old(smoke_run, tmp_path):
   with open(os.path.join(old_dir, "launches", first), encoding="utf-8") as f, \
       open(os.path.join(workdir, "launches", first), "w", encoding="utf-8") as g:
     g.write(f.read())
-  changed = _smoke(seed=5, noise_std=0.5, num_train=1000, approaches=("true", "lie_algebra"))
+  changed = _smoke(seeds=(5,), noise_std=0.5, num_train=1000,
+                   approaches=("true", "lie_algebra"))
   summary = experiment.train_and_evaluate(changed, workdir, **_QUIET)
   assert summary.computed == 2  # nothing reused
   recs = _finals(workdir)
   assert len({r["unit"] for r in recs}) == 4
-  current = workdir_lib.load_results(workdir, as_frame=False)
-  assert {(r["seed"], r["noise_std"]) for r in current} == {(5, 0.5)}
-  true_new = [r["test_loss"] for r in current if r["approach"] == "true"]
+  loaded = workdir_lib.load_results(workdir, as_frame=False)
+  assert {(r["seed"], r["noise_std"]) for r in loaded} == {(0, 0.01), (5, 0.5)}
+  true_new = [r["test_loss"] for r in loaded if r["approach"] == "true" and r["seed"] == 5]
   np.testing.assert_allclose(true_new, 2 * 3 * 0.5 ** 2, rtol=0.3)  # the new noise floor
   report.write_report(workdir)
-  assert "superseded" in open(os.path.join(workdir, "report.md"), encoding="utf-8").read()
+  text = open(os.path.join(workdir, "report.md"), encoding="utf-8").read()
+  assert "num_train=2000, noise_std=0.01" in text and "num_train=1000, noise_std=0.5" in text
 
 
 class _StopAfter(loop.StopRequest):
@@ -283,15 +286,15 @@ def test_report_only_needs_this_familys_results(tmp_path, folder, match):
   assert "Traceback" not in proc.stderr
 
 
-def test_the_report_says_a_short_run_is_not_a_result_and_shows_seeds_apart():
+def test_the_report_says_a_short_run_is_not_a_result_and_pools_seeds():
   rec = dict(kind="final", n=3, approach="lie_algebra", optimizer="sgd", learning_rate=1e-3,
              basis_scale=0.0, num_train=2000, num_epochs=1, test_loss=1.0, replicate=0,
              unit="u", field="complex")
-  text = report.markdown([dict(rec, seed=0), dict(rec, seed=1, unit="v")])
+  text = report.markdown([dict(rec, seed=0), dict(rec, seed=1, unit="v", test_loss=3.0)])
   assert "A short run (2,000 training pairs" in text
-  assert "several seeds (0, 1)" in text and "seed 0" in text and "seed 1" in text
+  assert "seeds 0, 1." in text and "| 3 | 1 | 2 ± 0.695" in text  # one table, both seeds
   text = report.markdown([dict(rec, seed=0, num_train=1_000_000)])
-  assert "short run" not in text and "seed 0" not in text
+  assert "short run" not in text
 
 
 def test_every_named_config_is_valid_and_documented():
@@ -299,7 +302,7 @@ def test_every_named_config_is_valid_and_documented():
     config = cfg_lib.get_config(name)
     experiment.validate_config(config)
     assert experiment.units(config)
-    path = os.path.join(launch.config_dir(), file + ".py")
+    path = os.path.join(fields.config_dir(), file + ".py")
     assert ast.get_docstring(ast.parse(open(path, encoding="utf-8").read())), path
   assert json.loads(cfg_lib.get_config("table1").to_json())["num_replicates"] == 18
   with pytest.raises(ValueError, match="unknown operators config 'nope'"):
@@ -308,7 +311,7 @@ def test_every_named_config_is_valid_and_documented():
 
 def test_unit_identity_ignores_nothing_that_computes():
   base = {u.name: u.id for u in experiment.units(_smoke())}
-  for field, value in (("seed", 1), ("noise_std", 0.02), ("num_train", 1000),
+  for field, value in (("seeds", (1,)), ("noise_std", 0.02), ("num_train", 1000),
                        ("learning_rate", 2e-3), ("dtype", "complex128"), ("num_replicates", 2),
                        ("lie_target_std", 0.5), ("val_subsample", 100)):
     changed = {u.name: u.id for u in experiment.units(_smoke(**{field: value}))}

@@ -151,25 +151,23 @@ def test_appendix_b_grid_and_figure():
   assert len(figs["basis_change"].axes) == 4
 
 
-def test_write_report_uses_the_current_units(tmp_path):
-  old = _table1_records(seed=0, trained_shift=100.0)
-  new = _table1_records(seed=1)
-  other = _table1_records(seed=0)  # a launch of n = 8 only, kept beside
-  other_recs = [dict(r, n=8, unit=r["unit"].replace("n=", "m="),
-                     unit_name=r["unit_name"].replace("n=", "m=")) for r in other[0]]
-  other_units = [(name.replace("n=", "m="), uid.replace("n=", "m="))
-                 for name, uid in other[2]]
-  wd = _write_workdir(str(tmp_path), [old, new, (other_recs, [], other_units)])
+def test_write_report_pools_every_seed_and_keeps_other_tasks_apart(tmp_path):
+  seed0, seed1 = _table1_records(seed=0), _table1_records(seed=1, trained_shift=1.0)
+  noisier = _table1_records(seed=0)  # a launch at another noise level: its own tables
+  noisier = ([dict(r, noise_std=0.1, unit=r["unit"] + "-noisy") for r in noisier[0]], [],
+             [(name, uid + "-noisy") for name, uid in noisier[2]])
+  wd = _write_workdir(str(tmp_path), [seed0, seed1, noisier])
   paths = report.write_report(wd)
   assert paths == [os.path.join(wd, p) for p in ("report.md", "figure2.png")]
   assert os.path.getsize(paths[1]) > 1000
   text = open(paths[0], encoding="utf-8").read()
-  assert "superseded: n=3 baselines (n=3_baselines-s0), " in text
-  assert "n=6 lie_algebra epochs=1 lr=0.001 (n=6_lie_algebra_epochs=1_lr=0.001-s0)" in text
-  assert "m=3" not in text.split("superseded:")[1].split("\n")[0]
-  assert f"{len(new[0]) + len(other_recs)} records from" in text
-  assert "| 8 | 1 |" in text and "(31.6 ± 0.6)" in text  # the other launch's n = 8
-  assert "100" not in text.split("## Test loss")[1]  # the superseded shifted losses are out
+  assert f"{len(seed0[0]) * 3} records from" in text and "seeds 0, 1." in text
+  tables = text.split("## Test loss (sgd, lr 0.001)")
+  assert len(tables) == 3 and tables[1].startswith(" — noise_std=0.01")
+  assert tables[2].startswith(" — noise_std=0.1")
+  row = next(line for line in tables[1].splitlines() if line.startswith("| 3 |"))
+  # Six runs of lie_algebra (three replicates of two seeds), one shifted by 1.0: mean 0.5.
+  assert "| 0.501 ± " in row, row
   assert "![figure 2](figure2.png)" in text
 
 

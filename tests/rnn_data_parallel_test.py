@@ -39,7 +39,7 @@ _TWO_DEVICES = textwrap.dedent("""
         else:
           cfg[k] = v
       E.validate_config(cfg)
-      spec = E.unit_spec(cfg, model, cfg.T[0])
+      spec = E.make_unit(cfg, model, cfg.T[0], 0).spec
       sharding = replicas_lib.replicate_sharding(data_parallel=data_parallel)
       exp = TR.make_experiment(spec, sharding)
       padded = replicas_lib.padded_size(3, sharding.mesh.shape[replicas_lib.AXIS])
@@ -85,7 +85,7 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
       for m in cfg.models.values():
         m.hidden_size = 8
       E.validate_config(cfg)
-      spec = E.unit_spec(cfg, model, 16)
+      spec = E.make_unit(cfg, model, 16, 0).spec
       assert spec.data_parallel == data_parallel  # a unit of its own
       replicas = replicas_lib.Replicas(
           3, replicas_lib.replicate_sharding(data_parallel=data_parallel))
@@ -125,10 +125,10 @@ def test_two_devices_match_one_on_the_image_tasks(tmp_path):
 def test_the_split_enters_every_units_identity_as_resolved():
   config = rnn_config.get_config("permuted_mnist")
   assert config.data_parallel == 0  # every device: here, in the test process, one
-  assert all(experiment.unit_spec(config, m, 784).data_parallel == 1
+  assert all(experiment.make_unit(config, m, 784, 0).spec.data_parallel == 1
              for m in ("gurnn", "orthogonal", "lstm"))
   config.data_parallel = 2
-  assert all(experiment.unit_spec(config, m, 784).data_parallel == 2
+  assert all(experiment.make_unit(config, m, 784, 0).spec.data_parallel == 2
              for m in ("gurnn", "orthogonal", "lstm"))
   ids = {experiment.units(config)[0].id}
   config.data_parallel = 1
@@ -152,7 +152,7 @@ def test_an_image_experiment_checks_its_data_axis():
   config.batch_size, config.eval_batch_size = 32, 32
   config.h0 = "random"
   config.data_parallel = 2
-  spec = experiment.unit_spec(config, "gurnn", 784)
+  spec = experiment.make_unit(config, "gurnn", 784, 0).spec
   with pytest.raises(ValueError, match="needs a sharding whose mesh has a 'data' axis"):
     training.make_experiment(spec, replicas_lib.replicate_sharding(), data.image_source(spec, 64))
 
@@ -168,9 +168,9 @@ def test_two_devices_match_one():
 
 def test_data_parallel_is_part_of_a_synthetic_units_identity():
   config = rnn_config.get_config("smoke")
-  one = experiment.unit_spec(config, "gurnn", 10)
+  one = experiment.make_unit(config, "gurnn", 10, 0).spec
   config.data_parallel = 2
-  two = experiment.unit_spec(config, "gurnn", 10)
+  two = experiment.make_unit(config, "gurnn", 10, 0).spec
   assert one.data_parallel == 1 and two.data_parallel == 2
 
 
@@ -207,6 +207,6 @@ def test_more_data_parallel_than_devices_is_named():
 def test_data_parallel_spec_needs_its_mesh():
   config = rnn_config.get_config("smoke")
   config.data_parallel = 2
-  spec = experiment.unit_spec(config, "gurnn", 10)
+  spec = experiment.make_unit(config, "gurnn", 10, 0).spec
   with pytest.raises(ValueError, match="needs a sharding whose mesh has a 'data' axis"):
     training.make_experiment(spec, replicas_lib.replicate_sharding())

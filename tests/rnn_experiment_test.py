@@ -172,18 +172,18 @@ def test_a_graceful_stop_checkpoints_and_resumes_to_the_same_numbers(smoke_run, 
   _, _, recs = smoke_run
   config = _smoke("gurnn")
   stop = loop.StopRequest()
-  stop.request("SIGINT")  # as if Ctrl-C came during the first chunk
+  stop.request("SIGINT")  # as if Ctrl-C came during the first call (one update)
   lines = []
   summary = runner.run_units(rnn, config, rnn.units(config), str(tmp_path),
                              printer=lines.append, stop=stop)
   assert summary.interrupted and summary.computed == 0
   assert any("stopped at a checkpoint" in l for l in lines), lines
   (folder,) = os.listdir(tmp_path / "checkpoints")
-  assert "20" in os.listdir(tmp_path / "checkpoints" / folder)
-  assert max(r["step"] for r in _records(tmp_path)) == 20
+  assert "1" in os.listdir(tmp_path / "checkpoints" / folder)
+  assert max(r["step"] for r in _records(tmp_path)) == 0
   lines = []
   assert not _run(config, tmp_path, lines.append).interrupted
-  assert any("resumed at step 20" in l for l in lines), lines
+  assert any("resumed at step 1" in l for l in lines), lines
   assert _losses(_records(tmp_path)) == _losses(recs)
 
 
@@ -217,19 +217,19 @@ def test_config_errors_before_the_workdir_exists(tmp_path):
 
 def test_the_per_model_table_follows_the_paper(tmp_path):
   memory, adding = rnn_configs.get_config("memory"), rnn_configs.get_config("adding")
-  spec = rnn.unit_spec(memory, "gurnn_beta", 100)
+  spec = rnn.make_unit(memory, "gurnn_beta", 100, 0).spec
   assert (spec.beta, spec.activation, spec.hidden_size, spec.clip_value, spec.learning_rate,
           spec.task) == (1.05, "tanh", 30, 0.0, 1e-3, "memory")
-  assert (rnn.unit_spec(adding, "gurnn_beta", 100).beta,
-          rnn.unit_spec(adding, "gurnn_beta", 100).activation) == (1.4, "relu")
-  assert rnn.unit_spec(adding, "gurnn", 100).beta == 1.0
-  assert rnn.unit_spec(adding, "free", 100).beta == 1.4
-  assert rnn.unit_spec(adding, "urnn", 100).hidden_size == 512
-  assert rnn.unit_spec(memory, "urnn", 100).hidden_size == 128
-  irnn = rnn.unit_spec(adding, "irnn", 100)
+  assert (rnn.make_unit(adding, "gurnn_beta", 100, 0).spec.beta,
+          rnn.make_unit(adding, "gurnn_beta", 100, 0).spec.activation) == (1.4, "relu")
+  assert rnn.make_unit(adding, "gurnn", 100, 0).spec.beta == 1.0
+  assert rnn.make_unit(adding, "free", 100, 0).spec.beta == 1.4
+  assert rnn.make_unit(adding, "urnn", 100, 0).spec.hidden_size == 512
+  assert rnn.make_unit(memory, "urnn", 100, 0).spec.hidden_size == 128
+  irnn = rnn.make_unit(adding, "irnn", 100, 0).spec
   assert (irnn.learning_rate, irnn.clip_value) == (1e-4, 1.0)
-  assert rnn.unit_spec(adding, "lstm", 100).clip_value == 1.0
-  assert "beta" not in rnn.unit_spec(adding, "lstm", 100)
+  assert rnn.make_unit(adding, "lstm", 100, 0).spec.clip_value == 1.0
+  assert "beta" not in rnn.make_unit(adding, "lstm", 100, 0).fields
   for variant in rnn_configs.NAMED_CONFIGS:
     config = rnn_configs.get_config(variant)
     if config.task in ("pixel", "permuted"):  # their files: a small folder written here
@@ -249,7 +249,7 @@ def test_the_per_model_table_follows_the_paper(tmp_path):
 def test_lambda_optimizer(lambda_optimizer):
   config = rnn_configs.get_config("adding")
   config.lambda_optimizer = lambda_optimizer
-  opt = rnn_training.optimizer_for(rnn.unit_spec(config, "gurnn", 100))
+  opt = rnn_training.optimizer_for(rnn.make_unit(config, "gurnn", 100, 0).spec)
   params = {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}
   grads = {"cell": {"lam": jnp.full(4, 0.5), "v": jnp.full(3, 0.5)}}
   updates, _ = opt.update(grads, opt.init(params), params)
@@ -260,7 +260,7 @@ def test_lambda_optimizer(lambda_optimizer):
   np.testing.assert_allclose(updates["cell"]["lam"], expected, rtol=1e-6)
   # Its own learning rate: λ's step scales with it, the rest's does not.
   config.models.gurnn.lambda_learning_rate = 1e-5
-  opt = rnn_training.optimizer_for(rnn.unit_spec(config, "gurnn", 100))
+  opt = rnn_training.optimizer_for(rnn.make_unit(config, "gurnn", 100, 0).spec)
   updates, _ = opt.update(grads, opt.init(params), params)
   np.testing.assert_allclose(updates["cell"]["v"], ref["cell"]["v"])
   np.testing.assert_allclose(updates["cell"]["lam"], np.asarray(expected) / 100, rtol=1e-5)
@@ -274,7 +274,7 @@ def test_rmsprop_eps_under_or_outside_the_root(eps_in_sqrt):
   config = rnn_configs.get_config("adding")
   config.rmsprop_eps, config.rmsprop_initial_scale, config.rmsprop_decay = 1e-8, 0.0, 0.99
   config.rmsprop_eps_in_sqrt = eps_in_sqrt
-  spec = rnn.unit_spec(config, "lstm", 100)
+  spec = rnn.make_unit(config, "lstm", 100, 0).spec
   assert spec.rmsprop_eps_in_sqrt == eps_in_sqrt  # part of every unit's identity
   opt = rnn_training.optimizer_for(spec)
   g = np.array([1e-5, -1e-3])
@@ -297,7 +297,7 @@ def test_phases_init_draws_its_phases_within_the_range(name, override, phase_ran
   if override is not None:
     config.lambda_phase_range = override
   assert config.lambda_phase_range == phase_range
-  spec = rnn.unit_spec(config, "gurnn", 784)
+  spec = rnn.make_unit(config, "gurnn", 784, 0).spec
   assert spec.lambda_phase_range == phase_range  # part of the guRNN's identity
   n = spec.hidden_size
   lam = rnn_training.make_model(spec).cell.lambda_init(jax.random.key(3), (n * n,))
@@ -306,7 +306,7 @@ def test_phases_init_draws_its_phases_within_the_range(name, override, phase_ran
   assert np.all(np.abs(theta) < phase_range)
   # n = 116 uniform draws fill the range: the widest phase is near its end.
   assert np.max(np.abs(theta)) > 0.9 * phase_range
-  assert "lambda_phase_range" not in rnn.unit_spec(config, "orthogonal", 784)
+  assert "lambda_phase_range" not in rnn.make_unit(config, "orthogonal", 784, 0).fields
 
 
 def test_phase_range_must_be_positive():
@@ -342,9 +342,9 @@ def test_step_schedule_drops_the_update_with_index_d_and_later():
 def test_lr_drops_scale_every_update_after_them():
   # Factor 0 from update 1 on: three updates leave the parameters where one left them.
   config = _smoke("gurnn")
-  plain = rnn.unit_spec(config, "gurnn", 10)
+  plain = rnn.make_unit(config, "gurnn", 10, 0).spec
   config.lr_drops, config.lr_drop_factor = (1,), 0.0
-  dropped = rnn.unit_spec(config, "gurnn", 10)
+  dropped = rnn.make_unit(config, "gurnn", 10, 0).spec
   ids = jnp.arange(2, dtype=jnp.int32)
 
   def run(spec, num):
@@ -358,7 +358,8 @@ def test_lr_drops_scale_every_update_after_them():
 
 
 def test_clipping_by_value_for_lstm():
-  opt = rnn_training.optimizer_for(rnn.unit_spec(rnn_configs.get_config("adding"), "lstm", 100))
+  adding = rnn_configs.get_config("adding")
+  opt = rnn_training.optimizer_for(rnn.make_unit(adding, "lstm", 100, 0).spec)
   params = {"w": jnp.zeros(2)}
   updates, _ = opt.update({"w": jnp.array([100.0, -0.5])}, opt.init(params), params)
   rms = optax.rmsprop(1e-3, decay=0.9, eps=1e-10, initial_scale=1.0)
@@ -387,17 +388,17 @@ def test_clipping_by_global_norm_scales_the_whole_gradient_first():
 def test_clip_norm_enters_the_identity_only_when_on_and_spares_the_orthogonal_mu():
   config = rnn_configs.get_config("pixel_mnist")
   config.param_budget = ""
-  lstm = rnn.unit_spec(config, "lstm", 784)  # the image configs' LSTM
+  lstm = rnn.make_unit(config, "lstm", 784, 0).spec  # the image configs' LSTM
   assert (lstm.clip_norm, lstm.clip_value, lstm.lstm_forget_bias) == (1.0, 1.0, 1.0)
-  assert "clip_norm" not in rnn.unit_spec(config, "orthogonal", 784)
+  assert "clip_norm" not in rnn.make_unit(config, "orthogonal", 784, 0).fields
   config.models.lstm.clip_norm = 0.0
-  assert "clip_norm" not in rnn.unit_spec(config, "lstm", 784)
+  assert "clip_norm" not in rnn.make_unit(config, "lstm", 784, 0).fields
   config.models.orthogonal.clip_norm = 1.0
-  assert rnn.unit_spec(config, "orthogonal", 784).clip_norm == 1.0
-  assert "clip_norm" not in rnn.unit_spec(config, "gurnn", 784)
+  assert rnn.make_unit(config, "orthogonal", 784, 0).spec.clip_norm == 1.0
+  assert "clip_norm" not in rnn.make_unit(config, "gurnn", 784, 0).fields
   # The orthogonal RNN: the readout's gradient scaled to norm 1, μ's left alone. Two steps
   # of PyTorch's RMSProp (decay 0.99, ν from 0): the second sees the first's scale.
-  opt = rnn_training.optimizer_for(rnn.unit_spec(config, "orthogonal", 784))
+  opt = rnn_training.optimizer_for(rnn.make_unit(config, "orthogonal", 784, 0).spec)
   params = {"mu": jnp.zeros(1), "w": jnp.zeros(2)}
   state = opt.init(params)
   for g_w in ([3.0, 4.0], [0.3, 0.4]):  # norms 5 (scaled to 1) and 0.5 (kept)
@@ -421,7 +422,7 @@ def test_a_unit_claimed_by_another_process_is_skipped(tmp_path):
   with workdir_lib.claim(str(tmp_path), lstm.slug) as mine:  # held while the launch runs
     assert mine
     runner.run_units(rnn, config, rnn.units(config), str(tmp_path), printer=lines.append)
-  assert any("lstm" in l and "running in another process" in l for l in lines), lines
+  assert any("lstm" in l and f"running in process {os.getpid()} on" in l for l in lines), lines
   assert {r["model"] for r in _records(tmp_path)} == {"tanh"}
 
 
@@ -432,7 +433,7 @@ def test_report_and_launcher(smoke_run, tmp_path):
   assert os.path.exists(os.path.join(workdir, "figure3_adding_T10.png"))
   table = open(paths[0], encoding="utf-8").read()
   for label in ("guRNN₁", "LSTM"):
-    assert f"| {label} | 2 |" in table, table
+    assert f"| {label} | — | 0 | 2 |" in table, table
   out = subprocess.run(
       [sys.executable, os.path.join(helpers.ROOT, "scripts", "train_rnn.py"),
        f"--workdir={workdir}", "--report_only"], capture_output=True, text=True,
@@ -455,10 +456,10 @@ def test_report_and_launcher(smoke_run, tmp_path):
 def test_torch_readout_init_draws_within_pytorch_linears_bound(model, fan_in):
   config = rnn_configs.get_config("permuted_mnist")
   config.readout_init = "lecun_normal"  # the field's default: outside the identity
-  assert "readout_init" not in rnn.unit_spec(config, model, 784)
+  assert "readout_init" not in rnn.make_unit(config, model, 784, 0).fields
   config.readout_init = "torch"  # the image configs'
   assert config == rnn_configs.get_config("permuted_mnist")
-  spec = rnn.unit_spec(config, model, 784)
+  spec = rnn.make_unit(config, model, 784, 0).spec
   assert spec.readout_init == "torch"
   params = rnn_training.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
   kernel, bias = (np.asarray(params["params"]["readout"][k]) for k in ("kernel", "bias"))
@@ -472,11 +473,12 @@ def test_torch_readout_init_draws_within_pytorch_linears_bound(model, fan_in):
 def test_lstm_forget_bias_sets_the_forget_gates_bias_only():
   config = rnn_configs.get_config("adding")
   config.models.lstm.hidden_size, config.num_replicates = 5, 2
-  plain = rnn.unit_spec(config, "lstm", 10)
-  assert "lstm_forget_bias" not in plain  # the default 0: older units keep their identity
+  plain = rnn.make_unit(config, "lstm", 10, 0).spec
+  # The default 0: older units keep their identity.
+  assert "lstm_forget_bias" not in rnn.make_unit(config, "lstm", 10, 0).fields
   config.lstm_forget_bias = 1.0
-  assert "lstm_forget_bias" not in rnn.unit_spec(config, "gurnn", 10)
-  spec = rnn.unit_spec(config, "lstm", 10)
+  assert "lstm_forget_bias" not in rnn.make_unit(config, "gurnn", 10, 0).fields
+  spec = rnn.make_unit(config, "lstm", 10, 0).spec
   assert spec.lstm_forget_bias == 1.0
   replicates = jnp.arange(2)
   base, biased = (rnn_training.make_experiment(s).init(replicates).params["params"]["cell"]
@@ -501,11 +503,11 @@ def test_orthogonal_expm_enters_the_identity_only_when_not_eigh():
   config = rnn_configs.get_config("pixel_mnist")
   config.models.orthogonal.hidden_size = 8
   config.param_budget = ""
-  eigh = rnn.unit_spec(config, "orthogonal", 784)
-  assert "orthogonal_expm" not in eigh
+  eigh = rnn.make_unit(config, "orthogonal", 784, 0).spec
+  assert "orthogonal_expm" not in rnn.make_unit(config, "orthogonal", 784, 0).fields
   config.orthogonal_expm = "pade"
-  assert "orthogonal_expm" not in rnn.unit_spec(config, "gurnn", 784)
-  pade = rnn.unit_spec(config, "orthogonal", 784)
+  assert "orthogonal_expm" not in rnn.make_unit(config, "gurnn", 784, 0).fields
+  pade = rnn.make_unit(config, "orthogonal", 784, 0).spec
   assert pade.orthogonal_expm == "pade"
   models = [rnn_training.make_model(s) for s in (eigh, pade)]
   assert [m.cell.expm_method for m in models] == ["eigh", "pade"]

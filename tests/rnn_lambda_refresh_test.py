@@ -107,7 +107,7 @@ def _unitary(variables):
 
 @pytest.mark.slow
 def test_rebase_in_training_keeps_u_across_every_refresh():
-  spec = rnn.unit_spec(_config("rebase", 3, **REBASE), "gurnn", 10)
+  spec = rnn.make_unit(_config("rebase", 3, **REBASE), "gurnn", 10, 0).spec
   sharding = replicas_lib.replicate_sharding()
   exp = rnn_training.make_experiment(spec, sharding)
   ids = jax.device_put(jnp.arange(2, dtype=jnp.int32), sharding)  # as the runner's
@@ -140,7 +140,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
 
 @pytest.mark.slow
 def test_recentre_keeps_u_and_wraps_the_spectrum():
-  spec = rnn.unit_spec(_config("recentre", 4), "gurnn", 10)
+  spec = rnn.make_unit(_config("recentre", 4), "gurnn", 10, 0).spec
   exp = rnn_training.make_experiment(spec, replicas_lib.replicate_sharding())
   optimizer = rnn_training.optimizer_for(spec)
   # λ ~ N(0, 1) at n = 8: iL's spectrum spans about ±2√16, beyond ±π.
@@ -171,18 +171,18 @@ def test_config_errors_name_the_field(tmp_path):
 
 def test_refresh_fields_enter_only_lambda_units_with_a_refresh():
   config = rnn_configs.get_config("smoke")
-  plain = rnn.unit_spec(config, "gurnn", 10)
-  assert "lambda_refresh" not in plain
+  plain = rnn.make_unit(config, "gurnn", 10, 0)
+  assert "lambda_refresh" not in plain.fields
   config.lambda_refresh_every = 7  # no refresh: not part of the identity
-  assert rnn.unit_spec(config, "gurnn", 10) == plain
+  assert rnn.make_unit(config, "gurnn", 10, 0).id == plain.id
   config.lambda_refresh = "rebase"
-  spec = rnn.unit_spec(config, "gurnn", 10)
+  spec = rnn.make_unit(config, "gurnn", 10, 0).spec
   assert (spec.lambda_refresh, spec.lambda_refresh_every) == ("rebase", 7)
-  assert "lambda_refresh" not in rnn.unit_spec(config, "lstm", 10)
+  assert "lambda_refresh" not in rnn.make_unit(config, "lstm", 10, 0).fields
 
 
 def test_haar_init_has_every_phase_within_pi():
-  spec = rnn.unit_spec(_config("none", 1, lambda_init="haar"), "gurnn", 10)
+  spec = rnn.make_unit(_config("none", 1, lambda_init="haar"), "gurnn", 10, 0).spec
   init = rnn_training.make_model(spec).cell.lambda_init
   lam = jax.jit(init, static_argnums=1)(jax.random.key(0), (64,))
   theta = np.linalg.eigvalsh(np.asarray(algebra.lambdas_to_hermitian(lam), np.complex128))
@@ -206,7 +206,7 @@ def test_val_records_hold_the_spectrum(tmp_path):
     # Re-based before update 0: after three small steps from λ = 0 all gaps are small.
     assert later["theta_spread"] < 1 and later["wide_share"] == 0 and later["min_sinc"] > 0.9
   assert rnn_training.make_experiment(
-      rnn.unit_spec(config, "lstm", 10), replicas_lib.replicate_sharding()).spectrum is None
+      rnn.make_unit(config, "lstm", 10, 0).spec, replicas_lib.replicate_sharding()).spectrum is None
 
 
 @pytest.mark.parametrize("lambda_optimizer", ["sgd", "rmsprop"])
@@ -215,7 +215,7 @@ def test_reset_restarts_lambda_statistics_only(lambda_optimizer):
   config = _config("recentre", 5, lambda_refresh_state="reset",
                    lambda_optimizer=lambda_optimizer, lr_drops=(7,))
   config.models.gurnn.lambda_learning_rate = 1e-3
-  spec = rnn.unit_spec(config, "gurnn", 10)
+  spec = rnn.make_unit(config, "gurnn", 10, 0).spec
   optimizer = rnn_training.optimizer_for(spec)
   params = {"params": {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}}
   _, opt_state = optimizer.update(jax.tree.map(lambda a: 3 * a, params),

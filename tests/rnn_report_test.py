@@ -74,11 +74,12 @@ def test_a_row_per_model_with_its_label():
   assert "### adding, T = 10 (random baseline 0.1667)" in text
   assert "### memory, T = 10 (random baseline 0.6931)" in text
   for label in ("guRNN_β", "ruRNN", "LSTM", "IRNN", "tanh RNN"):
-    assert f"| {label} | 2 |" in text, text
-  assert "| guRNN₁ (modReLU, phases init, λ: RMSProp) | 2 |" in text
+    assert f"| {label} | — | 0 | 2 |" in text, text
+  assert "| guRNN₁ (modReLU, phases init, λ: RMSProp) | — | 0 | 2 |" in text
   lstm = next(r for r in _rows(text) if r.startswith("| LSTM |"))
-  # median / best final val, median test, no original number at T = 10, steps, seconds
-  assert lstm == "| LSTM | 2 | 0.0052 | 0.0002 | 0.0102 | — | 40 | 12 |", lstm
+  # setting, seeds, runs, median / best final val, median test, no original number at
+  # T = 10, steps, seconds
+  assert lstm == "| LSTM | — | 0 | 2 | 0.0052 | 0.0002 | 0.0102 | — | 40 | 12 |", lstm
 
 
 def test_original_runs_at_T100():
@@ -90,15 +91,16 @@ def test_original_runs_at_T100():
 def test_unfinished_units_show_the_last_subsample_validation():
   recs, _ = _unit_records("adding", 10, "lstm", final_loss=0.3, finished=False)
   row = next(r for r in _rows(report.markdown(recs)) if r.startswith("| LSTM"))
-  assert row.startswith("| LSTM (unfinished, subsample) | 2 | 0.305 | 0.3 | — |"), row
+  assert row.startswith("| LSTM (unfinished, subsample) | — | 0 | 2 | 0.305 | 0.3 | — |"), row
 
 
-def test_two_units_with_one_label_are_told_apart():
+def test_settings_of_one_model_are_rows_that_name_what_differs_and_seeds_pool():
   a, _ = _unit_records("adding", 10, "lstm", final_loss=0.3, learning_rate=1e-3)
   b, _ = _unit_records("adding", 10, "lstm", final_loss=0.2, learning_rate=1e-2)
-  rows = [r for r in _rows(report.markdown(a + b)) if r.startswith("| LSTM")]
-  assert len(rows) == 2
-  assert any("[adding T=10 lstm learning_rate=0.01]" in r for r in rows), rows
+  b1, _ = _unit_records("adding", 10, "lstm", final_loss=0.4, learning_rate=1e-2, seed=1)
+  rows = [r for r in _rows(report.markdown(a + b + b1)) if r.startswith("| LSTM")]
+  assert rows == ["| LSTM | learning_rate=0.001 | 0 | 2 | 0.305 | 0.3 | 0.31 | — | 40 | 12 |",
+                  "| LSTM | learning_rate=0.01 | 0, 1 | 4 | 0.305 | 0.2 | 0.31 | — | 40 | 12 |"]
 
 
 def test_a_record_written_twice_counts_once():
@@ -121,22 +123,21 @@ def test_figures_per_task_and_T():
   assert list(median.get_ydata()) == pytest.approx([6e-4 + 0.005, 3e-4 + 0.005, 2e-4 + 0.005])
 
 
-def test_figure3_from_several_launches_and_a_superseded_rerun(tmp_path):
+def test_figure3_from_several_launches_and_a_second_seed(tmp_path):
   wd = str(tmp_path)
   models = _all_models()
   _add_launch(wd, 1, models[:4])  # gurnn, gurnn_beta, urnn, lstm
-  _add_launch(wd, 2, models[4:6])  # irnn, tanh: other names, so both launches count
+  _add_launch(wd, 2, models[4:6])  # irnn, tanh
   rerun = _unit_records("adding", 10, "lstm", final_loss=7.0, seed=1)
-  _add_launch(wd, 3, [rerun])  # the LSTM again with another seed
+  _add_launch(wd, 3, [rerun])  # the LSTM again with another seed: one row, 4 runs
   paths = report.write_report(wd)
   assert paths == [os.path.join(wd, "report.md"), os.path.join(wd, "figure3_adding_T10.png")]
   assert os.path.getsize(paths[1]) > 1000
   text = open(paths[0], encoding="utf-8").read()
-  assert "superseded: adding T=10 lstm (adding_T=10_lstm-s0)" in text
   for label in ("guRNN_β", "ruRNN", "IRNN", "tanh RNN"):
-    assert f"| {label} | 2 |" in text
+    assert f"| {label} | — | 0 | 2 |" in text
   lstm = [r for r in _rows(text) if r.startswith("| LSTM")]
-  assert len(lstm) == 1 and lstm[0].startswith("| LSTM | 2 | 7.005 |"), lstm
+  assert len(lstm) == 1 and lstm[0].startswith("| LSTM | — | 0, 1 | 4 | 3.505 |"), lstm
   assert "![adding, T = 10](figure3_adding_T10.png)" in text
   assert "memory" not in text  # never launched here
 
@@ -145,7 +146,7 @@ def test_write_report_with_given_records(tmp_path):
   recs, _ = _unit_records("memory", 10, "urnn", final_loss=0.1)
   paths = report.write_report(str(tmp_path), recs)
   assert paths == [str(tmp_path / "report.md"), str(tmp_path / "figure3_memory_T10.png")]
-  assert "| ruRNN | 2 |" in (tmp_path / "report.md").read_text(encoding="utf-8")
+  assert "| ruRNN | — | 0 | 2 |" in (tmp_path / "report.md").read_text(encoding="utf-8")
 
 
 def test_frames_work_like_lists(tmp_path):
@@ -205,7 +206,8 @@ def test_an_unfinished_image_unit_shows_its_best_so_far():
   recs = _image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70, 0.74]])
   row, = [r for r in _rows(report.markdown(recs)) if r.startswith("| orthogonal")]
   # best val (0.79, 0.73), test there (0.80, 0.74), best test (0.80, 0.74), 20 s.
-  assert row.endswith("| 2 (unfinished) | 76.00 ± 3.00 | 77.00 ± 3.00 | 77.00 ± 3.00 | 20 |"), row
+  assert row.endswith("| 0 | 2 | 2 (unfinished) | 76.00 ± 3.00 | 77.00 ± 3.00 | 77.00 ± 3.00 "
+                      "| 20 |"), row
 
 
 def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
@@ -222,20 +224,22 @@ def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
   rows = _rows((tmp_path / "report.md").read_text())
   # Per seed the best validation epoch (seed 0: epoch 1; seed 1: epoch 2): its test
   # accuracy; and the best test accuracy of each seed; mean ± s.e. of two: (a+b)/2 ± |a-b|/2.
-  assert "| PyTorch expRNN reference | 170 | — | 2 | 2 | 73.50 ± 1.50 | 74.50 ± 1.50 | " \
-         "76.00 ± 3.00 | 200 |" in rows
+  assert "| PyTorch expRNN reference | — | 170 | — | 0, 1 | 2 | 2 | 73.50 ± 1.50 | " \
+         "74.50 ± 1.50 | 76.00 ± 3.00 | 200 |" in rows
   assert "| 0 | 10.00 ± 0.00 | — |" in rows
   assert "| 1 | 72.00 ± 2.00 | 73.50 ± 2.50 |" in rows
   assert "| 2 | 79.00 ± 1.00 | 76.00 ± 3.00 |" in rows
   assert "11.00" not in "\n".join(rows)  # the pixel task's record is not this task's
-  # The published anchors say which task and how many epochs they took.
-  assert "Published MNIST anchors (psMNIST; 70 epochs" in (tmp_path / "report.md").read_text()
-  assert "| expRNN (Lezcano-Casado & Martínez-Rubio 2019) | 170 | 16K | 94.9 |" in rows
+  # The published table: size, epochs, protocol and source beside each number.
+  text = (tmp_path / "report.md").read_text()
+  assert "trained on all 60,000 training images (no validation split)" in text
+  assert "| expRNN | 170 | 16K | 70 | 98.0 | 94.9 | Lezcano-Casado & Martínez-Rubio 2019 " \
+         "(expRNN), Table 1 |" in rows
   # The figure draws the reference's median validation accuracy over seeds per epoch.
   fig = report.figures(recs, ref)["images_permuted_fashion_mnist"]
   line, = [ln for ln in fig.axes[0].lines if ln.get_label() == "PyTorch expRNN reference"]
   assert list(line.get_xdata()) == [1, 2]
-  assert list(line.get_ydata()) == pytest.approx([72.5, 73.0])
+  assert list(line.get_ydata()) == pytest.approx([72.5, 73.0])  # the mean over seeds
   # Without a reference file: no reference row or column.
   os.remove(tmp_path / report.REFERENCE)
   report.write_report(str(tmp_path), recs)

@@ -1,14 +1,17 @@
-"""Config field tables and units of work: what a field accepts, and what a result is.
+"""Config fields, config files and units of work: one table says everything about a field.
 
-A family's `config.py` lists its fields as `Field`s (defaults live in its jax-free
-`defaults.py`): what each accepts (a `Check`, with the words for the error) and whether it
-enters a unit's identity. From the table come `validate` (unknown, missing and bad fields,
-each named in one line) and `identity`.
+A family's `config.py` lists its fields once, as `Field`s: the default, what it means,
+what it accepts (a `Check`) and whether it enters a unit's identity. From the table come
+the default config (`defaults`), `validate` (unknown, missing and bad fields, each named
+in one line) and `identity`. Config files (one small file per experiment, jax-free) start
+from a family's defaults or from a sibling file (`sibling`).
 
-A `Unit` is the smallest piece of an experiment that is computed, recorded and resumed as
-a whole. Its id hashes every setting that changes what it computes, so a changed field
+A `Unit` is the smallest piece of an experiment that is computed, recorded and resumed
+as a whole. Its id hashes every setting that changes what it computes, so a changed field
 gives a new unit and nothing is reused across settings; its `target_step` is not part of
-it, so a run can be extended.
+it, so a run can be extended. A field added after units were recorded names the value
+that reproduces what they computed (`Field.before`); at that value it stays out of the
+identity, so their ids hold.
 """
 
 from __future__ import annotations
@@ -16,18 +19,23 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
+import importlib
+import importlib.util
 import json
 import math
+import os
 import re
 from typing import Any
 from typing import Callable
 from typing import Iterable
 from typing import Mapping
 
-import numpy as np
+import ml_collections
 
-__all__ = ["Check", "ConfigError", "Field", "Unit", "boolean", "fail", "fingerprint", "identity",
-           "integer", "number", "one_of", "pairs", "string", "tuple_of", "validate"]
+__all__ = ["Check", "ConfigError", "Field", "Unit", "boolean", "config_dir", "config_path",
+           "defaults", "fail", "fingerprint", "identity", "integer", "load_config", "named_configs",
+           "load_file", "number", "one_of", "pairs", "sibling", "string", "tuple_of",
+           "validate"]
 
 
 class ConfigError(ValueError):
@@ -40,10 +48,15 @@ class Check:
 
   Attributes:
     accepts: value -> bool.
-    expected: what it accepts, e.g. "an integer ≥ 1" (for the error message).
+    words: what it accepts, e.g. "an integer ≥ 1", or a function giving them (for
+      choices read off a registry only when a config is checked).
   """
   accepts: Callable[[Any], bool]
-  expected: str
+  words: str | Callable[[], str]
+
+  @property
+  def expected(self) -> str:
+    return self.words() if callable(self.words) else self.words
 
   def __call__(self, value) -> bool:
     try:
@@ -53,12 +66,11 @@ class Check:
 
 
 def _is_int(v) -> bool:
-  return isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+  return isinstance(v, int) and not isinstance(v, bool)
 
 
 def _is_number(v) -> bool:
-  return (isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
-          and math.isfinite(v))
+  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def integer(minimum: int = 1) -> Check:
@@ -75,11 +87,12 @@ def number(minimum: float = 0.0, positive: bool = False, below: float | None = N
                and (below is None or v < below), words)
 
 
-def one_of(choices: Iterable[Any]) -> Check:
-  """One of `choices` (derived from a registry where there is one)."""
-  choices = tuple(choices)
-  return Check(lambda v: any(v == c and type(v) is type(c) for c in choices),
-               f"one of {choices}")
+def one_of(choices: Iterable[Any] | Callable[[], Iterable[Any]]) -> Check:
+  """One of `choices`, or of what `choices()` returns (a registry read when checking, so
+  that a config table imports no jax)."""
+  get = (lambda: tuple(choices())) if callable(choices) else (lambda c=tuple(choices): c)
+  return Check(lambda v: any(v == c and type(v) is type(c) for c in get()),
+               lambda: f"one of {get()}")
 
 
 def boolean() -> Check:
@@ -99,11 +112,12 @@ def tuple_of(item: Check, nonempty: bool = True, unique: bool = False,
     if unique and len({repr(x) for x in v}) != len(v):
       return False
     return all(item(x) for x in v)
-  words = (f"a {'non-empty ' if nonempty else ''}tuple of {item.expected.removeprefix('an ')}"
+
+  def words():
+    out = (f"a {'non-empty ' if nonempty else ''}tuple of {item.expected.removeprefix('an ')}"
            .replace("tuple of a ", "tuple of ").replace("tuple of one of", "tuple from"))
-  if unique:
-    words += ", each once"
-  return Check(accepts, words + (f", e.g. {example}" if example else ""))
+    return out + (", each once" if unique else "") + (f", e.g. {example}" if example else "")
+  return Check(accepts, words)
 
 
 def pairs(first: Check, second: Check, example: str) -> Check:
@@ -112,25 +126,42 @@ def pairs(first: Check, second: Check, example: str) -> Check:
     return (isinstance(v, (tuple, list)) and bool(v)
             and all(isinstance(p, (tuple, list)) and len(p) == 2 and first(p[0])
                     and second(p[1]) for p in v))
-  return Check(accepts, f"a non-empty tuple of pairs ({first.expected}, {second.expected}), "
-               f"e.g. {example}")
+  return Check(accepts, lambda: f"a non-empty tuple of pairs ({first.expected}, "
+               f"{second.expected}), e.g. {example}")
 
 
-# Whether a field enters a unit's identity: always, never, or a rule of the unit.
+_UNSET = object()
+# Whether a field enters a unit's identity: always, never, or a rule (config, unit) -> bool.
 IdentityRule = bool | Callable[..., bool]
 
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-  """One config field's rules (its default and meaning: the family's defaults.py).
+  """One config field: everything about it, in one place.
 
   Attributes:
+    default: its value in the family's default config (a ConfigDict for a nested table).
+    help: what it means.
     check: what values it accepts (None: the family checks it, e.g. a nested table).
-    identity: whether it enters a unit's identity: True (every unit), False (it only
-      says what to run or where to stop), or a rule `(config, unit spec) -> bool`.
+    identity: whether it enters a unit's identity: True (every unit), False (it only says
+      what to run or where to stop), or a rule `(config, unit) -> bool` (where it changes
+      the numbers, e.g. only for the models that read it).
+    before: for a field added after units were recorded, the value that computes what
+      they computed: at that value it stays out of the identity (their ids hold).
   """
-  check: Check | None
+  default: Any
+  help: str
+  check: Check | None = None
   identity: IdentityRule = True
+  before: Any = _UNSET
+
+
+def defaults(table: Mapping[str, Field]) -> ml_collections.ConfigDict:
+  """A fresh config holding every field of `table` at its default."""
+  return ml_collections.ConfigDict({
+      name: (f.default.copy_and_resolve_references()
+             if isinstance(f.default, ml_collections.ConfigDict) else f.default)
+      for name, f in table.items()})
 
 
 def fail(field: str, value, expected: str):
@@ -138,47 +169,120 @@ def fail(field: str, value, expected: str):
   raise ConfigError(f"config.{field} = {value!r}: expected {expected}.")
 
 
-def _unknown(name: str, known: Iterable[str], prefix: str) -> ConfigError:
+def unknown_field(name: str, known: Iterable[str], prefix: str = "") -> ConfigError:
+  """The error of a field the config does not have, with the nearest name if one is close."""
   known = sorted(known)
   close = difflib.get_close_matches(name, known, n=1)
   hint = f" (did you mean {prefix + close[0]!r}?)" if close else ""
   return ConfigError(f"config has no field {prefix + name!r}{hint}; the fields are {known}.")
 
 
-def validate(config, table: Mapping[str, Field], prefix: str = "",
-             skip: Iterable[str] = ()) -> None:
+def validate(config, table: Mapping[str, Field], prefix: str = "") -> None:
   """Checks a config against a field table: every field known, present and accepted.
 
   Args:
     config: a ConfigDict (or mapping).
     table: the field table.
     prefix: the config path of `config` within the whole (for messages), e.g. "models.gurnn.".
-    skip: fields whose values the family checks itself (nested tables of its own shape).
 
   Raises:
     ConfigError: naming the first unknown, missing or bad field and what it may be.
   """
   for name in config.keys():
     if name not in table:
-      raise _unknown(name, table.keys(), prefix)
+      raise unknown_field(name, table.keys(), prefix)
   for name, f in table.items():
     if name not in config:
       raise ConfigError(f"config field {prefix + name!r} is missing.")
-    if name in skip or f.check is None:
-      continue
-    if not f.check(config[name]):
+    if f.check is not None and not f.check(config[name]):
       fail(prefix + name, config[name], f.check.expected)
 
 
-def identity(config, table: Mapping[str, Field], unit) -> dict:
-  """The fields of `table` that enter the identity of `unit` (see `Field.identity`)."""
+def identity(values, table: Mapping[str, Field], unit=None, config=None) -> dict:
+  """The fields of `table` that enter the identity of `unit`: those whose rule holds
+  (`Field.identity`, called with `config` (default: `values`) and `unit`), except a
+  field at its `before` value.
+
+  Args:
+    values: the fields' values (a config, or a unit's resolved spec).
+    table: the field table.
+    unit: what a rule is asked about (a model, an operators setting).
+    config: what a rule reads; default `values`.
+  """
+  config = values if config is None else config
   out = {}
   for name, f in table.items():
-    rule = f.identity
-    if rule is True or (callable(rule) and rule(config, unit)):
-      value = config[name]
-      out[name] = tuple(value) if isinstance(value, list) else value
+    rule, value = f.identity, values[name]
+    if not (rule is True or (callable(rule) and rule(config, unit))):
+      continue
+    if f.before is not _UNSET and value == f.before:
+      continue
+    out[name] = tuple(value) if isinstance(value, list) else value
   return out
+
+
+# Config files ---------------------------------------------------------------------------
+# One small file per experiment, in the repository's configs/ folder; an installed
+# package carries it as lie_unitary/configs (pyproject.toml maps the folder).
+
+
+def named_configs(family: str) -> dict:
+  """The named configs of `family`: {NAME: file name in configs/}."""
+  return importlib.import_module(f"lie_unitary.experiments.{family}.config").NAMED_CONFIGS
+
+
+def config_dir() -> str:
+  """The config files' folder: the installed package's lie_unitary/configs, else the
+  checkout's configs/ beside the package.
+
+  Raises:
+    FileNotFoundError: neither exists (a broken installation).
+  """
+  package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  for folder in (os.path.join(package, "configs"),
+                 os.path.join(os.path.dirname(package), "configs")):
+    if os.path.isfile(os.path.join(folder, "__init__.py")):
+      return folder
+  raise FileNotFoundError(f"no configs folder beside {package} (a broken installation?).")
+
+
+def config_path(family: str, name: str) -> str:
+  """The path of the config file that `family` ('operators', 'rnn') calls `name`.
+
+  Raises:
+    ValueError: `name` is not one of the family's named configs.
+  """
+  named = named_configs(family)
+  if name not in named:
+    raise ValueError(f"unknown {family} config {name!r}; expected one of {sorted(named)} "
+                     "(or the path of a config file).")
+  return os.path.join(config_dir(), named[name] + ".py")
+
+
+def load_file(file: str) -> ml_collections.ConfigDict:
+  """``get_config()`` of the config file at `file`.
+
+  Raises:
+    FileNotFoundError: no such file.
+  """
+  if not os.path.isfile(file):
+    raise FileNotFoundError(f"no config file {file}.")
+  name = os.path.splitext(os.path.basename(file))[0]
+  spec = importlib.util.spec_from_file_location(f"_lie_unitary_config_{name}", file)
+  module = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(module)
+  return module.get_config()
+
+
+def load_config(family: str, name: str) -> ml_collections.ConfigDict:
+  """``get_config()`` of `family`'s named config `name` (`config_path`)."""
+  return load_file(config_path(family, name))
+
+
+def sibling(file: str, name: str) -> ml_collections.ConfigDict:
+  """``get_config()`` of config file `name` beside `file` (a config file's own
+  ``__file__``): how one experiment builds on another, wherever the folder was copied."""
+  return load_file(os.path.join(os.path.dirname(os.path.abspath(file)), name + ".py"))
 
 
 # Units ------------------------------------------------------------------------------------
@@ -219,10 +323,10 @@ class Unit:
   """One unit of work.
 
   Attributes:
-    name: a short label, e.g. "n=6 lie_algebra epochs=1 lr=0.001" (distinct within a
-      launch).
-    fields: every setting that changes the computation (JSON-like): hashed into `id`
-      and written into each of the unit's records.
+    name: a short label of what it computes, e.g. "n=6 lie_algebra epochs=1 lr=0.001";
+      the units of one setting share it, one per seed (`label` tells them apart).
+    fields: every setting that changes the computation (JSON-like), its seed among them:
+      hashed into `id` and written into each of the unit's records.
     target_step: the step at which the unit is finished.
     cost: relative cost, the unit's weight in the launch's ETA.
     spec: the family's own description of the unit (derived from the same config).
@@ -237,6 +341,12 @@ class Unit:
   def id(self) -> str:
     """`name` and the fields' fingerprint: "n=6 lie_algebra ...-3fa9c2d1e0b4"."""
     return f"{self.name}-{fingerprint(self.fields)}"
+
+  @property
+  def label(self) -> str:
+    """`name` and its seed, for progress lines: "permuted T=784 gurnn seed=1"."""
+    seed = self.fields.get("seed")
+    return self.name if seed is None else f"{self.name} seed={seed}"
 
   @property
   def slug(self) -> str:

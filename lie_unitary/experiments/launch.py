@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from typing import Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-__all__ = ["config_dir", "config_path", "cpu_cores", "default_compilation_cache",
-           "load_config", "load_file", "main", "sibling", "use_compilation_cache",
+__all__ = ["cpu_cores", "default_compilation_cache", "main", "use_compilation_cache",
            "use_cpu_devices"]
 
 
@@ -45,18 +45,33 @@ def _one_line(error) -> str:
   return " ".join(str(error).split())
 
 
+def _fail(message: str):
+  print(f"error: {_one_line(message)}", file=sys.stderr)
+  sys.exit(2)
+
+
 def _parse_flags(argv):
   from absl import flags
+  given = [a.split("=", 1)[0] for a in argv[1:] if a.startswith("--config.")]
+  twice = sorted({a for a in given if given.count(a) > 1})
+  if twice:  # ml_collections would append to a tuple field: one value per field
+    _fail(f"{twice[0]} is given more than once; give it once (a tuple as "
+          f"{twice[0]}=a,b).")
   try:
     return flags.FLAGS(argv)
   except (AttributeError, KeyError) as e:
-    # ml_collections' error for an override of a field the config does not have.
-    name = _one_line(e).strip("\"' ")
-    print(f"error: the config has no field {name!r} (--config.{name}=...).", file=sys.stderr)
-    sys.exit(2)
+    # ml_collections' error for an override of a field the config does not have: its
+    # message quotes the name and may suggest a close one.
+    text = e.args[0] if e.args and isinstance(e.args[0], str) else str(e)
+    name = re.search(r"[\w.]+", text)
+    close = re.search(r'mean "([\w.]+)"', text)
+    field = next((a[len("--config."):] for a in given if name and a.endswith(name.group())),
+                 name.group() if name else text)
+    _fail(f"the config has no field {field!r}" + (
+        f" (did you mean {field[:-len(name.group())] + close.group(1)!r}?)" if close else "")
+          + f": --config.{field}=...")
   except (flags.Error, TypeError, ValueError) as e:
-    print(f"error: {_one_line(e)}", file=sys.stderr)
-    sys.exit(2)
+    _fail(str(e))
 
 
 def _initialize_distributed(flag_values) -> None:
@@ -154,6 +169,8 @@ def _launch(family_name: str, argv) -> None:
     if not any(la.get("family") == family_name for la in workdir_lib.read_launches(workdir)):
       raise app.UsageError(f"{workdir} holds no {family_name} results "
                            f"(no WORKDIR/launches/*.json of family {family_name!r}).")
+    if not workdir_lib.read(workdir):
+      raise app.UsageError(f"{workdir} holds no records yet (WORKDIR/results.jsonl).")
   else:
     config = flag_values.config
     if config is None:
@@ -165,6 +182,11 @@ def _launch(family_name: str, argv) -> None:
       raise app.UsageError(_one_line(e)) from e
     if summary.interrupted:
       return
+    if summary.elsewhere:
+      print(f"{summary.elsewhere} unit(s) still running in other processes (above); their "
+            "records are written as they go. This launch is done.")
+    if not workdir_lib.read(workdir):
+      return  # nothing recorded yet: no report
   if jax.process_index() == 0:
     for path in family.write_report(workdir):
       print(f"wrote {path}")
@@ -175,8 +197,7 @@ def _main(family_name: str, argv) -> None:
   try:
     _launch(family_name, argv)
   except app.UsageError as e:
-    print(f"error: {_one_line(e)}", file=sys.stderr)
-    sys.exit(2)
+    _fail(str(e))
 
 
 def main(family_name: str, argv: Sequence[str] | None = None) -> None:
@@ -189,9 +210,12 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   from absl import app
   from absl import flags
   from ml_collections import config_flags
+
+  from lie_unitary.experiments import fields
   config_flags.DEFINE_config_file(
-      "config", None, f"A named config ({', '.join(sorted(_named(family_name)))}) or the path "
-      "of a config file; fields overridable as --config.FIELD=VALUE.", lock_config=True)
+      "config", None, f"A named config ({', '.join(sorted(fields.named_configs(family_name)))})"
+      " or the path of a config file; fields overridable as --config.FIELD=VALUE.",
+      lock_config=True)
   flags.DEFINE_string("workdir", None, "Folder of the results, checkpoints, launches and "
                       "the report (created).")
   flags.DEFINE_bool("report_only", False, "Only (re)write the report of WORKDIR's results.")
@@ -214,74 +238,8 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
                  (i + 1, argv[i + 1]) if arg == "--config" and i + 1 < len(argv) else (None, ""))
     if at is not None and value and not any(s in value for s in (os.sep, "/", ".py", ":")):
       try:
-        file = config_path(family_name, value)
+        file = fields.config_path(family_name, value)
       except ValueError as e:
-        print(f"error: {_one_line(e)}", file=sys.stderr)
-        sys.exit(2)
+        _fail(str(e))
       argv[at] = f"--config={file}" if at == i else file
   app.run(functools.partial(_main, family_name), argv=argv, flags_parser=_parse_flags)
-
-
-# Config files ---------------------------------------------------------------------------
-# One small file per experiment, in the repository's configs/ folder; an installed
-# package carries it as lie_unitary/configs (pyproject.toml maps the folder).
-
-
-def _named(family: str) -> dict:
-  import importlib
-  return importlib.import_module(f"lie_unitary.experiments.{family}.defaults").NAMED_CONFIGS
-
-
-def config_dir() -> str:
-  """The config files' folder: the installed package's lie_unitary/configs, else the
-  checkout's configs/ beside the package.
-
-  Raises:
-    FileNotFoundError: neither exists (a broken installation).
-  """
-  package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  for folder in (os.path.join(package, "configs"),
-                 os.path.join(os.path.dirname(package), "configs")):
-    if os.path.isfile(os.path.join(folder, "__init__.py")):
-      return folder
-  raise FileNotFoundError(f"no configs folder beside {package} (a broken installation?).")
-
-
-def config_path(family: str, name: str) -> str:
-  """The path of the config file that `family` ('operators', 'rnn') calls `name`.
-
-  Raises:
-    ValueError: `name` is not one of the family's named configs.
-  """
-  named = _named(family)
-  if name not in named:
-    raise ValueError(f"unknown {family} config {name!r}; expected one of {sorted(named)} "
-                     "(or the path of a config file).")
-  return os.path.join(config_dir(), named[name] + ".py")
-
-
-def load_file(file: str):
-  """``get_config()`` of the config file at `file` (a ConfigDict).
-
-  Raises:
-    FileNotFoundError: no such file.
-  """
-  import importlib.util
-  if not os.path.isfile(file):
-    raise FileNotFoundError(f"no config file {file}.")
-  name = os.path.splitext(os.path.basename(file))[0]
-  spec = importlib.util.spec_from_file_location(f"_lie_unitary_config_{name}", file)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
-
-
-def load_config(family: str, name: str):
-  """``get_config()`` of `family`'s named config `name` (`config_path`)."""
-  return load_file(config_path(family, name))
-
-
-def sibling(file: str, name: str):
-  """``get_config()`` of config file `name` beside `file` (a config file's own
-  ``__file__``): how one experiment builds on another, wherever the folder was copied."""
-  return load_file(os.path.join(os.path.dirname(os.path.abspath(file)), name + ".py"))

@@ -2,18 +2,23 @@
 
 A family's `run_unit` reads top to bottom::
 
-    with loop.Loop(ctx, replicas, target=unit.target_step) as lp:
-      state, history = lp.restore(fresh_state, history)   # the checkpoint, if any
-      for step, num in lp.calls(call_steps, epoch_steps):
+    with loop.Loop(ctx, replicas, target, every=val_every, epoch_steps=E) as lp:
+      state, history = lp.restore(fresh_state, history)   # a checkpoint, if any
+      for step, num, boundary in lp.calls():
         state, out = train(state, step, num)               # one jitted call
-        ...                                                # records of the call
-        lp.after_call(state, step + num, history, status)  # checkpoint, progress, stop
+        if boundary and not lp.stopping():                 # a validation point
+          lp.doing("evaluating"); ...; lp.show(text)       # its records, the line's metrics
+        lp.after_call(state, step + num, history)          # checkpoint, stop
 
-Checkpoints (orbax, the latest only) hold the replicates without sharding's padding, so a
+Calls end at every multiple of `every`, at epoch ends and at the target, and last about
+`call_seconds` (sized from the measured rate), so a stop is never more than a call and an
+evaluation away. Checkpoints (orbax) hold the replicates without sharding's padding, so a
 unit stopped on 2 devices resumes on 1 or 3; they are written at most every
-`checkpoint_seconds`, on a stop and at the end. A heartbeat thread prints a line at
-least every `progress_seconds`, while a call compiles too. The first SIGINT/SIGTERM
-(`handle_signals`) ends the current call, checkpoints and raises `Interrupted`.
+`checkpoint_seconds`, on a stop and at the end, and the two latest are kept: a damaged
+one is reported in a line and the previous one (or the unit's start) is used instead. A
+thread prints a line every `progress_seconds`: the step, the epoch, what is running, the
+last validation metrics and the ETA. The first SIGINT/SIGTERM (`handle_signals`) ends the
+current call, checkpoints and raises `Interrupted`.
 """
 
 from __future__ import annotations
@@ -99,6 +104,10 @@ class Clock:
   def __init__(self, total: float):
     self.total, self._t0, self._w0 = float(total), None, 0.0
 
+  @property
+  def started(self) -> bool:
+    return self._t0 is not None
+
   def start(self, done: float) -> None:
     self._t0, self._w0 = time.perf_counter(), float(done)
 
@@ -122,7 +131,7 @@ def nonfinite_note(values, what: str = "loss") -> str:
 
 
 class Checkpointer:
-  """One unit's (state, JSON metadata) at integer steps, with orbax; the latest only.
+  """One unit's (state, JSON metadata) at integer steps, with orbax; the two latest kept.
 
   Args:
     directory: the unit's checkpoint folder (created on the first save).
@@ -133,7 +142,11 @@ class Checkpointer:
     self._ocp = ocp
     self.directory = os.path.abspath(directory)
     self._manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
-        max_to_keep=1, create=True, enable_async_checkpointing=False))
+        max_to_keep=2, create=True, enable_async_checkpointing=False))
+
+  def steps(self) -> list[int]:
+    """The steps of the complete checkpoints, newest first."""
+    return sorted(self._manager.all_steps(), reverse=True)
 
   def latest_step(self) -> int | None:
     """The step of the newest complete checkpoint, or None."""
@@ -146,14 +159,15 @@ class Checkpointer:
         state=args.StandardSave(state), meta=args.JsonSave(dict(metadata))), force=True)
     self._manager.wait_until_finished()
 
-  def restore(self, like: Any) -> tuple[Any, dict]:
-    """The latest (state, metadata), shaped like `like` (None: as saved, numpy).
+  def restore(self, like: Any, step: int | None = None) -> tuple[Any, dict]:
+    """The (state, metadata) at `step` (default: the latest), shaped like `like` (None:
+    as saved, numpy).
 
     Raises:
       FileNotFoundError: no checkpoint.
-      ValueError: the stored shapes differ from `like`'s.
+      ValueError: the stored shapes differ from `like`'s; orbax's errors for a damaged one.
     """
-    step = self.latest_step()
+    step = self.latest_step() if step is None else step
     if step is None:
       raise FileNotFoundError(f"no checkpoint in {self.directory}.")
     args = self._ocp.args
@@ -171,6 +185,9 @@ class Checkpointer:
       raise ValueError(f"checkpoint in {self.directory} has shapes {got}, expected {want}.")
     return out["state"], dict(out["meta"])
 
+  def delete(self, step: int) -> None:
+    self._manager.delete(step)
+
   def close(self) -> None:
     self._manager.close()
 
@@ -182,22 +199,31 @@ class Loop:
     ctx: the runner's `UnitContext`.
     replicas: the unit's `replicas.Replicas`.
     target: the unit's target step.
+    every: calls end at its multiples (validation points); 0: only at the target.
+    epoch_steps: > 0: calls end at each epoch's end too (and the line shows the epoch).
     target_field: the config field that sets `target` (for messages).
+    call_seconds: the length a call is sized to, once the rate is known; None: calls run
+      from boundary to boundary (programs compiled per call length).
     checkpoint_seconds: the longest a crash may lose, besides the call in flight.
-    progress_seconds: the longest time without a progress line.
+    progress_seconds: the time between progress lines.
   """
 
-  def __init__(self, ctx, replicas, target: int, *, target_field: str = "the target",
+  def __init__(self, ctx, replicas, target: int, *, every: int = 0, epoch_steps: int = 0,
+               target_field: str = "the target", call_seconds: float | None = 10.0,
                checkpoint_seconds: float = 60.0, progress_seconds: float = 15.0):
     self.ctx, self.replicas, self.target, self.target_field = ctx, replicas, target, target_field
+    self.every, self.epoch_steps, self.call_seconds = every, epoch_steps, call_seconds
     self.checkpoint_seconds, self.progress_seconds = checkpoint_seconds, progress_seconds
     self.step, self.elapsed, self.resumed_from = 0, 0.0, 0
-    self.status = "initialising"  # what the progress line says while a call runs
+    self.activity = "initialising"  # what the progress line says is running (`doing`)
     self._clock = Clock(target)
     self._ckpt = None
-    self._lock = threading.Lock()
+    self._call = None  # (first step, steps, start time) of the call in flight
+    self._seconds_per_step = None
+    self._shown = ""  # the last validation's metrics, for the line
     self._done = threading.Event()
-    self._last_line = self._last_save = self._last = time.perf_counter()
+    self._last_save = self._last = self._since = time.perf_counter()
+    self._evaluating_since = None  # when the call in flight's evaluation began
 
   def __enter__(self) -> "Loop":
     self._ckpt = Checkpointer(workdir_lib.checkpoint_dir(self.ctx.workdir, self.ctx.unit.slug))
@@ -210,59 +236,106 @@ class Loop:
     self._ticker.join()
     self._ckpt.close()
 
-  def _line(self, text: str) -> None:
-    with self._lock:
-      self.ctx.printer(f"{self.ctx.unit.name}: {text}")
-      self._last_line = time.perf_counter()
+  def say(self, text: str) -> None:
+    """Prints a line about the unit."""
+    self.ctx.printer(f"{self.ctx.unit.label}: {text}")
+
+  def line(self) -> str:
+    """The progress line: step (estimated within a call), epoch, what runs, the last
+    validation's metrics, the ETA."""
+    step, now, approx = self.step, time.perf_counter(), ""
+    if self._call is not None and self.activity == "training" and self._seconds_per_step:
+      first, num, t0 = self._call
+      step, approx = first + min(num, int((now - t0) / self._seconds_per_step)), "≈"
+    epoch = f" (epoch {step / self.epoch_steps:.2f})" if self.epoch_steps else ""
+    shown = f"; {self._shown}" if self._shown else ""
+    return (f"step {approx}{step}/{self.target}{epoch}, {self.activity} for "
+            f"{format_seconds(now - self._since)}{shown}{self._clock.eta(step)}")
 
   def _tick(self) -> None:
-    """A line while a long call (or its compilation) runs: the unit is alive."""
-    while not self._done.wait(min(1.0, self.progress_seconds / 4)):
-      now = time.perf_counter()
-      if now - self._last_line >= self.progress_seconds:
-        self._line(f"step {self.step}/{self.target}, {self.status} for "
-                   f"{format_seconds(now - self._last)}")
+    """A line every `progress_seconds`, whatever is running (a compilation too)."""
+    while not self._done.wait(self.progress_seconds):
+      self.say(self.line())
+
+  def doing(self, activity: str) -> None:
+    """Says what runs now (the line shows it and for how long); "evaluating" during a
+    call ends the call's training, whose rate sizes the calls."""
+    self.activity, self._since = activity, time.perf_counter()
+    if activity == "evaluating" and self._call is not None:
+      self._evaluating_since = self._since
+
+  def show(self, text: str) -> None:
+    """Sets the validation metrics the progress lines show."""
+    self._shown = text
+
+  def stopping(self) -> bool:
+    """Whether a stop was requested (the family skips an evaluation then; it runs after
+    the resume)."""
+    return self.ctx.stop.requested()
 
   def restore(self, state: Any, history: dict | None = None) -> tuple[Any, dict]:
     """The checkpointed (state, history), else the fresh ones given; sets `step`,
-    `elapsed` and `resumed_from`.
+    `elapsed` and `resumed_from`. A checkpoint that cannot be read is named in a line,
+    deleted, and the one before it used (or the fresh state: the unit restarts, its
+    records kept and none written twice).
 
     Raises:
       ConfigError: the checkpoint is beyond the target step.
     """
     history = {} if history is None else history
-    if self._ckpt.latest_step() is not None:
-      host, meta = self._ckpt.restore(self.replicas.gather(state))
+    for step in self._ckpt.steps():
+      try:
+        host, meta = self._ckpt.restore(self.replicas.gather(state), step)
+      except Exception as e:  # noqa: BLE001 (orbax raises many kinds for damaged files)
+        self._ckpt.delete(step)
+        self.say(f"the checkpoint at step {step} ({self._ckpt.directory}) could not be read "
+                 f"({type(e).__name__}: {' '.join(str(e).split())[:160]}); deleted, "
+                 f"{'the previous one is used' if self._ckpt.steps() else 'restarting'}.")
+        continue
       self.step, self.elapsed = int(meta["step"]), float(meta["elapsed"])
       if self.step > self.target:
         raise ConfigError(
-            f"{self.ctx.unit.name}: its checkpoint is at step {self.step}, beyond "
+            f"{self.ctx.unit.label}: its checkpoint is at step {self.step}, beyond "
             f"{self.target_field} = {self.target}; ask for at least {self.step} (its records "
             f"up to {self.target} are in the workdir).")
       state, history = self.replicas.from_host(host, state), dict(meta.get("history", {}))
-      self._line(f"resumed at step {self.step} ({self.elapsed:.0f}s so far)")
+      self.say(f"resumed at step {self.step} ({format_seconds(self.elapsed)} so far)")
+      break
     self.resumed_from = self.step
     self._last = time.perf_counter()
-    self.status = "compiling and running the first call"
     return state, history
 
-  def calls(self, call_steps: int, epoch_steps: int = 0) -> Iterator[tuple[int, int]]:
-    """(first step, number of steps) of each call until the target: at most
-    `call_steps`, never across an epoch's end (`epoch_steps` > 0)."""
-    # Whatever ran since `restore` (an initial evaluation) is done.
-    self.status = "compiling and running the first call"
+  def boundary(self, step: int) -> bool:
+    """Whether `step` is a validation point: 0, a multiple of `every`, an epoch's end or
+    the target."""
+    return (step in (0, self.target) or any(p and step % p == 0
+                                             for p in (self.every, self.epoch_steps)))
+
+  def calls(self) -> Iterator[tuple[int, int, bool]]:
+    """(first step, number of steps, whether it ends at a validation point) of each call
+    until the target. A call ends at the next multiple of `every`, epoch end or the
+    target, and, once a rate is known, after about `call_seconds`; then the first call
+    (it compiles) is one step."""
     while self.step < self.target:
-      num = min(call_steps, self.target - self.step)
-      if epoch_steps:
-        num = min(num, epoch_steps - self.step % epoch_steps)
-      yield self.step, num
+      end = self.target
+      for period in (self.every, self.epoch_steps):
+        if period:
+          end = min(end, (self.step // period + 1) * period)
+      num = end - self.step
+      if self.call_seconds is not None:
+        num = 1 if self._seconds_per_step is None else min(
+            num, max(1, int(self.call_seconds / self._seconds_per_step)))
+      self._call = (self.step, num, time.perf_counter())
+      self.doing("compiling and running the first call" if self._seconds_per_step is None
+                 else "training")
+      yield self.step, num, self.step + num == end
 
   def seconds(self) -> float:
     """The unit's seconds of training so far, this moment included (for records)."""
     return self.elapsed + time.perf_counter() - self._last
 
-  def after_call(self, state: Any, step: int, history: dict, status: str = "") -> None:
-    """After a call reached `step`: counts its time, checkpoints and prints progress when
+  def after_call(self, state: Any, step: int, history: dict) -> None:
+    """After a call (and its evaluation) reached `step`: counts its time, checkpoints when
     due, and stops when asked.
 
     Raises:
@@ -270,19 +343,20 @@ class Loop:
     """
     jax.block_until_ready(state)
     now = time.perf_counter()
+    _, num, t0 = self._call
+    # The rate of training alone (an evaluation after the call is not part of it).
+    self._seconds_per_step = ((self._evaluating_since or now) - t0) / num
+    self._evaluating_since = None
     self.elapsed += now - self._last  # one clock: records and evaluations count too
-    self._last, self.step = now, step
-    if self._clock._t0 is None:
+    self._last, self.step, self._call = now, step, None
+    if not self._clock.started:
       self._clock.start(step)
-    self.status = "training"
-    stop = self.ctx.stop.requested()
+    stop = self.stopping()
     if stop or (step < self.target and now - self._last_save >= self.checkpoint_seconds):
+      self.doing("checkpointing")
       self.save(state, history)
       if stop:
-        raise Interrupted(self.ctx.unit.name)
-    if step < self.target and now - self._last_line >= self.progress_seconds:
-      self._line(f"step {step}/{self.target}{', ' + status if status else ''}"
-                 f"{self._clock.eta(step)}")
+        raise Interrupted(self.ctx.unit.label)
 
   def save(self, state: Any, history: dict) -> None:
     """Checkpoints the state at the current step (with `elapsed` and `history`)."""
@@ -296,5 +370,5 @@ class Loop:
     returns the unit's seconds of training."""
     if self._ckpt.latest_step() != self.step:
       self.save(state, history)
-    self.status = "evaluating"
+    self.doing("evaluating")
     return self.elapsed

@@ -70,9 +70,11 @@ class UnitContext:
 
 @dataclasses.dataclass
 class RunSummary:
-  """Units computed here, skipped (done, or another process's), and whether it stopped early."""
+  """Units computed here, skipped (done, or another process's: `elsewhere`), and whether
+  it stopped early."""
   computed: int = 0
   skipped: int = 0
+  elsewhere: int = 0
   interrupted: bool = False
 
 
@@ -109,21 +111,23 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
   clock.start(0.0)
   summary, done_cost, start = RunSummary(), 0.0, time.perf_counter()
   for i, unit in enumerate(units):
-    label = f"[{i + 1}/{len(units)}] {unit.name}"
+    label = f"[{i + 1}/{len(units)}] {unit.label}"
     with _claim(workdir, unit) as mine:
       # Finished (perhaps while we waited for the claim), or being computed elsewhere.
       done = (unit.id, unit.target_step) in workdir_lib.finished_units(workdir)
       if done or not mine:
-        printer(f"{label}: {'already done' if done else 'running in another process'}, "
-                "skipped")
+        where = ("already done" if done
+                 else f"running in {workdir_lib.claim_owner(workdir, unit.slug)}")
+        printer(f"{label}: {where}, skipped")
         summary.skipped += 1
+        summary.elsewhere += not done
         clock.total -= unit.cost  # skipped units do not set the pace
         continue
       t0 = time.perf_counter()
       try:
         family.run_unit(config, unit, UnitContext(workdir, unit, printer, stop))
       except loop.Interrupted:
-        printer(f"{unit.name}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
+        printer(f"{unit.label}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
                 "command to resume.")
         summary.interrupted = True
         return summary
@@ -134,7 +138,7 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
     printer(f"{label}: {time.perf_counter() - t0:.1f}s (elapsed "
             f"{loop.format_seconds(time.perf_counter() - start)}{clock.eta(done_cost)})")
     if stop.requested() and i + 1 < len(units):
-      printer(f"stopped ({stop.signal_name}) after {unit.name}: {len(units) - i - 1} unit(s) "
+      printer(f"stopped ({stop.signal_name}) after {unit.label}: {len(units) - i - 1} unit(s) "
               "not started; rerun the same command to resume.")
       summary.interrupted = True
       return summary
@@ -162,10 +166,10 @@ def train_and_evaluate(family, config, workdir: str, *,
   family = get_family(family) if isinstance(family, str) else family
   family.validate_config(config)
   units = family.units(config)
-  names = [u.name for u in units]
-  if len(set(names)) < len(names):
+  ids = [u.id for u in units]
+  if len(set(ids)) < len(ids):
     raise ConfigError(f"the config lists the same unit twice: "
-                      f"{sorted({n for n in names if names.count(n) > 1})}.")
+                      f"{sorted({u.label for u in units if ids.count(u.id) > 1})}.")
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     config_json = json.loads(config.to_json() if hasattr(config, "to_json") else

@@ -9,8 +9,8 @@
       checkpoints/<unit>/         the unit's latest training state (orbax; `loop`)
       report.md, *.png            the family's report
 
-A unit's *current* id is the one the latest launch listing its name gave; a record is
-current when its unit id is (a rerun with another seed replaces a unit of the same name).
+Every unit's records count, each seed's and each setting's: a report shows a row per
+setting (the units of several seeds together) and names what tells rows apart.
 """
 
 from __future__ import annotations
@@ -36,9 +36,9 @@ from typing import Iterator
 from typing import Sequence
 
 __all__ = ["CURVES", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS", "LoadedUnit",
-           "append_records", "as_records", "checkpoint_dir", "claim", "current_unit_ids",
+           "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "finished_units", "load_results", "load_unit", "mark_finished", "read",
-           "read_launches", "read_records", "superseded_units", "to_jsonable", "unit_names",
+           "read_launches", "read_records", "to_jsonable", "unit_names", "units",
            "write_launch"]
 
 RESULTS = "results.jsonl"
@@ -210,43 +210,39 @@ def read_launches(workdir) -> list[dict]:
   return out
 
 
-def _current(launches: list[dict]) -> dict[str, str]:
-  return {str(u["name"]): str(u["id"]) for la in launches for u in la["units"]}
-
-
-def current_unit_ids(workdir) -> dict[str, str]:
-  """{unit name: its current id} over every unit a launch listed, in launch order.
+def units(workdir) -> dict[str, dict]:
+  """{unit id: {"name", "fields", "target_step"}} of every unit a launch listed, in launch
+  order (a unit launched again: its latest target step).
 
   Raises:
     ValueError: an unreadable launch file.
   """
-  return _current(read_launches(workdir))
-
-
-def unit_names(workdir) -> list[str]:
-  """The names of the current units of `workdir`, in launch order."""
-  return list(current_unit_ids(workdir))
-
-
-def superseded_units(workdir) -> list[tuple[str, str]]:
-  """[(unit name, id)] of the units that a later launch replaced (same name, other id)."""
-  launches = read_launches(workdir)
-  current, out = _current(launches), []
-  for pair in ((str(u["name"]), str(u["id"])) for la in launches for u in la["units"]):
-    if current[pair[0]] != pair[1] and pair not in out:
-      out.append(pair)
+  out = {}
+  for launch in read_launches(workdir):
+    for u in launch["units"]:
+      out[str(u["id"])] = {"name": str(u["name"]), "fields": dict(u.get("fields", {})),
+                           "target_step": u.get("target_step")}
   return out
 
 
-def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
-                 as_frame: bool | None = None) -> Any:
-  """The records of WORKDIR/<file>, by default those of the current units only.
+def unit_names(workdir) -> list[str]:
+  """The labels of `workdir`'s units ("name", or "name seed=S"), in launch order."""
+  labels = []
+  for u in units(workdir).values():
+    seed = u["fields"].get("seed")
+    label = u["name"] if seed is None else f"{u['name']} seed={seed}"
+    if label not in labels:
+      labels.append(label)
+  return labels
+
+
+def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) -> Any:
+  """The records of WORKDIR/<file>: every unit's, each seed's and setting's alike; of a
+  unit extended to a later target step, the "final" and "curve" records of its furthest.
 
   Args:
     workdir: an experiment's workdir.
     file: "results.jsonl" (both families) or "curves.jsonl" (operators' curves).
-    current_only: keep the current units' records only, and of a unit extended to a
-      later target step only the "final" and "curve" records of its current target.
     as_frame: True: a pandas DataFrame (NaN where a record lacks a field); False: a
       list of dicts; None: a DataFrame when pandas is importable.
 
@@ -255,7 +251,7 @@ def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
 
   Raises:
     FileNotFoundError: no such workdir or file.
-    ValueError: no (current) records, or an unreadable launch file.
+    ValueError: no records of a unit, or an unreadable launch file.
     ImportError: as_frame=True without pandas.
   """
   if as_frame and not _HAVE_PANDAS():
@@ -265,24 +261,16 @@ def load_results(workdir, file: str = RESULTS, *, current_only: bool = True,
     raise FileNotFoundError(f"no workdir {workdir!r}")
   if not os.path.exists(path(workdir, file)):
     raise FileNotFoundError(f"workdir {workdir!r} holds no {file}")
-  recs = read(workdir, file)
+  recs = [r for r in read(workdir, file) if "unit" in r]
   if not recs:
-    raise ValueError(f"workdir {workdir!r}: {file} holds no records")
-  if current_only:
-    launches = read_launches(workdir)
-    if launches:
-      ids = set(_current(launches).values())
-      targets = {str(u["id"]): int(u["target_step"]) for la in launches for u in la["units"]
-                 if "target_step" in u}
-      recs = [r for r in recs if r.get("unit") in ids and not (
-          r.get("kind") in ("final", "curve") and r.get("unit") in targets
-          and int(r.get("step", -1)) != targets[r["unit"]])]
-      why = "none of a unit that the launches list as current"
-    else:
-      recs = [r for r in recs if "unit" in r]
-      why = "none has a 'unit' field"
-    if not recs:
-      raise ValueError(f"workdir {workdir!r}: {file} holds no current records: {why}")
+    raise ValueError(f"workdir {workdir!r}: {file} holds no records of a unit")
+  furthest = {}
+  for r in recs:
+    if r.get("kind") in ("final", "curve"):
+      key = (r["unit"], r["kind"])
+      furthest[key] = max(furthest.get(key, -1), int(r.get("step", -1)))
+  recs = [r for r in recs if r.get("kind") not in ("final", "curve")
+          or int(r.get("step", -1)) == furthest[(r["unit"], r["kind"])]]
   if as_frame or (as_frame is None and _HAVE_PANDAS()):
     import pandas as pd
     return pd.DataFrame.from_records(recs)
@@ -329,32 +317,39 @@ class LoadedUnit:
   finished: bool
 
 
-def load_unit(workdir, name_or_id: str) -> LoadedUnit:
-  """The saved state of a unit, by name (its current id) or by id.
+def load_unit(workdir, which: str) -> LoadedUnit:
+  """The saved state of a unit, by id, by label ("name seed=S") or by name when one unit
+  has it.
 
   Raises:
     FileNotFoundError: no launch lists that unit, or it has no checkpoint.
+    ValueError: a name that several units (seeds) share.
   """
   from lie_unitary.experiments import fields
   from lie_unitary.experiments import loop
-  current = current_unit_ids(workdir)
-  uid = current.get(name_or_id, name_or_id)
-  for launch in reversed(read_launches(workdir)):
-    for u in launch["units"]:
-      if u["id"] == uid:
-        unit = fields.Unit(u["name"], u["fields"], u["target_step"])
-        ckpt = loop.Checkpointer(checkpoint_dir(workdir, unit.slug))
-        try:
-          if ckpt.latest_step() is None:
-            raise FileNotFoundError(f"unit {uid!r} has no checkpoint in {ckpt.directory}.")
-          step = int(ckpt.latest_step())
-          state, _ = ckpt.restore(None)
-        finally:
-          ckpt.close()
-        return LoadedUnit(uid, unit.name, step, state, dict(unit.fields), launch["config"],
-                          (uid, unit.target_step) in finished_units(workdir))
-  raise FileNotFoundError(f"no launch in {workdir} lists a unit {name_or_id!r}; current "
-                          f"units: {sorted(current)}.")
+  known = units(workdir)
+  found = [uid for uid, u in known.items()
+           if which in (uid, u["name"], fields.Unit(u["name"], u["fields"], 0).label)]
+  if len(found) > 1:
+    raise ValueError(f"{len(found)} units of {workdir} are called {which!r}: ask for one "
+                     f"by label or id: {found}.")
+  if not found:
+    raise FileNotFoundError(f"no launch in {workdir} lists a unit {which!r}; its units: "
+                            f"{unit_names(workdir)}.")
+  uid, u = found[0], known[found[0]]
+  unit = fields.Unit(u["name"], u["fields"], u["target_step"])
+  ckpt = loop.Checkpointer(checkpoint_dir(workdir, unit.slug))
+  try:
+    if ckpt.latest_step() is None:
+      raise FileNotFoundError(f"unit {uid!r} has no checkpoint in {ckpt.directory}.")
+    step = int(ckpt.latest_step())
+    state, _ = ckpt.restore(None)
+  finally:
+    ckpt.close()
+  config = next(la["config"] for la in reversed(read_launches(workdir))
+                if any(x["id"] == uid for x in la["units"]))
+  return LoadedUnit(uid, unit.name, step, state, dict(unit.fields), config,
+                    (uid, unit.target_step) in finished_units(workdir))
 
 
 # Claims ---------------------------------------------------------------------------------
@@ -381,6 +376,16 @@ def _stale(file: str, now: float) -> bool:
   if owner.get("host") == socket.gethostname() and not _alive(int(owner.get("pid", 0))):
     return True
   return age > STALE_SECONDS
+
+
+def claim_owner(workdir, slug: str) -> str:
+  """Who holds the claim of unit `slug`: "process PID on HOST" (for messages)."""
+  try:
+    with open(os.path.join(path(workdir, _CLAIMS), slug), encoding="utf-8") as f:
+      owner = json.load(f)
+    return f"process {owner['pid']} on {owner['host']}"
+  except (OSError, ValueError, KeyError):
+    return "another process"
 
 
 @contextlib.contextmanager

@@ -1,84 +1,145 @@
-"""The operator-learning family's field table (paper §3, Tables 1-2, app. B).
+"""The operator-learning family's fields (paper §3, Tables 1-2, app. B): each one's
+default, meaning, check and identity rule, in one table; config files start from
+`defaults()`.
 
-`FIELDS` says what each field accepts and whether it enters a unit's identity (training
-fields for trained units, refresh fields for refreshing approaches; a unit's own n,
-approach, epochs, learning rate and basis scale stand in for the fields that list the
-units). Defaults and meanings: `defaults.get_config()`.
+Importing this module loads ml_collections only (config files import it): choices kept in
+jax modules (parametrizations, generators) are read when a config is checked. A unit's
+identity: its n, approach, epochs, learning rate, basis scale and seed, and the fields
+whose rule holds (training fields for trained units, refresh fields for refreshing
+approaches).
 """
 
 from __future__ import annotations
 
 import ml_collections
 
-from lie_unitary import generators
-from lie_unitary import parametrizations
-from lie_unitary import principal_branch
 from lie_unitary.experiments import fields as F
-from lie_unitary.experiments import launch
-from lie_unitary.experiments import training
-from lie_unitary.experiments.operators.defaults import NAMED_CONFIGS
 
-__all__ = ["BASELINES", "BASIS_CHANGE_APPROACHES", "COMPLEX_APPROACHES", "FIELDS",
-           "NAMED_CONFIGS", "REAL_APPROACHES", "REAL_GENERATORS", "get_config", "real_dtype"]
+__all__ = ["BASELINES", "BASIS_CHANGE_APPROACHES", "FIELDS", "NAMED_CONFIGS",
+           "REAL_GENERATORS", "approaches", "defaults", "get_config", "real_dtype"]
 
+# The experiments of configs/ that ``--config=NAME`` knows: NAME -> file name.
+NAMED_CONFIGS = {"table1": "table1", "table1_rmsprop": "table1_rmsprop", "table2": "table2",
+                 "basis_change": "basis_change", "large": "large",
+                 "orthogonal": "orthogonal", "smoke": "operators_smoke"}
 # What the family fits: a parametrization, or a baseline (`data.make_baselines`).
 BASELINES = ("true", "rand", "lstsq")
-COMPLEX_APPROACHES = tuple(n for n, p in parametrizations.PARAMETRIZATIONS.items()
-                           if not p.is_orthogonal)
-REAL_APPROACHES = tuple(n for n, p in parametrizations.PARAMETRIZATIONS.items()
-                        if p.is_orthogonal)
 # Generators of SO(n) targets (U(n) targets: `lie_unitary.GENERATORS`).
 REAL_GENERATORS = ("haar", "lie")
 # Approaches that accept appendix B's λ = λ̃ᵀ M: a refresh (if any) returns λ = λ̃ = 0.
 BASIS_CHANGE_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
 
 
-def _trained(config, unit) -> bool:
-  return unit.approach != "baselines"
+def approaches(field: str) -> tuple[str, ...]:
+  """The parametrizations that fit `field` ('complex': unitary, 'real': orthogonal)."""
+  from lie_unitary import parametrizations
+  return tuple(n for n, p in parametrizations.PARAMETRIZATIONS.items()
+               if p.is_orthogonal == (field == "real"))
 
 
-def _refreshes(config, unit) -> bool:
-  return (_trained(config, unit)
-          and parametrizations.get_parametrization(unit.approach).refresh is not None)
+def _generators():
+  from lie_unitary import generators
+  return tuple(generators.GENERATORS) + REAL_GENERATORS
 
 
-_POSITIVE = F.integer(1)
-_NONNEGATIVE = F.number(0.0)
+def _refresh_states():
+  from lie_unitary import principal_branch
+  return principal_branch.REFRESH_STATES
+
+
+def _trained(config, setting) -> bool:
+  return setting.approach != "baselines"
+
+
+def _refreshes(config, setting) -> bool:
+  from lie_unitary import parametrizations
+  return (_trained(config, setting)
+          and parametrizations.get_parametrization(setting.approach).refresh is not None)
+
+
+_POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
+_OPTIMIZERS, _SCHEDULES = ("sgd", "rmsprop"), ("constant", "cosine")
 
 FIELDS = {
-    "variant": F.Field(F.string(), identity=False),
-    "field": F.Field(F.one_of(("complex", "real"))),
-    "n_values": F.Field(F.tuple_of(F.integer(1), unique=True, example="(3, 6)"), identity=False),
-    "approaches": F.Field(F.tuple_of(F.one_of(COMPLEX_APPROACHES + REAL_APPROACHES + BASELINES),
-                                     unique=True), identity=False),
-    "generators": F.Field(F.tuple_of(F.one_of(tuple(generators.GENERATORS) + REAL_GENERATORS))),
-    "num_replicates": F.Field(_POSITIVE),
-    "num_epochs": F.Field(F.pairs(F.integer(0), F.integer(1), "((0, 1), (8, 3))"), identity=False),
-    "batch_size": F.Field(_POSITIVE, identity=_trained),
-    "optimizer": F.Field(F.one_of(training.OPTIMIZERS), identity=_trained),
-    "learning_rate": F.Field(F.number(positive=True), identity=False),
-    "rmsprop_decay": F.Field(F.number(0.0, below=1.0), identity=_trained),
-    "dtype": F.Field(F.one_of(("complex64", "complex128"))),
-    "seed": F.Field(F.integer(0)),
-    "num_train": F.Field(_POSITIVE),
-    "num_val": F.Field(_POSITIVE),
-    "num_test": F.Field(_POSITIVE),
-    "val_every": F.Field(_POSITIVE, identity=_trained),
-    "val_subsample": F.Field(_POSITIVE),
-    "noise_std": F.Field(_NONNEGATIVE),
-    "lie_target_std": F.Field(_NONNEGATIVE),
-    "basis_scales": F.Field(F.tuple_of(_NONNEGATIVE), identity=False),
-    "lr_divisors": F.Field(F.tuple_of(F.number(positive=True)), identity=False),
-    "lr_schedule": F.Field(F.one_of(training.SCHEDULES), identity=_trained),
-    "refresh_every": F.Field(F.integer(0), identity=_refreshes),
-    "refresh_state": F.Field(F.one_of(principal_branch.REFRESH_STATES), identity=_refreshes),
+    "variant": F.Field("", "the experiment's name (recorded in the launch file only)",
+                       F.string(), identity=False),
+    "field": F.Field("complex", "'complex': U(n) targets, complex x and noise; 'real': "
+                     "SO(n) targets, real x and noise", F.one_of(("complex", "real"))),
+    "n_values": F.Field((6,), "matrix sizes n, units each",
+                        F.tuple_of(F.integer(1), unique=True, example="(3, 6)"),
+                        identity=False),
+    "approaches": F.Field(("true", "rand", "lstsq", "projection", "arjovsky", "lie_algebra"),
+                          "what to fit: parametrizations of the field "
+                          "(`lie_unitary.PARAMETRIZATIONS`) and the baselines true (the "
+                          "target), rand (another draw), lstsq (unconstrained least squares)",
+                          F.tuple_of(F.one_of(lambda: approaches("complex")
+                                              + approaches("real") + BASELINES), unique=True),
+                          identity=False),
+    "generators": F.Field(("lie", "qr", "composition"), "target generators, cycled over "
+                          "replicates (replicate r uses generators[r % len]): qr, haar, lie, "
+                          "composition (complex); haar, lie (real)",
+                          F.tuple_of(F.one_of(_generators))),
+    "seeds": F.Field((0,), "root seeds, units each: replicate r at size n uses "
+                     "fold_in(fold_in(key(seed), n), r), the same target and data for every "
+                     "approach", F.tuple_of(F.integer(0), unique=True, example="(0, 1)"),
+                     identity=False),
+    "num_replicates": F.Field(18, "replicates (target, data, init) per unit, one vmapped "
+                              "program", _POSITIVE),
+    "num_epochs": F.Field(((0, 1),), "epochs per n as (n, epochs) pairs; (0, e) is the "
+                          "default for every n not listed. Each epoch visits the num_train "
+                          "pairs in a fresh order",
+                          F.pairs(F.integer(0), F.integer(1), "((0, 1), (8, 3))"),
+                          identity=False),
+    "batch_size": F.Field(20, "pairs per step", _POSITIVE, identity=_trained),
+    "optimizer": F.Field("sgd", "'sgd' (as the paper ran it) or 'rmsprop' (no momentum)",
+                         F.one_of(_OPTIMIZERS), identity=_trained),
+    "learning_rate": F.Field(1e-3, "step size; each unit's: learning_rate / d for d in "
+                             "lr_divisors", F.number(positive=True), identity=False),
+    "rmsprop_decay": F.Field(0.9, "RMSProp's decay of the mean square",
+                             F.number(0.0, below=1.0), identity=_trained),
+    "dtype": F.Field("complex64", "'complex64' (float32 parameters) or 'complex128' "
+                     "(float64; the unit runs with x64 enabled); for field='real' the "
+                     "matching real dtype", F.one_of(("complex64", "complex128"))),
+    "num_train": F.Field(1_000_000, "training pairs per replicate (the paper: 10⁶ = "
+                         "50,000 × 20)", _POSITIVE),
+    "num_val": F.Field(100_000, "validation pairs (the whole set is evaluated at the end)",
+                       _POSITIVE),
+    "num_test": F.Field(100_000, "test pairs", _POSITIVE),
+    "val_every": F.Field(250, "steps between validation points (the paper: 250); divides "
+                         "num_train // batch_size", _POSITIVE, identity=_trained),
+    "val_subsample": F.Field(10_000, "validation pairs of the curve (the first ones of the "
+                             "set)", _POSITIVE),
+    "noise_std": F.Field(0.01, "standard deviation of each real component of the noise ε",
+                         _NONNEGATIVE),
+    "lie_target_std": F.Field(1.0, "std of the 'lie' generator's target λ (1 in §3; 0.01 "
+                              "in app. B)", _NONNEGATIVE),
+    "basis_scales": F.Field((0.0,), "appendix B: c of the change of basis M ~ U(-c, c) "
+                            "(n² × n²), units each; 0 = standard basis. c > 0 needs "
+                            "approaches lie_algebra, lie_zero_init or lie_rebased (and "
+                            "baselines)", F.tuple_of(_NONNEGATIVE), identity=False),
+    "lr_divisors": F.Field((1.0,), "appendix B: a unit per learning rate learning_rate / d",
+                           F.tuple_of(F.number(positive=True)), identity=False),
+    "lr_schedule": F.Field("constant", "'constant' or 'cosine' (the rate decays to 0 over "
+                           "the run)", F.one_of(_SCHEDULES), identity=_trained),
+    "refresh_every": F.Field(100, "approaches that refresh their chart (lie_recentred, "
+                             "lie_rebased, ...): before every step s with s % refresh_every "
+                             "== 0, s = 0 included; 0 = never", F.integer(0),
+                             identity=_refreshes),
+    "refresh_state": F.Field("keep", "what a refresh does to the optimizer's moments: "
+                             "'keep' or 'reset' (step counts, and so the schedule, are kept)",
+                             F.one_of(_refresh_states), identity=_refreshes),
 }
+
+
+def defaults() -> ml_collections.ConfigDict:
+  """Table 1's protocol at n = 6, one epoch: every field at its default (`FIELDS`)."""
+  return F.defaults(FIELDS)
 
 
 def get_config(name: str = "table1") -> ml_collections.ConfigDict:
   """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`); ValueError for an
   unknown name."""
-  return launch.load_config("operators", name)
+  return F.load_config("operators", name)
 
 
 def real_dtype(dtype: str) -> str:

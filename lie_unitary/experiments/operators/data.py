@@ -17,7 +17,6 @@ from lie_unitary import algebra
 from lie_unitary import expm
 from lie_unitary import generators
 from lie_unitary.experiments.operators import config as config_lib
-from lie_unitary.experiments.operators import defaults
 from lie_unitary.sequencing import after as _after
 
 __all__ = ["ReplicateKeys", "TaskSpec", "dataset_loss", "dtypes", "example_pairs",
@@ -25,12 +24,12 @@ __all__ = ["ReplicateKeys", "TaskSpec", "dataset_loss", "dtypes", "example_pairs
            "squared_error_loss"]
 
 _EVAL_CHUNK = 10_000  # pairs per chunk when evaluating a whole data set
-_DEFAULTS = defaults.get_config()
+_DEFAULTS = config_lib.defaults()
 
 
 class TaskSpec(NamedTuple):
   """The task (hashable, static under jit): size `n`, the real dtype ("float32" or
-  "float64") and the config fields of the same names (`defaults.get_config()`)."""
+  "float64") and the config fields of the same names (`config.FIELDS`)."""
   n: int
   field: str = _DEFAULTS.field
   generators: tuple[str, ...] = tuple(_DEFAULTS.generators)

@@ -38,12 +38,13 @@ _BASIS_KEY = 1_000_003  # fold_in tag of the change-of-basis matrices
 
 
 class Setting(NamedTuple):
-  """One unit of work: all replicates of one (n, approach, basis scale, lr)."""
+  """One unit of work: all replicates of one (n, approach, basis scale, lr, seed)."""
   n: int
   approach: str  # a parametrization, or "baselines"
   num_epochs: int
   learning_rate: float
   basis_scale: float
+  seed: int = 0
 
 
 def epochs_for(config, n: int) -> int:
@@ -70,8 +71,7 @@ def validate_config(config) -> None:
   real = config.field == "real"
   if real and min(config.n_values) < 2:
     F.fail("n_values", config.n_values, "n ≥ 2 for SO(n) targets")
-  allowed = ((config_lib.REAL_APPROACHES if real else config_lib.COMPLEX_APPROACHES)
-             + config_lib.BASELINES)
+  allowed = config_lib.approaches(config.field) + config_lib.BASELINES
   wrong = [a for a in config.approaches if a not in allowed]
   if wrong:
     F.fail("approaches", config.approaches, f"approaches for field {config.field!r} from "
@@ -97,8 +97,9 @@ def validate_config(config) -> None:
 
 
 def units(config) -> list[Unit]:
-  """The units of a validated `config`, smallest n first, baselines first at each n; a
-  unit's identity: the fields of `config.FIELDS` that hold for it, and its own setting."""
+  """The units of a validated `config`, smallest n first, baselines first at each n, then
+  seed by seed; a unit's identity: the fields of `config.FIELDS` whose rule holds for it,
+  and its own setting."""
   baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
   schedule = "" if config.lr_schedule == "constant" else f" {config.lr_schedule}"
   out = []
@@ -108,8 +109,9 @@ def units(config) -> list[Unit]:
     settings += [Setting(n, a, epochs, float(config.learning_rate) / float(d), float(c))
                  for a in config.approaches if a not in config_lib.BASELINES
                  for c in config.basis_scales for d in config.lr_divisors]
-    for s in settings:
-      fields = {"family": NAME, "n": n, **F.identity(config, config_lib.FIELDS, s)}
+    for s in (s._replace(seed=seed) for s in settings for seed in config.seeds):
+      fields = {"family": NAME, "n": n, "seed": s.seed,
+                **F.identity(config, config_lib.FIELDS, s)}
       if s.approach == "baselines":
         name = f"n={n} baselines"
         fields.update(approach="baselines", baselines=baselines)
@@ -138,8 +140,8 @@ def train_spec(config, s: Setting) -> trainer_lib.TrainSpec:
   return trainer_lib.TrainSpec(**fields)
 
 
-def _setting_key(config, n):  # replicate r's keys fold r into it (`data.replicate_keys`)
-  return jax.random.fold_in(jax.random.key(config.seed), n)
+def _setting_key(s: Setting):  # replicate r's keys fold r into it (`data.replicate_keys`)
+  return jax.random.fold_in(jax.random.key(s.seed), s.n)
 
 
 def _change_of_basis(config, s: Setting, task: data.TaskSpec):
@@ -147,7 +149,7 @@ def _change_of_basis(config, s: Setting, task: data.TaskSpec):
   share it); None for c = 0."""
   if s.basis_scale == 0:
     return None
-  key = jax.random.fold_in(jax.random.fold_in(jax.random.key(config.seed), _BASIS_KEY),
+  key = jax.random.fold_in(jax.random.fold_in(jax.random.key(s.seed), _BASIS_KEY),
                            int(round(s.basis_scale * 1000)))
   return jax.random.uniform(key, (s.n * s.n, s.n * s.n), jnp.dtype(task.real_dtype),
                             -s.basis_scale, s.basis_scale)
@@ -165,7 +167,7 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     s, gens, num = unit.spec, tuple(config.generators), config.num_replicates
     replicas = replicas_lib.Replicas(num)
     task = task_spec(config, s.n)
-    key = _setting_key(config, s.n)
+    key = _setting_key(s)
     common = dict(kind="final", step=unit.target_step)
     if s.approach == "baselines":
       baselines = replicas.map(lambda r, k: data.make_baselines(task)(k, r), (0, None))
@@ -192,13 +194,14 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
           lambda r, st, d, k, e, first: t.chunk(st, d, k, r, e, first, num_intervals),
           (0, 0, 0, None, None, None))
 
-    with loop.Loop(ctx, replicas, unit.target_step) as lp:
+    with loop.Loop(ctx, replicas, unit.target_step, every=per_call * val_every,
+                   epoch_steps=per_epoch * val_every, call_seconds=None) as lp:
       state, initial = init(replicas.ids, key)
       initial = replicas.gather(initial)
       state, history = lp.restore(state, {"curves": {
           k: [np.asarray(v, np.float64).tolist()] for k, v in initial.items()}})
       curves, this_epoch, data_epoch = history["curves"], None, None
-      for step, num_steps in lp.calls(per_call * val_every, per_epoch * val_every):
+      for step, num_steps, _ in lp.calls():
         epoch, first = divmod(step // val_every, per_epoch)
         if epoch != data_epoch:  # the epoch's pair order: once per epoch, never stored
           this_epoch, data_epoch = epoch_data(replicas.ids, state, key, jnp.int32(epoch)), epoch
@@ -210,8 +213,8 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
         last = {k: np.asarray(v)[:, -1] for k, v in points.items()}
         spread = (f", θ spread median {loop.median(last['theta_spread']):.3g}"
                   if "theta_spread" in last else "")
-        lp.after_call(state, step + num_steps, history,
-                      f"val loss median {loop.median(last['val_loss']):.4g}{spread}")
+        lp.show(f"val loss median {loop.median(last['val_loss']):.4g}{spread}")
+        lp.after_call(state, step + num_steps, history)
       elapsed = lp.finish(state, history)
       finish = replicas.map(lambda r, st, k: t.finish(st, k, r), (0, 0, None))
       out = replicas.gather(finish(replicas.ids, state, key))

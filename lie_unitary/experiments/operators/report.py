@@ -1,9 +1,9 @@
 """Report of the operator-learning runs (paper §3): tables beside the paper's, figures.
 
-`markdown(results)` is WORKDIR/report.md's text: a test-loss table per (seed, optimizer,
+`markdown(results)` is WORKDIR/report.md's text: a test-loss table per (optimizer,
 learning rate, schedule) with the paper's values beside, Table 2, SO(n) components,
 appendix B's grid. `figures(results, curves)` builds the figures (matplotlib, no pyplot);
-`write_report(workdir)` writes both. Only the current units' records count.
+`write_report(workdir)` writes both. Every seed's runs are pooled in one table.
 """
 
 from __future__ import annotations
@@ -12,7 +12,6 @@ import collections
 import os
 from typing import Any
 from typing import Iterable
-from typing import Sequence
 
 import numpy as np
 
@@ -101,21 +100,39 @@ def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
   return list(by_key.values())
 
 
+# The fields of the task (not of an approach): results of other values are other tables.
+_TASK_FIELDS = ("field", "generators", "num_replicates", "dtype", "num_train", "num_val",
+                "num_test", "val_subsample", "noise_std", "lie_target_std")
+
+
+def _task(r) -> tuple:
+  return tuple((k, _hashable(r.get(k))) for k in _TASK_FIELDS)
+
+
+def _hashable(v):
+  return tuple(v) if isinstance(v, list) else v
+
+
+def _differences(task: tuple, tasks) -> str:
+  """" (k=v, ...)" of the task fields in which `task` differs from others of `tasks`."""
+  differ = [(k, v) for k, v in task if len({dict(t)[k] for t in tasks}) > 1]
+  return f" ({', '.join(f'{k}={v}' for k, v in differ)})" if differ else ""
+
+
 def _groups(results):
-  """Standard-basis results by (seed, optimizer, lr, schedule), the baselines shared;
-  none for a change-of-basis sweep (it gets its own grid)."""
+  """Standard-basis results by (task fields, optimizer, lr, schedule), every seed's
+  pooled, the baselines shared; none for a change-of-basis sweep (its own grid)."""
   if any(r.get("basis_scale") for r in results):
     return {}
   baselines = [r for r in results if r["optimizer"] == "none"]
   groups = collections.defaultdict(list)
   for r in results:
     if r["optimizer"] != "none":
-      groups[(r.get("seed", 0), r["optimizer"], r["learning_rate"], _schedule(r))].append(r)
+      groups[(_task(r), r["optimizer"], r["learning_rate"], _schedule(r))].append(r)
   if not groups:
-    for seed in sorted({r.get("seed", 0) for r in baselines}):
-      groups[(seed, "none", 0.0, "constant")] = []
-  return {k: v + [b for b in baselines if b.get("seed", 0) == k[0]]
-          for k, v in groups.items()}
+    for task in sorted({_task(r) for r in baselines}, key=repr):
+      groups[(task, "none", 0.0, "constant")] = []
+  return {k: v + [b for b in baselines if _task(b) == k[0]] for k, v in groups.items()}
 
 
 def _table(results, paper, approaches=_ORDER, title="") -> list[str]:
@@ -240,21 +257,23 @@ def _spectrum_figure(curves):
           ("min_sinc", "min |sinc(Δ/2)|", True))
   fig = Figure(figsize=(3.6 * len(ns), 7.5))
   axes = fig.subplots(len(rows), len(ns), sharex="col", squeeze=False)
-  keys = sorted({(c["approach"], _schedule(c)) for c in curves},
-                key=lambda k: (_ORDER.index(k[0]) if k[0] in _ORDER else 99, k[1]))
-  colors = {a: f"C{i}" for i, a in enumerate(dict.fromkeys(a for a, _ in keys))}
+  keys = sorted({(c["approach"], _schedule(c), _task(c)) for c in curves},
+                key=lambda k: (_ORDER.index(k[0]) if k[0] in _ORDER else 99, k[1], repr(k[2])))
+  colors = {k: f"C{i}" for i, k in enumerate(dict.fromkeys((a, t) for a, _, t in keys))}
   for j, n in enumerate(ns):
-    for a, sched in keys:
-      mine = [c for c in curves if c["n"] == n and c["approach"] == a and _schedule(c) == sched]
+    for a, sched, task in keys:
+      mine = [c for c in curves if c["n"] == n and c["approach"] == a
+              and _schedule(c) == sched and _task(c) == task]
       if not mine:
         continue
       for i, (field, label, log) in enumerate(rows):
         vals = np.asarray([[np.nan if v is None else float(v) for v in c[field]]
                            for c in mine], np.float64)
         axes[i][j].plot(np.asarray(mine[0]["val_steps"], np.float64),
-                        np.nanmedian(vals, axis=0), color=colors[a],
+                        np.nanmedian(vals, axis=0), color=colors[(a, task)],
                         ls="-" if sched == "constant" else "--", lw=1,
-                        label=a + ("" if sched == "constant" else f" ({sched})"))
+                        label=a + ("" if sched == "constant" else f" ({sched})")
+                        + _differences(task, {k[2] for k in keys}))
         if log:
           axes[i][j].set_yscale("log")
         if j == 0:
@@ -316,31 +335,26 @@ def figures(results: Any, curves: Any = ()) -> dict:
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
-             superseded: Sequence[tuple[str, str]] = (), source: str | None = None) -> str:
+             source: str | None = None) -> str:
   """The Markdown report: test-loss tables beside the paper's, appendix B, SO(n) components.
 
-  A cell is mean ± bootstrap s.e. over replicates, the paper's value in parentheses.
+  A cell is the mean ± bootstrap standard error over the runs (every seed's replicates),
+  the paper's value in parentheses.
 
   Args:
     results: as `figures`.
     figure_files: ``{figure name: file name}`` of figures beside the report, linked.
-    superseded: ``(unit_name, unit_id)`` pairs a later launch replaced, listed in a note.
     source: where the records came from, named in the header.
   """
   results = _latest(results, "final")
   figure_files = figure_files or {}
+  seeds = sorted({r["seed"] for r in results if "seed" in r})
   lines = ["# Learning unitary operators: results", "",
            f"{len(results)} records" + (f" from `{source}`" if source else "")
-           + ". Cells: test loss, mean ± bootstrap s.e. over replicates (paper's value in "
-           "parentheses where it has one; its Table 1 for every column, its Table 2 for "
-           "lie_restricted).", ""]
-  if superseded:
-    lines += ["superseded: " + ", ".join(f"{name} ({uid})" for name, uid in superseded)
-              + " (replaced by a later launch; left out).", ""]
-  seeds = sorted({r["seed"] for r in results if "seed" in r})
-  if len(seeds) > 1:
-    lines += [f"**The records come from several seeds ({', '.join(map(str, seeds))}): each "
-              "table below is one seed's.**", ""]
+           + f", seeds {', '.join(map(str, seeds)) or '—'}. Cells: test loss, mean ± "
+           "bootstrap standard error over the runs (every seed's replicates; the paper's "
+           "value in parentheses where it has one: its Table 1 for every column, its "
+           "Table 2 for lie_restricted).", ""]
   pairs = [int(r["num_train"]) * int(r.get("num_epochs", 1)) for r in results
            if r.get("optimizer") != "none" and "num_train" in r]
   if pairs and max(pairs) < _SHORT_RUN_PAIRS:
@@ -355,12 +369,13 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   if real:  # SO(n) targets: the paper has no numbers for them
     paper = {}
     lines += _orthogonal_components(real)
-  for (seed, opt, lr, sched), group in sorted(_groups(results).items()):
+  groups = _groups(results)
+  tasks = sorted({k[0] for k in groups}, key=repr)
+  for (task, opt, lr, sched), group in sorted(groups.items(), key=repr):
     title = "## Baselines" if opt == "none" else (
         f"## Test loss ({opt}, lr {lr:g}" + ("" if sched == "constant" else
                                             f", {sched} schedule") + ")")
-    if len(seeds) > 1:
-      title += f", seed {seed}"
+    title += _differences(task, tasks).replace(" (", " — ", 1).rstrip(")")
     lines += _table(group, paper, title=title) + _floor_ratios(group)
     if any(r["approach"] == "lie_restricted" for r in group):
       lines += _table([r for r in group if r["n"] in PAPER_TABLE2], PAPER_TABLE2,
@@ -386,21 +401,18 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
 
   Args:
     workdir: the experiment's folder; the files are written there.
-    results: the "final" records; default: WORKDIR/results.jsonl's current ones, with a
-      note naming the superseded units.
-    curves: the "curve" records; default: WORKDIR/curves.jsonl's current ones, if any.
+    results: the "final" records; default: WORKDIR/results.jsonl's.
+    curves: the "curve" records; default: WORKDIR/curves.jsonl's, if any.
 
   Returns:
     The paths written, report.md first.
 
   Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no current
-      results (`workdir.load_results`).
+    FileNotFoundError, ValueError: `results` is None and the workdir has no results
+      (`workdir.load_results`).
   """
-  superseded = []
   if results is None:
     results = workdir_lib.load_results(workdir, as_frame=False)
-    superseded = workdir_lib.superseded_units(workdir)
   if curves is None:
     try:
       curves = workdir_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
@@ -412,6 +424,5 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
   path = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(path, "w", encoding="utf-8") as f:
     f.write(markdown(results, figure_files={k: f"{k}.png" for k in figs},
-                     superseded=superseded,
                      source=workdir_lib.path(workdir, workdir_lib.RESULTS)))
   return [path] + [os.path.join(workdir, f"{k}.png") for k in figs]

@@ -23,19 +23,18 @@ from lie_unitary.experiments import training
 from lie_unitary.experiments import workdir
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data
-from lie_unitary.experiments.operators import defaults
 from lie_unitary.experiments.operators.data import TaskSpec
 from lie_unitary.sequencing import after as _after
 
 __all__ = ["EpochData", "ReplicateState", "TrainSpec", "Trainer", "make_train",
            "make_trainer", "optimizer_for"]
 
-_DEFAULTS = defaults.get_config()
+_DEFAULTS = config_lib.defaults()
 
 
 class TrainSpec(NamedTuple):
   """One training setting: `approach` (a parametrization), `num_epochs`, and the config
-  fields of the same names (meanings and defaults: `defaults.get_config()`)."""
+  fields of the same names (meanings and defaults: `config.FIELDS`)."""
   approach: str
   optimizer: str = _DEFAULTS.optimizer
   learning_rate: float = _DEFAULTS.learning_rate

@@ -1,118 +1,232 @@
-"""The RNN family's field tables: what each field accepts and whether it enters a unit's
-identity (`FIELDS`; `MODEL_FIELDS` for an entry of `models`). Defaults and meanings: the
-light `defaults.get_config()`. A unit's identity: the task, model, T, the model's entry
-of `models` and the fields whose identity rule holds for the model (h0 only for complex
-states, λ fields only for the guRNNs, refresh fields only with a refresh on).
+"""The RNN family's fields (paper §4 and sequential images): each one's default, meaning,
+check and identity rule, in one table; config files start from `defaults()`.
+
+Importing this module loads ml_collections only (config files import it): choices kept in
+jax modules (activations, tasks, optimizers) are read when a config is checked. A unit's
+identity: its task, model, T and seed, the model's entry of `models`, and the fields whose
+rule holds for the model (h0 only for complex states, λ fields only for the guRNNs,
+refresh fields only with a refresh on, image fields only for the image tasks).
 """
 
 from __future__ import annotations
 
+import math
+
 import ml_collections
 
-from lie_unitary import nn as lnn
-from lie_unitary import principal_branch
 from lie_unitary.experiments import fields as F
-from lie_unitary.experiments import launch
-from lie_unitary.experiments import training
-from lie_unitary.experiments.rnn import data
-from lie_unitary.experiments.rnn import defaults
-from lie_unitary.experiments.rnn import trainer
-from lie_unitary.experiments.rnn.defaults import NAMED_CONFIGS
-from lie_unitary.experiments.rnn.defaults import image_models
-from lie_unitary.experiments.rnn.defaults import paper_models
 
-__all__ = ["BUDGETS", "FIELDS", "MODEL_FIELDS", "NAMED_CONFIGS", "budget_hidden_size",
-           "get_config", "image_models", "paper_models"]
+__all__ = ["BUDGETS", "FIELDS", "GURNN_MODELS", "H0_MODELS", "IMAGE_MODELS", "IMAGE_TASKS",
+           "LAMBDA_MODELS", "MODELS", "MODEL_FIELDS", "NAMED_CONFIGS", "ORTHOGONAL_MODELS",
+           "defaults", "get_config", "image_models", "paper_models"]
 
-# The size of expRNN's orthogonal RNN whose parameter count sets each budget.
-BUDGETS = {budget: sizes["orthogonal"] for budget, sizes in defaults.BUDGETS.items()}
+# The experiments of configs/ that ``--config=NAME`` knows: NAME -> file name.
+NAMED_CONFIGS = {"adding": "adding", "memory": "memory", "copy_long": "copy_long",
+                 "adding_long": "adding_long", "smoke": "rnn_smoke",
+                 "pixel_mnist": "pixel_mnist", "permuted_mnist": "permuted_mnist"}
+
+MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free", "orthogonal")
+# GURNNCell's models; `free` has an unconstrained 2n×2n matrix in place of U(λ), so no λ.
+GURNN_MODELS = ("gurnn", "gurnn_beta", "free")
+LAMBDA_MODELS = ("gurnn", "gurnn_beta")
+ORTHOGONAL_MODELS = ("orthogonal",)  # expRNN's: W ∈ SO(n) from so(n) coefficients μ
+H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")  # a complex state, h0 its initial value
+IMAGE_TASKS = ("pixel", "permuted")
 IMAGE_MODELS = ("gurnn", "orthogonal", "lstm")
+LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
+READOUT_INITS = ("lecun_normal", "torch")
+ORTHOGONAL_EXPMS = ("eigh", "pade")
+LAMBDA_REFRESHES = ("none", "recentre", "rebase")
+# Parameter budgets of the image tasks: each model's hidden size whose trainable count is
+# nearest to expRNN's orthogonal RNN's (`experiment.budget_hidden_size` computes them).
+BUDGETS = {"16k": {"gurnn": 116, "orthogonal": 170, "lstm": 62},
+           "69k": {"gurnn": 250, "orthogonal": 360, "lstm": 129},
+           "137k": {"gurnn": 358, "orthogonal": 512, "lstm": 183}}
 
-# Identity rules: (config, model) -> whether the field enters the unit's identity.
-_lambda = lambda c, m: m in trainer.LAMBDA_MODELS
-_lambda_refresh = lambda c, m: _lambda(c, m) and c.lambda_refresh != "none"
-_phases = lambda c, m: _lambda(c, m) and c.lambda_init == "phases"
-_images = lambda c, m: c.task in data.IMAGE_TASKS
-_POSITIVE = F.integer(1)
-_NONNEGATIVE = F.number(0.0)
+_POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
 
-# An entry of the per-model table (each model has the fields its `paper_models` entry has).
+
+def _registry(module: str, name: str):
+  """A registry of a jax module, read only when a config is checked."""
+  import importlib
+  return lambda: getattr(importlib.import_module(module), name)
+
+
+# An entry of `models` (a model has the fields its `paper_models` entry has).
 MODEL_FIELDS = {
-    "hidden_size": F.Field(_POSITIVE),
-    "beta": F.Field(F.number(positive=True)),
-    "activation": F.Field(F.one_of(lnn.GURNN_ACTIVATIONS)),
-    "learning_rate": F.Field(F.number(positive=True)),
-    "lambda_learning_rate": F.Field(F.number(positive=True)),
-    "clip_value": F.Field(_NONNEGATIVE),
-    "clip_norm": F.Field(_NONNEGATIVE),  # in the identity only when on (`unit_spec`)
-}
-
-FIELDS = {
-    "variant": F.Field(F.string(), identity=False),
-    "task": F.Field(F.one_of((*data.TASKS, "copy")), identity=False),
-    "model": F.Field(F.tuple_of(F.one_of(trainer.MODELS), unique=True,
-                                example="('gurnn', 'lstm') or --config.model=gurnn,lstm"),
-                     identity=False),
-    "T": F.Field(F.tuple_of(F.integer(1), unique=True, example="(100, 200)"), identity=False),
-    "models": F.Field(None, identity=False),
-    "h0": F.Field(F.one_of(lnn.H0_INITS), identity=lambda c, m: m in trainer.H0_MODELS),
-    "lambda_init_std": F.Field(_NONNEGATIVE, identity=_lambda),
-    "lambda_init": F.Field(F.one_of(trainer.LAMBDA_INITS), identity=_lambda),
-    "lambda_phase_range": F.Field(F.number(positive=True), identity=_phases),
-    # In the identity only when not the default.
-    "readout_init": F.Field(F.one_of(trainer.READOUT_INITS),
-                            identity=lambda c, _: c.readout_init != trainer.READOUT_INITS[0]),
-    "orthogonal_expm": F.Field(F.one_of(trainer.ORTHOGONAL_EXPMS), identity=lambda c, m: (
-        m in trainer.ORTHOGONAL_MODELS and c.orthogonal_expm != trainer.ORTHOGONAL_EXPMS[0])),
-    "lstm_forget_bias": F.Field(_NONNEGATIVE, identity=lambda c, m: (
-        m == "lstm" and c.lstm_forget_bias != 0)),
-    "lambda_refresh": F.Field(F.one_of(trainer.LAMBDA_REFRESHES), identity=_lambda_refresh),
-    "lambda_refresh_every": F.Field(_POSITIVE, identity=_lambda_refresh),
-    "lambda_refresh_state": F.Field(F.one_of(principal_branch.REFRESH_STATES),
-                                    identity=_lambda_refresh),
-    "lambda_optimizer": F.Field(F.one_of(training.OPTIMIZERS), identity=_lambda),
-    "lr_drops": F.Field(F.tuple_of(F.integer(0), nonempty=False, example="(45000, 65000)")),
-    "lr_drop_factor": F.Field(_NONNEGATIVE),
-    "num_updates": F.Field(_POSITIVE, identity=False),
-    "num_replicates": F.Field(_POSITIVE),
-    "batch_size": F.Field(_POSITIVE),
-    "data_parallel": F.Field(F.integer(0)),
-    "rmsprop_decay": F.Field(F.number(0.0, below=1.0)),
-    "rmsprop_eps": F.Field(_NONNEGATIVE),
-    "rmsprop_eps_in_sqrt": F.Field(F.boolean()),
-    "rmsprop_initial_scale": F.Field(_NONNEGATIVE),
-    "num_train": F.Field(F.integer(0)),
-    "val_every": F.Field(_POSITIVE),
-    "val_size": F.Field(_POSITIVE),
-    "eval_size": F.Field(_POSITIVE),
-    "eval_batch_size": F.Field(_POSITIVE),
-    "seed": F.Field(F.integer(0)),
-    "eval_seed": F.Field(F.integer(0)),
-    "unroll": F.Field(_POSITIVE),
-    "dataset": F.Field(F.string(), identity=_images),
-    "data_dir": F.Field(F.string(), identity=False),
-    "download": F.Field(F.boolean(), identity=False),
-    "permutation_seed": F.Field(F.integer(0), identity=lambda c, _: c.task == "permuted"),
-    "num_validation": F.Field(F.integer(1), identity=_images),
-    "param_budget": F.Field(F.one_of(("",) + tuple(BUDGETS)), identity=False),
+    "hidden_size": F.Field(30, "state units (complex units for the guRNNs, ruRNN, free)",
+                           _POSITIVE),
+    "beta": F.Field(1.0, "β in f(β U h + V x + b)", F.number(positive=True)),
+    "activation": F.Field("relu", "f", F.one_of(_registry("lie_unitary.nn",
+                                                          "GURNN_ACTIVATIONS"))),
+    "learning_rate": F.Field(1e-3, "RMSProp's rate of all but λ or μ", F.number(positive=True)),
+    "lambda_learning_rate": F.Field(1e-3, "the rate of the guRNN's λ or the orthogonal "
+                                    "RNN's μ", F.number(positive=True)),
+    "clip_value": F.Field(0.0, "clip every gradient entry to ±clip_value (0: off)",
+                          _NONNEGATIVE),
+    "clip_norm": F.Field(0.0, "> 0: scale the gradient of all but λ or μ to this global "
+                         "norm first (0: off)", _NONNEGATIVE, before=0.0),
 }
 
 
-def budget_hidden_size(model: str, budget: str, input_size: int = 1,
-                       output_size: int = 10) -> int:
-  """The hidden size of `model` whose `trainer.num_params` is nearest to that of expRNN's
-  orthogonal RNN at `budget` (ties: the smaller). Raises ValueError: unknown budget/model."""
+def _entry(**values) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict({**values, "clip_norm": MODEL_FIELDS["clip_norm"].default})
+
+
+def paper_models(task: str) -> ml_collections.ConfigDict:
+  """The paper's per-model settings (§4) for 'adding' or 'memory' ('copy'): an entry per
+  model with the `MODEL_FIELDS` it reads. Raises ValueError for another task."""
+  name = {"copy": "memory"}.get(task, task)
+  if name not in ("adding", "memory"):
+    raise ValueError(f"paper_models: task {task!r} is not 'adding' or 'memory'.")
+  beta = {"adding": 1.4, "memory": 1.05}[name]
+  act = {"adding": "relu", "memory": "tanh"}[name]
+  gurnn = dict(hidden_size=30, activation=act, learning_rate=1e-3, clip_value=0.0)
+  return ml_collections.ConfigDict({
+      "gurnn": _entry(**gurnn, beta=1.0, lambda_learning_rate=1e-3),
+      "gurnn_beta": _entry(**gurnn, beta=beta, lambda_learning_rate=1e-3),
+      "free": _entry(**gurnn, beta=beta),
+      "urnn": _entry(hidden_size={"adding": 512, "memory": 128}[name], learning_rate=1e-3,
+                     clip_value=0.0),
+      "lstm": _entry(hidden_size=30, learning_rate=1e-3, clip_value=1.0),
+      "irnn": _entry(hidden_size=30, learning_rate=1e-4, clip_value=1.0),
+      "tanh": _entry(hidden_size=30, learning_rate=1e-3, clip_value=1.0),
+      # Beyond the paper: expRNN's orthogonal RNN (a real state of the guRNN's size).
+      "orthogonal": _entry(hidden_size=60, learning_rate=1e-3, lambda_learning_rate=1e-4,
+                           clip_value=0.0),
+  })
+
+
+def image_models(budget: str = "16k") -> ml_collections.ConfigDict:
+  """The image tasks' per-model settings, sized by `BUDGETS[budget]`: the orthogonal RNN
+  as expRNN ran it on permuted MNIST, the guRNN likewise. ValueError: unknown budget."""
   if budget not in BUDGETS:
     raise ValueError(f"unknown parameter budget {budget!r}; expected one of {tuple(BUDGETS)}.")
-  target = trainer.num_params("orthogonal", BUDGETS[budget], input_size, output_size)
-  activation = "modrelu" if model in trainer.GURNN_MODELS else ""
-  count = lambda n: trainer.num_params(model, n, input_size, output_size, activation)
-  n = 1
-  while count(n + 1) <= target:
-    n += 1
-  return n if target - count(n) <= count(n + 1) - target else n + 1
+  size = BUDGETS[budget]
+  return ml_collections.ConfigDict({
+      "gurnn": _entry(hidden_size=size["gurnn"], beta=1.0, activation="modrelu",
+                      learning_rate=1e-3, lambda_learning_rate=1e-4, clip_value=0.0),
+      "orthogonal": _entry(hidden_size=size["orthogonal"], learning_rate=1e-3,
+                           lambda_learning_rate=1e-4, clip_value=0.0),
+      "lstm": _entry(hidden_size=size["lstm"], learning_rate=1e-3, clip_value=1.0)})
+
+
+# Identity rules: (config, model) -> whether the field enters the unit's identity.
+_lambda = lambda c, m: m in LAMBDA_MODELS
+_refresh = lambda c, m: _lambda(c, m) and c.lambda_refresh != "none"
+_images = lambda c, m: c.task in IMAGE_TASKS
+
+FIELDS = {
+    "variant": F.Field("", "the experiment's name (recorded, not used by the computation)",
+                       F.string(), identity=False),
+    "task": F.Field("adding", "'adding', 'memory' ('copy'), or the image tasks 'pixel' and "
+                    "'permuted'; set `models` with it",
+                    F.one_of(("adding", "memory", "copy") + IMAGE_TASKS), identity=False),
+    "model": F.Field(("gurnn_beta",), "models to train, a unit each: gurnn (β = 1), "
+                     "gurnn_beta, urnn (ruRNN), lstm, irnn, tanh, free (the guRNN with an "
+                     "unconstrained 2n×2n matrix), orthogonal (expRNN's)",
+                     F.tuple_of(F.one_of(MODELS), unique=True,
+                                example="('gurnn', 'lstm') or --config.model=gurnn,lstm"),
+                     identity=False),
+    "T": F.Field((100,), "sequence lengths, a unit each (memory: T - 1 blanks, length "
+                 "T + 20; images: the pixels)",
+                 F.tuple_of(F.integer(1), unique=True, example="(100, 200)"), identity=False),
+    "seeds": F.Field((0,), "seeds, a unit each (initialisation and training data); a unit's "
+                     "replicate r starts from fold_in(key(seed), r)",
+                     F.tuple_of(F.integer(0), unique=True, example="(0, 1, 2) or "
+                                "--config.seeds=0,1,2"), identity=False),
+    "models": F.Field(paper_models("adding"), "per-model settings (`paper_models`, "
+                      "`image_models`): an entry per model, its fields `MODEL_FIELDS`",
+                      identity=False),
+    "h0": F.Field("random", "guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), "
+                  "redrawn each update) or 'zeros'",
+                  F.one_of(_registry("lie_unitary.nn", "H0_INITS")),
+                  identity=lambda c, m: m in H0_MODELS),
+    "lambda_init_std": F.Field(1.0, "std of the guRNN's λ at init (the paper: 1)",
+                               _NONNEGATIVE, identity=_lambda),
+    "lambda_init": F.Field("normal", "guRNN λ init: 'normal' (N(0, lambda_init_std²)), "
+                           "'phases' (U = diag(e^{iθ}), θ ~ U(-r, r), Henaff et al.'s), "
+                           "'zeros' (U = I) or 'haar' (log of a Haar U)",
+                           F.one_of(LAMBDA_INITS), identity=_lambda),
+    "lambda_phase_range": F.Field(math.pi, "r of 'phases' (π/2: expRNN's Cayley init's "
+                                  "phases)", F.number(positive=True),
+                                  identity=lambda c, m: _lambda(c, m)
+                                  and c.lambda_init == "phases"),
+    "readout_init": F.Field("lecun_normal", "the readout's init: 'lecun_normal' (flax's "
+                            "Dense) or 'torch' (PyTorch's nn.Linear)",
+                            F.one_of(READOUT_INITS), before="lecun_normal"),
+    "orthogonal_expm": F.Field("eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster on "
+                               "vmapped batches) or 'pade' (as PyTorch's matrix_exp)",
+                               F.one_of(ORTHOGONAL_EXPMS),
+                               identity=lambda c, m: m in ORTHOGONAL_MODELS, before="eigh"),
+    "lstm_forget_bias": F.Field(0.0, "the LSTM's forget-gate bias at init (1: Jozefowicz "
+                                "et al. 2015's; 0: flax's zeros)", _NONNEGATIVE,
+                                identity=lambda c, m: m == "lstm", before=0.0),
+    "lambda_refresh": F.Field("none", "guRNN λ refresh before update u when u % "
+                              "lambda_refresh_every == 0, U unchanged: 'none', 'recentre' (λ ← "
+                              "the principal log's coefficients) or 'rebase' (U₀ ← U₀ U(λ), "
+                              "λ ← 0)", F.one_of(LAMBDA_REFRESHES), identity=_refresh),
+    "lambda_refresh_every": F.Field(100, "updates between refreshes", _POSITIVE,
+                                    identity=_refresh),
+    "lambda_refresh_state": F.Field("keep", "λ's optimizer statistics at a refresh: 'keep' "
+                                    "or 'reset'", F.one_of(_registry(
+                                        "lie_unitary.principal_branch", "REFRESH_STATES")),
+                                    identity=_refresh),
+    "lambda_optimizer": F.Field("sgd", "the guRNN's λ optimizer: 'sgd' (the original "
+                                "code's) or 'rmsprop'", F.one_of(("sgd", "rmsprop")),
+                                identity=_lambda),
+    "lr_drops": F.Field((), "updates from which every learning rate gets one more "
+                        "lr_drop_factor", F.tuple_of(F.integer(0), nonempty=False,
+                                                     example="(45000, 65000)")),
+    "lr_drop_factor": F.Field(0.1, "the factor of each drop", _NONNEGATIVE),
+    "num_updates": F.Field(50_000, "updates per replicate (50,000: the paper's 10 epochs of "
+                           "100,000 sequences); a larger value extends finished units",
+                           _POSITIVE, identity=False),
+    "num_replicates": F.Field(3, "replicates per unit, one vmapped program (replicate r: "
+                              "fold_in(key(seed), r))", _POSITIVE),
+    "batch_size": F.Field(20, "sequences per update", _POSITIVE),
+    "data_parallel": F.Field(0, "devices that split each replicate's batch (image tasks: "
+                             "evaluation batches too); 0: the most that divide the batches. "
+                             "Part of a unit: its float sums differ", F.integer(0)),
+    "rmsprop_decay": F.Field(0.9, "RMSProp's decay (no momentum)", F.number(0.0, below=1.0)),
+    "rmsprop_eps": F.Field(1e-10, "RMSProp's epsilon", _NONNEGATIVE),
+    "rmsprop_eps_in_sqrt": F.Field(True, "epsilon under the square root (TensorFlow's, "
+                                   "optax's) or outside (PyTorch's)", F.boolean()),
+    "rmsprop_initial_scale": F.Field(1.0, "RMSProp's initial mean square: 1 TensorFlow's, "
+                                     "0 optax's and PyTorch's", _NONNEGATIVE),
+    "num_train": F.Field(100_000, "training sequences per replicate, the same each epoch; "
+                         "0: fresh", F.integer(0)),
+    "val_every": F.Field(150, "updates between validations (the paper: 150)", _POSITIVE),
+    "val_size": F.Field(1_000, "validation sequences of the curve", _POSITIVE),
+    "eval_size": F.Field(10_000, "validation and test sequences at the end", _POSITIVE),
+    "eval_batch_size": F.Field(1_000, "divides val_size and eval_size; it sets the sets' "
+                               "sequences", _POSITIVE),
+    "eval_seed": F.Field(1234, "the validation and test sets, shared by all units",
+                         F.integer(0)),
+    "unroll": F.Field(1, "time steps per loop iteration: speed, but part of a unit (XLA "
+                      "rounding)", _POSITIVE),
+    "dataset": F.Field("mnist", "image tasks: 'mnist', 'fashion_mnist', 'kmnist', or a "
+                       "folder of the four IDX files", F.string(), identity=_images),
+    "data_dir": F.Field("", "image tasks: the IDX files' folder; '': "
+                        "$LIE_UNITARY_DATA_DIR/<dataset> (unset: ~/.cache/lie_unitary/"
+                        "<dataset>), or Debian's /usr/share/datasets/fashion-mnist",
+                        F.string(), identity=False),
+    "download": F.Field(False, "image tasks: fetch a missing dataset (md5-checked) first",
+                        F.boolean(), identity=False),
+    "permutation_seed": F.Field(92916, "the permuted task's pixel order (expRNN's)",
+                                F.integer(0), identity=lambda c, m: c.task == "permuted"),
+    "num_validation": F.Field(5000, "image tasks: the last this many training images "
+                              "validate", F.integer(1), identity=_images),
+    "param_budget": F.Field("", "image tasks: '' or '16k', '69k', '137k' (sizes from "
+                            "`BUDGETS`)", F.one_of(("",) + tuple(BUDGETS)), identity=False),
+}
+
+
+def defaults() -> ml_collections.ConfigDict:
+  """The paper's adding problem at T = 100: every field at its default (`FIELDS`)."""
+  return F.defaults(FIELDS)
 
 
 def get_config(name: str = "adding") -> ml_collections.ConfigDict:
   """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`); ValueError if none."""
-  return launch.load_config("rnn", name)
+  return F.load_config("rnn", name)

@@ -19,6 +19,7 @@ import numpy as np
 import optax
 
 from lie_unitary.experiments.rnn import images
+from lie_unitary.experiments.rnn.config import IMAGE_TASKS
 
 __all__ = ["IMAGE_TASKS", "ImageSets", "PERMUTATION_SEED", "Source", "TASKS", "Task", "accuracy",
            "adding_baseline", "adding_batch", "adding_loss", "classification_loss", "get_task",
@@ -95,7 +96,6 @@ def memory_baseline(T: int) -> float:
   return MEMORY_SYMBOLS * math.log(MEMORY_ALPHABET) / (T + 2 * MEMORY_SYMBOLS)
 
 
-IMAGE_TASKS = ("pixel", "permuted")
 # The fixed pixel order of the permuted task, as expRNN's code draws it.
 PERMUTATION_SEED = 92916
 

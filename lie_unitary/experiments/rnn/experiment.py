@@ -21,7 +21,6 @@ from lie_unitary.experiments import fields as F
 from lie_unitary.experiments import loop
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
-from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.rnn import config as config_lib
 from lie_unitary.experiments.rnn import data
@@ -29,8 +28,8 @@ from lie_unitary.experiments.rnn import images
 from lie_unitary.experiments.rnn import report
 from lie_unitary.experiments.rnn import trainer
 
-__all__ = ["NAME", "run_unit", "train_and_evaluate", "unit_spec", "units", "validate_config",
-           "write_report"]
+__all__ = ["NAME", "budget_hidden_size", "make_unit", "run_unit", "train_and_evaluate", "units",
+           "validate_config", "write_report"]
 
 NAME = "rnn"
 
@@ -62,13 +61,8 @@ def validate_config(config) -> None:
   expected = config_lib.image_models() if images_task else config_lib.paper_models(config.task)
   if not isinstance(table, (ml_collections.ConfigDict, dict)):
     F.fail("models", table, "a table like `paper_models(task)`'s")
-  for m in table.keys():
-    if m not in expected:
-      raise F.ConfigError(f"config has no field 'models.{m}'; the models are "
-                          f"{sorted(expected.keys())}.")
+  F.validate(table, {m: F.Field(None, "") for m in expected}, prefix="models.")
   for m, default in expected.items():
-    if m not in table:
-      raise F.ConfigError(f"config field 'models.{m}' is missing.")
     F.validate(table[m], {k: config_lib.MODEL_FIELDS[k] for k in default.keys()},
                prefix=f"models.{m}.")
   if data.get_task(config.task).name == "adding" and min(config.T) < 2:
@@ -109,33 +103,54 @@ def validate_config(config) -> None:
                         ) from e
 
 
-def unit_spec(config, model: str, T: int) -> ml_collections.FrozenConfigDict:
-  """A unit's fields, frozen: the task, model, T, the `config.FIELDS` whose identity rule
-  holds for the model, and the model's entry of `models` (its clip_norm only when > 0)."""
-  spec = {"task": data.get_task(config.task).name, "model": model, "T": int(T),
-          **F.identity(config, config_lib.FIELDS, model)}
-  spec["data_parallel"] = data_parallel(config)  # as resolved: 0 names no layout
-  spec.update(config.models[model].to_dict())
-  if not spec["clip_norm"]:  # off: the identity of the units recorded before it existed
-    del spec["clip_norm"]
+def budget_hidden_size(model: str, budget: str, input_size: int = 1,
+                       output_size: int = 10) -> int:
+  """The hidden size of `model` whose `trainer.num_params` is nearest to that of expRNN's
+  orthogonal RNN at `budget` (ties: the smaller). Raises ValueError: unknown budget/model."""
+  if budget not in config_lib.BUDGETS:
+    raise ValueError(f"unknown parameter budget {budget!r}; expected one of "
+                     f"{tuple(config_lib.BUDGETS)}.")
+  target = trainer.num_params("orthogonal", config_lib.BUDGETS[budget]["orthogonal"],
+                              input_size, output_size)
+  activation = "modrelu" if model in config_lib.GURNN_MODELS else ""
+  count = lambda n: trainer.num_params(model, n, input_size, output_size, activation)
+  n = 1
+  while count(n + 1) <= target:
+    n += 1
+  return n if target - count(n) <= count(n + 1) - target else n + 1
+
+
+_LAUNCH_FIELDS = ("model", "T", "seeds", "models")  # which units; each unit has its own
+
+
+def make_unit(config, model: str, T: int, seed: int) -> Unit:
+  """The unit of (model, T, seed) under a validated config. Its spec holds every setting
+  it computes with, resolved (the task's canonical name, `data_parallel` on these
+  devices, the model's entry of `models`, a budget's hidden size); its fields (identity)
+  those of them whose `config.FIELDS` / `MODEL_FIELDS` rule holds for the model."""
+  task = data.get_task(config.task).name
+  resolved = {"task": task, "data_parallel": data_parallel(config)}
+  values = {**{k: config[k] for k in config_lib.FIELDS if k not in _LAUNCH_FIELDS}, **resolved}
+  entry = config.models[model].to_dict()
   if config.task in data.IMAGE_TASKS and config.param_budget:
-    spec["hidden_size"] = config_lib.budget_hidden_size(model, config.param_budget)
-  return ml_collections.FrozenConfigDict(spec)
+    entry["hidden_size"] = budget_hidden_size(model, config.param_budget)
+  table = {k: f for k, f in config_lib.FIELDS.items() if k not in _LAUNCH_FIELDS}
+  fields = {"task": task, "model": model, "T": int(T), "seed": int(seed),
+            **F.identity(values, table, model, config),
+            **F.identity(entry, {k: config_lib.MODEL_FIELDS[k] for k in entry})}
+  spec = ml_collections.FrozenConfigDict(
+      {**values, **entry, "model": model, "T": int(T), "seed": int(seed)})
+  cost = (config.num_updates * spec.T * spec.num_replicates * spec.hidden_size ** 2
+          * _COST[model])
+  return Unit(name=f"{task} T={spec.T} {model}",
+              fields={k: (list(v) if isinstance(v, tuple) else v) for k, v in fields.items()},
+              target_step=config.num_updates, cost=float(cost), spec=spec)
 
 
 def units(config) -> list[Unit]:
-  """One unit per (model, T) of a validated config, T-major."""
-  out = []
-  for T in config.T:
-    for model in config.model:
-      spec = unit_spec(config, model, T)
-      cost = (config.num_updates * spec.T * spec.num_replicates * spec.hidden_size ** 2
-              * _COST[model])
-      out.append(Unit(name=f"{spec.task} T={spec.T} {spec.model}",
-                      fields={k: (list(v) if isinstance(v, tuple) else v)
-                              for k, v in spec.items()},
-                      target_step=config.num_updates, cost=float(cost), spec=spec))
-  return out
+  """One unit per (T, model, seed) of a validated config, in that order."""
+  return [make_unit(config, model, T, seed)
+          for T in config.T for model in config.model for seed in config.seeds]
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
@@ -154,7 +169,6 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   source = (data.image_source(spec, arrays.train_y.shape[0]) if image_task
             else data.synthetic_source(spec))
   exp = trainer.make_experiment(spec, replicas.sharding, source)
-  spectrum = None if image_task else exp.spectrum
   per_epoch, baseline = source.updates_per_epoch, data.get_task(spec.task).baseline(spec.T)
   done = ctx.written()  # records of a resumed unit are not written twice
 
@@ -168,48 +182,55 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     return {f"{name}_{k}": v for name, s in sets.items()
             for k, v in replicas.gather(exp.evaluate(state.params, s)).items()}
 
-  def validate(state, train):
-    out = {**evaluate(state, source.val_sets(arrays)), **train}
-    if spectrum is not None:
-      out.update(replicas.gather(spectrum(state.params)))
-    return out
+  def validate(lp, state, history):
+    """The "val" record of the step reached, its line's metrics; the interval's training
+    sums start again."""
+    lp.doing("evaluating")
+    sums, count = history.pop("train_sums", {}), history.pop("train_steps", 0)
+    val = {**evaluate(state, source.val_sets(arrays)),
+           **{f"train_{k}": np.asarray(v) / count for k, v in sums.items()}}
+    if exp.spectrum is not None and not image_task:
+      val.update(replicas.gather(exp.spectrum(state.params)))
+    write("val", lp.step, lp.seconds(), val)
+    lp.show(", ".join(f"{k.replace('_', ' ')} {loop.median(v):.4g}" for k, v in val.items()
+                      if k.startswith("val_")) + f" (median; loss baseline {baseline:.4g})"
+            + loop.nonfinite_note(sums.get("loss", []), "training loss"))
 
-  def status(val, train, step):  # the progress line
-    shown = ", ".join(f"{k.replace('_', ' ')} median {loop.median(v):.4g} (replicates "
-                      f"{', '.join(f'{x:.3g}' for x in v)})"
-                      for k, v in val.items() if k.startswith("val_"))
-    return (f"{f'epoch {step / per_epoch:.2f}, ' if per_epoch else ''}{shown}; loss baseline "
-            f"{baseline:.4g}{loop.nonfinite_note(train['loss'], 'training loss')}")
-
-  with loop.Loop(ctx, replicas, unit.target_step, target_field="num_updates") as lp:
-    state, _ = lp.restore(exp.init(replicas.ids))
-    if ("val", 0, 0) not in done:
-      lp.status = "evaluating the initial state"
-      write("val", 0, 0.0, validate(state, {}))
+  with loop.Loop(ctx, replicas, unit.target_step, every=spec.val_every, epoch_steps=per_epoch,
+                 target_field="num_updates") as lp:
+    state, history = lp.restore(exp.init(replicas.ids))
+    if lp.boundary(lp.step) and ("val", 0, lp.step) not in done:  # the initial state's,
+      # or one a stop left pending
+      validate(lp, state, history)
     this_epoch, data_epoch = None, None
-    for step, num_steps in lp.calls(spec.val_every, per_epoch):
+    for step, num_steps, boundary in lp.calls():
       epoch = step // per_epoch if per_epoch else 0
       if epoch != data_epoch:  # the epoch's data (image order): once per epoch, never stored
         this_epoch, data_epoch = exp.epoch_data(replicas.ids, epoch), epoch
-      state, train = exp.train_chunk(state, replicas.ids, step, num_steps, this_epoch, arrays)
-      train = replicas.gather(train)
-      lp.status = "evaluating"
-      val = validate(state, {f"train_{k}": v for k, v in train.items()})
-      write("val", step + num_steps, lp.seconds(), val)
-      lp.after_call(state, step + num_steps, {}, status(val, train, step + num_steps))
-    elapsed = lp.finish(state, {})
+      state, per_update = exp.train_chunk(state, replicas.ids, step, num_steps, this_epoch,
+                                          arrays)
+      sums = {k: v[:, :num_steps].sum(axis=1, dtype=np.float64)  # exact: float32 in float64
+              for k, v in replicas.gather(per_update).items()}
+      history["train_sums"] = {k: np.asarray(history.get("train_sums", {}).get(k, 0.0)) + v
+                               for k, v in sums.items()}
+      history["train_steps"] = history.get("train_steps", 0) + num_steps
+      lp.step = step + num_steps
+      if boundary and not lp.stopping():  # at a stop the evaluation runs after the resume
+        validate(lp, state, history)
+      lp.after_call(state, step + num_steps, history)
+    elapsed = lp.finish(state, history)
     t0 = time.perf_counter()
     final = evaluate(state, source.final_sets(arrays))
-    if image_task:
-      final.update(_image_summary(ctx, unit, state))
+    if image_task:  # trainable reals (for the report's table)
+      count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(state.params["params"]))
+      final["num_params"] = np.full(num, count)
     write("final", unit.target_step, elapsed + time.perf_counter() - t0, final)
 
 
 def _load_sets(config, spec, mesh) -> data.ImageSets:
   """The unit's image sets, replicated on every device of `mesh`."""
   folder = images.resolve_data_dir(spec.dataset, config.data_dir)
-  seed = spec.get("permutation_seed", data.PERMUTATION_SEED)  # only the permuted task's
-  sets = data.load_image_sets(folder, spec.task, seed, spec.num_validation)
+  sets = data.load_image_sets(folder, spec.task, spec.permutation_seed, spec.num_validation)
   if sets.test_y.shape[0] % spec.eval_batch_size:
     raise F.ConfigError(f"config.eval_batch_size = {spec.eval_batch_size}: expected a "
                         f"divisor of the {sets.test_y.shape[0]} test images of {folder}.")
@@ -218,26 +239,6 @@ def _load_sets(config, spec, mesh) -> data.ImageSets:
                         f"{sets.train_x.shape[1]} pixels; set T to that.")
   everywhere = jax.sharding.NamedSharding(mesh, jax.sharding.PartitionSpec())
   return data.ImageSets(*(jax.device_put(a, everywhere) for a in sets))
-
-
-def _image_summary(ctx, unit: Unit, state) -> dict:
-  """An image unit's "final" metrics (R,): from its "val" records after step 0, the test
-  accuracy at the (first) best validation accuracy, the best test accuracy, the best
-  validation accuracy and its step; and the trainable parameter count."""
-  num = unit.spec.num_replicates
-  recs = [r for r in workdir_lib.read(ctx.workdir)
-          if r.get("unit") == unit.id and r.get("kind") == "val" and r["step"] > 0]
-  out = {k: np.full(num, np.nan) for k in ("test_accuracy", "best_test_accuracy",
-                                           "best_val_accuracy", "best_step")}
-  for r in range(num):
-    rows = sorted((x for x in recs if x["replicate"] == r), key=lambda x: x["step"])
-    if rows:
-      best = max(rows, key=lambda x: x["val_accuracy"])  # max keeps the first of ties
-      out["test_accuracy"][r], out["best_val_accuracy"][r], out["best_step"][r] = (
-          best["test_accuracy"], best["val_accuracy"], best["step"])
-      out["best_test_accuracy"][r] = max(x["test_accuracy"] for x in rows)
-  count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(state.params["params"]))
-  return {**out, "num_params": np.full(num, count)}
 
 
 def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:

@@ -1,11 +1,14 @@
 """The RNN family's report: Figure 3 and a loss table for the adding and memory problems
-(paper §4), accuracy tables and curves for the sequential-image tasks.
+(paper §4); accuracy tables and curves for the sequential-image tasks.
 
-`figures` and `markdown` take the records (`workdir.load_results`), for notebooks as for
-files; figures are built without pyplot, leaving the caller's matplotlib state alone. A
-row is a current unit (all its replicates). Where WORKDIR/torch_reference.jsonl holds the
-PyTorch reference's records (`python -m benchmarks torch_reference --out=...`), an image
-task shows the reference beside our models.
+A row is a setting: the units of one model and settings (a record's fields but its
+seed), every seed's, their replicates pooled into runs (one run: a seed's replicate).
+Where one table has several rows of a model, the row names the fields that tell them
+apart. `figures` and `markdown` take the
+records (`workdir.load_results`), for notebooks as for files; figures are built without
+pyplot, leaving the caller's matplotlib state alone. Where WORKDIR/torch_reference.jsonl
+holds the PyTorch reference's records (`python -m benchmarks torch_reference --out=...`),
+an image task shows the reference beside our models.
 """
 
 from __future__ import annotations
@@ -34,16 +37,18 @@ ORIGINAL_FINAL_VAL = {
     ("memory", "gurnn_beta"): 0.0058, ("memory", "urnn"): 1.3e-8,
     ("memory", "lstm"): 0.173, ("memory", "irnn"): 0.173,
 }
-# Published test accuracies (%) on MNIST, best test epoch, 70 epochs of RMSProp at
-# batch 128: (model, hidden units, parameters) -> (sMNIST, psMNIST).
+# Published test accuracies (%) on MNIST: 70 epochs of RMSProp at batch 128, the best
+# test accuracy over epochs, training on all 60,000 images (no validation split).
+# (model, hidden units, parameters) -> (sMNIST, psMNIST, source).
+_EXPRNN = "Lezcano-Casado & Martínez-Rubio 2019 (expRNN), Table 1"
 ANCHORS = {
-    ("expRNN (Lezcano-Casado & Martínez-Rubio 2019)", 170, "16K"): (98.0, 94.9),
-    ("expRNN", 360, "69K"): (98.4, 96.2),
-    ("expRNN", 512, "137K"): (98.7, 96.6),
-    ("scoRNN (Helfrich et al. 2018)", 170, "16K"): (97.2, 94.8),
-    ("scoRNN", 360, "69K"): (98.1, 95.9),
-    ("scoRNN", 512, "137K"): (98.2, 96.5),
-    ("LSTM (as the expRNN paper reports it)", 128, "69K"): (81.9, 79.5),
+    ("expRNN", 170, "16K"): (98.0, 94.9, _EXPRNN),
+    ("expRNN", 360, "69K"): (98.4, 96.2, _EXPRNN),
+    ("expRNN", 512, "137K"): (98.7, 96.6, _EXPRNN),
+    ("scoRNN (Helfrich et al. 2018)", 170, "16K"): (97.2, 94.8, _EXPRNN),
+    ("scoRNN (Helfrich et al. 2018)", 360, "69K"): (98.1, 95.9, _EXPRNN),
+    ("scoRNN (Helfrich et al. 2018)", 512, "137K"): (98.2, 96.5, _EXPRNN),
+    ("LSTM", 128, "69K"): (81.9, 79.5, _EXPRNN),
 }
 # Fewer updates than this: the report says the run is too short to learn.
 _SHORT_RUN_UPDATES = 1_000
@@ -51,65 +56,98 @@ _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm
            "irnn": "IRNN", "tanh": "tanh RNN", "free": "free 2n×2n RNN"}
 _IMAGE_LABELS = {"gurnn": "guRNN (modReLU)", "orthogonal": "orthogonal RNN (expRNN's)",
                  "lstm": "LSTM"}
+# Record keys that are not unit fields (a record: the unit's fields, then these).
+_NOT_FIELDS = {"kind", "replicate", "step", "seconds", "epoch", "unit", "unit_name", "seed",
+               "num_params", *workdir_lib.SPECTRUM_FIELDS}
+_METRIC = ("val_", "test_", "train_", "best_")
+_SE = "mean ± standard error over the n runs (a run: one seed's replicate)"
 
 
-def _label(r: dict) -> str:
-  """A synthetic-task unit's label: its model and what its setting changes from the
-  paper's guRNN (e.g. "guRNN₁ (modReLU, phases init, λ: RMSProp)")."""
-  name = _LABELS.get(r["model"], r["model"])
-  if not r["model"].startswith("gurnn"):
+def _label(fields: dict, images: bool) -> str:
+  """A model's label; a synthetic guRNN's with what its setting changes from the paper's
+  (e.g. "guRNN₁ (modReLU, phases init, λ: RMSProp)")."""
+  model = fields["model"]
+  if images:
+    return _IMAGE_LABELS.get(model, model)
+  name = _LABELS.get(model, model)
+  if not model.startswith("gurnn"):
     return name
-  notes = ["modReLU"] if r.get("activation") == "modrelu" else []
-  if r.get("lambda_init") == "phases":
+  notes = ["modReLU"] if fields.get("activation") == "modrelu" else []
+  if fields.get("lambda_init") == "phases":
     notes.append("phases init")
-  elif r.get("lambda_init_std") == 0:
+  elif fields.get("lambda_init_std") == 0:
     notes.append("U = I init")
-  if r.get("lambda_optimizer") == "rmsprop":  # the configs' default is plain SGD on λ
+  if fields.get("lambda_optimizer") == "rmsprop":  # the configs' default is plain SGD on λ
     notes.append("λ: RMSProp")
   return name + (f" ({', '.join(notes)})" if notes else "")
 
 
-def _units(records: Sequence[dict], images: bool) -> dict:
+def _value(v) -> str:
+  if isinstance(v, float):
+    return f"{v:.4g}"
+  return "(" + ", ".join(map(_value, v)) + ")" if isinstance(v, (list, tuple)) else str(v)
+
+
+def _rows(records: Sequence[dict], images: bool) -> dict:
   """The "val" and "final" records of the synthetic (or `images`: the image) tasks as
-  {(task, T) (images: (task, dataset)): {unit id: unit}}, a unit a dict of "model",
-  "name", "hidden_size", "label", "batch_sizes", "val" {replicate: {step: record}} and
-  "final" {replicate: record}; of a record written twice the last counts. A label two
-  synthetic units of one (task, T) share gets the unit name appended."""
+  {(task, T) (images: (task, dataset)): [row]}, a row a setting: a dict of "model",
+  "fields", "label", "setting" (what tells it from the same model's other rows, or ""),
+  "seeds" and "runs" {(seed, replicate): {"val": {step: record}, "final": record}}; of a
+  record written twice the last counts."""
   out = collections.defaultdict(dict)
   for r in records:
     if r.get("kind") not in ("val", "final") or (r.get("task") in data.IMAGE_TASKS) != images:
       continue
-    u = out[(r["task"], r.get("dataset", "?") if images else r["T"])].setdefault(r["unit"], {
-        "model": r["model"], "name": r.get("unit_name", r["unit"]),
-        "hidden_size": r.get("hidden_size"), "batch_sizes": set(),
-        "label": _IMAGE_LABELS.get(r["model"], r["model"]) if images else _label(r),
-        "order": (r["model"], "" if images else str(r.get("lambda_optimizer"))),
-        "val": collections.defaultdict(dict), "final": {}})
-    if "batch_size" in r:
-      u["batch_sizes"].add(r["batch_size"])
+    key = (r["task"], r.get("dataset", "?") if images else r["T"])
+    fields = {k: v for k, v in r.items() if k not in _NOT_FIELDS and not k.startswith(_METRIC)}
+    row = out[key].setdefault(repr(sorted(fields.items())), {
+        "model": r["model"], "fields": fields, "seeds": set(),
+        "runs": collections.defaultdict(lambda: {"val": {}, "final": None})})
+    row["seeds"].add(r.get("seed", 0))
+    run = row["runs"][(r.get("seed", 0), r["replicate"])]
     if r["kind"] == "val":
-      u["val"][r["replicate"]][r["step"]] = r
+      run["val"][r["step"]] = r
     else:
-      u["final"][r["replicate"]] = r
-  for units in () if images else out.values():
-    count = collections.Counter(u["label"] for u in units.values())
-    for u in units.values():
-      if count[u["label"]] > 1:
-        u["label"] += f" [{u['name']}]"
-  return {key: sorted(units.values(), key=lambda u: (*u["order"], u["label"], u["name"]))
-          for key, units in sorted(out.items())}
+      run["final"] = r
+  tables = {}
+  for key, rows in sorted(out.items()):
+    rows = list(rows.values())
+    for row in rows:
+      same = [o["fields"] for o in rows if o["model"] == row["model"]]
+      differ = sorted(k for k in set().union(*same) if any(
+          f.get(k) != same[0].get(k) for f in same))
+      row["label"] = _label(row["fields"], images)
+      row["setting"] = ", ".join(f"{k}={_value(row['fields'].get(k, '—'))}" for k in differ)
+    order = (lambda r: (list(_IMAGE_LABELS).index(r["model"]) if r["model"] in _IMAGE_LABELS
+                        else 9, r["setting"])) if images else (
+        lambda r: (r["model"], str(r["fields"].get("lambda_optimizer")), r["setting"]))
+    tables[key] = sorted(rows, key=order)
+  return tables
 
 
 def _fmt(x) -> str:
   return "—" if x is None else (f"{x:.4g}" if np.isfinite(x) else str(x))
 
 
-def _loss_table(task: str, T: int, units: list) -> list[str]:
+def _mean_se(values, scale: float = 100.0) -> str:
+  """Mean ± standard error of the values (× scale); one value alone; "—" for none."""
+  v = np.asarray([x for x in values if x is not None], np.float64) * scale
+  if len(v) < 2:
+    return f"{v[0]:.2f}" if len(v) else "—"
+  return f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}"
+
+
+def _seeds(seeds) -> str:
+  return ", ".join(map(str, sorted(seeds)))
+
+
+def _loss_table(task: str, T: int, rows: list) -> list[str]:
   lines = [f"### {task}, T = {T} (random baseline {data.get_task(task).baseline(T):.4g})", "",
-           "| model | replicates | final val (median) | final val (best) | test (median) | "
-           "original run (val) | steps | wall time (s) |", "|---|---|---|---|---|---|---|---|"]
-  for u in units:
-    finals = list(u["final"].values())
+           "| model | setting | seeds | runs | final val (median) | final val (best) | "
+           "test (median) | original run (val) | steps | wall time (s) |",
+           "|---|---|---|---|---|---|---|---|---|---|"]
+  for row in rows:
+    finals = [run["final"] for run in row["runs"].values() if run["final"]]
     # Records store NaN / inf as the strings 'nan' / 'inf', which float reads.
     if finals:
       val, test = ([float(r[k]) for r in finals] for k in ("val_loss", "test_loss"))
@@ -117,23 +155,32 @@ def _loss_table(task: str, T: int, units: list) -> list[str]:
       steps = max(r["step"] for r in finals)
       secs = max((r["seconds"] for r in finals if "seconds" in r), default=None)
     else:  # unfinished: the last subsample validation
-      last = [float(c[max(c)]["val_loss"]) for c in u["val"].values() if c]
+      last = [float(run["val"][max(run["val"])]["val_loss"]) for run in row["runs"].values()
+              if run["val"]]
       cells = [np.median(last), np.min(last), None] if last else [None] * 3
-      steps = max((max(c) for c in u["val"].values() if c), default=0)
+      steps = max((max(run["val"]) for run in row["runs"].values() if run["val"]), default=0)
       secs = None
-    cells.append(ORIGINAL_FINAL_VAL.get((task, u["model"])) if T == 100 else None)
-    lines.append(f"| {u['label']}{'' if finals else ' (unfinished, subsample)'} | "
-                 f"{len(set(u['val']) | set(u['final']))} | {' | '.join(map(_fmt, cells))} | "
-                 f"{steps} | {'—' if secs is None else f'{float(secs):.0f}'} |")
+    cells.append(ORIGINAL_FINAL_VAL.get((task, row["model"])) if T == 100 else None)
+    lines.append(f"| {row['label']}{'' if finals else ' (unfinished, subsample)'} | "
+                 f"{row['setting'] or '—'} | {_seeds(row['seeds'])} | {len(row['runs'])} | "
+                 f"{' | '.join(map(_fmt, cells))} | {steps} | "
+                 f"{'—' if secs is None else f'{float(secs):.0f}'} |")
   return lines + [""]
 
 
-def _cell(values) -> str:
-  """Accuracies in % over replicates: mean ± standard error."""
-  v = np.asarray([x for x in values if x is not None], np.float64) * 100
-  if len(v) < 2:
-    return f"{v[0]:.2f}" if len(v) else "—"
-  return f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}"
+def _best(points: Sequence[dict]) -> tuple[dict, float]:
+  """Of a run's validation points after step 0: the first with the best validation
+  accuracy, and the best test accuracy."""
+  return (max(points, key=lambda r: r["val_accuracy"]),
+          max(r["test_accuracy"] for r in points))
+
+
+def _image_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
+  """Over runs (each its validation points): the best validation accuracy, the test
+  accuracy there and the best test accuracy over epochs, as cells."""
+  best = [_best(points) for points in runs if points]
+  return [_mean_se([b["val_accuracy"] for b, _ in best]),
+          _mean_se([b["test_accuracy"] for b, _ in best]), _mean_se([t for _, t in best])]
 
 
 def _reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:
@@ -147,109 +194,91 @@ def _reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:
   return runs
 
 
-def _best_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
-  """Over runs (each a run's validation records): the best validation accuracy, the
-  test accuracy at that point and the best test accuracy, as table cells."""
-  best = [max(run, key=lambda r: r["val_accuracy"]) for run in runs]
-  return [_cell([r["val_accuracy"] for r in best]), _cell([r["test_accuracy"] for r in best]),
-          _cell([max(r["test_accuracy"] for r in run) for run in runs])]
+def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str]:
+  lines = [f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
+           f"{dataset} (T = 784)", "",
+           f"Accuracy (%), {_SE}: the best validation accuracy, the test accuracy at that "
+           "epoch (chosen on the validation split), and the best test accuracy over the "
+           "epochs (the published anchors' protocol, which has no validation split).", "",
+           "| model | setting | hidden | parameters | seeds | n | epochs | best val | test at "
+           "best val | best test over epochs | wall time (s) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|"]
+  for row in rows:
+    points = [[r for s, r in sorted(run["val"].items()) if s > 0] for run in row["runs"].values()]
+    finals = [run["final"] for run in row["runs"].values() if run["final"]]
+    epochs = sorted({max(p, key=lambda r: r["step"]).get("epoch", 0) for p in points if p})
+    unfinished = len(finals) < len(row["runs"])
+    epochs = ("–".join(f"{e:g}" for e in (epochs[0], epochs[-1]) if len(epochs) > 1)
+              or (f"{epochs[0]:g}" if epochs else "0")) + (" (unfinished)" if unfinished else "")
+    params = f"{int(finals[0]['num_params']):,}" if finals and "num_params" in finals[0] else "—"
+    secs = [max(r["seconds"] for r in p) for p in points if p]
+    wall = f"{np.median(secs):.0f}" if secs else "—"
+    lines.append(f"| {row['label']} | {row['setting'] or '—'} | {row['fields']['hidden_size']} "
+                 f"| {params} | {_seeds(row['seeds'])} | {len(row['runs'])} | {epochs} | "
+                 + " | ".join(_image_cells(points)) + f" | {wall} |")
+  if runs:
+    hidden = {r.get("hidden") for run in runs.values() for r in run.values()}
+    wall = np.median([max(r["seconds"] for r in run.values()) for run in runs.values()])
+    lines.append(f"| {_REFERENCE_LABEL} | — | {'/'.join(map(str, sorted(hidden)))} | — | "
+                 f"{_seeds(runs)} | {len(runs)} | {max(max(run) for run in runs.values())} | "
+                 + " | ".join(_image_cells([list(run.values()) for run in runs.values()]))
+                 + f" | {wall:.0f} |")
+  return lines + [""]
 
 
-def _reference_row(runs: dict) -> str:
-  """The main table's row of the reference: per seed, the best validation accuracy, the
-  test accuracy at its epoch and the best test accuracy."""
-  cells = _best_cells([list(run.values()) for run in runs.values()])
-  hidden = {r.get("hidden") for run in runs.values() for r in run.values()}
-  return (f"| {_REFERENCE_LABEL} | {'/'.join(map(str, sorted(hidden)))} | — | {len(runs)} "
-          f"| {max(max(run) for run in runs.values())} | " + " | ".join(cells) +
-          f" | {max(r['seconds'] for run in runs.values() for r in run.values()):.0f} |")
-
-
-def _epoch_table(units: list, runs: dict) -> list[str]:
-  """Test accuracy at every validation point: a row per epoch, a column per unit (and
-  the reference, at the end of each of its epochs)."""
+def _epoch_table(rows: list, runs: dict) -> list[str]:
+  """Test accuracy at every validation point: a line per epoch, a column per row (and the
+  reference, at the end of each of its epochs)."""
   def column(points):  # (epoch, record) -> {epoch: [test accuracies]}
     out = collections.defaultdict(list)
     for epoch, r in points:
       out[round(float(epoch), 3)].append(r.get("test_accuracy"))
     return out
 
-  columns = [column((r.get("epoch", 0), r) for v in u["val"].values() for r in v.values())
-             for u in units]
-  labels = [u["label"] for u in units]
+  columns = [column((r.get("epoch", 0), r) for run in row["runs"].values()
+                    for r in run["val"].values()) for row in rows]
+  labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
   if runs:
     columns.append(column(p for run in runs.values() for p in run.items()))
     labels.append(_REFERENCE_LABEL)
-  epochs = sorted(set().union(*columns))
-  lines = ["Test accuracy (%) at each validation point, mean ± s.e. over replicates:", "",
+  lines = [f"Test accuracy (%) at each validation point, {_SE}:", "",
            "| epoch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-  lines += [f"| {e:g} | " + " | ".join(_cell(c.get(e, [])) for c in columns) + " |"
-            for e in epochs]
+  lines += [f"| {e:g} | " + " | ".join(_mean_se(c.get(e, [])) for c in columns) + " |"
+            for e in sorted(set().union(*columns))]
   return lines + [""]
 
 
-def _accuracy_tables(records: Sequence[dict], reference: Sequence[dict] = ()) -> list[str]:
-  """The image tasks' tables, then the published anchors (none without image records)."""
-  groups = _units(records, images=True)
-  if not groups:
-    return []
-  lines = []
-  for (task, dataset), units in groups.items():
-    runs = _reference_runs(reference, task, dataset)
-    lines += [f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
-              f"{dataset} (T = 784)", "",
-              "Accuracy (%), mean ± s.e. over replicates: the best validation accuracy, the "
-              "test accuracy at that point (selected on the validation split), and the "
-              "best test accuracy over the run (the published anchors' protocol).", "",
-              "| model | hidden | parameters | replicates | epochs | best val | test at best "
-              "val | best test | wall time (s) |", "|---|---|---|---|---|---|---|---|---|"]
-    for u in units:
-      finals = list(u["final"].values())
-      if finals:
-        epochs, params = f"{finals[0].get('epoch', 0):g}", f"{int(finals[0]['num_params']):,}"
-        row = [_cell([f[k] for f in finals])
-               for k in ("best_val_accuracy", "test_accuracy", "best_test_accuracy")]
-        row.append(f"{max(f['seconds'] for f in finals):.0f}")
-      else:  # unfinished: the same columns over its validation points so far
-        points = [list(v.values()) for v in u["val"].values() if v]
-        last = [max(p, key=lambda r: r["step"]) for p in points]
-        epochs = f"{last[0].get('epoch', 0):g} (unfinished)" if last else "0"
-        params = "—"
-        row = (_best_cells(points) if points else ["—"] * 3) + [
-            f"{max(r['seconds'] for r in last):.0f}" if last else "—"]
-      lines.append(f"| {u['label']} | {u['hidden_size']} | {params} | "
-                   f"{len(finals) or len(u['val'])} | {epochs} | " + " | ".join(row) + " |")
-    if runs:
-      lines.append(_reference_row(runs))
-    lines.append("")
-    lines += _epoch_table(units, runs)
-  column = 0 if all(task == "pixel" for task, _ in groups) else 1
-  lines += [f"Published MNIST anchors ({('sMNIST', 'psMNIST')[column]}; 70 epochs, best test "
-            "epoch; the runs above: their epochs column):", "",
-            "| model | hidden | parameters | test accuracy (%) |", "|---|---|---|---|"]
-  lines += [f"| {m} | {h} | {p} | {acc[column]} |" for (m, h, p), acc in ANCHORS.items()]
+def _anchors() -> list[str]:
+  """The published MNIST table, beside any image table."""
+  lines = ["Published MNIST results: 70 epochs, batch 128, RMSProp, trained on all 60,000 "
+           "training images (no validation split), the best test accuracy over the epochs:",
+           "", "| model | hidden | parameters | epochs | sMNIST | psMNIST | source |",
+           "|---|---|---|---|---|---|---|"]
+  lines += [f"| {m} | {h} | {p} | 70 | {s} | {ps} | {src} |"
+            for (m, h, p), (s, ps, src) in ANCHORS.items()]
   return lines + [""]
 
 
-def _loss_figure(task: str, T: int, units: list):
+def _loss_figure(task: str, T: int, rows: list):
   from matplotlib.figure import Figure
   fig = Figure(figsize=(6.5, 4.2))
   ax = fig.subplots()
-  for i, u in enumerate(units):
-    curves = [sorted((s, float(r["val_loss"])) for s, r in c.items())
-              for c in u["val"].values() if c]
+  for i, row in enumerate(rows):
+    curves = [sorted((s, float(r["val_loss"])) for s, r in run["val"].items())
+              for run in row["runs"].values() if run["val"]]
     for c in curves:
       ax.plot([s for s, _ in c], [v for _, v in c], color=f"C{i}", alpha=0.25, lw=0.7)
     common = sorted(set.intersection(*(set(s for s, _ in c) for c in curves))) if curves else []
     if common:
       med = [np.median([dict(c)[s] for c in curves]) for s in common]
-      ax.plot(common, med, color=f"C{i}", lw=1.5, label=u["label"])
+      label = row["label"] + (f" [{row['setting']}]" if row["setting"] else "")
+      ax.plot(common, med, color=f"C{i}", lw=1.5, label=label)
   baseline = data.get_task(task).baseline(T)
   ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
   ax.set_yscale("log")
   # Keep divergent runs (the IRNN on memory reaches 1e15) from flattening the others.
   ax.set_ylim(top=min(ax.get_ylim()[1], 20 * baseline))
-  batch_sizes = set().union(*(u["batch_sizes"] for u in units))
+  batch_sizes = {row["fields"].get("batch_size") for row in rows} - {None}
   ax.set_xlabel(f"steps (batches of {batch_sizes.pop()})" if len(batch_sizes) == 1
                 else "steps")
   ax.set_ylabel("validation " + ("MSE" if task == "adding" else "cross-entropy"))
@@ -259,30 +288,36 @@ def _loss_figure(task: str, T: int, units: list):
   return fig
 
 
-def _accuracy_figure(task: str, dataset: str, units: list, runs: dict):
+def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
+  """Validation accuracy against epochs: each row's mean over runs, a band of ± one
+  standard error; against wall-clock seconds: the mean."""
   from matplotlib.figure import Figure
   fig = Figure(figsize=(10, 4))
   by_epoch, by_time = fig.subplots(1, 2)
-  for i, u in enumerate(units):
-    steps = sorted(set.intersection(*(set(v) for v in u["val"].values())))
+  for i, row in enumerate(rows):
+    steps = sorted(set.intersection(*(set(run["val"]) for run in row["runs"].values())))
     if not steps:
       continue
-    rows = [[u["val"][r][s] for r in u["val"]] for s in steps]
-    acc = [100 * np.median([x["val_accuracy"] for x in row]) for row in rows]
-    label = f"{u['label']} ({u['hidden_size']})"
-    by_epoch.plot([row[0].get("epoch", 0) for row in rows], acc, color=f"C{i}", label=label)
-    by_time.plot([np.median([x["seconds"] for x in row]) for row in rows], acc,
-                 color=f"C{i}", label=label)
-  if runs:  # the reference's median over seeds at the end of each epoch
+    points = [[run["val"][s] for run in row["runs"].values()] for s in steps]
+    acc = np.asarray([[100 * x["val_accuracy"] for x in p] for p in points])
+    mean = acc.mean(axis=1)
+    se = acc.std(axis=1, ddof=1) / np.sqrt(acc.shape[1]) if acc.shape[1] > 1 else 0 * mean
+    label = (f"{row['label']} ({row['fields']['hidden_size']}, n = {acc.shape[1]})"
+             + (f" [{row['setting']}]" if row["setting"] else ""))
+    epochs = [p[0].get("epoch", 0) for p in points]
+    by_epoch.plot(epochs, mean, color=f"C{i}", label=label)
+    by_epoch.fill_between(epochs, mean - se, mean + se, color=f"C{i}", alpha=0.2, lw=0)
+    by_time.plot([np.mean([x["seconds"] for x in p]) for p in points], mean, color=f"C{i}")
+  if runs:  # the reference's mean over seeds at the end of each epoch
     epochs = sorted(set.intersection(*(set(run) for run in runs.values())))
-    by_epoch.plot(epochs, [100 * np.median([run[e]["val_accuracy"] for run in runs.values()])
+    by_epoch.plot(epochs, [100 * np.mean([run[e]["val_accuracy"] for run in runs.values()])
                            for e in epochs], color="k", ls="--", label=_REFERENCE_LABEL)
-  for ax, x in ((by_epoch, "epochs"), (by_time, "wall-clock seconds (all replicates)")):
+  for ax, x in ((by_epoch, "epochs"), (by_time, "wall-clock seconds")):
     ax.set_xlabel(x)
     ax.set_ylabel("validation accuracy (%)")
     ax.grid(alpha=0.3)
-  by_epoch.legend(fontsize=8)
-  fig.suptitle(f"{task} {dataset}")
+  by_epoch.legend(fontsize=7)
+  fig.suptitle(f"{task} {dataset}: mean over runs, band ± 1 s.e.")
   fig.tight_layout()
   return fig
 
@@ -295,43 +330,43 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
     reference: the PyTorch reference's records, drawn dashed beside the matching tasks.
 
   Returns:
-    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, the
-    median over replicates and every replicate faintly, the random baseline dotted;
-    ``{"images_{task}_{dataset}": Figure}``: median validation accuracy against epochs
-    and against wall-clock seconds.
+    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, each
+    row's median over runs and every run faintly, the random baseline dotted;
+    ``{"images_{task}_{dataset}": Figure}``: validation accuracy against epochs (mean
+    over runs, ± 1 s.e. band) and against wall-clock seconds.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
   """
   records = workdir_lib.as_records(results)
-  out = {f"figure3_{task}_T{T}": _loss_figure(task, T, units)
-         for (task, T), units in _units(records, images=False).items()}
+  out = {f"figure3_{task}_T{T}": _loss_figure(task, T, rows)
+         for (task, T), rows in _rows(records, images=False).items()}
   out.update({f"images_{task}_{dataset.replace('/', '_')}": _accuracy_figure(
-      task, dataset, u, _reference_runs(reference, task, dataset))
-               for (task, dataset), u in _units(records, images=True).items()})
+      task, dataset, rows, _reference_runs(reference, task, dataset))
+               for (task, dataset), rows in _rows(records, images=True).items()})
   return out
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
-             superseded: Sequence[tuple[str, str]] = (),
              reference: Sequence[dict] = ()) -> str:
-  """The report's Markdown: a section per (task, T) or image task and dataset, a row per unit.
+  """The report's Markdown: a section per (task, T) or image task and dataset, a row per
+  setting (its seeds' and replicates' runs pooled).
 
   Args:
     results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
     figure_files: ``{figure key: file name}`` of figures saved beside the report; each
       gets an image link.
-    superseded: ``(unit_name, unit_id)`` pairs a later launch replaced
-      (`workdir.superseded_units`); listed in a note.
     reference: the PyTorch reference's records (seed, epoch, task, dataset, hidden,
       val_accuracy, test_accuracy, seconds).
 
   Returns:
-    The text. A synthetic task's row: the median and best final validation loss, the
-    median test loss, the original code's (T = 100), steps and wall time. An image
-    task's row: hidden size, parameters, replicates, epochs, best validation accuracy,
-    the test accuracy there and the best test accuracy; then the test accuracy at every
-    validation point. An unfinished unit shows the same over its points so far.
+    The text. A synthetic task's row: its seeds and runs, the median and best final
+    validation loss, the median test loss, the original code's (T = 100), steps and wall
+    time. An image task's row: hidden size, parameters, seeds, n runs, epochs, and, as
+    mean ± standard error over the runs, the best validation accuracy, the test accuracy
+    there and the best test accuracy over epochs; then the test accuracy at every
+    validation point, and the published MNIST table. An unfinished unit shows the same
+    over its points so far.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
@@ -339,29 +374,32 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   figure_files = figure_files or {}
   records = workdir_lib.as_records(results)
   synthetic = [r for r in records if r.get("task") not in data.IMAGE_TASKS]
-  sizes = sorted({int(r["eval_size"]) for r in records if "eval_size" in r})
+  sizes = sorted({int(r["eval_size"]) for r in synthetic if "eval_size" in r})
   sets = (f"{' / '.join(f'{n:,}' for n in sizes)} sequences each" if sizes
           else "their sizes not recorded")
   lines = ["# RNN results", ""]
   if synthetic:
     lines += [f"Final losses on the full validation and test sets ({sets}; median and best "
-              "over replicates); 'original run' is the final validation loss the original "
-              "code's logged runs reached (T = 100 only).", ""]
+              "over the runs, a run: one seed's replicate); 'original run' is the final "
+              "validation loss the original code's logged runs reached (T = 100 only).", ""]
   steps = [int(r["step"]) for r in synthetic if r.get("kind") == "final"]
   if steps and max(steps) < _SHORT_RUN_UPDATES:  # far less than the paper's 50,000 updates
     lines += [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
               "too short to learn these tasks; it checks that everything runs, and its "
               "losses are not results.**", ""]
-  if superseded:
-    lines += ["superseded: " + ", ".join(f"{name} ({uid})" for name, uid in superseded)
-              + " (replaced by a later launch; left out).", ""]
-  for (task, T), units in _units(records, images=False).items():
-    lines += _loss_table(task, T, units)
+  for (task, T), rows in _rows(records, images=False).items():
+    lines += _loss_table(task, T, rows)
     if f"figure3_{task}_T{T}" in figure_files:
       lines += [f"![{task}, T = {T}]({figure_files[f'figure3_{task}_T{T}']})", ""]
-  lines += _accuracy_tables(records, reference)
-  lines += [f"![{key}]({name})" for key, name in figure_files.items()
-            if key.startswith("images_")]
+  image_tables = _rows(records, images=True)
+  for (task, dataset), rows in image_tables.items():
+    runs = _reference_runs(reference, task, dataset)
+    lines += _accuracy_table(task, dataset, rows, runs) + _epoch_table(rows, runs)
+    key = f"images_{task}_{dataset.replace('/', '_')}"
+    if key in figure_files:
+      lines += [f"![{task} {dataset}]({figure_files[key]})", ""]
+  if image_tables:
+    lines += _anchors()
   return "\n".join(lines)
 
 
@@ -370,19 +408,16 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
 
   Args:
     workdir: the experiment's working directory.
-    results: the records; default: the current ones of WORKDIR/results.jsonl, with a
-      note of the superseded units.
+    results: the records; default: WORKDIR/results.jsonl's (`workdir.load_results`).
 
   Returns:
     The paths written: report.md first, then the PNGs.
 
   Raises:
-    FileNotFoundError, ValueError: no results given and none current in the workdir.
+    FileNotFoundError, ValueError: no results given and none in the workdir.
   """
-  superseded = []
   if results is None:
     results = workdir_lib.load_results(workdir, as_frame=False)
-    superseded = workdir_lib.superseded_units(workdir)
   results = workdir_lib.as_records(results)
   reference = workdir_lib.read(workdir, REFERENCE)
   paths, files = [], {}
@@ -392,6 +427,5 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
     files[key] = f"{key}.png"
   report = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(report, "w", encoding="utf-8") as f:
-    f.write(markdown(results, figure_files=files, superseded=superseded,
-                     reference=reference))
+    f.write(markdown(results, figure_files=files, reference=reference))
   return [report] + paths

@@ -10,7 +10,6 @@ The guRNN's λ can be refreshed before every `lambda_refresh_every`-th update, U
 from __future__ import annotations
 
 import functools
-import math
 from typing import Callable
 from typing import NamedTuple
 
@@ -25,29 +24,21 @@ from lie_unitary.experiments import replicas
 from lie_unitary.experiments import training
 from lie_unitary.experiments import workdir
 from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn.config import GURNN_MODELS
+from lie_unitary.experiments.rnn.config import H0_MODELS
+from lie_unitary.experiments.rnn.config import LAMBDA_MODELS
+from lie_unitary.experiments.rnn.config import MODELS
+from lie_unitary.experiments.rnn.config import ORTHOGONAL_MODELS
 
-__all__ = ["GURNN_MODELS", "H0_MODELS", "LAMBDA_INITS", "LAMBDA_MODELS", "LAMBDA_REFRESHES",
-           "MODELS", "ORTHOGONAL_EXPMS", "ORTHOGONAL_MODELS", "SPECTRUM_METRICS", "Experiment",
-           "make_experiment", "make_model", "num_params", "optimizer_for"]
+__all__ = ["SPECTRUM_METRICS", "Experiment", "make_experiment", "make_model", "num_params",
+           "optimizer_for"]
 
-MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free", "orthogonal")
-# GURNNCell's models; `free` has an unconstrained 2n×2n matrix in place of U(λ), so no λ.
-GURNN_MODELS = ("gurnn", "gurnn_beta", "free")
-LAMBDA_MODELS = ("gurnn", "gurnn_beta")
-# expRNN's orthogonal RNN: W ∈ SO(n) from so(n) coefficients μ, at their own learning rate.
-ORTHOGONAL_MODELS = ("orthogonal",)
-H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")  # a complex state, h0 its initial value
-LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
-READOUT_INITS = ("lecun_normal", "torch")  # the first the default
-ORTHOGONAL_EXPMS = ("eigh", "pade")  # the orthogonal RNN's expm method, the first the default
-LAMBDA_REFRESHES = ("none", "recentre", "rebase")
 SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS  # λ's spectrum diagnostics in "val" records
 
 
 def _refresh(spec) -> tuple[str, int, str]:
-  """(lambda_refresh, every, state); ("none", 0, "keep") for models without λ and specs
-  without the fields (a unit without refresh does not carry them)."""
-  refresh = spec.get("lambda_refresh", "none") if spec.model in LAMBDA_MODELS else "none"
+  """(lambda_refresh, every, state); ("none", 0, "keep") for models without λ."""
+  refresh = spec.lambda_refresh if spec.model in LAMBDA_MODELS else "none"
   if refresh == "none":
     return "none", 0, "keep"
   return refresh, int(spec.lambda_refresh_every), spec.lambda_refresh_state
@@ -60,7 +51,7 @@ def make_model(spec) -> lnn.SequenceModel:
     lambda_init = nn.initializers.zeros  # unused by `free`
     if spec.model in LAMBDA_MODELS:
       if spec.lambda_init == "phases":
-        r = spec.get("lambda_phase_range", math.pi)
+        r = spec.lambda_phase_range
         lambda_init = lnn.diagonal_phases_init(-r, r)
       elif spec.lambda_init in ("zeros", "haar"):
         lambda_init = principal_branch.lambda_initializer(spec.lambda_init)
@@ -70,7 +61,7 @@ def make_model(spec) -> lnn.SequenceModel:
                          unconstrained=spec.model == "free", lambda_init=lambda_init,
                          rebased=_refresh(spec)[0] == "rebase")
   elif spec.model == "orthogonal":
-    cell = lnn.OrthogonalRNNCell(n, expm_method=spec.get("orthogonal_expm", ORTHOGONAL_EXPMS[0]))
+    cell = lnn.OrthogonalRNNCell(n, expm_method=spec.orthogonal_expm)
   elif spec.model == "lstm":
     cell = nn.OptimizedLSTMCell(n)
   elif spec.model == "urnn":
@@ -82,7 +73,7 @@ def make_model(spec) -> lnn.SequenceModel:
   else:
     raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
   readout = {}
-  if spec.get("readout_init", READOUT_INITS[0]) == "torch":  # a complex state: 2n reals
+  if spec.readout_init == "torch":  # a complex state: 2n reals
     kernel, bias = lnn.torch_linear_init(2 * n if spec.model in H0_MODELS else n)
     readout = dict(readout_kernel_init=kernel, readout_bias_init=bias)
   return lnn.SequenceModel(cell, task.output_size, task.readout, unroll=spec.unroll, **readout)
@@ -99,10 +90,9 @@ def optimizer_for(spec) -> optax.GradientTransformation:
   rate = lambda lr: training.step_schedule(lr, spec.lr_drops, spec.lr_drop_factor)
   rmsprop = dict(rmsprop_decay=spec.rmsprop_decay, rmsprop_eps=spec.rmsprop_eps,
                  rmsprop_initial_scale=spec.rmsprop_initial_scale,
-                 rmsprop_eps_in_sqrt=spec.get("rmsprop_eps_in_sqrt", True))
+                 rmsprop_eps_in_sqrt=spec.rmsprop_eps_in_sqrt)
   rest = training.make_optimizer("rmsprop", rate(spec.learning_rate),
-                                 clip_value=spec.clip_value,
-                                 clip_norm=spec.get("clip_norm", 0.0), **rmsprop)
+                                 clip_value=spec.clip_value, clip_norm=spec.clip_norm, **rmsprop)
   if spec.model in ORTHOGONAL_MODELS:
     label, leaf, kind = "mu", "mu", "rmsprop"
   elif spec.model not in LAMBDA_MODELS or (spec.lambda_optimizer == "rmsprop" and
@@ -124,8 +114,9 @@ class Experiment(NamedTuple):
     init: replicate indices (R,) int32 -> TrainState_R.
     epoch_data: (replicate indices, epoch) -> the epoch's data ((R, N) int32 image
       orders), None without epochs.
-    train_chunk: (state, replicate indices, first update, number of updates, epoch data,
-      arrays) -> (state, {metric: (R,) mean}); the state donated; within one epoch.
+    train_chunk: (state, replicate indices, first update u0, number of updates num, epoch
+      data, arrays) -> (state, {metric: (R, val_every) float32, update u0 + i's at i < num,
+      0 after}); the state donated; num ≤ val_every, within one epoch.
     evaluate: (params_R, a set of the source's) -> {metric: (R,) mean over its batches}.
     source: the unit's `data.Source`.
     spectrum: params_R -> {SPECTRUM_METRICS name: (R,)}; None for models without λ.
@@ -164,7 +155,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
   program = functools.partial(replicas.map_replicates, sharding=sharding)
   task, model, optimizer = data.get_task(spec.task), make_model(spec), optimizer_for(spec)
   split = sharding.mesh.shape.get(replicas.DATA_AXIS, 1)
-  if spec.get("data_parallel", split) not in (1, split):
+  if spec.data_parallel not in (1, split):
     raise ValueError(f"data_parallel = {spec.data_parallel} needs a sharding whose mesh has "
                      f"a {replicas.DATA_AXIS!r} axis of that size (replicas.replicate_sharding).")
   if spec.batch_size % split or (source.split_eval and spec.eval_batch_size % split):
@@ -194,7 +185,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     params_key, carry_key, _, _ = keys(replicate)
     x = jnp.zeros((1, task.length(spec.T), task.input_size), jnp.float32)
     variables = model.init(params_key, x, carry_key)
-    if spec.model == "lstm" and spec.get("lstm_forget_bias", 0.0):  # flax's zeros otherwise
+    if spec.model == "lstm" and spec.lstm_forget_bias:  # flax's zeros otherwise
       cell = variables["params"]["cell"]
       forget = {**cell["hf"], "bias": jnp.full_like(cell["hf"]["bias"], spec.lstm_forget_bias)}
       variables = {**variables, "params": {**variables["params"], "cell": {**cell, "hf": forget}}}
@@ -221,7 +212,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     _, _, data_key, carry_key = keys(replicate)
 
     def step(u, carry):
-      state, sums = carry
+      state, per_update = carry
       if refresh != "none":
         # u is the same for every replicate (not vmapped): a real branch, not a select.
         state = jax.lax.cond(u % refresh_every == 0, refresh_state, lambda s: s, state)
@@ -240,10 +231,12 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
         out, grads = jax.lax.pmean((out, grads), replicas.DATA_AXIS)
       updates, opt_state = optimizer.update(grads, state.opt_state, params)
       variables = {**state.params, **optax.apply_updates(params, updates)}
-      return training.TrainState(variables, opt_state), jax.tree.map(jnp.add, sums, out)
+      per_update = {k: v.at[u - start].set(out[k]) for k, v in per_update.items()}
+      return training.TrainState(variables, opt_state), per_update
 
-    state, sums = jax.lax.fori_loop(start, start + num, step, (state, zeros()))
-    return state, {k: v / num for k, v in sums.items()}
+    # Each update's metrics, summed on the host: the same sums however calls are split.
+    blank = {k: jnp.zeros((spec.val_every,), jnp.float32) for k in source.names}
+    return jax.lax.fori_loop(start, start + num, step, (state, blank))
 
   def evaluate(params, eval_set):
     count, carry_key, batch = source.eval_batches(eval_set)
