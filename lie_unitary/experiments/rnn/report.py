@@ -201,7 +201,7 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
            "epoch (chosen on the validation split), and the best test accuracy over the "
            "epochs (the published anchors' protocol, which has no validation split).", "",
            "| model | setting | hidden | parameters | seeds | n | epochs | best val | test at "
-           "best val | best test over epochs | wall time (s) |",
+           "best val | best test over epochs | wall time per unit (s) |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
   for row in rows:
     points = [[r for s, r in sorted(run["val"].items()) if s > 0] for run in row["runs"].values()]
@@ -223,6 +223,9 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
                  f"{_seeds(runs)} | {len(runs)} | {max(max(run) for run in runs.values())} | "
                  + " | ".join(_image_cells([list(run.values()) for run in runs.values()]))
                  + f" | {wall:.0f} |")
+  if any("=—" in row["setting"] for row in rows):
+    lines += ["", "A setting's field given as — is absent from that unit's records: the unit "
+              "was recorded before the field existed or entered a unit's identity."]
   return lines + [""]
 
 
