@@ -63,22 +63,36 @@ def test_the_heartbeat_keeps_a_held_claim_fresh(tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
-def test_two_launches_on_one_workdir_train_each_unit_once(tmp_path):
-  """Two launcher processes at once: every unit is trained by one of them."""
+def test_two_launches_on_one_workdir_share_its_seeded_units(tmp_path):
+  """Two launcher processes at once (one per core): every unit, each seed's, is trained
+  by one of them; both exit 0 and the report holds every seed."""
   env = {**os.environ, "PYTHONPATH": helpers.ROOT, "OPENBLAS_NUM_THREADS": "1",
          "JAX_PLATFORMS": "cpu"}
   cmd = [sys.executable, "-m", "lie_unitary.experiments.rnn", "--config=smoke",
-         "--config.model=('gurnn','lstm','tanh')", "--config.num_updates=40",
-         f"--workdir={tmp_path}"]
+         "--config.model=('gurnn','tanh')", "--config.seeds=0,1", "--config.num_updates=40",
+         "--cpu_devices=1", f"--workdir={tmp_path}"]
   procs = [subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True) for _ in range(2)]
   outs = [p.communicate(timeout=600)[0] for p in procs]
   assert all(p.returncode == 0 for p in procs), outs
   finished = workdir_lib.read(str(tmp_path), workdir_lib.FINISHED)
-  assert sorted(r["name"] for r in finished) == sorted(
-      f"adding T=10 {m}" for m in ("gurnn", "lstm", "tanh"))
+  assert sorted((r["name"], r["unit"]) for r in finished) == sorted(
+      (u.name, u.id) for u in _units(cmd))
+  assert "| tanh RNN | — | 0, 1 | 4 |" in (tmp_path / "report.md").read_text()
   recs = workdir_lib.read(str(tmp_path))
   keys = [(r["unit"], r["kind"], r["replicate"], r["step"]) for r in recs]
   assert len(keys) == len(set(keys)), "a record was written twice"
   assert len(workdir_lib.load_results(str(tmp_path), as_frame=False)) == len(recs)
   assert os.listdir(tmp_path / "claims") == [".lock"]
+
+
+def _units(cmd):
+  """The units the launcher command `cmd` computes (its --config.* flags on the smoke
+  config)."""
+  from lie_unitary.experiments.rnn import config as rnn_config
+  from lie_unitary.experiments.rnn import experiment
+  config = rnn_config.get_config("smoke")
+  config.model, config.seeds, config.num_updates = ("gurnn", "tanh"), (0, 1), 40
+  config.data_parallel = 1  # as the launchers' --cpu_devices=1 resolves it
+  experiment.validate_config(config)
+  return experiment.units(config)

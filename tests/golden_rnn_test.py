@@ -57,6 +57,7 @@ def _image_config(workdir):
   c.T = (16,)
   c.num_validation, c.eval_batch_size, c.batch_size = 64, 32, 32
   c.num_replicates, c.num_updates, c.val_every = 2, 12, 6
+  c.seeds, c.data_parallel = (0,), 0  # one seed (the config runs seeds 0-2, a device each)
   # The settings these values were pinned with (the config now takes PyTorch's RMSProp
   # and readout): the pins follow the loop, not the config's choices.
   c.rmsprop_decay, c.rmsprop_eps_in_sqrt, c.readout_init = 0.9, True, "lecun_normal"

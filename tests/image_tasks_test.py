@@ -34,6 +34,7 @@ def _config(folder, **fields):
   c.T = (HW[0] * HW[1],)
   c.num_validation, c.eval_batch_size, c.batch_size = 64, 32, 32
   c.num_replicates, c.num_updates, c.val_every = 2, 12, 3
+  c.seeds = (0,)
   for m in c.models.values():
     m.hidden_size = 8
   c.model = ("gurnn",)
@@ -191,10 +192,38 @@ def test_a_run_resumed_mid_epoch_equals_an_uninterrupted_run(folder, tmp_path):
 
 
 @pytest.mark.slow
+def test_a_stop_during_an_evaluation_checkpoints_after_it_and_resumes_alike(folder, tmp_path,
+                                                                           monkeypatch):
+  quiet = dict(printer=lambda *_: None, handle_signals=False)
+  rnn.train_and_evaluate(_config(folder), str(tmp_path / "whole"), **quiet)
+  stop, doing = loop.StopRequest(), loop.Loop.doing
+
+  def ctrl_c_while_evaluating(self, activity):  # as if Ctrl-C came during the evaluation
+    doing(self, activity)
+    if activity == "evaluating" and self.step == 6:
+      stop.request("SIGINT")
+
+  monkeypatch.setattr(loop.Loop, "doing", ctrl_c_while_evaluating)
+  config, parts = _config(folder), str(tmp_path / "parts")
+  lines = []
+  summary = runner.run_units(rnn, config, rnn.units(config), parts, printer=lines.append,
+                             stop=stop)
+  assert summary.interrupted and any("stopped at a checkpoint (SIGINT)" in x for x in lines)
+  # The evaluation under way finished and was recorded; nothing after it ran.
+  assert max(r["step"] for r in workdir_lib.read(parts)) == 6
+  monkeypatch.setattr(loop.Loop, "doing", doing)
+  rnn.train_and_evaluate(config, parts, printer=lines.append, handle_signals=False)
+  assert any("resumed at step 6" in line for line in lines), lines
+  whole, resumed = _losses(tmp_path / "whole"), _losses(parts)
+  assert resumed == whole
+
+
+@pytest.mark.slow
 def test_the_launcher_runs_a_small_idx_set_end_to_end(folder, tmp_path):
   args = ["--config=permuted_mnist", f"--config.dataset={folder}", "--config.T=(16,)",
           "--config.num_validation=64", "--config.eval_batch_size=32",
           "--config.batch_size=32", "--config.num_replicates=1", "--config.num_updates=6",
+          "--config.seeds=0",
           "--config.val_every=3", "--config.model=('orthogonal','lstm')",
           "--config.models.orthogonal.hidden_size=6", "--config.models.lstm.hidden_size=5",
           f"--workdir={tmp_path / 'w'}"]

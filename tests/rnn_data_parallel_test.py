@@ -124,7 +124,7 @@ def test_two_devices_match_one_on_the_image_tasks(tmp_path):
 
 def test_the_split_enters_every_units_identity_as_resolved():
   config = rnn_config.get_config("permuted_mnist")
-  assert config.data_parallel == 0  # every device: here, in the test process, one
+  config.data_parallel = 0  # every device: here, in the test process, one
   assert all(experiment.make_unit(config, m, 784, 0).spec.data_parallel == 1
              for m in ("gurnn", "orthogonal", "lstm"))
   config.data_parallel = 2
@@ -137,6 +137,7 @@ def test_the_split_enters_every_units_identity_as_resolved():
 
 def test_data_parallel_zero_takes_the_most_devices_that_divide_the_batches(monkeypatch):
   config = rnn_config.get_config("permuted_mnist")
+  config.data_parallel = 0
   for count, batch, eval_batch, want in ((2, 128, 500, 2), (4, 128, 500, 4), (3, 128, 500, 1),
                                          (4, 20, 500, 4), (4, 128, 250, 2), (8, 12, 500, 4)):
     monkeypatch.setattr(jax, "device_count", lambda count=count: count)

@@ -1,6 +1,7 @@
 """The RNN family on the shared runner: every model, records, identity, resume, stops,
 config errors, optimizers, report and launcher (smoke sizes)."""
 
+import contextlib
 import math
 import os
 import subprocess
@@ -427,6 +428,24 @@ def test_a_unit_claimed_by_another_process_is_skipped(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_launch_whose_units_all_run_elsewhere_says_where_and_exits_0(tmp_path):
+  config = _smoke("tanh", num_updates=20)
+  config.seeds = (0, 1)
+  units = rnn.units(config)
+  with contextlib.ExitStack() as held:  # another process holds every unit
+    assert all(held.enter_context(workdir_lib.claim(str(tmp_path), u.slug)) for u in units)
+    out = helpers.launcher("rnn", "--config=smoke", "--config.model=tanh",
+                           "--config.num_updates=20", "--config.seeds=0,1",
+                           f"--workdir={tmp_path}", cwd=tmp_path)
+  assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
+  for seed in (0, 1):
+    assert (f"adding T=10 tanh seed={seed}: running in process {os.getpid()} on "
+            in out.stdout), out.stdout
+  assert "2 unit(s) still running in other processes" in out.stdout
+  assert not (tmp_path / "report.md").exists()  # no records yet: no report
+
+
+@pytest.mark.slow
 def test_report_and_launcher(smoke_run, tmp_path):
   _, workdir, _ = smoke_run
   paths = rnn_report.write_report(workdir)
@@ -445,6 +464,12 @@ def test_report_and_launcher(smoke_run, tmp_path):
   for args, match in (
       (["--config=smoke", "--config.models.gurnn.activation=gelu"], "models.gurnn.activation"),
       (["--config=smoke", "--config.num_updates=many"], "num_updates"),
+      (["--config=smoke", "--config.num_update=50"],
+       "no field 'num_update' (did you mean 'num_updates'?)"),
+      (["--config=smoke", "--config.models.gurnn.hiden_size=3"],
+       "no field 'models.gurnn.hiden_size' (did you mean 'models.gurnn.hidden_size'?)"),
+      (["--config=smoke", "--config.model=gurnn", "--config.model=lstm"],
+       "--config.model is given more than once"),
       (["--report_only"], "no such folder")):
     out = helpers.launcher("rnn", *args, f"--workdir={tmp_path / 'w'}", cwd=tmp_path)
     assert out.returncode != 0 and out.stdout == "", out
