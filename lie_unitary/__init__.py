@@ -37,6 +37,7 @@ _API = {
     "lambdas_to_original_order": "algebra",
     "lambdas_to_skew_hermitian": "algebra",
     "lambdas_to_skew_symmetric": "algebra",
+    "LearnedBasisUnitaries": "nn.learned_basis",
     "log_unitary": "logm",
     "MatrixLayout": "optax_transforms",
     "n_from_num_lambdas": "algebra",
