@@ -9,6 +9,9 @@ from lie_unitary.nn.cells import URNNCell
 from lie_unitary.nn.cells import diagonal_phases_init
 from lie_unitary.nn.diagnostics import IsometryReport
 from lie_unitary.nn.diagnostics import isometry_report
+from lie_unitary.nn.learned_basis import COEFFICIENTS_COLLECTION
+from lie_unitary.nn.learned_basis import LearnedBasisUnitaries
+from lie_unitary.nn.learned_basis import collection_labels
 from lie_unitary.nn.linear import OrthogonalLinear
 from lie_unitary.nn.linear import UnitaryLinear
 from lie_unitary.nn.orthogonal_cell import ORTHOGONAL_INITS
@@ -33,11 +36,13 @@ from lie_unitary.nn.weights import unitary_weight
 
 __all__ = [
     "BASE_COLLECTION",
+    "COEFFICIENTS_COLLECTION",
     "FastPathCell",
     "GURNNCell",
     "GURNN_ACTIVATIONS",
     "H0_INITS",
     "IsometryReport",
+    "LearnedBasisUnitaries",
     "ORTHOGONAL_INITS",
     "OrthogonalLinear",
     "OrthogonalRNNCell",
@@ -47,6 +52,7 @@ __all__ = [
     "URNNCell",
     "UnitaryLinear",
     "block_rotation_init",
+    "collection_labels",
     "diagonal_phases_init",
     "elementwise_recurrence",
     "gurnn_num_params",
