@@ -14,9 +14,9 @@ import optax
 import pytest
 
 from lie_unitary.experiments import loop
+from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
-from lie_unitary.experiments import training
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import experiment as rnn
@@ -325,11 +325,11 @@ def test_the_launchers_help_names_every_named_config():
 
 
 def test_step_schedule_drops_the_update_with_index_d_and_later():
-  schedule = training.step_schedule(1.0, (1, 3), 0.5)
+  schedule = optimizers.step_schedule(1.0, (1, 3), 0.5)
   assert [float(schedule(jnp.int32(u))) for u in range(5)] == [1.0, 0.5, 0.5, 0.25, 0.25]
-  assert training.step_schedule(0.1, (), 0.5) == 0.1
+  assert optimizers.step_schedule(0.1, (), 0.5) == 0.1
   # Through an optimizer: optax counts the updates made before the current one.
-  opt = training.make_optimizer("sgd", training.step_schedule(1.0, (1,), 0.5))
+  opt = optimizers.make_optimizer("sgd", optimizers.step_schedule(1.0, (1,), 0.5))
   params, state = jnp.zeros(1), opt.init(jnp.zeros(1))
   steps = []
   for _ in range(3):
@@ -337,7 +337,7 @@ def test_step_schedule_drops_the_update_with_index_d_and_later():
     steps.append(float(updates[0]))
   assert steps == [-1.0, -0.5, -0.5]
   with pytest.raises(ValueError, match="unknown optimizer"):
-    training.make_optimizer("adam", 1e-3)
+    optimizers.make_optimizer("adam", 1e-3)
 
 
 def test_lr_drops_scale_every_update_after_them():
@@ -369,7 +369,7 @@ def test_clipping_by_value_for_lstm():
 
 
 def test_clipping_by_global_norm_scales_the_whole_gradient_first():
-  opt = training.make_optimizer("sgd", 1.0, clip_norm=2.0)
+  opt = optimizers.make_optimizer("sgd", 1.0, clip_norm=2.0)
   params = {"a": jnp.zeros(2), "b": jnp.zeros(1)}
   grads = {"a": jnp.array([3.0, 4.0]), "b": jnp.array([12.0])}  # global norm 13
   updates, _ = opt.update(grads, opt.init(params), params)
@@ -379,11 +379,11 @@ def test_clipping_by_global_norm_scales_the_whole_gradient_first():
   updates, _ = opt.update(small, opt.init(params), params)
   np.testing.assert_allclose(updates["b"], [-1.2], rtol=1e-6)
   # By norm, then by value: the value clip sees the scaled entries (24/13 < 2.5).
-  both = training.make_optimizer("sgd", 1.0, clip_norm=2.0, clip_value=2.5)
+  both = optimizers.make_optimizer("sgd", 1.0, clip_norm=2.0, clip_value=2.5)
   updates, _ = both.update(grads, both.init(params), params)
   np.testing.assert_allclose(updates["b"], [-24 / 13], rtol=1e-6)
   with pytest.raises(ValueError, match="clip_norm"):
-    training.make_optimizer("sgd", 1.0, clip_norm=-1.0)
+    optimizers.make_optimizer("sgd", 1.0, clip_norm=-1.0)
 
 
 def test_clip_norm_enters_the_identity_only_when_on_and_spares_the_orthogonal_mu():

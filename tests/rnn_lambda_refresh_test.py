@@ -12,9 +12,9 @@ import pytest
 from lie_unitary import algebra
 from lie_unitary import nn as lnn
 from lie_unitary import principal_branch
+from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
-from lie_unitary.experiments import training
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import experiment as rnn
@@ -146,7 +146,7 @@ def test_recentre_keeps_u_and_wraps_the_spectrum():
   # λ ~ N(0, 1) at n = 8: iL's spectrum spans about ±2√16, beyond ±π.
   lam = jax.random.normal(jax.random.key(3), (2, 64))
   params = {"cell": {"lam": lam}}
-  state = training.TrainState({"params": params}, jax.vmap(optimizer.init)({"params": params}))
+  state = optimizers.TrainState({"params": params}, jax.vmap(optimizer.init)({"params": params}))
   assert np.all(exp.spectrum(state.params)["theta_max_abs"] > np.pi)
   after = exp.refresh(state)
   np.testing.assert_allclose(_unitary(after.params), _unitary(state.params), atol=2e-5)

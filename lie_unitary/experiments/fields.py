@@ -33,9 +33,9 @@ from typing import Mapping
 import ml_collections
 
 __all__ = ["Check", "ConfigError", "Field", "Unit", "boolean", "config_dir", "config_path",
-           "defaults", "fail", "fingerprint", "identity", "integer", "load_config", "named_configs",
-           "load_file", "number", "one_of", "pairs", "sibling", "string", "tuple_of",
-           "validate"]
+           "defaults", "fail", "fingerprint", "identity", "integer", "load_config", "load_file",
+           "named_configs", "number", "one_of", "pairs", "registry", "sibling", "string",
+           "tuple_of", "unknown_field", "validate"]
 
 
 class ConfigError(ValueError):
@@ -93,6 +93,12 @@ def one_of(choices: Iterable[Any] | Callable[[], Iterable[Any]]) -> Check:
   get = (lambda: tuple(choices())) if callable(choices) else (lambda c=tuple(choices): c)
   return Check(lambda v: any(v == c and type(v) is type(c) for c in get()),
                lambda: f"one of {get()}")
+
+
+def registry(module: str, name: str) -> Callable[[], Any]:
+  """A function giving `module`'s attribute `name` (e.g. a tuple of choices): a field table
+  names the choices of a jax module without importing it (`one_of(registry(...))`)."""
+  return lambda: getattr(importlib.import_module(module), name)
 
 
 def boolean() -> Check:

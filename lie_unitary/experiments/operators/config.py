@@ -42,11 +42,6 @@ def _generators():
   return tuple(generators.GENERATORS) + REAL_GENERATORS
 
 
-def _refresh_states():
-  from lie_unitary import principal_branch
-  return principal_branch.REFRESH_STATES
-
-
 def _trained(config, setting) -> bool:
   return setting.approach != "baselines"
 
@@ -58,7 +53,7 @@ def _refreshes(config, setting) -> bool:
 
 
 _POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
-_OPTIMIZERS, _SCHEDULES = ("sgd", "rmsprop"), ("constant", "cosine")
+_OPTIMIZERS = "lie_unitary.experiments.optimizers"
 
 FIELDS = {
     "variant": F.Field("", "the experiment's name (recorded in the launch file only)",
@@ -92,7 +87,7 @@ FIELDS = {
                           identity=False),
     "batch_size": F.Field(20, "pairs per step", _POSITIVE, identity=_trained),
     "optimizer": F.Field("sgd", "'sgd' (as the paper ran it) or 'rmsprop' (no momentum)",
-                         F.one_of(_OPTIMIZERS), identity=_trained),
+                         F.one_of(F.registry(_OPTIMIZERS, "OPTIMIZERS")), identity=_trained),
     "learning_rate": F.Field(1e-3, "step size; each unit's: learning_rate / d for d in "
                              "lr_divisors", F.number(positive=True), identity=False),
     "rmsprop_decay": F.Field(0.9, "RMSProp's decay of the mean square",
@@ -120,14 +115,16 @@ FIELDS = {
     "lr_divisors": F.Field((1.0,), "appendix B: a unit per learning rate learning_rate / d",
                            F.tuple_of(F.number(positive=True)), identity=False),
     "lr_schedule": F.Field("constant", "'constant' or 'cosine' (the rate decays to 0 over "
-                           "the run)", F.one_of(_SCHEDULES), identity=_trained),
+                           "the run)", F.one_of(F.registry(_OPTIMIZERS, "SCHEDULES")),
+                           identity=_trained),
     "refresh_every": F.Field(100, "approaches that refresh their chart (lie_recentred, "
                              "lie_rebased, ...): before every step s with s % refresh_every "
                              "== 0, s = 0 included; 0 = never", F.integer(0),
                              identity=_refreshes),
     "refresh_state": F.Field("keep", "what a refresh does to the optimizer's moments: "
                              "'keep' or 'reset' (step counts, and so the schedule, are kept)",
-                             F.one_of(_refresh_states), identity=_refreshes),
+                             F.one_of(F.registry("lie_unitary.principal_branch",
+                                                 "REFRESH_STATES")), identity=_refreshes),
 }
 
 

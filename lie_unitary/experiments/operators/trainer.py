@@ -19,7 +19,7 @@ import optax
 from lie_unitary import algebra
 from lie_unitary import parametrizations
 from lie_unitary import principal_branch
-from lie_unitary.experiments import training
+from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import workdir
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data
@@ -55,13 +55,13 @@ def optimizer_for(train: TrainSpec, total_steps: int | None = None
   Raises:
     ValueError: an unknown optimizer or schedule, or cosine without `total_steps`.
   """
-  rate = training.schedule(train.lr_schedule, train.learning_rate, total_steps)
-  return training.make_optimizer(train.optimizer, rate, rmsprop_decay=train.rmsprop_decay)
+  rate = optimizers.schedule(train.lr_schedule, train.learning_rate, total_steps)
+  return optimizers.make_optimizer(train.optimizer, rate, rmsprop_decay=train.rmsprop_decay)
 
 
 class ReplicateState(NamedTuple):
   """What a replicate carries from one chunk of training to the next."""
-  train: training.TrainState  # parameters and optimizer state
+  train: optimizers.TrainState  # parameters and optimizer state
   target: jax.Array  # (n, n)
   constants: dict  # the parametrization's fixed arrays (masks, permutations, the base)
   mask: dict  # the 0/1 gradient mask (ones for unrestricted parametrizations)
@@ -169,7 +169,7 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
     opt_state = state.opt_state
     if train.refresh_state == "reset":
       opt_state = principal_branch.reset_optimizer_state(optimizer, opt_state, params)
-    return training.TrainState(params, opt_state), constants
+    return optimizers.TrainState(params, opt_state), constants
 
   def init(key, replicate):
     keys = data.replicate_keys(key, replicate)
@@ -179,7 +179,7 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
     mask = param.gradient_mask(params, constants)
     initial = point(params, constants, val_pairs(keys, target))
     params = _after(params, initial)
-    state = training.TrainState(params, optimizer.init(params))
+    state = optimizers.TrainState(params, optimizer.init(params))
     return ReplicateState(state, target, constants, mask), initial
 
   def epoch_data(key, replicate, epoch, state):
@@ -202,7 +202,7 @@ def make_trainer(task: TaskSpec, train: TrainSpec, change_of_basis=None) -> Trai
         grads = jax.tree.map(jnp.multiply, grads, carry.mask)  # lie_restricted: frozen entries
         updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
         p = param.post_update(optax.apply_updates(state.params, updates), constants)
-        return training.TrainState(p, opt_state), None
+        return optimizers.TrainState(p, opt_state), None
 
       state, _ = jax.lax.scan(step, state, idx_SxB)
       return (state, constants), None

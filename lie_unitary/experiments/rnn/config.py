@@ -46,18 +46,12 @@ BUDGETS = {"16k": {"gurnn": 116, "orthogonal": 170, "lstm": 62},
 _POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
 
 
-def _registry(module: str, name: str):
-  """A registry of a jax module, read only when a config is checked."""
-  import importlib
-  return lambda: getattr(importlib.import_module(module), name)
-
-
 # An entry of `models` (a model has the fields its `paper_models` entry has).
 MODEL_FIELDS = {
     "hidden_size": F.Field(30, "state units (complex units for the guRNNs, ruRNN, free)",
                            _POSITIVE),
     "beta": F.Field(1.0, "β in f(β U h + V x + b)", F.number(positive=True)),
-    "activation": F.Field("relu", "f", F.one_of(_registry("lie_unitary.nn",
+    "activation": F.Field("relu", "f", F.one_of(F.registry("lie_unitary.nn",
                                                           "GURNN_ACTIVATIONS"))),
     "learning_rate": F.Field(1e-3, "RMSProp's rate of all but λ or μ", F.number(positive=True)),
     "lambda_learning_rate": F.Field(1e-3, "the rate of the guRNN's λ or the orthogonal "
@@ -140,7 +134,7 @@ FIELDS = {
                       identity=False),
     "h0": F.Field("random", "guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), "
                   "redrawn each update) or 'zeros'",
-                  F.one_of(_registry("lie_unitary.nn", "H0_INITS")),
+                  F.one_of(F.registry("lie_unitary.nn", "H0_INITS")),
                   identity=lambda c, m: m in H0_MODELS),
     "lambda_init_std": F.Field(1.0, "std of the guRNN's λ at init (the paper: 1)",
                                _NONNEGATIVE, identity=_lambda),
@@ -169,11 +163,13 @@ FIELDS = {
     "lambda_refresh_every": F.Field(100, "updates between refreshes", _POSITIVE,
                                     identity=_refresh),
     "lambda_refresh_state": F.Field("keep", "λ's optimizer statistics at a refresh: 'keep' "
-                                    "or 'reset'", F.one_of(_registry(
+                                    "or 'reset'", F.one_of(F.registry(
                                         "lie_unitary.principal_branch", "REFRESH_STATES")),
                                     identity=_refresh),
     "lambda_optimizer": F.Field("sgd", "the guRNN's λ optimizer: 'sgd' (the original "
-                                "code's) or 'rmsprop'", F.one_of(("sgd", "rmsprop")),
+                                "code's) or 'rmsprop'",
+                                F.one_of(F.registry("lie_unitary.experiments.optimizers",
+                                                   "OPTIMIZERS")),
                                 identity=_lambda),
     "lr_drops": F.Field((), "updates from which every learning rate gets one more "
                         "lr_drop_factor", F.tuple_of(F.integer(0), nonempty=False,

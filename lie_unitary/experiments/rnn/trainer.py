@@ -20,8 +20,8 @@ import optax
 
 from lie_unitary import nn as lnn
 from lie_unitary import principal_branch
+from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import replicas
-from lie_unitary.experiments import training
 from lie_unitary.experiments import workdir
 from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn.config import GURNN_MODELS
@@ -87,11 +87,11 @@ def optimizer_for(spec) -> optax.GradientTransformation:
   (`clip_norm`, `clip_value`); the guRNN's λ (unclipped) gets
   `lambda_optimizer` at `lambda_learning_rate`, the orthogonal RNN's μ its own RMSProp at
   that rate. Every learning rate follows `lr_drops`."""
-  rate = lambda lr: training.step_schedule(lr, spec.lr_drops, spec.lr_drop_factor)
+  rate = lambda lr: optimizers.step_schedule(lr, spec.lr_drops, spec.lr_drop_factor)
   rmsprop = dict(rmsprop_decay=spec.rmsprop_decay, rmsprop_eps=spec.rmsprop_eps,
                  rmsprop_initial_scale=spec.rmsprop_initial_scale,
                  rmsprop_eps_in_sqrt=spec.rmsprop_eps_in_sqrt)
-  rest = training.make_optimizer("rmsprop", rate(spec.learning_rate),
+  rest = optimizers.make_optimizer("rmsprop", rate(spec.learning_rate),
                                  clip_value=spec.clip_value, clip_norm=spec.clip_norm, **rmsprop)
   if spec.model in ORTHOGONAL_MODELS:
     label, leaf, kind = "mu", "mu", "rmsprop"
@@ -100,7 +100,7 @@ def optimizer_for(spec) -> optax.GradientTransformation:
     return rest
   else:
     label, leaf, kind = "lambda", "lam", spec.lambda_optimizer
-  own = training.make_optimizer(kind, rate(spec.lambda_learning_rate), **rmsprop)
+  own = optimizers.make_optimizer(kind, rate(spec.lambda_learning_rate), **rmsprop)
   labels = lambda params: jax.tree_util.tree_map_with_path(
       lambda path, _: label if _key(path) == leaf else "rest", params)
   return optax.multi_transform({"rest": rest, label: own}, labels)
@@ -189,7 +189,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
       cell = variables["params"]["cell"]
       forget = {**cell["hf"], "bias": jnp.full_like(cell["hf"]["bias"], spec.lstm_forget_bias)}
       variables = {**variables, "params": {**variables["params"], "cell": {**cell, "hf": forget}}}
-    return training.TrainState(variables, optimizer.init(trainable(variables)))
+    return optimizers.TrainState(variables, optimizer.init(trainable(variables)))
 
   def refresh_state(state):  # λ re-centred or re-based, the same U
     variables, cell = dict(state.params), state.params["params"]["cell"]
@@ -206,7 +206,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
       params = trainable(variables)
       is_lam = jax.tree_util.tree_map_with_path(lambda path, _: _key(path) == "lam", params)
       opt_state = principal_branch.reset_optimizer_state(optimizer, opt_state, params, is_lam)
-    return training.TrainState(variables, opt_state)
+    return optimizers.TrainState(variables, opt_state)
 
   def train_chunk(state, replicate, start, num, this_epoch, arrays):
     _, _, data_key, carry_key = keys(replicate)
@@ -232,7 +232,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
       updates, opt_state = optimizer.update(grads, state.opt_state, params)
       variables = {**state.params, **optax.apply_updates(params, updates)}
       per_update = {k: v.at[u - start].set(out[k]) for k, v in per_update.items()}
-      return training.TrainState(variables, opt_state), per_update
+      return optimizers.TrainState(variables, opt_state), per_update
 
     # Each update's metrics, summed on the host: the same sums however calls are split.
     blank = {k: jnp.zeros((spec.val_every,), jnp.float32) for k in source.names}

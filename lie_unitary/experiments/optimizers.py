@@ -1,4 +1,4 @@
-"""The optimizers and training state shared by the experiment families.
+"""The optimizers and training state the experiment families share (optax underneath).
 
 `make_optimizer`: SGD (the paper's operator learning) or RMSProp without momentum (its
 RNNs), optionally after clipping by value. `step_schedule`: learning-rate drops as
