@@ -249,8 +249,9 @@ class Loop:
       step, approx = first + min(num, int((now - t0) / self._seconds_per_step)), "≈"
     epoch = f" (epoch {step / self.epoch_steps:.2f})" if self.epoch_steps else ""
     shown = f"; {self._shown}" if self._shown else ""
-    return (f"step {approx}{step}/{self.target}{epoch}, {self.activity} for "
-            f"{format_seconds(now - self._since)}{shown}{self._clock.eta(step)}")
+    since = "" if self.activity == "training" else f" for {format_seconds(now - self._since)}"
+    return (f"step {approx}{step}/{self.target}{epoch}, {self.activity}{since}{shown}"
+            f"{self._clock.eta(step)}")
 
   def _tick(self) -> None:
     """A line every `progress_seconds`, whatever is running (a compilation too)."""
