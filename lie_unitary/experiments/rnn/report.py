@@ -23,7 +23,7 @@ import numpy as np
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 
-__all__ = ["ANCHORS", "ORIGINAL_FINAL_VAL", "REFERENCE", "figures", "markdown",
+__all__ = ["ANCHORS", "ORIGINAL_FINAL_VAL", "REFERENCE", "figures", "markdown", "published_table",
            "write_report"]
 
 # The PyTorch reference's records in a workdir (benchmarks torch_reference's --out).
@@ -251,7 +251,7 @@ def _epoch_table(rows: list, runs: dict) -> list[str]:
   return lines + [""]
 
 
-def _anchors() -> list[str]:
+def published_table() -> list[str]:
   """The published MNIST table, beside any image table."""
   lines = ["Published MNIST results: 70 epochs, batch 128, RMSProp, trained on all 60,000 "
            "training images (no validation split), the best test accuracy over the epochs:",
@@ -351,7 +351,8 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
-             reference: Sequence[dict] = ()) -> str:
+             reference: Sequence[dict] = (), per_epoch: bool = True,
+             anchors: bool = True) -> str:
   """The report's Markdown: a section per (task, T) or image task and dataset, a row per
   setting (its seeds' and replicates' runs pooled).
 
@@ -361,6 +362,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
       gets an image link.
     reference: the PyTorch reference's records (seed, epoch, task, dataset, hidden,
       val_accuracy, test_accuracy, seconds).
+    per_epoch: with the image tasks' test accuracy at every validation point.
+    anchors: with the published MNIST table after image tables.
 
   Returns:
     The text. A synthetic task's row: its seeds and runs, the median and best final
@@ -397,12 +400,13 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   image_tables = _rows(records, images=True)
   for (task, dataset), rows in image_tables.items():
     runs = _reference_runs(reference, task, dataset)
-    lines += _accuracy_table(task, dataset, rows, runs) + _epoch_table(rows, runs)
+    lines += _accuracy_table(task, dataset, rows, runs)
+    lines += _epoch_table(rows, runs) if per_epoch else []
     key = f"images_{task}_{dataset.replace('/', '_')}"
     if key in figure_files:
       lines += [f"![{task} {dataset}]({figure_files[key]})", ""]
-  if image_tables:
-    lines += _anchors()
+  if image_tables and anchors:
+    lines += published_table()
   return "\n".join(lines)
 
 
