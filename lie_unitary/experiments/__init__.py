@@ -8,9 +8,9 @@ unit (claims), every CPU core or accelerator, and multi-host runs. In a notebook
     from lie_unitary.experiments.operators import config, experiment
     experiment.train_and_evaluate(config.get_config("smoke"), "runs/smoke")
     df = experiments.load_results("runs/smoke")          # pandas, when installed
-    u = experiments.load_unit("runs/smoke", "n=3 lie_algebra epochs=1 lr=0.001")
+    u = experiments.load_unit("runs/smoke", "n=3 lie_algebra epochs=1 lr=0.001 seed=0")
 
-Importing this package loads no jax (config files import the families' defaults).
+Importing this package loads no jax (config files import the families' field tables).
 """
 
 from lie_unitary.experiments.workdir import LoadedUnit
