@@ -113,6 +113,7 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_or_the_start(tmp_pa
     np.testing.assert_array_equal(replicas.gather(state)["x"], np.full((1, 3), 3.0))
   said, = [x for x in lines if "could not be read" in x]
   assert "step 6" in said and "the previous one is used" in said and "\n" not in said
+  assert any(f.startswith("damaged-6-") for f in os.listdir(directory))  # kept aside
   _damage(directory, 3)
   lines.clear()
   with loop.Loop(_context(tmp_path, lines), replicas, 10) as lp:

@@ -15,7 +15,8 @@ Calls end at every multiple of `every`, at epoch ends and at the target, and las
 evaluation away. Checkpoints (orbax) hold the replicates without sharding's padding, so a
 unit stopped on 2 devices resumes on 1 or 3; they are written at most every
 `checkpoint_seconds`, on a stop and at the end, and the two latest are kept: a damaged
-one is reported in a line and the previous one (or the unit's start) is used instead. A
+one is reported in a line and set aside, and the previous one (or the unit's start) is
+used instead. A
 thread prints a line every `progress_seconds`: the step, the epoch, what is running, the
 last validation metrics and the ETA. The first SIGINT/SIGTERM (`handle_signals`) ends the
 current call, checkpoints and raises `Interrupted`.
@@ -185,8 +186,14 @@ class Checkpointer:
       raise ValueError(f"checkpoint in {self.directory} has shapes {got}, expected {want}.")
     return out["state"], dict(out["meta"])
 
-  def delete(self, step: int) -> None:
-    self._manager.delete(step)
+  def set_aside(self, step: int) -> str:
+    """Moves the checkpoint at `step` out of the manager's sight (kept, for a look);
+    returns its new path."""
+    old = os.path.join(self.directory, str(step))
+    new = os.path.join(self.directory, f"damaged-{step}-{int(time.time())}")
+    os.rename(old, new)
+    self._manager.reload()
+    return new
 
   def close(self) -> None:
     self._manager.close()
@@ -276,9 +283,9 @@ class Loop:
 
   def restore(self, state: Any, history: dict | None = None) -> tuple[Any, dict]:
     """The checkpointed (state, history), else the fresh ones given; sets `step`,
-    `elapsed` and `resumed_from`. A checkpoint that cannot be read is named in a line,
-    deleted, and the one before it used (or the fresh state: the unit restarts, its
-    records kept and none written twice).
+    `elapsed` and `resumed_from`. A checkpoint that cannot be read is named in a line
+    and moved aside, and the one before it used (or the fresh state: the unit restarts,
+    its records kept and none written twice).
 
     Raises:
       ConfigError: the checkpoint is beyond the target step.
@@ -288,9 +295,9 @@ class Loop:
       try:
         host, meta = self._ckpt.restore(self.replicas.gather(state), step)
       except Exception as e:  # noqa: BLE001 (orbax raises many kinds for damaged files)
-        self._ckpt.delete(step)
-        self.say(f"the checkpoint at step {step} ({self._ckpt.directory}) could not be read "
-                 f"({type(e).__name__}: {' '.join(str(e).split())[:160]}); deleted, "
+        aside = self._ckpt.set_aside(step)
+        self.say(f"the checkpoint at step {step} could not be read ({type(e).__name__}: "
+                 f"{' '.join(str(e).split())[:160]}); moved to {aside}, "
                  f"{'the previous one is used' if self._ckpt.steps() else 'restarting'}.")
         continue
       self.step, self.elapsed = int(meta["step"]), float(meta["elapsed"])
