@@ -118,3 +118,22 @@ def test_as_records_drops_the_cells_a_record_lacked():
   recs = [{"step": 0, "val_loss": 1.0}, {"step": 20, "val_loss": "nan", "train_loss": 0.5}]
   assert workdir_lib.as_records(pd.DataFrame.from_records(recs)) == recs
   assert workdir_lib.as_records(recs) == recs
+
+
+def test_merge_gathers_chosen_units_of_several_workdirs_once(tmp_path):
+  a, b, dest = (str(tmp_path / x) for x in ("a", "b", "dest"))
+  helpers.write_launch(a, 1, [("u", "u-0"), ("v", "v-0")],
+                       fields={"u-0": {"model": "gurnn"}, "v-0": {"model": "lstm"}})
+  helpers.write_launch(b, 1, [("u", "u-1")], fields={"u-1": {"model": "gurnn"}})
+  for wd, units in ((a, ("u-0", "v-0")), (b, ("u-1",))):
+    workdir_lib.append_records(os.path.join(wd, "results.jsonl"),
+                               [_rec(uid, uid[0], seed=int(uid[-1])) for uid in units])
+    workdir_lib.append_records(os.path.join(wd, "torch_reference.jsonl"),
+                               [{"seed": 0, "epoch": 1, "test_accuracy": 0.5}])
+  gurnn = lambda u: u["fields"]["model"] == "gurnn"
+  assert workdir_lib.merge(dest, a, gurnn) == 1 and workdir_lib.merge(dest, b, gurnn) == 1
+  assert workdir_lib.merge(dest, b, gurnn) == 0  # nothing twice
+  assert sorted(r["unit"] for r in workdir_lib.read(dest)) == ["u-0", "u-1"]
+  assert list(workdir_lib.units(dest)) == ["u-0", "u-1"]  # v left out of the launch copy
+  assert len(workdir_lib.read_launches(dest)) == 2  # each source's launch, once
+  assert len(workdir_lib.read(dest, "torch_reference.jsonl")) == 1

@@ -384,9 +384,10 @@ def merge(destination, source, keep: Callable[[dict], bool] | None = None,
     added += len(new)
   folder = path(destination, _LAUNCHES)
   os.makedirs(folder, exist_ok=True)
+  have = {json.dumps(la, sort_keys=True) for la in read_launches(destination)}
   for launch in launches:
     units = [u for u in launch["units"] if u["id"] in wanted]
-    if units:
+    if units and json.dumps({**launch, "units": units}, sort_keys=True) not in have:
       number = len([f for f in os.listdir(folder) if f.endswith(".json")])
       stamp = launch.get("provenance", {}).get("time", "").replace("-", "").replace(":", "")
       with open(os.path.join(folder, f"{number:04d}-{stamp[:15]}.json"), "x",
