@@ -107,7 +107,8 @@ def test_every_named_config_validates_and_unit_ids_hold_only_what_computes():
 def _rec(approach, test_loss, m=16, replicate=0, angle=np.nan, **cell):
   cell = dict(report.TARGET_CELL, m=m, **cell)
   return dict(kind="final", unit=f"{approach}-{m}", replicate=replicate, approach=approach,
-              test_loss=test_loss, angle_max=angle, angle_mean=angle / 2, noise_floor=1.2e-3,
+              test_loss=test_loss, train_loss=test_loss / 2, angle_max=angle,
+              angle_mean=angle / 2, noise_floor=1.2e-3,
               wrapped=0.0, **cell)
 
 
@@ -122,7 +123,7 @@ def test_the_report_states_the_targets_and_a_table_per_sweep():
   assert "at m = 16 the learned basis' largest angle averages 0.05 rad; 3 of 3" in text
   assert "## Test loss against m (n = 6, k = 3, pairs = 2" in text
   assert "| 4 | 3 | 0.0012 | 1 ± 0 | — | — |" in text
-  assert "3 of 6 learned replicates ended with a largest angle ≥ 0.1 rad" in text
+  assert "| 6 | 3 | 4 | 2 | general | 1.0 | 3 of 3 | 3 | 0 | 0 |" in text  # stuck
   assert set(report.figures(recs)) == {"angles_vs_m"}
 
 
@@ -147,3 +148,17 @@ def test_smoke_runs_through_the_runner_and_writes_records_and_a_report(tmp_path)
   again = experiment.train_and_evaluate(_smoke(), workdir, **_QUIET)
   assert again.computed == 0 and again.skipped == 10
   assert jnp.asarray(0).dtype == jnp.int32  # x64 left off after the run
+
+
+def test_the_committed_report_is_what_its_records_give():
+  folder = os.path.join("results", "learned_basis")
+  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), folder)
+  if not os.path.exists(os.path.join(path, "report.md")):
+    pytest.skip("no results/learned_basis/report.md")
+  figures = {k: f"{k}.png" for k in ("loss_vs_pairs", "angles_vs_m")
+             if os.path.exists(os.path.join(path, f"{k}.png"))}
+  text = report.markdown(workdir_lib.load_results(path, as_frame=False), figures,
+                         source=os.path.join(folder, "results.jsonl"))
+  with open(os.path.join(path, "report.md"), encoding="utf-8") as f:
+    assert f.read() == text, ("stale: python -m lie_unitary.experiments.basis "
+                              "--workdir=results/learned_basis --report_only")

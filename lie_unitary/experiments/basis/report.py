@@ -72,11 +72,11 @@ def _by(results, key) -> dict:
 def _groups(results) -> list[tuple[str, dict, list]]:
   """(swept field, the fixed fields, its cells sorted) of every group of ≥ 2 cells that
   differ in that field alone."""
-  cells = sorted({_cell(r) for r in results}, key=repr)
+  cells = sorted({_cell(r) for r in results})
   out = []
   for i, field in enumerate(CELL_FIELDS):
     rest = lambda c, i=i: c[:i] + c[i + 1:]  # noqa: E731
-    for fixed, members in sorted(_by(cells, rest).items(), key=lambda kv: repr(kv[0])):
+    for fixed, members in sorted(_by(cells, rest).items()):
       if len(members) > 1:
         names = [f for f in CELL_FIELDS if f != field]
         out.append((field, dict(zip(names, fixed)), sorted(members, key=lambda c: c[i])))
@@ -135,7 +135,7 @@ def _targets(by_cell) -> list[str]:
     lines += [f"- learned / oracle test loss (means): {lo:.3g} (target ≤ 2: "
               f"{'met' if lo <= 2 else 'not met'}); of the medians: {med / oracle:.3g}.",
               f"- full / learned test loss (means): {fl:.3g} (target ≥ 10: "
-              f"{'met' if fl >= 10 else 'not met'}).", ""]
+              f"{'met' if fl >= 10 else 'not met'})."]
   by_m = {cm[2]: rs for cm, rs in by_cell.items() if cm[:2] == c[:2] and cm[3:] == c[3:]
           and any(r["approach"] == "learned" for r in rs)}
   if len(by_m) > 1:
@@ -144,24 +144,28 @@ def _targets(by_cell) -> list[str]:
     lines += [f"- principal angles falling below {RECOVERED} rad as m grows: at m = {top} the "
               f"learned basis' largest angle averages {np.mean(worst):.3g} rad; "
               f"{sum(w < RECOVERED for w in worst)} of {len(worst)} replicates below "
-              f"{RECOVERED} (target: all; {'met' if max(worst) < RECOVERED else 'not met'}).",
-              ""]
-  return lines
+              f"{RECOVERED} (target: all; {'met' if max(worst) < RECOVERED else 'not met'})."]
+  return lines + [""]
 
 
-def _failures(results) -> list[str]:
-  learned = [r for r in results if r["approach"] == "learned"]
-  if not learned:
+def _failures(by_cell) -> list[str]:
+  """Per cell, the learned replicates that did not recover span(G*): stuck (training loss
+  above twice the noise floor: the optimiser's failure, visible without test data) or
+  fitting their training pairs with a wrong span; and how many have an operator whose
+  generator has an eigenvalue of modulus > π."""
+  rows = []
+  for c, recs in sorted(by_cell.items()):
+    learned = [r for r in recs if r["approach"] == "learned"]
+    failed = [r for r in learned if r["angle_max"] >= RECOVERED]
+    if failed:
+      stuck = sum(r["train_loss"] > 2 * r["noise_floor"] for r in failed)
+      rows.append([*c, f"{len(failed)} of {len(learned)}", stuck, len(failed) - stuck,
+                   sum(r.get("wrapped", 0) > 0 for r in failed)])
+  if not rows:
     return []
-  failed = [r for r in learned if r["angle_max"] >= RECOVERED]
-  wrapped = [r for r in learned if r.get("wrapped", 0) > 0]
-  both = [r for r in failed if r.get("wrapped", 0) > 0]
-  return ["## Where the learned basis did not recover span(G*)", "",
-          f"Over every cell, {len(failed)} of {len(learned)} learned replicates ended with a "
-          f"largest angle ≥ {RECOVERED} rad. In {len(wrapped)} of the {len(learned)}, an "
-          "operator's generator c_i G* has an eigenvalue of modulus > π (its principal "
-          f"logarithm is another element of u(n)); {len(both)} of the {len(failed)} failures "
-          "are among them.", ""]
+  return ([f"## Where the learned basis did not recover span(G*) (largest angle ≥ {RECOVERED})",
+           ""] + _md([*CELL_FIELDS, "failed", "stuck (train loss > 2 × floor)",
+                      "fit the training pairs", "with an operator beyond ±π"], rows))
 
 
 def markdown(results: Any, figure_files: dict | None = None, source: str | None = None) -> str:
@@ -182,8 +186,8 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
            "operators. Each trained replicate keeps the (start, learning rate) of least "
            "validation loss; the test pairs choose nothing.", ""]
   lines += _targets(by_cell)
-  for name, file in (figure_files or {}).items():
-    lines += [f"![{name}]({file})", ""]
+  if figure_files:
+    lines += ["## Figures", ""] + [f"![{k}]({v})" for k, v in figure_files.items()] + [""]
   for field, fixed, cells in _groups(results):
     lines += [f"## Test loss against {field} ({_fixed_words(fixed)})", ""]
     lines += _loss_table(field, cells, by_cell)
@@ -191,66 +195,55 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
     if angles:
       lines += [f"Principal angles (radians) between span(M) and span(G*) against {field}:",
                 ""] + angles
-  lines += _failures(results)
+  lines += _failures(by_cell)
   return "\n".join(lines).rstrip() + "\n"
 
 
-def _series(results, field, group, key):
-  """(x, mean, se) of `key(record)` over `group`'s cells, per approach."""
+def _figure(results, field, cells, curves, hline, **axes):
+  """A Figure of `curves` [(label, approach, record -> value)] against `field` over
+  `cells` (mean ± s.e. bars), a dotted line at `hline` (value, label), `axes` set."""
+  from matplotlib.figure import Figure
+
   i = CELL_FIELDS.index(field)
-  out = {}
-  for a in _ORDER:
-    pts = [(c[i], *_stat(vals)[:2]) for c in group
-           if (vals := [key(r) for r in results if _cell(r) == c and r["approach"] == a])]
-    if pts:
-      out[a] = np.array(pts, np.float64)
-  return out
+  fig = Figure(figsize=(5.5, 4))
+  ax = fig.subplots()
+  for label, approach, key in curves:
+    pts = np.array([(c[i], *_stat(v)[:2]) for c in cells if (v := [
+        key(r) for r in results if _cell(r) == c and r["approach"] == approach])])
+    if len(pts):
+      ax.errorbar(pts[:, 0], pts[:, 1], yerr=pts[:, 2], marker="o", capsize=3, label=label)
+  ax.axhline(hline[0], ls=":", color="k", label=hline[1])
+  fixed = [f"{f} = {v}" for f, v in zip(CELL_FIELDS, cells[0]) if f != field]
+  ax.set(xscale="log", xticks=[c[i] for c in cells], **axes)
+  ax.set_xticklabels([c[i] for c in cells])
+  ax.set_title(", ".join(fixed), fontsize=8)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  return fig
 
 
 def figures(results: Any) -> dict:
   """{"loss_vs_pairs", "angles_vs_m"}: matplotlib Figures (no pyplot) of the largest
   groups sweeping those fields, those that can be drawn."""
-  from matplotlib.figure import Figure
-
   results = _latest(results)
-  groups = {f: max((g for g in _groups(results) if g[0] == f), key=lambda g: len(g[2]),
-                   default=None) for f in ("pairs", "m")}
+  biggest = {f: max((g for g in _groups(results) if g[0] == f), key=lambda g: len(g[2]),
+                    default=None) for f in ("pairs", "m")}
   figs = {}
-  if groups["pairs"]:
-    _, fixed, cells = groups["pairs"]
-    fig = Figure(figsize=(5.5, 4))
-    ax = fig.subplots()
-    for a, (x, y, se) in ((a, v.T) for a, v in _series(results, "pairs", cells,
-                                                       lambda r: r["test_loss"]).items()):
-      ax.errorbar(x, y, yerr=se, marker="o", capsize=3, label=a)
+  if biggest["pairs"]:
+    cells = biggest["pairs"][2]
     floor = next(r["noise_floor"] for r in results if _cell(r) == cells[0])
-    ax.axhline(floor, ls=":", color="k", label="noise floor 2nσ²")
-    ax.set(xscale="log", yscale="log", xlabel="training pairs per operator",
-           ylabel="test loss (mean ± s.e.)", title=_fixed_words(fixed),
-           xticks=[c[3] for c in cells])
-    ax.set_xticklabels([c[3] for c in cells])
-    ax.title.set_fontsize(8)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    figs["loss_vs_pairs"] = fig
-  if groups["m"] and any(r["approach"] == "learned" for r in results):
-    _, fixed, cells = groups["m"]
-    fig = Figure(figsize=(5.5, 4))
-    ax = fig.subplots()
-    for name, key, a in (("learned: max", lambda r: r["angle_max"], "learned"),
-                         ("learned: mean", lambda r: r["angle_mean"], "learned"),
-                         ("random_fixed: max", lambda r: r["angle_max"], "random_fixed")):
-      s = _series(results, "m", cells, key).get(a)
-      if s is not None:
-        ax.errorbar(s[:, 0], s[:, 1], yerr=s[:, 2], marker="o", capsize=3, label=name)
-    ax.axhline(RECOVERED, ls=":", color="k", label=f"{RECOVERED} rad")
-    ax.set(xscale="log", xlabel="operators m", ylabel="principal angle (rad, mean ± s.e.)",
-           title=_fixed_words(fixed), xticks=[c[2] for c in cells])
-    ax.set_xticklabels([c[2] for c in cells])
-    ax.title.set_fontsize(8)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    figs["angles_vs_m"] = fig
+    figs["loss_vs_pairs"] = _figure(
+        results, "pairs", cells, [(a, a, lambda r: r["test_loss"]) for a in _ORDER],
+        (floor, "noise floor 2nσ²"), yscale="log", xlabel="training pairs per operator",
+        ylabel="test loss (mean ± s.e.)")
+  if biggest["m"] and any(r["approach"] == "learned" for r in results):
+    figs["angles_vs_m"] = _figure(
+        results, "m", biggest["m"][2],
+        [("learned: max", "learned", lambda r: r["angle_max"]),
+         ("learned: mean", "learned", lambda r: r["angle_mean"]),
+         ("random_fixed: max", "random_fixed", lambda r: r["angle_max"])],
+        (RECOVERED, f"{RECOVERED} rad"), xlabel="operators m",
+        ylabel="principal angle (rad, mean ± s.e.)")
   return figs
 
 
