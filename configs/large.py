@@ -11,9 +11,9 @@ def get_config():
   c = operators.defaults()
   c.variant = "large"
   c.n_values = (32, 64, 128)
-  c.approaches = ("true", "rand", "lstsq", "projection", "arjovsky", "lie_restricted",
-                  "lie_algebra", "lie_zero_init", "lie_haar_init", "lie_recentred",
-                  "lie_rebased", "lie_rebased_orthonormal")
+  c.approaches = ("true", "rand", "lstsq", "procrustes", "projection", "arjovsky",
+                  "lie_restricted", "lie_algebra", "lie_zero_init", "lie_haar_init",
+                  "lie_recentred", "lie_rebased", "lie_rebased_orthonormal")
   c.generators = ("haar",)
   c.optimizer = "rmsprop"
   c.num_replicates = 3

@@ -12,7 +12,7 @@ def get_config():
   c.variant = "orthogonal"
   c.field = "real"
   c.n_values = (6, 20, 64)
-  c.approaches = ("true", "rand", "lstsq", "projection_orthogonal", "so_algebra")
+  c.approaches = ("true", "rand", "lstsq", "procrustes", "projection_orthogonal", "so_algebra")
   c.generators = ("haar", "lie")
   c.optimizer = "rmsprop"
   c.num_replicates = 6

@@ -11,5 +11,6 @@ def get_config():
   c = fields.sibling(__file__, "table1")
   c.variant = "table2"
   c.n_values = (8, 14, 20)
-  c.approaches = ("true", "rand", "lstsq", "arjovsky", "lie_restricted", "lie_algebra")
+  c.approaches = ("true", "rand", "lstsq", "procrustes", "arjovsky", "lie_restricted",
+                  "lie_algebra")
   return c

@@ -40,6 +40,7 @@ import numpy as np
 from lie_unitary import algebra
 from lie_unitary import expm
 from lie_unitary import generators
+from lie_unitary import parametrizations
 from lie_unitary import special_unitary
 from lie_unitary.precision import matmul as mm
 
@@ -442,8 +443,9 @@ def procrustes_unitary(x, y) -> jax.Array:
   ‖X Uᵀ - Y‖²_F = ‖X‖² + ‖Y‖² - 2 Re tr(U Cᴴ) with C = Σ_i y_i x_iᴴ = Yᵀ conj(X) (N×N,
   y_i and x_i the rows as column vectors), so the minimiser maximises Re tr(U Cᴴ): it is
   the unitary polar factor of C, U = P Qᴴ for the SVD C = P Σ Qᴴ (orthogonal Procrustes,
-  Schönemann 1966). For noiseless y_i = U₀ x_i with X of rank N, C = U₀ (Xᵀ conj(X)) with
-  the second factor Hermitian positive definite, so U = U₀ exactly.
+  Schönemann 1966; `lie_unitary.polar_unitary`, which a caller accumulating C over many
+  pairs calls itself). For noiseless y_i = U₀ x_i with X of rank N, C = U₀ (Xᵀ conj(X))
+  with the second factor Hermitian positive definite, so U = U₀ exactly.
 
   If C is rank-deficient (e.g. fewer than N pairs) the minimiser is not unique and this
   returns one of them. Real x and y give the real orthogonal minimiser over O(N): its
@@ -469,6 +471,5 @@ def procrustes_unitary(x, y) -> jax.Array:
                      f"rows); got {x.shape=}, {y.shape=}.")
   dtype = _float_dtype_of(x, y)
   x, y = x.astype(dtype), y.astype(dtype)
-  cross = mm(jnp.matrix_transpose(y), jnp.conj(x))                      # Σ_i y_i x_iᴴ
-  p, _, qh = jnp.linalg.svd(cross, full_matrices=False)
-  return mm(p, qh)
+  # The polar factor of Σ_i y_i x_iᴴ (`parametrizations.polar_unitary`, the one SVD).
+  return parametrizations.polar_unitary(mm(jnp.matrix_transpose(y), jnp.conj(x)))

@@ -38,7 +38,7 @@ def test_loading_every_config_file_imports_no_jax():
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["operators", "rnn"])
+@pytest.mark.parametrize("family", ["basis", "operators", "rnn"])
 def test_loading_a_named_config_imports_no_jax(family):
   load = (f"from lie_unitary.experiments import fields\n"
           f"c = fields.load_config({family!r}, 'smoke')\nassert c.variant == 'smoke'")
@@ -51,7 +51,7 @@ def test_importing_the_package_imports_no_jax_until_used():
   assert "jax" in _heavy_modules("import lie_unitary as lu; lu.unitary_from_lambdas")
 
 
-@pytest.mark.parametrize("family", ["operators", "rnn"])
+@pytest.mark.parametrize("family", ["basis", "operators", "rnn"])
 def test_every_named_config_validates(family):
   import importlib
   experiment = importlib.import_module(f"lie_unitary.experiments.{family}.experiment")

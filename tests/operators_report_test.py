@@ -46,7 +46,7 @@ def _table1_records(seed=0, trained_shift=0.0):
     base = _unit(n, "baselines", seed=seed)
     units.append(base)
     for r in range(3):
-      for a, v in (("true", 6e-4), ("lstsq", 7e-4), ("rand", 4.0 * n)):
+      for a, v in (("true", 6e-4), ("lstsq", 7e-4), ("procrustes", 6.5e-4), ("rand", 4.0 * n)):
         recs.append(_final(n, a, r, v * (1 + 0.01 * rng.standard_normal()), unit=base,
                            optimizer="none", seed=seed))
     for a, v in _TRAINED.items():
@@ -76,7 +76,8 @@ def test_table_beside_the_paper_and_figure2():
   assert "| 3 | 1 |" in text and "(12.5 ± 0.4)" in text  # rand at n = 3, Table 1
   assert "(24 ± 1)" in text and "(8 ± 1)" in text  # rand at n = 6, projection at n = 3
   header = next(line for line in text.splitlines() if line.startswith("| n |"))
-  assert header == "| n | epochs | true | lstsq | projection | arjovsky | lie_algebra | rand |"
+  assert header == ("| n | epochs | true | lstsq | procrustes | projection | arjovsky | "
+                    "lie_algebra | rand |")
   row3 = next(line for line in text.splitlines() if line.startswith("| 3 |"))
   assert row3.split(" | ")[-1].startswith("12 ± ")  # our rand ≈ 4n beside the paper's
   figs = report.figures(recs, curves)
@@ -93,7 +94,7 @@ def test_groups_by_optimizer_and_learning_rate():
   text = report.markdown(recs)
   assert "## Test loss (sgd, lr 0.001)" in text and "## Test loss (rmsprop, lr 0.01)" in text
   rms = text.split("## Test loss (rmsprop, lr 0.01)")[1]
-  assert "| n | epochs | true | lstsq | lie_algebra | rand |" in rms  # baselines shared
+  assert "| n | epochs | true | lstsq | procrustes | lie_algebra | rand |" in rms  # shared
 
 
 def test_table2_beside_the_paper():

@@ -82,6 +82,58 @@ def test_least_squares_matches_numpy_on_the_training_pairs():
   np.testing.assert_allclose(fit, np.asarray(u), atol=3e-3)
 
 
+def _noisy_fit_setup(n, num_train, field="complex", noise_std=0.01):
+  task = ol_data.TaskSpec(n=n, field=field, generators=("haar",), num_train=num_train,
+                          noise_std=noise_std)
+  target = ol_data.make_target(jax.random.key(7), 0, task)
+  return task, target, jax.random.key(8)
+
+
+def test_procrustes_recovers_a_noiseless_target_and_is_unitary():
+  task, u, key = _noisy_fit_setup(5, 40, noise_std=0.0)
+  fit = np.asarray(ol_data.procrustes_fit(key, u, task), np.complex128)
+  np.testing.assert_allclose(fit, np.asarray(u, np.complex128), atol=2e-6)
+  np.testing.assert_allclose(fit.conj().T @ fit, np.eye(5), atol=2e-6)
+  task, r, key = _noisy_fit_setup(5, 40, field="real", noise_std=0.0)
+  fit = ol_data.procrustes_fit(key, r, task)
+  assert fit.dtype == jnp.float32
+  np.testing.assert_allclose(np.asarray(fit), np.asarray(r), atol=2e-6)
+
+
+@pytest.mark.parametrize("field", ["complex", "real"])
+def test_procrustes_is_the_svd_polar_factor_of_the_accumulated_cross_matrix(field):
+  task, u, key = _noisy_fit_setup(4, 30, field=field, noise_std=0.3)
+  fit = np.asarray(ol_data.procrustes_fit(key, u, task), np.complex128)
+  x, y = (np.asarray(a, np.complex128)
+          for a in ol_data.example_pairs(key, jnp.arange(30), u, task))
+  cross = y.T @ x.conj()                                        # Σ_i y_i x_iᴴ, in float64
+  p, _, qh = np.linalg.svd(cross)
+  np.testing.assert_allclose(fit, p @ qh, atol=1e-5)
+  np.testing.assert_allclose(fit.conj().T @ fit, np.eye(4), atol=2e-6)
+  # The same as the in-memory fit of `lie_unitary.procrustes_unitary`.
+  x32, y32 = ol_data.example_pairs(key, jnp.arange(30), u, task)
+  np.testing.assert_allclose(fit, np.asarray(lu.procrustes_unitary(x32, y32)), atol=1e-5)
+
+
+def test_training_loss_orders_lstsq_procrustes_true_and_test_loss_true_procrustes_lstsq():
+  """On the training pairs: lstsq (unconstrained) ≤ procrustes (the best unitary) ≤ true
+  (a unitary), exactly. On fresh pairs, in expectation: the truth is the best, and the
+  unitary fit (n² real parameters) beats least squares (2n²) when pairs are few."""
+  n, num_train = 4, 12
+  task, u, key = _noisy_fit_setup(n, num_train)
+  moments = ol_data.training_moments(key, u, task)
+  lstsq = ol_data.least_squares_fit(key, u, task, moments)
+  procrustes = ol_data.procrustes_fit(key, u, task, moments)
+  train = [float(ol_data.dataset_loss(m, key, num_train, u, task))
+           for m in (lstsq, procrustes, u)]
+  assert train[0] <= train[1] <= train[2], train
+  task = ol_data.TaskSpec(n=n, generators=("haar",), num_train=num_train, num_val=100,
+                          num_test=2_000)
+  out = jax.vmap(lambda r: ol_data.make_baselines(task)(jax.random.key(0), r))(jnp.arange(16))
+  test = {a: float(jnp.mean(out[a]["test_loss"])) for a in ("true", "procrustes", "lstsq")}
+  assert test["true"] < test["procrustes"] < test["lstsq"], test
+
+
 @pytest.mark.slow
 def test_restricted_training_moves_only_the_masked_coefficients():
   task = ol_data.TaskSpec(n=4, generators=("lie",), **_SMALL)

@@ -30,7 +30,8 @@ from lie_unitary.experiments.fields import Unit
 __all__ = ["ConfigError", "FAMILIES", "RunSummary", "UnitContext", "get_family", "run_units",
            "train_and_evaluate"]
 
-FAMILIES = {"operators": "lie_unitary.experiments.operators.experiment",
+FAMILIES = {"basis": "lie_unitary.experiments.basis.experiment",
+            "operators": "lie_unitary.experiments.operators.experiment",
             "rnn": "lie_unitary.experiments.rnn.experiment"}
 
 

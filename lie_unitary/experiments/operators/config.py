@@ -23,7 +23,7 @@ NAMED_CONFIGS = {"table1": "table1", "table1_rmsprop": "table1_rmsprop", "table2
                  "basis_change": "basis_change", "large": "large",
                  "orthogonal": "orthogonal", "smoke": "operators_smoke"}
 # What the family fits: a parametrization, or a baseline (`data.make_baselines`).
-BASELINES = ("true", "rand", "lstsq")
+BASELINES = ("true", "rand", "lstsq", "procrustes")
 # Generators of SO(n) targets (U(n) targets: `lie_unitary.GENERATORS`).
 REAL_GENERATORS = ("haar", "lie")
 # Approaches that accept appendix B's λ = λ̃ᵀ M: a refresh (if any) returns λ = λ̃ = 0.
@@ -63,10 +63,12 @@ FIELDS = {
     "n_values": F.Field((6,), "matrix sizes n, units each",
                         F.tuple_of(F.integer(1), unique=True, example="(3, 6)"),
                         identity=False),
-    "approaches": F.Field(("true", "rand", "lstsq", "projection", "arjovsky", "lie_algebra"),
+    "approaches": F.Field(("true", "rand", "lstsq", "procrustes", "projection", "arjovsky",
+                           "lie_algebra"),
                           "what to fit: parametrizations of the field "
                           "(`lie_unitary.PARAMETRIZATIONS`) and the baselines true (the "
-                          "target), rand (another draw), lstsq (unconstrained least squares)",
+                          "target), rand (another draw), lstsq (unconstrained least squares), "
+                          "procrustes (the least-squares unitary, orthogonal for field='real')",
                           F.tuple_of(F.one_of(lambda: approaches("complex")
                                               + approaches("real") + BASELINES), unique=True),
                           identity=False),

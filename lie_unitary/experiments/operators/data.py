@@ -16,12 +16,13 @@ import jax.numpy as jnp
 from lie_unitary import algebra
 from lie_unitary import expm
 from lie_unitary import generators
+from lie_unitary import parametrizations
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.sequencing import after as _after
 
 __all__ = ["ReplicateKeys", "TaskSpec", "dataset_loss", "dtypes", "example_pairs",
-           "least_squares_fit", "make_baselines", "make_target", "replicate_keys",
-           "squared_error_loss"]
+           "least_squares_fit", "make_baselines", "make_target", "procrustes_fit",
+           "replicate_keys", "squared_error_loss", "training_moments"]
 
 _EVAL_CHUNK = 10_000  # pairs per chunk when evaluating a whole data set
 _DEFAULTS = config_lib.defaults()
@@ -147,9 +148,13 @@ def dataset_loss(matrix, key, num: int, target, task: TaskSpec) -> jax.Array:
   return total / num
 
 
-def least_squares_fit(key, target, task: TaskSpec) -> jax.Array:
-  """The (n, n) A minimising Σ_i ‖A x_i − y_i‖² over the training pairs (unconstrained):
-  Aᵀ = (XᴴX)⁻¹ XᴴY, accumulated chunk by chunk."""
+def training_moments(key, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
+  """(XᴴX, XᴴY) over the training pairs 0..num_train-1, accumulated chunk by chunk: what
+  both closed-form fits need (`least_squares_fit`, `procrustes_fit`).
+
+  Returns:
+    Two (n, n) arrays of the data dtype (`dtypes`).
+  """
   _, cplx = dtypes(task)
   zeros = jnp.zeros((task.n, task.n), cplx)
 
@@ -158,24 +163,44 @@ def least_squares_fit(key, target, task: TaskSpec) -> jax.Array:
     xh = jnp.conj(x).T
     return xx + xh @ x, xy + xh @ y
 
-  xx, xy = _scan_over_pairs(key, task.num_train, target, task, acc, (zeros, zeros))
+  return _scan_over_pairs(key, task.num_train, target, task, acc, (zeros, zeros))
+
+
+def least_squares_fit(key, target, task: TaskSpec, moments=None) -> jax.Array:
+  """The (n, n) A minimising Σ_i ‖A x_i − y_i‖² over the training pairs (unconstrained):
+  Aᵀ = (XᴴX)⁻¹ XᴴY, from `training_moments` (computed here unless given)."""
+  xx, xy = training_moments(key, target, task) if moments is None else moments
   return jnp.linalg.solve(xx, xy).T
+
+
+def procrustes_fit(key, target, task: TaskSpec, moments=None) -> jax.Array:
+  """The (n, n) unitary (orthogonal, det ±1, for field='real') U minimising
+  Σ_i ‖U x_i − y_i‖² over the training pairs: the polar factor of C = Σ_i y_i x_iᴴ
+  = (XᴴY)ᵀ (`lie_unitary.procrustes_unitary` for pairs in memory; here C comes from
+  `training_moments`, computed unless given)."""
+  _, xy = training_moments(key, target, task) if moments is None else moments
+  return parametrizations.polar_unitary(xy.T)
 
 
 def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
   """``baselines_fn(key, replicate) -> {name: {"test_loss", "final_val_loss"}}`` (scalars)
-  for ``true`` (the target), ``rand`` (another draw of its generator) and ``lstsq``
-  (`least_squares_fit`); the keys and targets of `trainer.make_trainer`."""
+  for ``true`` (the target), ``rand`` (another draw of its generator), ``lstsq``
+  (`least_squares_fit`) and ``procrustes`` (`procrustes_fit`, from the same pass over
+  the training set); the keys and targets of `trainer.make_trainer`."""
 
   def baselines_fn(key, replicate):
     keys = replicate_keys(key, replicate)
     g = replicate % len(task.generators)
     target = make_target(keys.target, g, task)
     rand = make_target(_after(keys.rand, target), g, task)
-    lstsq = least_squares_fit(_after(keys.train, rand), target, task)
+    train_key = _after(keys.train, rand)
+    moments = training_moments(train_key, target, task)
+    lstsq = least_squares_fit(train_key, target, task, moments)
+    procrustes = procrustes_fit(train_key, target, task, _after(moments, lstsq))
     loss = lambda m, k, num: dataset_loss(m, k, num, target, task)
     return {name: dict(test_loss=loss(m, keys.test, task.num_test),
                        final_val_loss=loss(m, keys.val, task.num_val))
-            for name, m in (("true", target), ("rand", rand), ("lstsq", lstsq))}
+            for name, m in (("true", target), ("rand", rand), ("lstsq", lstsq),
+                            ("procrustes", procrustes))}
 
   return baselines_fn

@@ -1,8 +1,9 @@
 """The operator-learning family of the runner (paper §3): config → units → records.
 
-Per n, one ``baselines`` unit (true, rand, lstsq) and one unit per (approach, basis scale,
-learning rate), all replicates as one vmapped program. `run_unit` writes "final" records
-(results.jsonl) and "curve" records (curves.jsonl); fields: docs/reproduction.md.
+Per n, one ``baselines`` unit (true, rand, lstsq, procrustes) and one unit per (approach,
+basis scale, learning rate), all replicates as one vmapped program. `run_unit` writes
+"final" records (results.jsonl) and "curve" records (curves.jsonl); fields:
+docs/reproduction.md.
 """
 
 from __future__ import annotations

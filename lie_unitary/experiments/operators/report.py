@@ -38,7 +38,7 @@ PAPER_TABLE2 = {
     14: dict(arjovsky=(11.6, 0.3), lie_restricted=(12.6, 0.4), lie_algebra=(0.25, 0.03)),
     20: dict(arjovsky=(27.8, 0.7), lie_restricted=(28.0, 0.6), lie_algebra=(0.19, 0.03)),
 }
-_ORDER = ("true", "lstsq", "projection", "projection_orthogonal", "arjovsky",
+_ORDER = ("true", "lstsq", "procrustes", "projection", "projection_orthogonal", "arjovsky",
           "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
           "lie_recentred", "lie_rebased", "lie_rebased_orthonormal", "rand")
 _BASIS_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")  # no jax import here
@@ -211,7 +211,7 @@ def _figure2(results):
     if r["n"] in rand and r["approach"] != "rand":
       ratios[(r["generator"], r["approach"])].append(float(r["test_loss"]) / rand[r["n"]])
   gens = sorted({g for g, _ in ratios})
-  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq")
+  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq", "procrustes")
                 and any(k[1] == a for k in ratios)]
   if not approaches:
     return None

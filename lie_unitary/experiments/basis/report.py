@@ -1,0 +1,268 @@
+"""Report of the hidden-subalgebra runs: tables per sweep, the targets, figures.
+
+A table is made for every group of cells that differ in one field alone (the others,
+named in its heading, fixed). A cell of a table: mean ± standard error over the replicates
+of a replicate's test loss (itself the mean over its m operators of the mean over test
+pairs of ‖Û_i x − y‖²); `runs` is the number of replicates. Angles: the principal angles
+(radians) between span(M) and span(G*). Figures are `matplotlib.figure.Figure`s (no
+pyplot). Importing this module loads numpy only.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+from typing import Any
+
+import numpy as np
+
+from lie_unitary.experiments import workdir as workdir_lib
+from lie_unitary.experiments.basis.config import APPROACHES as _ORDER
+from lie_unitary.experiments.basis.config import CELL_FIELDS
+
+__all__ = ["RECOVERED", "TARGET_CELL", "figures", "markdown", "write_report"]
+
+# The cell of the stated targets: learned within 2× of oracle, ≥ 10× below full.
+TARGET_CELL = dict(n=6, k=3, m=16, pairs=2, subalgebra="general", coef_std=1.0)
+RECOVERED = 0.1  # radians: a learned basis recovered span(G*) when its largest angle is less
+
+
+def _cell(r) -> tuple:
+  return tuple(r[f] for f in CELL_FIELDS)
+
+
+def _latest(results) -> list[dict]:
+  """The "final" records, one per (unit, replicate): the last written."""
+  out = {}
+  for r in workdir_lib.as_records(results):
+    if r.get("kind") == "final":
+      out[(r["unit"], r["replicate"])] = r
+  return list(out.values())
+
+
+def _stat(values) -> tuple[float, float, int]:
+  v = np.asarray(values, np.float64)
+  se = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+  return float(v.mean()), se, len(v)
+
+
+def _fmt(x: float) -> str:
+  return f"{x:.3g}" if np.isfinite(x) else "—"
+
+
+def _pm(values) -> str:
+  if not len(values):
+    return "—"
+  mean, se, _ = _stat(values)
+  return f"{_fmt(mean)} ± {_fmt(se)}"
+
+
+def _md(header, rows) -> list[str]:
+  return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+          + ["| " + " | ".join(map(str, row)) + " |" for row in rows] + [""])
+
+
+def _by(results, key) -> dict:
+  out = collections.defaultdict(list)
+  for r in results:
+    out[key(r)].append(r)
+  return out
+
+
+def _groups(results) -> list[tuple[str, dict, list]]:
+  """(swept field, the fixed fields, its cells sorted) of every group of ≥ 2 cells that
+  differ in that field alone."""
+  cells = sorted({_cell(r) for r in results})
+  out = []
+  for i, field in enumerate(CELL_FIELDS):
+    rest = lambda c, i=i: c[:i] + c[i + 1:]  # noqa: E731
+    for fixed, members in sorted(_by(cells, rest).items()):
+      if len(members) > 1:
+        names = [f for f in CELL_FIELDS if f != field]
+        out.append((field, dict(zip(names, fixed)), sorted(members, key=lambda c: c[i])))
+  return out
+
+
+def _fixed_words(fixed: dict) -> str:
+  return ", ".join(f"{k} = {v}" for k, v in fixed.items())
+
+
+def _loss_table(field, cells, by_cell) -> list[str]:
+  approaches = [a for a in _ORDER if any(r["approach"] == a for c in cells
+                                         for r in by_cell[c])]
+  i = CELL_FIELDS.index(field)
+  rows = []
+  for c in cells:
+    recs = _by(by_cell[c], lambda r: r["approach"])
+    runs = max(len(v) for v in recs.values())
+    floor = by_cell[c][0]["noise_floor"]
+    rows.append([c[i], runs, _fmt(floor)]
+                + [_pm([r["test_loss"] for r in recs.get(a, [])]) for a in approaches])
+  return _md([field, "runs", "noise floor"] + approaches, rows)
+
+
+def _angle_table(field, cells, by_cell) -> list[str]:
+  i = CELL_FIELDS.index(field)
+  rows = []
+  for c in cells:
+    learned = [r for r in by_cell[c] if r["approach"] == "learned"]
+    rand = [r["angle_max"] for r in by_cell[c] if r["approach"] == "random_fixed"]
+    if not learned:
+      continue
+    ok = sum(r["angle_max"] < RECOVERED for r in learned)
+    rows.append([c[i], len(learned), _pm([r["angle_max"] for r in learned]),
+                 _pm([r["angle_mean"] for r in learned]), f"{ok} of {len(learned)}",
+                 _pm(rand)])
+  if not rows:
+    return []
+  return _md([field, "runs", "learned: max angle", "learned: mean angle",
+              f"recovered (max < {RECOVERED})", "random_fixed: max angle"], rows)
+
+
+def _targets(by_cell) -> list[str]:
+  """The stated targets at `TARGET_CELL`, and the angles' at the largest m beside it."""
+  c = tuple(TARGET_CELL[f] for f in CELL_FIELDS)
+  if c not in by_cell:
+    return []
+  mean = {a: _stat([r["test_loss"] for r in rs])[0]
+          for a, rs in _by(by_cell.get(c, []), lambda r: r["approach"]).items()}
+  lines = [f"## Targets ({_fixed_words(TARGET_CELL)})", ""]
+  if {"learned", "oracle", "full"} <= set(mean):
+    lo, fl = mean["learned"] / mean["oracle"], mean["full"] / mean["learned"]
+    learned = [r for r in by_cell[c] if r["approach"] == "learned"]
+    med = float(np.median([r["test_loss"] for r in learned]))
+    oracle = float(np.median([r["test_loss"] for r in by_cell[c] if r["approach"] == "oracle"]))
+    lines += [f"- learned / oracle test loss (means): {lo:.3g} (target ≤ 2: "
+              f"{'met' if lo <= 2 else 'not met'}); of the medians: {med / oracle:.3g}.",
+              f"- full / learned test loss (means): {fl:.3g} (target ≥ 10: "
+              f"{'met' if fl >= 10 else 'not met'})."]
+  by_m = {cm[2]: rs for cm, rs in by_cell.items() if cm[:2] == c[:2] and cm[3:] == c[3:]
+          and any(r["approach"] == "learned" for r in rs)}
+  if len(by_m) > 1:
+    top = max(by_m)
+    worst = [r["angle_max"] for r in by_m[top] if r["approach"] == "learned"]
+    lines += [f"- principal angles falling below {RECOVERED} rad as m grows: at m = {top} the "
+              f"learned basis' largest angle averages {np.mean(worst):.3g} rad; "
+              f"{sum(w < RECOVERED for w in worst)} of {len(worst)} replicates below "
+              f"{RECOVERED} (target: all; {'met' if max(worst) < RECOVERED else 'not met'})."]
+  return lines + [""]
+
+
+def _failures(by_cell) -> list[str]:
+  """Per cell, the learned replicates that did not recover span(G*): stuck (training loss
+  above twice the noise floor: the optimiser's failure, visible without test data) or
+  fitting their training pairs with a wrong span; and how many have an operator whose
+  generator has an eigenvalue of modulus > π."""
+  rows = []
+  for c, recs in sorted(by_cell.items()):
+    learned = [r for r in recs if r["approach"] == "learned"]
+    failed = [r for r in learned if r["angle_max"] >= RECOVERED]
+    if failed:
+      stuck = sum(r["train_loss"] > 2 * r["noise_floor"] for r in failed)
+      rows.append([*c, f"{len(failed)} of {len(learned)}", stuck, len(failed) - stuck,
+                   sum(r.get("wrapped", 0) > 0 for r in failed)])
+  if not rows:
+    return []
+  return ([f"## Where the learned basis did not recover span(G*) (largest angle ≥ {RECOVERED})",
+           ""] + _md([*CELL_FIELDS, "failed", "stuck (train loss > 2 × floor)",
+                      "fit the training pairs", "with an operator beyond ±π"], rows))
+
+
+def markdown(results: Any, figure_files: dict | None = None, source: str | None = None) -> str:
+  """The report: targets, a test-loss and an angle table per sweep, the failures.
+
+  Args:
+    results: the "final" records (list of dicts or a DataFrame); of one written twice,
+      the last counts.
+    figure_files: {figure name: file name} of figures beside the report, linked.
+    source: where the records came from, named in the header.
+  """
+  results = _latest(results)
+  by_cell = _by(results, _cell)
+  lines = ["# Recovering a hidden subalgebra: results", "",
+           f"{len(results)} records" + (f" from `{source}`" if source else "") + ". Cells: "
+           "test loss (per replicate the mean over its operators), mean ± standard error "
+           "over the replicates (runs). The noise floor is 2nσ², the loss of the true "
+           "operators. Each trained replicate keeps the (start, learning rate) of least "
+           "validation loss; the test pairs choose nothing.", ""]
+  lines += _targets(by_cell)
+  if figure_files:
+    lines += ["## Figures", ""] + [f"![{k}]({v})" for k, v in figure_files.items()] + [""]
+  for field, fixed, cells in _groups(results):
+    lines += [f"## Test loss against {field} ({_fixed_words(fixed)})", ""]
+    lines += _loss_table(field, cells, by_cell)
+    angles = _angle_table(field, cells, by_cell)
+    if angles:
+      lines += [f"Principal angles (radians) between span(M) and span(G*) against {field}:",
+                ""] + angles
+  lines += _failures(by_cell)
+  return "\n".join(lines).rstrip() + "\n"
+
+
+def _figure(results, field, cells, curves, hline, **axes):
+  """A Figure of `curves` [(label, approach, record -> value)] against `field` over
+  `cells` (mean ± s.e. bars), a dotted line at `hline` (value, label), `axes` set."""
+  from matplotlib.figure import Figure
+
+  i = CELL_FIELDS.index(field)
+  fig = Figure(figsize=(5.5, 4))
+  ax = fig.subplots()
+  for label, approach, key in curves:
+    pts = np.array([(c[i], *_stat(v)[:2]) for c in cells if (v := [
+        key(r) for r in results if _cell(r) == c and r["approach"] == approach])])
+    if len(pts):
+      ax.errorbar(pts[:, 0], pts[:, 1], yerr=pts[:, 2], marker="o", capsize=3, label=label)
+  ax.axhline(hline[0], ls=":", color="k", label=hline[1])
+  fixed = [f"{f} = {v}" for f, v in zip(CELL_FIELDS, cells[0]) if f != field]
+  ax.set(xscale="log", xticks=[c[i] for c in cells], **axes)
+  ax.set_xticklabels([c[i] for c in cells])
+  ax.set_title(", ".join(fixed), fontsize=8)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  return fig
+
+
+def figures(results: Any) -> dict:
+  """{"loss_vs_pairs", "angles_vs_m"}: matplotlib Figures (no pyplot) of the largest
+  groups sweeping those fields, those that can be drawn."""
+  results = _latest(results)
+  biggest = {f: max((g for g in _groups(results) if g[0] == f), key=lambda g: len(g[2]),
+                    default=None) for f in ("pairs", "m")}
+  figs = {}
+  if biggest["pairs"]:
+    cells = biggest["pairs"][2]
+    floor = next(r["noise_floor"] for r in results if _cell(r) == cells[0])
+    figs["loss_vs_pairs"] = _figure(
+        results, "pairs", cells, [(a, a, lambda r: r["test_loss"]) for a in _ORDER],
+        (floor, "noise floor 2nσ²"), yscale="log", xlabel="training pairs per operator",
+        ylabel="test loss (mean ± s.e.)")
+  if biggest["m"] and any(r["approach"] == "learned" for r in results):
+    figs["angles_vs_m"] = _figure(
+        results, "m", biggest["m"][2],
+        [("learned: max", "learned", lambda r: r["angle_max"]),
+         ("learned: mean", "learned", lambda r: r["angle_mean"]),
+         ("random_fixed: max", "random_fixed", lambda r: r["angle_max"])],
+        (RECOVERED, f"{RECOVERED} rad"), xlabel="operators m",
+        ylabel="principal angle (rad, mean ± s.e.)")
+  return figs
+
+
+def write_report(workdir: str, results: Any = None) -> list[str]:
+  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it.
+
+  Returns:
+    The paths written, report.md first.
+
+  Raises:
+    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
+  """
+  if results is None:
+    results = workdir_lib.load_results(workdir, as_frame=False)
+  figs = figures(results)
+  for name, fig in figs.items():
+    fig.savefig(os.path.join(workdir, f"{name}.png"), dpi=110)
+  path = workdir_lib.path(workdir, workdir_lib.REPORT)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(markdown(results, {k: f"{k}.png" for k in figs},
+                     source=workdir_lib.path(workdir, workdir_lib.RESULTS)))
+  return [path] + [os.path.join(workdir, f"{k}.png") for k in figs]

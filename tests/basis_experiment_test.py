@@ -1,0 +1,164 @@
+"""The hidden-subalgebra family: data, the oracle against its floor, angles, configs,
+unit ids, the report, and the smoke config end to end through the runner."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from lie_unitary.experiments import runner
+from lie_unitary.experiments import workdir as workdir_lib
+from lie_unitary.experiments.basis import config as cfg_lib
+from lie_unitary.experiments.basis import experiment
+from lie_unitary.experiments.basis import report
+
+_QUIET = dict(printer=lambda *_: None, handle_signals=False)
+
+
+def _task(**changes):
+  return experiment.Task(**dict(dict(n=4, k=2, m=3, pairs=4, subalgebra="general",
+                                     num_val=8, num_test=64), **changes))
+
+
+def test_operators_and_pairs_are_shared_across_m_and_pairs():
+  key = jax.random.key(3)
+  small = experiment.make_data(key, _task(m=2, pairs=2))
+  big = experiment.make_data(key, _task(m=3, pairs=5))
+  np.testing.assert_array_equal(small.gstar, big.gstar)
+  np.testing.assert_allclose(small.targets, big.targets[:2], atol=1e-6)
+  np.testing.assert_allclose(small.train[0], big.train[0][:2, :2], atol=1e-6)
+  np.testing.assert_allclose(small.test[1], big.test[1][:2], atol=1e-6)
+  # Targets are unitary, and noiseless pairs follow them.
+  u = np.asarray(big.targets, np.complex128)
+  np.testing.assert_allclose(u @ np.conj(np.swapaxes(u, 1, 2)),
+                             np.broadcast_to(np.eye(4), u.shape), atol=2e-6)
+  clean = experiment.make_data(key, _task(noise_std=0.0))
+  x, y = (np.asarray(a, np.complex128) for a in clean.train)
+  np.testing.assert_allclose(y, np.einsum("mpj,mij->mpi", x, np.asarray(clean.targets)),
+                             atol=2e-5)
+
+
+@pytest.mark.parametrize("subalgebra", ["general", "commuting"])
+def test_oracle_reaches_the_noise_floor_with_zero_principal_angles(subalgebra):
+  solve = lambda task, approach: jax.jit(lambda k: experiment.solve_replicate(  # noqa: E731
+      k, 0, approach, task, (3e-2,), 600))(jax.random.key(1))
+  clean = solve(_task(subalgebra=subalgebra, noise_std=0.0), "oracle")
+  assert float(clean["test_loss"]) < 1e-6 and float(clean["train_loss"]) < 1e-6
+  assert float(clean["angle_max"]) < 1e-5  # M = G*: the same span
+  noisy = solve(_task(subalgebra=subalgebra), "oracle")
+  floor = 2 * 4 * 0.01 ** 2  # 2nσ²
+  assert floor < float(noisy["test_loss"]) < 1.3 * floor
+  # A fixed random basis is far from span(G*), and fits worse.
+  rand = solve(_task(subalgebra=subalgebra), "random_fixed")
+  assert float(rand["angle_max"]) > 0.3 and float(rand["test_loss"]) > 10 * floor
+
+
+def test_procrustes_fits_each_operator_in_closed_form():
+  task, key = _task(pairs=40), jax.random.key(2)
+  out = jax.jit(lambda k: experiment.solve_replicate(k, 0, "procrustes", task))(key)
+  floor = 2 * 4 * 0.01 ** 2
+  assert floor < float(out["test_loss"]) < 1.2 * floor and np.isnan(float(out["angle_max"]))
+  # The least-squares unitary: on its own training pairs no worse than the truth.
+  data = experiment.make_data(jax.random.split(jax.random.fold_in(key, 0))[0], task)
+  truth = float(experiment.squared_error(data.targets, *data.train))
+  assert float(out["train_loss"]) <= truth * (1 + 1e-5)
+
+
+def _smoke(**changes):
+  config = cfg_lib.get_config("smoke")
+  for k, v in changes.items():
+    config[k] = v
+  return config
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("no_such_field", 1, "no_such_field"),
+    ("approaches", ("learned", "pca"), "config.approaches"),
+    ("k", 10, "config.k = 10"),  # > n² = 9
+    ("sweeps", ((("subalgebra", "k"), (("commuting", 4),)),), "config.sweeps"),  # k > n
+    ("sweeps", (("size", (3,)),), "config.sweeps"),
+    ("learning_rates", (), "config.learning_rates"),
+    ("restarts", 0, "config.restarts"),
+])
+def test_config_errors_name_the_field(field, value, match):
+  config = _smoke()
+  config[field] = value
+  with pytest.raises(runner.ConfigError, match=match):
+    experiment.validate_config(config)
+
+
+def test_every_named_config_validates_and_unit_ids_hold_only_what_computes():
+  for name in cfg_lib.NAMED_CONFIGS:
+    experiment.validate_config(cfg_lib.get_config(name))
+  ids = lambda config: {u.name: u.id for u in experiment.units(config)}  # noqa: E731
+  base = ids(_smoke())
+  assert len(base) == 10  # 2 cells × 5 approaches
+  more_restarts = ids(_smoke(restarts=3))
+  assert [n for n in base if base[n] != more_restarts[n]] == [
+      n for n in base if n.endswith(" learned")]
+  other_rate = ids(_smoke(learning_rates=(1e-2,)))
+  assert [n for n in base if base[n] == other_rate[n]] == [
+      n for n in base if n.endswith(" procrustes")]
+  assert all(base[n] != v for n, v in ids(_smoke(noise_std=0.02)).items())
+
+
+def _rec(approach, test_loss, m=16, replicate=0, angle=np.nan, **cell):
+  cell = dict(report.TARGET_CELL, m=m, **cell)
+  return dict(kind="final", unit=f"{approach}-{m}", replicate=replicate, approach=approach,
+              test_loss=test_loss, train_loss=test_loss / 2, angle_max=angle,
+              angle_mean=angle / 2, noise_floor=1.2e-3,
+              wrapped=0.0, **cell)
+
+
+def test_the_report_states_the_targets_and_a_table_per_sweep():
+  recs = [_rec(a, v * (1 + 0.1 * r), replicate=r, angle=0.05)
+          for a, v in (("learned", 2e-3), ("oracle", 1.4e-3), ("full", 0.3))
+          for r in range(3)]
+  recs += [_rec("learned", 1.0, m=4, replicate=r, angle=0.8) for r in range(3)]
+  text = report.markdown(recs)
+  assert "learned / oracle test loss (means): 1.43 (target ≤ 2: met)" in text
+  assert "full / learned test loss (means): 150 (target ≥ 10: met)" in text
+  assert "at m = 16 the learned basis' largest angle averages 0.05 rad; 3 of 3" in text
+  assert "## Test loss against m (n = 6, k = 3, pairs = 2" in text
+  assert "| 4 | 3 | 0.0012 | 1 ± 0 | — | — |" in text
+  assert "| 6 | 3 | 4 | 2 | general | 1.0 | 3 of 3 | 3 | 0 | 0 |" in text  # stuck
+  assert set(report.figures(recs)) == {"angles_vs_m"}
+
+
+@pytest.mark.slow
+def test_smoke_runs_through_the_runner_and_writes_records_and_a_report(tmp_path):
+  workdir = str(tmp_path)
+  summary = experiment.train_and_evaluate(_smoke(), workdir, **_QUIET)
+  assert summary.computed == 10 and not summary.interrupted
+  recs = workdir_lib.read(workdir)
+  assert len(recs) == 10 * 2  # a record per unit and replicate
+  for r in recs:
+    for field in ("unit", "approach", "n", "k", "m", "pairs", "subalgebra", "coef_std",
+                  "replicate", "test_loss", "train_loss", "val_loss", "noise_floor", "seed"):
+      assert field in r, field
+    assert np.isfinite(r["test_loss"]) and r["kind"] == "final"
+  assert {r["pairs"] for r in recs} == {1, 2}
+  paths = experiment.write_report(workdir)
+  assert [os.path.basename(p) for p in paths] == ["report.md", "loss_vs_pairs.png"]
+  text = open(paths[0], encoding="utf-8").read()
+  assert "## Test loss against pairs (n = 3, k = 2, m = 4" in text
+  assert not os.path.exists(os.path.join(workdir, "checkpoints"))
+  again = experiment.train_and_evaluate(_smoke(), workdir, **_QUIET)
+  assert again.computed == 0 and again.skipped == 10
+  assert jnp.asarray(0).dtype == jnp.int32  # x64 left off after the run
+
+
+def test_the_committed_report_is_what_its_records_give():
+  folder = os.path.join("results", "learned_basis")
+  path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), folder)
+  if not os.path.exists(os.path.join(path, "report.md")):
+    pytest.skip("no results/learned_basis/report.md")
+  figures = {k: f"{k}.png" for k in ("loss_vs_pairs", "angles_vs_m")
+             if os.path.exists(os.path.join(path, f"{k}.png"))}
+  text = report.markdown(workdir_lib.load_results(path, as_frame=False), figures,
+                         source=os.path.join(folder, "results.jsonl"))
+  with open(os.path.join(path, "report.md"), encoding="utf-8") as f:
+    assert f.read() == text, ("stale: python -m lie_unitary.experiments.basis "
+                              "--workdir=results/learned_basis --report_only")
