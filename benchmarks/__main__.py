@@ -4,6 +4,8 @@ r"""One entry point for every benchmark: `python -m benchmarks SUBJECT [flags]`.
   principal_branch  training steps of the principal-branch approaches (operators, n ≥ 64)
   rnn               RNN training throughput: models, the guRNN's constraint vs `free`,
                     the recurrence's matmuls alone, data parallelism, image-task epochs
+  ceiling           each RNN's training and evaluation against the machine's GEMM peak and
+                    its recurrence's chain of products, in GFLOP/s
   torch             beside PyTorch: orthogonal layers, the image-task training step
   torch_reference   the PyTorch expRNN trained on an image task (accuracy reference)
   runner            the experiment runner's overhead against its bare training loop
@@ -21,7 +23,8 @@ from absl import flags
 import benchmarks  # noqa: F401  (sets OPENBLAS_NUM_THREADS before jax loads)
 
 SUBJECTS = {"expm": ("expm", "main"), "principal_branch": ("principal_branch", "main"),
-            "rnn": ("rnn", "main"), "torch": ("vs_torch", "main"),
+            "rnn": ("rnn", "main"), "ceiling": ("ceiling", "main"),
+            "torch": ("vs_torch", "main"),
             "torch_reference": ("vs_torch", "train_reference"),
             "runner": ("runner_overhead", "main")}
 

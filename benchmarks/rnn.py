@@ -12,6 +12,8 @@ counts the recurrence's products, 3 a step. docs/benchmarks.md, "RNN throughput"
 import contextlib
 import itertools
 import time
+from typing import Any
+from typing import NamedTuple
 
 from absl import app
 from absl import flags
@@ -75,16 +77,26 @@ def _unitary_replaced_by(fn):
     trainer.make_experiment.cache_clear()
 
 
-def _random_images(T: int) -> data.ImageSets:
+def _random_images(T: int, eval_size: int = 500) -> data.ImageSets:
   rng = np.random.RandomState(0)
   x = lambda n: jnp.asarray(rng.randint(0, 256, (n, T)).astype(np.uint8))
   y = lambda n: jnp.asarray(rng.randint(0, 10, n).astype(np.int32))
-  return data.ImageSets(x(_IMAGES), y(_IMAGES), x(500), y(500), x(500), y(500))
+  return data.ImageSets(x(_IMAGES), y(_IMAGES), x(eval_size), y(eval_size), x(eval_size),
+                        y(eval_size))
 
 
-def experiment_variant(config, model: str, T: int, data_parallel: int):
-  """The experiments' training chunk of one unit as a variant (compiled and warmed up),
-  and its spec."""
+class UnitPrograms(NamedTuple):
+  """One unit's programs as the launcher builds them, its replicas and spec, and random
+  image sets on its devices (validation and test one evaluation batch each; None for
+  the synthetic tasks)."""
+  exp: trainer.Experiment
+  replicas: replicas_lib.Replicas
+  spec: Any
+  sets: data.ImageSets | None
+
+
+def unit_programs(config, model: str, T: int, data_parallel: int) -> UnitPrograms:
+  """The `UnitPrograms` of one unit (not compiled yet)."""
   config.data_parallel = data_parallel  # 0: resolved as the launcher resolves it
   spec = rnn_experiment.make_unit(config, model, T, 0).spec
   d = spec.data_parallel
@@ -94,8 +106,16 @@ def experiment_variant(config, model: str, T: int, data_parallel: int):
   source = data.image_source(spec, _IMAGES) if images else data.synthetic_source(spec)
   exp = trainer.make_experiment(spec, replicas.sharding, source)
   everywhere = jax.sharding.NamedSharding(replicas.sharding.mesh, jax.sharding.PartitionSpec())
-  sets = jax.device_put(_random_images(spec.T), everywhere) if images else None
-  epoch_data, per_epoch = exp.epoch_data(replicas.ids, 0), source.updates_per_epoch
+  sets = (jax.device_put(_random_images(spec.T, spec.eval_batch_size), everywhere) if images
+          else None)
+  return UnitPrograms(exp, replicas, spec, sets)
+
+
+def experiment_variant(config, model: str, T: int, data_parallel: int):
+  """The experiments' training chunk of one unit as a variant (compiled and warmed up),
+  and its spec."""
+  exp, replicas, spec, sets = unit_programs(config, model, T, data_parallel)
+  epoch_data, per_epoch = exp.epoch_data(replicas.ids, 0), exp.source.updates_per_epoch
   # The updates of a call stay within the epoch.
   chunk = lambda s, u, num: exp.train_chunk(
       s, replicas.ids, u % (per_epoch - num + 1) if per_epoch else u, num, epoch_data, sets)

@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 import time
 from typing import Callable
@@ -76,11 +77,22 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
+def _commit() -> str | None:
+  """The checked-out commit, with "+dirty" when tracked files differ from it."""
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True)
+  head = git("rev-parse", "HEAD")
+  if head.returncode:
+    return None
+  dirty = git("status", "--porcelain", "--untracked-files=no").stdout.strip()
+  return head.stdout.strip() + ("+dirty" if dirty else "")
+
+
 def machine() -> dict:
-  """What the numbers were measured on."""
+  """What the numbers were measured on, and the code's commit."""
   d = jax.devices()[0]
   return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-          "command": " ".join(["python -m benchmarks"] + sys.argv[1:]),
+          "command": " ".join(["python -m benchmarks"] + sys.argv[1:]), "commit": _commit(),
           "jax": jax.__version__, "backend": jax.default_backend(), "device": d.device_kind,
           "devices": jax.device_count(), "cpus": os.cpu_count(), "cpu": _cpu_model(),
           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
