@@ -10,7 +10,7 @@ it times, round-robin in one process:
   G and batch, on the same devices: a scan h ← fold(h W) + p with W (H, G·H), a reverse
   scan δ ← tile(δ) Wᵀ + g and one W̄ = Σ hᵀ tile(δ), nothing else;
 - `eval`: the experiments' evaluation (forward only) of one evaluation batch;
-- `chain forward`: the forward scan alone at the evaluation batch;
+- `chain forward`: the forward scan alone at the evaluation batch, keeping the last state;
 - `GEMM`: one S × S float32 matmul per device (--gemm_size), the machine's peak.
 
 GFLOP/s counts the recurrent products only: 3 · 2 G H² per step and example in
@@ -66,10 +66,12 @@ def chain_variant(H: int, G: int, batch: int, length: int, d: int, train: bool):
   tile = lambda y: y if G == 1 else jnp.tile(y, (1, G))
 
   def local(w, p, g):
+    if not train:  # the last state only: evaluation reads no other
+      last, _ = jax.lax.scan(lambda h, pt: (fold(h @ w) + pt, None), jnp.zeros_like(p[0]), p,
+                             unroll=_UNROLL.value)
+      return jax.lax.psum(last.sum(), "data")
     _, hs = jax.lax.scan(lambda h, pt: (fold(h @ w) + pt,) * 2, jnp.zeros_like(p[0]), p,
                          unroll=_UNROLL.value)
-    if not train:
-      return jax.lax.psum(hs[-1].sum(), "data")
     _, ds = jax.lax.scan(lambda e, gt: (tile(e) @ w.T + gt,) * 2, jnp.zeros_like(g[0]), g,
                          reverse=True, unroll=_UNROLL.value)
     w_bar = hs.reshape(-1, H).T @ tile(ds.reshape(-1, H))

@@ -164,10 +164,18 @@ def test_rnn_golden_every_model(rnn_models_run):
   golden.check(got, pinned, RTOL)
 
 
+# The learning-rate drops' replicate 0 amplifies rounding after its drops: on an Intel
+# Xeon host (AVX-512) under the tests' XLA flags its validation and test losses after 50
+# updates were 1.5e-4 and 3.2e-4 from the pins (its first two metrics 9e-7, the other
+# pins ≤ 9e-6), so those two hold to ten times that.
+RTOL_AFTER_DROPS = (RTOL, RTOL, 3e-3, 3e-3)
+
+
 @pytest.mark.parametrize("kind", ["copy_long", "lr_drops", "images"])
 def test_rnn_golden(kind, tmp_path):
   golden.require_cpu()
-  golden.check(rnn_metrics(kind, str(tmp_path)), GOLDEN_RNN[kind], RTOL)
+  golden.check(rnn_metrics(kind, str(tmp_path)), GOLDEN_RNN[kind],
+               RTOL_AFTER_DROPS if kind == "lr_drops" else RTOL)
 
 
 def test_every_rnn_model_trains_on_any_toolchain(rnn_models_run):

@@ -118,12 +118,14 @@ class _ElementwiseRecurrence:
     h = f(carry_BxH @ transition + projected_BxH)
     return h, h
 
-  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1,
+           outputs: bool = True):
     """All steps at once (time-major), with the fast reverse pass of
-    `elementwise_recurrence`: -> (final carry (B, H), outputs (L, B, H))."""
+    `elementwise_recurrence`: -> (final carry (B, H), outputs (L, B, H), or None when
+    `outputs` is False)."""
     hs = recurrence.elementwise_recurrence(transition, carry_BxH, projected_LxBxH,
-                                           self.activation, unroll)
-    return hs[-1], hs
+                                           self.activation, unroll, last_only=not outputs)
+    return (hs[-1], hs) if outputs else (hs, None)
 
 
 class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
@@ -209,13 +211,14 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     h = recurrence.modrelu_pairs(carry_BxH @ transition + projected_BxH, self.modrelu_bias)
     return h, h
 
-  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
-    """All steps (time-major) -> (final carry (B, H), outputs (L, B, H))."""
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1,
+           outputs: bool = True):
+    """All steps (time-major) -> (final carry (B, H), outputs (L, B, H) or None)."""
     if self.activation != "modrelu":
-      return super().scan(carry_BxH, projected_LxBxH, transition, unroll)
+      return super().scan(carry_BxH, projected_LxBxH, transition, unroll, outputs)
     hs = recurrence.modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
-                                       self.modrelu_bias, unroll)
-    return hs[-1], hs
+                                       self.modrelu_bias, unroll, last_only=not outputs)
+    return (hs[-1], hs) if outputs else (hs, None)
 
   def __call__(self, carry_BxH, x_BxD):
     """One step (one eigh). carry (..., 2n), x (..., D) real -> (new carry, output)."""

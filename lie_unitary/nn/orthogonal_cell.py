@@ -127,11 +127,13 @@ class OrthogonalRNNCell(cells._RealState, nn.RNNCellBase):
     h = real_modrelu(carry_BxH @ transition + projected_BxH, self.modrelu_bias)
     return h, h
 
-  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1):
-    """All L steps, time-major: (B, n) carry, (L, B, n) projections -> (carry, (L, B, n))."""
+  def scan(self, carry_BxH, projected_LxBxH, transition, unroll: int = 1,
+           outputs: bool = True):
+    """All L steps, time-major: (B, n) carry, (L, B, n) projections -> (carry, (L, B, n),
+    or None when `outputs` is False)."""
     hs = recurrence.real_modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
-                                            self.modrelu_bias, unroll)
-    return hs[-1], hs
+                                            self.modrelu_bias, unroll, last_only=not outputs)
+    return (hs[-1], hs) if outputs else (hs, None)
 
   def __call__(self, carry_BxH, x_BxD):
     """One step (one expm). carry (..., n), x (..., D) real -> (new carry, output)."""

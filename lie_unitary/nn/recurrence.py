@@ -89,36 +89,67 @@ def _loop(step, carry, xs, reverse=False, unroll=1):
   return jax.lax.fori_loop(0, length, body, (carry, buffers), unroll=unroll)
 
 
-def _recurrence_forward(transition, h0, projected, activation, unroll):
+def _final(step, carry, xs, unroll=1):
+  """The final carry of `_loop(step, carry, xs)`, with no (L, ...) buffers."""
+  length = jax.tree.leaves(xs)[0].shape[0]
+
+  def body(t, carry):
+    return step(carry, jax.tree.map(
+        lambda a: jax.lax.dynamic_index_in_dim(a, t, 0, keepdims=False), xs))[0]
+
+  return jax.lax.fori_loop(0, length, body, carry, unroll=unroll)
+
+
+def _reverse(body, carry, ct, xs, last_only, unroll, loop=_loop):
+  """Runs `body(carry, ct_h_t, x_t) -> (carry, y_t)` from t = L - 1 down to 0 with `loop`
+  (`_loop` or `lax.scan`) -> (final carry, ys).
+
+  ct is every output's cotangent (L, B, H), or with `last_only` the last one's (B, H): it
+  enters at t = L - 1, carried, and zeros after, not read from an (L, B, H) array of
+  zeros (the same sums: adding a zero is exact).
+  """
+  if not last_only:
+    return loop(lambda c, x: body(c, *x), carry, (ct, xs), reverse=True, unroll=unroll)
+
+  def step(c, x):
+    c, pending = c
+    c, y = body(c, pending, x)
+    return (c, jnp.zeros_like(pending)), y
+
+  (carry, _), ys = loop(step, (carry, ct), xs, reverse=True, unroll=unroll)
+  return carry, ys
+
+
+def _recurrence_forward(transition, h0, projected, activation, unroll, last_only=False):
   f = elementwise_activation(activation)
 
   def body(h, p):
     h = f(h @ transition + p)
-    return h, h
+    return h, None if last_only else h
 
-  return jax.lax.scan(body, h0, projected, unroll=unroll)[1]
-
-
-_recurrence = jax.custom_vjp(_recurrence_forward, nondiff_argnums=(3, 4))
+  last, hs = jax.lax.scan(body, h0, projected, unroll=unroll)
+  return last if last_only else hs
 
 
-def _recurrence_fwd(transition, h0, projected, activation, unroll):
+_recurrence = jax.custom_vjp(_recurrence_forward, nondiff_argnums=(3, 4, 5))
+
+
+def _recurrence_fwd(transition, h0, projected, activation, unroll, last_only):
   hs = _recurrence_forward(transition, h0, projected, activation, unroll)
-  return hs, (transition, h0, hs)
+  return hs[-1] if last_only else hs, (transition, h0, hs)
 
 
-def _recurrence_bwd(activation, unroll, res, ct_hs):
+def _recurrence_bwd(activation, unroll, last_only, res, ct):
   transition, h0, hs = res
   transition_t = transition.T
 
-  def body(delta_next, inputs):
-    ct_h, h = inputs
+  def body(delta_next, ct_h, h):
     # f'(a_t) from h_t inside the loop: no separate pass over an (L, B, H) array.
     delta = (ct_h + delta_next @ transition_t) * _DERIVATIVES_FROM_OUTPUT[activation](h)
     return delta, delta
 
-  delta_first, deltas = jax.lax.scan(body, jnp.zeros_like(h0), (ct_hs, hs),
-                                     reverse=True, unroll=unroll)
+  delta_first, deltas = _reverse(body, jnp.zeros_like(h0), ct, hs, last_only, unroll,
+                                 loop=jax.lax.scan)
   return _transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas
 
 
@@ -126,7 +157,7 @@ _recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
 
 
 def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: str = "relu",
-                           unroll: int = 1) -> jax.Array:
+                           unroll: int = 1, last_only: bool = False) -> jax.Array:
   """All states of h_t = f(h_{t-1} @ W + p_t), t = 1..L, with a hand-written reverse pass.
 
   Args:
@@ -135,16 +166,19 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
     projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
     activation: 'relu', 'tanh' or 'identity'.
     unroll: steps per loop iteration (forward and reverse loops).
+    last_only: return h_L alone: evaluated, the loop keeps no states; differentiated,
+      the reverse pass reads no (L, B, H) cotangent of zeros.
 
   Returns:
-    Real (L, B, H), the inputs' dtype: h_1..h_L.
+    Real (L, B, H), the inputs' dtype: h_1..h_L; (B, H) h_L with `last_only`.
 
   Raises:
     ValueError: on mismatched shapes, no steps (L = 0) or an unknown activation.
   """
   elementwise_activation(activation)
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
-  return _recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation, unroll)
+  return _recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation, unroll,
+                     bool(last_only))
 
 
 def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
@@ -200,16 +234,18 @@ def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll, keep_r=
   return _loop(body, h0, projected, unroll=unroll)[1]
 
 
-@functools.partial(jax.custom_vjp, nondiff_argnums=(4,))
-def _modrelu_recurrence(transition, h0, projected, bias, unroll):
+@functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
+def _modrelu_recurrence(transition, h0, projected, bias, unroll, last_only):
+  if last_only:
+    return _final(lambda h, p: _modrelu_step(h, p, transition, bias), h0, projected, unroll)
   return _modrelu_recurrence_forward(transition, h0, projected, bias, unroll)
 
 
-def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
+def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll, last_only):
   # Saves each unit's r (half a state a step) rather than recomputing the
   # pre-activations with a second (L·B, H) @ (H, H) matmul.
   hs, rs = _modrelu_recurrence_forward(transition, h0, projected, bias, unroll, keep_r=True)
-  return hs, (transition, h0, hs, rs, bias)
+  return hs[-1] if last_only else hs, (transition, h0, hs, rs, bias)
 
 
 def _modrelu_pre_activations(hs, rs, bias):
@@ -233,14 +269,14 @@ def _modrelu_pre_activations(hs, rs, bias):
   return pre, s, coef, active
 
 
-def _modrelu_recurrence_bwd(unroll, res, ct_hs):
+def _modrelu_recurrence_bwd(unroll, last_only, res, ct):
   transition, h0, hs, rs, bias = res
   n = bias.shape[-1]
   transition_t = transition.T
 
-  def body(carry, inputs):
+  def body(carry, ct_h, inputs):
     delta_next, ct_bias = carry
-    ct_h, h, r = inputs
+    h, r = inputs
     # The Jacobian's factors inside the loop, where h and r are in cache.
     z, s, coef, active = _modrelu_pre_activations(h, r, bias)
     v = ct_h + delta_next @ transition_t
@@ -249,8 +285,8 @@ def _modrelu_recurrence_bwd(unroll, res, ct_hs):
     ct_bias = ct_bias + jnp.sum(jnp.where(active, zv / r, 0), axis=0)
     return (delta, ct_bias), delta
 
-  (_, ct_bias), deltas = _loop(body, (jnp.zeros_like(h0), jnp.zeros_like(bias)),
-                               (ct_hs, hs, rs), reverse=True, unroll=unroll)
+  (_, ct_bias), deltas = _reverse(body, (jnp.zeros_like(h0), jnp.zeros_like(bias)), ct,
+                                  (hs, rs), last_only, unroll)
   return _transition_cotangent(h0, hs, deltas), deltas[0] @ transition_t, deltas, ct_bias
 
 
@@ -258,7 +294,7 @@ _modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
 
 
 def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
-                       unroll: int = 1) -> jax.Array:
+                       unroll: int = 1, last_only: bool = False) -> jax.Array:
   """All states of h_t = modReLU(h_{t-1} @ W + p_t), t = 1..L, with a hand-written reverse pass.
 
   States are n complex units as real pairs [Re h, Im h] (H = 2n); modReLU acts per unit
@@ -271,9 +307,11 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
     projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
     bias_n: real (n,), the modReLU bias of each complex unit.
     unroll: steps per loop iteration (forward and reverse loops).
+    last_only: return h_L alone (as `elementwise_recurrence`).
 
   Returns:
-    Real (L, B, H), the inputs' dtype: h_1..h_L as [Re, Im] pairs.
+    Real (L, B, H), the inputs' dtype: h_1..h_L as [Re, Im] pairs; (B, H) h_L with
+    `last_only`.
 
   Raises:
     ValueError: on mismatched shapes (a bias not (H / 2,) included) or L = 0.
@@ -282,7 +320,8 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
     raise ValueError(f"expected a bias (H / 2,) for states (B, H); got {bias_n.shape=}, "
                      f"{h0_BxH.shape=}.")
-  return _modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, unroll)
+  return _modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, unroll,
+                             bool(last_only))
 
 
 def real_modrelu(z, bias) -> jax.Array:
@@ -298,34 +337,34 @@ def real_modrelu(z, bias) -> jax.Array:
   return jnp.sign(z) * jax.nn.relu(jnp.abs(z) + bias)
 
 
-def _real_modrelu_forward(transition, h0, projected, bias, unroll):
+def _real_modrelu_forward(transition, h0, projected, bias, unroll, last_only=False):
   def body(h, p):
     h = real_modrelu(h @ transition + p, bias)
     return h, h
 
+  if last_only:
+    return _final(body, h0, projected, unroll)
   return _loop(body, h0, projected, unroll=unroll)[1]
 
 
-_real_modrelu_recurrence = jax.custom_vjp(_real_modrelu_forward, nondiff_argnums=(4,))
+_real_modrelu_recurrence = jax.custom_vjp(_real_modrelu_forward, nondiff_argnums=(4, 5))
 
 
-def _real_modrelu_recurrence_fwd(transition, h0, projected, bias, unroll):
+def _real_modrelu_recurrence_fwd(transition, h0, projected, bias, unroll, last_only):
   hs = _real_modrelu_forward(transition, h0, projected, bias, unroll)
-  return hs, (transition, h0, hs)
+  return hs[-1] if last_only else hs, (transition, h0, hs)
 
 
-def _real_modrelu_recurrence_bwd(unroll, res, ct_hs):
+def _real_modrelu_recurrence_bwd(unroll, last_only, res, ct):
   transition, h0, hs = res
   transition_t = transition.T
 
-  def body(delta_next, inputs):
-    ct_h, h = inputs
+  def body(delta_next, ct_h, h):
     # d h / d z = 1 exactly where h ≠ 0 (what autodiff of `real_modrelu` gives).
     delta = jnp.where(h != 0, ct_h + delta_next @ transition_t, 0)
     return delta, delta
 
-  delta_first, deltas = _loop(body, jnp.zeros_like(h0), (ct_hs, hs), reverse=True,
-                              unroll=unroll)
+  delta_first, deltas = _reverse(body, jnp.zeros_like(h0), ct, hs, last_only, unroll)
   # d h / d b = sign(z) where h ≠ 0, i.e. sign(h); δ is already zero elsewhere.
   ct_bias = jnp.einsum("lbh,lbh->h", jnp.sign(hs), deltas)
   return (_transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas,
@@ -336,7 +375,7 @@ _real_modrelu_recurrence.defvjp(_real_modrelu_recurrence_fwd, _real_modrelu_recu
 
 
 def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
-                            unroll: int = 1) -> jax.Array:
+                            unroll: int = 1, last_only: bool = False) -> jax.Array:
   """All states of h_t = real_modrelu(h_{t-1} @ W + p_t, b), t = 1..L, hand-written reverse.
 
   The recurrence of expRNN's orthogonal RNN; the reverse pass needs only the saved states.
@@ -347,9 +386,10 @@ def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
     projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
     bias_H: real (H,), the modReLU bias b.
     unroll: steps per loop iteration (forward and reverse loops).
+    last_only: return h_L alone (as `elementwise_recurrence`).
 
   Returns:
-    Real (L, B, H), the inputs' dtype: h_1..h_L.
+    Real (L, B, H), the inputs' dtype: h_1..h_L; (B, H) h_L with `last_only`.
 
   Raises:
     ValueError: on mismatched shapes (a bias not (H,) included) or L = 0.
@@ -358,4 +398,5 @@ def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
   if bias_H.shape != h0_BxH.shape[-1:]:
     raise ValueError(f"expected a bias (H,) for states (B, H); got {bias_H.shape=}, "
                      f"{h0_BxH.shape=}.")
-  return _real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H, unroll)
+  return _real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H, unroll,
+                                  bool(last_only))

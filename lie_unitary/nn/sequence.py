@@ -78,9 +78,11 @@ class ScanningCell(FastPathCell, Protocol):
   give the same numbers as scanning `step`."""
 
   def scan(self, carry_BxH: jax.Array, projected_LxBxH: jax.Array, transition: Any,
-           unroll: int = 1) -> tuple[jax.Array, jax.Array]:
+           unroll: int = 1, outputs: bool = True) -> tuple[jax.Array, jax.Array | None]:
     """All L steps, time-major: initial state (B, H), projected inputs (L, B, H) ->
-    (final carry (B, H), outputs (L, B, H)); `unroll` steps per loop iteration."""
+    (final carry (B, H), outputs (L, B, H)); `unroll` steps per loop iteration. With
+    `outputs` False the outputs are None and need not be kept (a readout of the last
+    step: the final carry is the last output)."""
 
 
 def _cell_body(cell, carry, x_BxD):
@@ -89,6 +91,15 @@ def _cell_body(cell, carry, x_BxD):
 
 def _step_body(cell, carry, projected_BxH, transition):
   return cell.step(carry, projected_BxH, transition)
+
+
+def _last_output(body):
+  """`body` with its output carried instead of stacked: (carry, y_prev) -> ((carry, y), None).
+  A readout of the last step then keeps no (L, B, H) outputs, and its reverse pass no
+  (L, B, H) cotangent of zeros."""
+  def carried(cell, carry_and_y, *xs):
+    return body(cell, carry_and_y[0], *xs), None
+  return carried
 
 
 class SequenceModel(nn.Module):
@@ -139,25 +150,31 @@ class SequenceModel(nn.Module):
         raise ValueError("this cell draws a random initial state: pass carry_key.")
       carry_key = jax.random.key(0)  # unused by zero-state cells
     carry = self.cell.initialize_carry(carry_key, x_BxLxD[:, 0].shape)
+    last = self.readout == "last"
     if isinstance(self.cell, FastPathCell):
       transition = self.cell.transition()
       # Time-major before projecting: transposing (B, L, D) is cheaper than (B, L, H).
       projected_LxBxH = self.cell.project_inputs(jnp.swapaxes(x_BxLxD, 0, 1))
       if isinstance(self.cell, ScanningCell) and carry.ndim == 2:  # the cell's own loop
-        carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll)
-        return self._readout(y_LxBxH)
-      scan = nn.scan(_step_body, variable_broadcast="params", split_rngs={"params": False},
-                     in_axes=(0, nn.broadcast), out_axes=0, unroll=self.unroll)
-      carry, y_LxBxH = scan(self.cell, carry, projected_LxBxH, transition)
+        carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll,
+                                        outputs=not last)
+        return self._readout(carry if last else y_LxBxH)
+      body, xs, in_axes = _step_body, (projected_LxBxH, transition), (0, nn.broadcast)
     else:  # any other nn.RNNCellBase (flax's LSTM cells)
-      scan = nn.scan(_cell_body, variable_broadcast="params", split_rngs={"params": False},
-                     in_axes=0, out_axes=0, unroll=self.unroll)
-      carry, y_LxBxH = scan(self.cell, carry, jnp.swapaxes(x_BxLxD, 0, 1))
-    return self._readout(y_LxBxH)
+      body, xs, in_axes = _cell_body, (jnp.swapaxes(x_BxLxD, 0, 1),), 0
+    if last:  # the first step outside the loop: its output starts the carried one
+      first = jax.tree.map(lambda a: a[0], xs[0])
+      carry = body(self.cell, carry, first, *xs[1:])
+      body, xs = _last_output(body), (jax.tree.map(lambda a: a[1:], xs[0]),) + xs[1:]
+    scan = nn.scan(body, variable_broadcast="params", split_rngs={"params": False},
+                   in_axes=in_axes, out_axes=0, unroll=self.unroll)
+    carry, y_LxBxH = scan(self.cell, carry, *xs)
+    return self._readout(carry[1] if last else y_LxBxH)
 
-  def _readout(self, y_LxBxH):
+  def _readout(self, y):
+    """(B, H) the last output ('last') or (L, B, H) all of them ('all') -> the readout."""
     dense = nn.Dense(self.num_outputs, kernel_init=self.readout_kernel_init,
                      bias_init=self.readout_bias_init, name="readout")
     if self.readout == "last":
-      return dense(y_LxBxH[-1])
-    return jnp.swapaxes(dense(y_LxBxH), 0, 1)
+      return dense(y)
+    return jnp.swapaxes(dense(y), 0, 1)
