@@ -83,6 +83,36 @@ def _complex_block(u) -> jax.Array:
   return jnp.block([[a, b], [-b, a]])
 
 
+class InputProjection(nn.Module):
+  """x @ V (+ b) over any leading axes: `nn.Dense`'s parameters ("kernel" (D, F), "bias"
+  (F,)), initialisers and numbers, except that ONE input feature (D = 1: the image
+  tasks' pixels) is scaled, x · V[0], rather than multiplied. Its reverse pass is then
+  one fused sum over the (L, B, F) cotangent, where a matmul made XLA:CPU copy that
+  cotangent transposed first (a tenth of a guRNN update at T = 784).
+
+  Attributes:
+    features: F.
+    use_bias: whether to add b.
+    kernel_init, bias_init: as `nn.Dense`'s.
+    param_dtype: the parameters' dtype.
+  """
+  features: int
+  use_bias: bool = True
+  kernel_init: Initializer = nn.initializers.lecun_normal()
+  bias_init: Initializer = nn.initializers.zeros
+  param_dtype: Any = jnp.float32
+
+  @nn.compact
+  def __call__(self, x):
+    """Real (..., D) -> (..., F)."""
+    kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features),
+                        self.param_dtype)
+    y = x * kernel[0] if x.shape[-1] == 1 else x @ kernel
+    if self.use_bias:
+      y = y + self.param("bias", self.bias_init, (self.features,), self.param_dtype)
+    return y
+
+
 class _RealState:
   """The carry of a real state (..., H), H = features (2·features as [Re, Im] pairs)."""
   _state_factor = 1
@@ -183,8 +213,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       if self.rebased:
         self.base = self.variable(BASE_COLLECTION, "base", jnp.eye, n,
                                   dtype=algebra.complex_dtype_for(self.param_dtype))
-    self.v = nn.Dense(2 * n, kernel_init=_halves(self.kernel_init),
-                      param_dtype=self.param_dtype, name="v")
+    self.v = InputProjection(2 * n, kernel_init=_halves(self.kernel_init),
+                             param_dtype=self.param_dtype, name="v")
 
   def unitary(self) -> jax.Array:
     """U(λ) (U₀ · U(λ) when rebased), complex (n, n). Only for the constrained cell."""
@@ -258,8 +288,8 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
     self.reflections_re = self.param("reflections_re", _uniform(-s, s), (2, n), self.param_dtype)
     self.reflections_im = self.param("reflections_im", _uniform(-s, s), (2, n), self.param_dtype)
     self.bias = self.param("bias", _uniform(-0.01, 0.01), (n,), self.param_dtype)
-    self.v = nn.Dense(2 * n, use_bias=False, kernel_init=_halves(self.kernel_init),
-                      param_dtype=self.param_dtype, name="v")
+    self.v = InputProjection(2 * n, use_bias=False, kernel_init=_halves(self.kernel_init),
+                             param_dtype=self.param_dtype, name="v")
 
   def transition(self):
     """Nothing to precompute: U is applied as a product of O(n) factors at each step."""
@@ -326,8 +356,8 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
     recurrence.elementwise_activation(self.activation)
     self.w = self.param("w", self.recurrent_init, (self.features, self.features),
                         self.param_dtype)
-    self.v = nn.Dense(self.features, kernel_init=self.kernel_init,
-                      param_dtype=self.param_dtype, name="v")
+    self.v = InputProjection(self.features, kernel_init=self.kernel_init,
+                             param_dtype=self.param_dtype, name="v")
 
   def transition(self):
     """W (n, n)."""

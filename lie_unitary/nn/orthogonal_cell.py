@@ -107,8 +107,8 @@ class OrthogonalRNNCell(cells._RealState, nn.RNNCellBase):
                          self.param_dtype)
     self.modrelu_bias = self.param("modrelu_bias", cells._uniform(-0.01, 0.01), (n,),
                                    self.param_dtype)
-    self.v = nn.Dense(n, use_bias=False, kernel_init=self.kernel_init,
-                      param_dtype=self.param_dtype, name="v")
+    self.v = cells.InputProjection(n, use_bias=False, kernel_init=self.kernel_init,
+                                   param_dtype=self.param_dtype, name="v")
 
   def orthogonal(self) -> jax.Array:
     """W = expm(A(μ)), real (n, n) of param_dtype, orthogonal with determinant +1."""

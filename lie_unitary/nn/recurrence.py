@@ -120,6 +120,67 @@ def _reverse(body, carry, ct, xs, last_only, unroll, loop=_loop):
   return carry, ys
 
 
+def _states_loop(step, h0, projected, unroll):
+  """Runs `step(h_{t-1}, p_t) -> (h_t, extra_t)` for t = 0..L-1 -> (h_L, inputs, extras):
+  inputs (L, B, H) the state each step starts from (inputs[t] = h_{t-1}, inputs[0] = h0),
+  extras (L, ...).
+
+  Laid out so that the reverse pass forms W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul of whole
+  buffers (`_deltas_loop`): slices of them would be copied first on XLA:CPU.
+  """
+  length = projected.shape[0]
+  extra = jax.eval_shape(lambda h, p: step(h, p)[1], h0, projected[0])
+  inputs = jnp.zeros((length,) + h0.shape, h0.dtype)
+  extras = jax.tree.map(lambda e: jnp.zeros((length,) + e.shape, e.dtype), extra)
+
+  def body(t, state):
+    h, inputs, extras = state
+    inputs = jax.lax.dynamic_update_index_in_dim(inputs, h, t, 0)
+    h, e = step(h, jax.lax.dynamic_index_in_dim(projected, t, 0, keepdims=False))
+    extras = jax.tree.map(lambda b, v: jax.lax.dynamic_update_index_in_dim(b, v, t, 0),
+                          extras, e)
+    return h, inputs, extras
+
+  return jax.lax.fori_loop(0, length, body, (h0, inputs, extras), unroll=unroll)
+
+
+def _outputs(last, inputs):
+  """h_1..h_L (L, B, H) from `_states_loop`'s last state and inputs."""
+  return jnp.concatenate([inputs[1:], last[None]])
+
+
+def _deltas_loop(body, carry, ct, last, inputs, extras, last_only, unroll):
+  """The reverse pass over `_states_loop`'s buffers: `body(carry, ct_h_t, h_t, extra_t)
+  -> (carry, δ_t)` from t = L - 1 down to 0 -> (carry, deltas (L, B, H)), so that
+  W̄ = inputsᵀ deltas, one matmul of whole buffers.
+
+  ct: every output's cotangent (L, B, H), or with `last_only` the last one's (B, H),
+  carried in at t = L - 1 and zeros after (as `_reverse`).
+  """
+  length = inputs.shape[0]
+  at = lambda a, t: jax.lax.dynamic_index_in_dim(a, t, 0, keepdims=False)
+
+  def step(i, state):
+    carry, pending, deltas = state
+    t = length - 1 - i
+    ct_h = pending if last_only else at(ct, t)
+    h = jnp.where(t == length - 1, last, at(inputs, jnp.minimum(t + 1, length - 1)))
+    carry, delta = body(carry, ct_h, h, jax.tree.map(lambda a: at(a, t), extras))
+    deltas = jax.lax.dynamic_update_index_in_dim(deltas, delta, t, 0)
+    return carry, jnp.zeros_like(pending), deltas
+
+  pending = ct if last_only else jnp.zeros_like(last)
+  carry, _, deltas = jax.lax.fori_loop(0, length, step, (carry, pending, jnp.zeros_like(inputs)),
+                                       unroll=unroll)
+  return carry, deltas
+
+
+def _whole_cotangent(inputs, deltas):
+  """W̄ = Σ_t h_{t-1}ᵀ δ_t as one (H, L·B) @ (L·B, H) matmul of whole buffers."""
+  H = inputs.shape[-1]
+  return inputs.reshape(-1, H).T @ deltas.reshape(-1, H)
+
+
 def _recurrence_forward(transition, h0, projected, activation, unroll, last_only=False):
   f = elementwise_activation(activation)
 
@@ -244,8 +305,9 @@ def _modrelu_recurrence(transition, h0, projected, bias, unroll, last_only):
 def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll, last_only):
   # Saves each unit's r (half a state a step) rather than recomputing the
   # pre-activations with a second (L·B, H) @ (H, H) matmul.
-  hs, rs = _modrelu_recurrence_forward(transition, h0, projected, bias, unroll, keep_r=True)
-  return hs[-1] if last_only else hs, (transition, h0, hs, rs, bias)
+  last, inputs, rs = _states_loop(lambda h, p: _modrelu_step(h, p, transition, bias), h0,
+                                  projected, unroll)
+  return last if last_only else _outputs(last, inputs), (transition, last, inputs, rs, bias)
 
 
 def _modrelu_pre_activations(hs, rs, bias):
@@ -270,13 +332,12 @@ def _modrelu_pre_activations(hs, rs, bias):
 
 
 def _modrelu_recurrence_bwd(unroll, last_only, res, ct):
-  transition, h0, hs, rs, bias = res
+  transition, last, inputs, rs, bias = res
   n = bias.shape[-1]
   transition_t = transition.T
 
-  def body(carry, ct_h, inputs):
+  def body(carry, ct_h, h, r):
     delta_next, ct_bias = carry
-    h, r = inputs
     # The Jacobian's factors inside the loop, where h and r are in cache.
     z, s, coef, active = _modrelu_pre_activations(h, r, bias)
     v = ct_h + delta_next @ transition_t
@@ -285,9 +346,9 @@ def _modrelu_recurrence_bwd(unroll, last_only, res, ct):
     ct_bias = ct_bias + jnp.sum(jnp.where(active, zv / r, 0), axis=0)
     return (delta, ct_bias), delta
 
-  (_, ct_bias), deltas = _reverse(body, (jnp.zeros_like(h0), jnp.zeros_like(bias)), ct,
-                                  (hs, rs), last_only, unroll)
-  return _transition_cotangent(h0, hs, deltas), deltas[0] @ transition_t, deltas, ct_bias
+  (_, ct_bias), deltas = _deltas_loop(body, (jnp.zeros_like(last), jnp.zeros_like(bias)), ct,
+                                      last, inputs, rs, last_only, unroll)
+  return _whole_cotangent(inputs, deltas), deltas[0] @ transition_t, deltas, ct_bias
 
 
 _modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
@@ -351,24 +412,27 @@ _real_modrelu_recurrence = jax.custom_vjp(_real_modrelu_forward, nondiff_argnums
 
 
 def _real_modrelu_recurrence_fwd(transition, h0, projected, bias, unroll, last_only):
-  hs = _real_modrelu_forward(transition, h0, projected, bias, unroll)
-  return hs[-1] if last_only else hs, (transition, h0, hs)
+  step = lambda h, p: (real_modrelu(h @ transition + p, bias), None)
+  last, inputs, _ = _states_loop(step, h0, projected, unroll)
+  return last if last_only else _outputs(last, inputs), (transition, last, inputs)
 
 
 def _real_modrelu_recurrence_bwd(unroll, last_only, res, ct):
-  transition, h0, hs = res
+  transition, last, inputs = res
   transition_t = transition.T
 
-  def body(delta_next, ct_h, h):
+  def body(delta_next, ct_h, h, _):
     # d h / d z = 1 exactly where h ≠ 0 (what autodiff of `real_modrelu` gives).
     delta = jnp.where(h != 0, ct_h + delta_next @ transition_t, 0)
     return delta, delta
 
-  delta_first, deltas = _reverse(body, jnp.zeros_like(h0), ct, hs, last_only, unroll)
-  # d h / d b = sign(z) where h ≠ 0, i.e. sign(h); δ is already zero elsewhere.
-  ct_bias = jnp.einsum("lbh,lbh->h", jnp.sign(hs), deltas)
-  return (_transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas,
-          ct_bias)
+  delta_first, deltas = _deltas_loop(body, jnp.zeros_like(last), ct, last, inputs, None,
+                                     last_only, unroll)
+  # d h / d b = sign(z) where h ≠ 0, i.e. sign(h); δ is already zero elsewhere. Fused
+  # reductions read the buffers in place (an einsum would copy the slices).
+  ct_bias = (jnp.sum(jnp.sign(inputs[1:]) * deltas[:-1], axis=(0, 1))
+             + jnp.sum(jnp.sign(last) * deltas[-1], axis=0))
+  return (_whole_cotangent(inputs, deltas), delta_first @ transition_t, deltas, ct_bias)
 
 
 _real_modrelu_recurrence.defvjp(_real_modrelu_recurrence_fwd, _real_modrelu_recurrence_bwd)

@@ -1,0 +1,117 @@
+r"""Where one training update of an image model goes, phase by phase, by subtraction.
+
+Times, round-robin in one process on one device (the image configs' layout), programs
+that each add one phase to the one before, for --model at --budget (default: the
+guRNN at 16K, T = 784, batch 128):
+
+- `chain forward`: h ← h W + p, every h kept (the least a forward pass with a reverse
+  pass after it can do);
+- `kernel forward`: the model's recurrence kernel as training runs it (activation
+  included, every state and what the reverse pass needs kept);
+- `kernel forward, last state`: the same keeping nothing (as evaluation runs it);
+- `kernel forward+backward`: its value and gradient (δ chain, W̄, ∂p, ∂bias);
+- `model loss`: the whole model's loss (U(λ) or the expm, input projection, readout);
+- `model gradient`: its value and gradient;
+- `training update`: the experiments' training chunk (batch gather, gradient, optimizer).
+
+`phase` rows are sums and differences of these rows' best times, the share of the
+update each phase takes; all but the last add up to the update (docs/benchmarks.md,
+"Where a guRNN update goes"). --unrolls adds the kernel's forward+backward at other
+unrolls (steps per loop iteration).
+"""
+
+from absl import flags
+import jax
+import jax.numpy as jnp
+
+from benchmarks import ceiling
+from benchmarks import rnn
+from benchmarks import timing
+from lie_unitary.experiments.rnn import data
+from lie_unitary.experiments.rnn import trainer
+from lie_unitary.nn import recurrence
+
+_MODEL = flags.DEFINE_string("model", "gurnn", "gurnn or orthogonal (a ScanningCell model).")
+_UNROLLS = flags.DEFINE_list("unrolls", [], "Other unrolls of the kernel's forward+backward.")
+flags.FLAGS.set_default("task", "permuted")
+flags.FLAGS.set_default("data_parallel", ["1"])
+
+
+def _kernel(spec, params):
+  """(fn(W, h0, p, last_only, unroll) -> states, W, h0, p): the model's kernel on its
+  initial parameters, a zero state and random projected inputs."""
+  H = ceiling.state_size(spec)
+  cell = params["params"]["cell"]
+  bias = cell["modrelu_bias"]
+  fn = {"gurnn": recurrence.modrelu_recurrence,
+        "orthogonal": recurrence.real_modrelu_recurrence}[spec.model]
+  k1, k2 = jax.random.split(jax.random.key(0))
+  w = jnp.linalg.qr(jax.random.normal(k1, (H, H)))[0]
+  p = jax.random.normal(k2, (spec.T, spec.batch_size, H), jnp.float32)
+  kernel = lambda w, p, last, unroll: fn(w, jnp.zeros_like(p[0]), p, bias, unroll, last)
+  return kernel, w, p
+
+
+def main(argv):
+  del argv
+  rnn.use_devices()
+  config, model = rnn.config_for(rnn._TASK.value, 0, 0, _MODEL.value)
+  programs = rnn.unit_programs(config, model, 784, 1)
+  exp, replicas, spec, sets = programs
+  state = exp.init(replicas.ids)
+  params = jax.tree.map(lambda a: a[0], state.params)
+  net, source = trainer.make_model(spec), exp.source
+  x = data.image_inputs(sets.train_x[:spec.batch_size])
+  y = sets.train_y[:spec.batch_size]
+  key = jax.random.key(0)
+  loss = lambda p: source.metrics(net.apply(p, x, key), y)["loss"]
+  kernel, w, p = _kernel(spec, params)
+  H, B = w.shape[0], spec.batch_size
+  c = jax.random.normal(jax.random.key(3), (B, H))
+  kernel_loss = lambda w, p, unroll: jnp.sum(c * kernel(w, p, True, unroll))
+
+  variants = {
+      "chain forward": timing.blocking(jax.jit(lambda w, p: jax.lax.scan(
+          lambda h, pt: (h @ w + pt,) * 2, jnp.zeros_like(p[0]), p)[1]), w, p, items=B),
+      "kernel forward": timing.blocking(jax.jit(
+          lambda w, p: jax.vjp(lambda w, p: kernel(w, p, True, spec.unroll), w, p)), w, p,
+          items=B),
+      "kernel forward, last state": timing.blocking(jax.jit(
+          lambda w, p: kernel(w, p, True, spec.unroll)), w, p, items=B),
+      "kernel forward+backward": timing.blocking(jax.jit(jax.value_and_grad(
+          lambda w, p: kernel_loss(w, p, spec.unroll), argnums=(0, 1))), w, p, items=B),
+      "model loss": timing.blocking(jax.jit(loss), params, items=B),
+      "model gradient": timing.blocking(jax.jit(jax.value_and_grad(loss)), params, items=B),
+  }
+  for unroll in map(int, _UNROLLS.value):
+    variants[f"kernel forward+backward, unroll {unroll}"] = timing.blocking(
+        jax.jit(jax.value_and_grad(lambda w, p, u=unroll: kernel_loss(w, p, u),
+                                   argnums=(0, 1))), w, p, items=B)
+  variants["training update"], _ = rnn.experiment_variant(config, model, 784, 1)
+  samples = timing.compare(variants)
+  group = {"model": spec.model, "H": H, "B": B, "T": spec.T}
+  rows = timing.rows(group, samples, reference="training update", per="examples")
+  best = {r["variant"]: r["best_ms"] for r in rows}
+  flops = ceiling.flops_per_example(1, H, spec.T, True) / 3
+  for row in rows:
+    if row["variant"].startswith("chain"):
+      row["GFLOP/s"] = flops / row["best_ms"] / 1e6
+  # Phases that add up to the training update, and one that does not (in brackets).
+  phases = [("forward products, every h kept", ["chain forward"], []),
+            ("activation, the reverse pass's factors kept", ["kernel forward"],
+             ["chain forward"]),
+            ("reverse pass of the recurrence: δ chain, W̄, ∂p, ∂bias",
+             ["kernel forward+backward"], ["kernel forward"]),
+            ("rest of the forward: U(λ) or expm, projection, readout, loss", ["model loss"],
+             ["kernel forward, last state"]),
+            ("rest of the reverse pass", ["model gradient", "kernel forward, last state"],
+             ["model loss", "kernel forward+backward"]),
+            ("batch and optimizer", ["training update"], ["model gradient"]),
+            ("(keeping the states, within the forward)", ["kernel forward"],
+             ["kernel forward, last state"])]
+  total = best["training update"]
+  for name, plus, minus in phases:
+    ms = sum(best[v] for v in plus) - sum(best[v] for v in minus)
+    rows.append({**group, "variant": f"phase: {name}", "best_ms": ms,
+                 "÷ training update": ms / total})
+  timing.report(rows, note="ms per example; phases are differences of best times")
