@@ -53,15 +53,20 @@ def _mesh(d: int) -> jax.sharding.Mesh:
   return jax.sharding.Mesh(np.array(jax.devices()[:d]), ("data",))
 
 
-def chain_variant(H: int, G: int, batch: int, length: int, d: int, train: bool):
-  """The products of the recurrence alone (module docstring), each device its batch / d
-  rows, as a variant counting examples."""
-  P = jax.sharding.PartitionSpec
+def chain_inputs(H: int, G: int, batch: int, length: int):
+  """The chain's W (H, G·H) and its forward and reverse inputs p, g (length, batch, H)."""
   k1, k2, k3 = jax.random.split(jax.random.key(1), 3)
   # Orthogonal H × H blocks scaled by 1/G: h stays bounded whatever G.
   w = jnp.concatenate([jnp.linalg.qr(jax.random.normal(k, (H, H)))[0] / G
                        for k in jax.random.split(k1, G)], axis=1)
   p, g = (0.01 * jax.random.normal(k, (length, batch, H), jnp.float32) for k in (k2, k3))
+  return w, p, g
+
+
+def chain_program(H: int, G: int, d: int, train: bool):
+  """The recurrence's products alone (module docstring) on d devices, each its share of
+  the batch: jitted (w, p, g) -> W̄ (H, G·H) in training, else a scalar of the last states."""
+  P = jax.sharding.PartitionSpec
   fold = lambda y: y if G == 1 else y.reshape(y.shape[0], G, H).sum(axis=1)
   tile = lambda y: y if G == 1 else jnp.tile(y, (1, G))
 
@@ -77,11 +82,16 @@ def chain_variant(H: int, G: int, batch: int, length: int, d: int, train: bool):
     w_bar = hs.reshape(-1, H).T @ tile(ds.reshape(-1, H))
     return jax.lax.psum(w_bar, "data")
 
-  mesh = _mesh(d)
-  program = jax.jit(jax.shard_map(local, mesh=mesh, in_specs=(P(), P(None, "data"),
+  return jax.jit(jax.shard_map(local, mesh=_mesh(d), in_specs=(P(), P(None, "data"),
                                                                P(None, "data")), out_specs=P()))
-  put = lambda a, spec: jax.device_put(a, jax.sharding.NamedSharding(mesh, spec))
-  return timing.blocking(program, put(w, P()), put(p, P(None, "data")),
+
+
+def chain_variant(H: int, G: int, batch: int, length: int, d: int, train: bool):
+  """`chain_program` on `chain_inputs` as a variant counting examples."""
+  P = jax.sharding.PartitionSpec
+  w, p, g = chain_inputs(H, G, batch, length)
+  put = lambda a, spec: jax.device_put(a, jax.sharding.NamedSharding(_mesh(d), spec))
+  return timing.blocking(chain_program(H, G, d, train), put(w, P()), put(p, P(None, "data")),
                          put(g, P(None, "data")), items=batch)
 
 

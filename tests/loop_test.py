@@ -66,6 +66,8 @@ def test_a_call_longer_than_the_progress_period_shows_its_progress(tmp_path):
   assert any(", training;" in x and "val accuracy 0.20" in x for x in lines), lines
   first = [x for x in lines if "compiling" in x]
   assert not first or first[0].startswith("u seed=0: step 0/40 (epoch 0.00), compiling")
+  # What the first call (compiling the training program) cost, said once.
+  assert sum(x.startswith("u seed=0: first call took ") for x in lines) == 1, lines
 
 
 def test_resume_restores_step_elapsed_and_history(tmp_path):

@@ -314,3 +314,53 @@ def test_elementwise_activation():
   np.testing.assert_allclose(recurrence.elementwise_activation("tanh")(a), np.tanh(a))
   with pytest.raises(ValueError, match="unknown activation"):
     recurrence.elementwise_activation("gelu")
+
+
+def _plain_scan(step):
+  """All states of h_t = step(h_{t-1} @ w + p_t) by `lax.scan`, for autodiff to differentiate."""
+  def states(w, h0, p):
+    return jax.lax.scan(lambda h, p_t: (step(h @ w + p_t),) * 2, h0, p)[1]
+  return states
+
+
+@pytest.mark.parametrize("kernel", ["relu", "modrelu", "real_modrelu"])
+@pytest.mark.parametrize("L", [1, 7])
+def test_last_only_is_the_last_state_and_its_cotangents_in_float64(kernel, L):
+  # The last-step readout's path (no states kept when evaluated, the last cotangent
+  # carried in when differentiated) against autodiff of a plain scan's last state; unroll
+  # 2 with L odd, and L = 1.
+  with jax.enable_x64(True):
+    B, H = 3, 6
+    w, h0, p, weights = _normals(4, np.float64, (H, H), (B, H), (L, B, H), (B, H))
+    w, h0 = w / math.sqrt(H), 0.3 * h0
+    bias = np.array([0.2, -0.3, 0.1, 0.05, -0.1, 0.3])
+    if kernel == "relu":
+      ours = lambda w, h0, p: lnn.elementwise_recurrence(w, h0, p, "relu", 2, last_only=True)
+      reference = _plain_scan(nn.relu)
+    elif kernel == "modrelu":
+      ours = lambda w, h0, p: lnn.modrelu_recurrence(w, h0, p, bias[:3], 2, last_only=True)
+      reference = lambda w, h0, p: _modrelu_pairs_scan(w, h0, p, bias[:3])
+    else:
+      ours = lambda w, h0, p: lnn.real_modrelu_recurrence(w, h0, p, bias, 2, last_only=True)
+      reference = _plain_scan(lambda a: lnn.real_modrelu(a, bias))
+    (h_last, ours_ct), (ref_hs, ref_ct) = jax.jit(lambda *a: (
+        _states_and_cotangents(ours, a, weights),
+        _states_and_cotangents(lambda *b: reference(*b)[-1], a, weights)))(w, h0, p)
+    chex.assert_shape(h_last, (B, H))
+    np.testing.assert_allclose(h_last, ref_hs, rtol=1e-12, atol=1e-12)
+    _assert_float64_cotangents_match(ours_ct, ref_ct)
+    # Evaluated alone (no reverse pass): the same state.
+    np.testing.assert_allclose(jax.jit(ours)(w, h0, p), ref_hs, rtol=1e-12, atol=1e-12)
+
+
+def test_input_projection_is_dense_with_one_feature_or_many():
+  # Its parameters and numbers are nn.Dense's; one input feature takes the scaling path.
+  for d in (1, 3):
+    x = _normals(5, np.float32, (4, 2, d))[0]
+    ours, dense = lnn.InputProjection(5), nn.Dense(5)
+    params = dense.init(jax.random.key(0), x)
+    assert jax.tree.map(jnp.shape, ours.init(jax.random.key(0), x)) == jax.tree.map(
+        jnp.shape, params)
+    np.testing.assert_allclose(ours.apply(params, x), dense.apply(params, x), rtol=1e-6)
+    grad = lambda m: jax.grad(lambda q: jnp.sum(jnp.sin(m.apply(q, x))))(params)
+    chex.assert_trees_all_close(grad(ours), grad(dense), rtol=1e-5)

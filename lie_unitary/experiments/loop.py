@@ -352,6 +352,9 @@ class Loop:
     jax.block_until_ready(state)
     now = time.perf_counter()
     _, num, t0 = self._call
+    if self._seconds_per_step is None:  # what compiling the training program cost
+      self.say(f"first call took {((self._evaluating_since or now) - t0):.1f}s: compile and "
+               f"{num} update{'s' * (num > 1)}")
     # The rate of training alone (an evaluation after the call is not part of it).
     self._seconds_per_step = ((self._evaluating_since or now) - t0) / num
     self._evaluating_since = None

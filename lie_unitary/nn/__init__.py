@@ -4,6 +4,7 @@ from lie_unitary.nn.cells import BASE_COLLECTION
 from lie_unitary.nn.cells import GURNN_ACTIVATIONS
 from lie_unitary.nn.cells import H0_INITS
 from lie_unitary.nn.cells import GURNNCell
+from lie_unitary.nn.cells import InputProjection
 from lie_unitary.nn.cells import SimpleRNNCell
 from lie_unitary.nn.cells import URNNCell
 from lie_unitary.nn.cells import diagonal_phases_init
@@ -41,6 +42,7 @@ __all__ = [
     "GURNNCell",
     "GURNN_ACTIVATIONS",
     "H0_INITS",
+    "InputProjection",
     "IsometryReport",
     "LearnedBasisUnitaries",
     "ORTHOGONAL_INITS",

@@ -27,8 +27,8 @@ from lie_unitary import expm
 from lie_unitary import principal_branch
 from lie_unitary.nn import recurrence
 
-__all__ = ["BASE_COLLECTION", "GURNN_ACTIVATIONS", "GURNNCell", "H0_INITS", "SimpleRNNCell",
-           "URNNCell", "diagonal_phases_init"]
+__all__ = ["BASE_COLLECTION", "GURNN_ACTIVATIONS", "GURNNCell", "H0_INITS", "InputProjection",
+           "SimpleRNNCell", "URNNCell", "diagonal_phases_init"]
 
 Initializer = Callable[..., jax.Array]
 
