@@ -151,24 +151,24 @@ def _training_step(torch, model, x, y):
     torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
                                       y.reshape(-1)).backward()
     opt.step()
-    return _BATCH
+    return y.shape[-1]  # sequences: (B,) labels, or (T, B) for the copy task
   return call
 
 
-def _copy_variant(torch, hidden, T, geotorch=None):
+def _copy_variant(torch, hidden, T, batch, geotorch=None):
   torch.manual_seed(0)
   model = exprnn(torch, hidden, 9, input_size=10, every_step=True, geotorch=geotorch)
-  x, y = data.memory_batch(jax.random.key(0), _BATCH, T)
+  x, y = data.memory_batch(jax.random.key(0), batch, T)
   x = torch.from_numpy(np.asarray(x).transpose(1, 0, 2).copy())
   y = torch.from_numpy(np.asarray(y).T.astype(np.int64).copy())
   return _training_step(torch, model, x, y)
 
 
-def _jax_variants(task, n, tokens, T):
+def _jax_variants(task, n, tokens, T, batch=_BATCH):
   splits, variants, hidden = rnn.use_devices(), {}, {}
   for token, d in itertools.product(tokens, splits):
     label = rnn.variant_label(token, d, splits)
-    config, model = rnn.config_for(task, n, _BATCH, token)
+    config, model = rnn.config_for(task, n, batch, token)
     variants[label], spec = rnn.experiment_variant(config, model, T, d)
     hidden[label] = spec.hidden_size
   return variants, hidden
@@ -176,11 +176,12 @@ def _jax_variants(task, n, tokens, T):
 
 def _copy_variants(torch):
   T, n = int(rnn._T.value[0]), int((rnn._SIZES.value or ["95"])[0])
-  variants, _ = _jax_variants("memory", n, ["gurnn_modrelu"], T)
-  variants["torch expRNN"] = _copy_variant(torch, 2 * n, T)
+  batch = int((rnn._BATCH.value or [_BATCH])[0])
+  variants, _ = _jax_variants("memory", n, ["gurnn_modrelu"], T, batch)
+  variants["torch expRNN"] = _copy_variant(torch, 2 * n, T, batch)
   if geotorch := _geotorch():
-    variants["geotorch"] = _copy_variant(torch, 2 * n, T, geotorch)
-  return {"task": "copy", "T": T, "hidden": f"{n} complex / {2 * n} real"}, variants
+    variants["geotorch"] = _copy_variant(torch, 2 * n, T, batch, geotorch)
+  return {"task": "copy", "T": T, "B": batch, "hidden": f"{n} complex / {2 * n} real"}, variants
 
 
 def main(argv):
