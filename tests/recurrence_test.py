@@ -364,3 +364,45 @@ def test_input_projection_is_dense_with_one_feature_or_many():
     np.testing.assert_allclose(ours.apply(params, x), dense.apply(params, x), rtol=1e-6)
     grad = lambda m: jax.grad(lambda q: jnp.sum(jnp.sin(m.apply(q, x))))(params)
     chex.assert_trees_all_close(grad(ours), grad(dense), rtol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", ["tanh", "modrelu", "real_modrelu"])
+@pytest.mark.parametrize("D,last_only", [(1, True), (3, False)])
+def test_a_projection_formed_in_the_loop_matches_the_projected_inputs(kernel, D, last_only):
+  # A Projection (x, V, b) against autodiff of a plain scan over x @ V + b: the states and
+  # the cotangents of W, h0, x, V and b, in float64.
+  with jax.enable_x64(True):
+    L, B, H = 5, 3, 6
+    w, h0, x, v, b = _normals(6, np.float64, (H, H), (B, H), (L, B, D), (D, H), (H,))
+    w = w / math.sqrt(H)
+    weights = _normals(7, np.float64, (B, H) if last_only else (L, B, H))[0]
+    bias = np.array([0.2, -0.3, 0.1, 0.05, -0.1, 0.3])
+    ours_fn = {"tanh": lambda *a: lnn.elementwise_recurrence(*a, "tanh", last_only=last_only),
+               "modrelu": lambda *a: lnn.modrelu_recurrence(*a, bias[:3], last_only=last_only),
+               "real_modrelu": lambda *a: lnn.real_modrelu_recurrence(*a, bias,
+                                                                      last_only=last_only)}
+    reference = {"tanh": _plain_scan(jnp.tanh),
+                 "modrelu": lambda w, h0, p: _modrelu_pairs_scan(w, h0, p, bias[:3]),
+                 "real_modrelu": _plain_scan(lambda a: lnn.real_modrelu(a, bias))}[kernel]
+    ours = lambda w, h0, x, v, b: ours_fn[kernel](w, h0, recurrence.Projection(x, v, b))
+    ref = lambda w, h0, x, v, b: (lambda hs: hs[-1] if last_only else hs)(
+        reference(w, h0, x @ v + b))
+    (hs, ours_ct), (ref_hs, ref_ct) = jax.jit(lambda *a: (
+        _states_and_cotangents(ours, a, weights),
+        _states_and_cotangents(ref, a, weights)))(w, h0, x, v, b)
+    np.testing.assert_allclose(hs, ref_hs, rtol=1e-12, atol=1e-12)
+    for name, a, c in zip(("W", "h0", "x", "V", "b"), ours_ct, ref_ct):
+      np.testing.assert_allclose(a, c, rtol=1e-10, atol=1e-12, err_msg=name)
+    np.testing.assert_allclose(jax.jit(ours)(w, h0, x, v, b), ref_hs, rtol=1e-12, atol=1e-12)
+
+
+def test_a_projection_of_the_wrong_shape_raises():
+  z = lambda *shape: np.zeros(shape, np.float32)
+  w, h0 = np.eye(4, dtype=np.float32), z(2, 4)
+  for projection in (recurrence.Projection(z(3, 2, 1), z(1, 5)),
+                     recurrence.Projection(z(3, 2, 1), z(1, 4), z(5)),
+                     recurrence.Projection(z(2, 1), z(1, 4))):
+    with pytest.raises(ValueError, match="expected"):
+      lnn.elementwise_recurrence(w, h0, projection)
+  with pytest.raises(ValueError, match="expected"):  # its batch is not h0's
+    lnn.modrelu_recurrence(w, h0, recurrence.Projection(z(3, 5, 1), z(1, 4)), z(2))

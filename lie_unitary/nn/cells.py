@@ -86,9 +86,10 @@ def _complex_block(u) -> jax.Array:
 class InputProjection(nn.Module):
   """x @ V (+ b) over any leading axes: `nn.Dense`'s parameters ("kernel" (D, F), "bias"
   (F,)), initialisers and numbers, except that ONE input feature (D = 1: the image
-  tasks' pixels) is scaled, x · V[0], rather than multiplied. Its reverse pass is then
-  one fused sum over the (L, B, F) cotangent, where a matmul made XLA:CPU copy that
-  cotangent transposed first (a tenth of a guRNN update at T = 784).
+  tasks' pixels) is scaled, x · V[0], rather than multiplied (`recurrence.project`): its
+  reverse pass is then one fused sum over the (L, B, F) cotangent, where a matmul made
+  XLA:CPU copy that cotangent transposed first. With `lazy=True` it returns the
+  `recurrence.Projection` instead, which the recurrence kernels form a step at a time.
 
   Attributes:
     features: F.
@@ -103,14 +104,14 @@ class InputProjection(nn.Module):
   param_dtype: Any = jnp.float32
 
   @nn.compact
-  def __call__(self, x):
-    """Real (..., D) -> (..., F)."""
+  def __call__(self, x, lazy: bool = False):
+    """Real (..., D) -> (..., F); with `lazy`, x (L, B, D) -> a `recurrence.Projection`."""
     kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features),
                         self.param_dtype)
-    y = x * kernel[0] if x.shape[-1] == 1 else x @ kernel
-    if self.use_bias:
-      y = y + self.param("bias", self.bias_init, (self.features,), self.param_dtype)
-    return y
+    bias = (self.param("bias", self.bias_init, (self.features,), self.param_dtype)
+            if self.use_bias else None)
+    return recurrence.Projection(x, kernel, bias) if lazy else recurrence.project(x, kernel,
+                                                                                   bias)
 
 
 class _RealState:
@@ -230,9 +231,10 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     m = self.w if self.unconstrained else _complex_block(self.unitary())
     return (self.beta * m).astype(self.param_dtype)
 
-  def project_inputs(self, x_BxD):
-    """[V_re x + b_re, V_im x + b_im]: real (..., D) -> (..., 2n); any leading axes."""
-    return self.v(x_BxD)
+  def project_inputs(self, x_BxD, lazy: bool = False):
+    """[V_re x + b_re, V_im x + b_im]: real (..., D) -> (..., 2n); any leading axes (with
+    `lazy`, (L, B, D) -> a `recurrence.Projection` for `scan`)."""
+    return self.v(x_BxD, lazy=lazy)
 
   def step(self, carry_BxH, projected_BxH, transition):
     """h = f(h_prev @ transition + projected), f elementwise or modReLU per unit."""
@@ -363,9 +365,10 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
     """W (n, n)."""
     return self.w
 
-  def project_inputs(self, x_BxD):
-    """V x + b: real (..., D) -> (..., n); any leading axes."""
-    return self.v(x_BxD)
+  def project_inputs(self, x_BxD, lazy: bool = False):
+    """V x + b: real (..., D) -> (..., n); any leading axes (with `lazy`, (L, B, D) -> a
+    `recurrence.Projection` for `scan`)."""
+    return self.v(x_BxD, lazy=lazy)
 
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., n), x (..., D) real -> (new carry, output = new carry)."""

@@ -118,9 +118,10 @@ class OrthogonalRNNCell(cells._RealState, nn.RNNCellBase):
     """Wᵀ, real (n, n): h @ Wᵀ = W h. One expm, once per forward pass."""
     return self.orthogonal().T
 
-  def project_inputs(self, x_BxD):
-    """V x: real (..., D) -> (..., n); any leading axes."""
-    return self.v(x_BxD)
+  def project_inputs(self, x_BxD, lazy: bool = False):
+    """V x: real (..., D) -> (..., n); any leading axes (with `lazy`, (L, B, D) -> a
+    `recurrence.Projection` for `scan`)."""
+    return self.v(x_BxD, lazy=lazy)
 
   def step(self, carry_BxH, projected_BxH, transition):
     """h = modReLU(h_prev @ transition + projected, b): (..., n) -> (new carry, output)."""

@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import functools
 from typing import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-__all__ = ["ELEMENTWISE_ACTIVATIONS", "elementwise_activation", "elementwise_recurrence",
-           "modrelu", "modrelu_pairs", "modrelu_recurrence", "real_modrelu",
-           "real_modrelu_recurrence"]
+__all__ = ["ELEMENTWISE_ACTIVATIONS", "Projection", "elementwise_activation",
+           "elementwise_recurrence", "modrelu", "modrelu_pairs", "modrelu_recurrence", "project",
+           "real_modrelu", "real_modrelu_recurrence"]
 
 _ACTIVATIONS = {"relu": jax.nn.relu, "tanh": jnp.tanh, "identity": lambda x: x}
 ELEMENTWISE_ACTIVATIONS = tuple(_ACTIVATIONS)
@@ -43,14 +44,68 @@ def elementwise_activation(name: str) -> Callable[[jax.Array], jax.Array]:
   return _ACTIVATIONS[name]
 
 
+class Projection(NamedTuple):
+  """The inputs' contributions p_t = x_t @ kernel (+ bias), formed a step at a time inside
+  a kernel's loop instead of stored as an (L, B, H) array before it.
+
+  Attributes:
+    x: real (L, B, D), the inputs (time-major).
+    kernel: real (D, H).
+    bias: real (H,), or None.
+  """
+  x: jax.Array
+  kernel: jax.Array
+  bias: jax.Array | None = None
+
+
+def project(x, kernel, bias=None) -> jax.Array:
+  """x @ kernel (+ bias) over any leading axes: real (..., D), (D, H), (H,) -> (..., H).
+  One input feature (D = 1) is scaled, x · kernel[0]: the same numbers, and a reverse
+  pass that is a fused sum rather than a matmul."""
+  y = x * kernel[0] if x.shape[-1] == 1 else x @ kernel
+  return y if bias is None else y + bias
+
+
+def _per_step(projected):
+  """(what a loop reads a step at a time, the step's p_t from it) for an (L, B, H) array
+  or a `Projection`."""
+  if isinstance(projected, Projection):
+    return projected.x, lambda x_t: project(x_t, projected.kernel, projected.bias)
+  return projected, lambda p_t: p_t
+
+
+def _projected_cotangent(projected, deltas):
+  """The cotangent of `projected` from the deltas (L, B, H): the deltas themselves, or a
+  `Projection`'s (x̄, kernel̄, bias̄)."""
+  if not isinstance(projected, Projection):
+    return deltas
+  return jax.vjp(lambda q: project(*q), projected)[1](deltas)[0]
+
+
+def _lazy(projected):
+  """What a reverse pass keeps of `projected`: a `Projection` (small), not an array."""
+  return projected if isinstance(projected, Projection) else None
+
+
 def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH) -> None:
-  """Raises ValueError unless W, h_0, p are (H, H), (B, H), (L, B, H), L ≥ 1 (trace time)."""
+  """Raises ValueError unless W, h_0, p are (H, H), (B, H), (L, B, H) (a `Projection`: x
+  (L, B, D), kernel (D, H), bias (H,) or None), L ≥ 1 (trace time)."""
   H = transition_HxH.shape[-1]
+  if isinstance(projected_LxBxH, Projection):
+    x, kernel, bias = projected_LxBxH
+    if (x.ndim != 3 or kernel.shape != (x.shape[-1], H)
+        or (bias is not None and bias.shape != (H,))):
+      raise ValueError(f"expected a Projection of x (L, B, D), kernel (D, H), bias (H,) for "
+                       f"H = {H}; got {x.shape=}, {kernel.shape=}, "
+                       f"bias {None if bias is None else bias.shape}.")
+    shape = x.shape[:2] + (H,)
+  else:
+    shape = projected_LxBxH.shape
   if (transition_HxH.shape != (H, H) or h0_BxH.ndim != 2 or h0_BxH.shape[-1] != H
-      or projected_LxBxH.ndim != 3 or projected_LxBxH.shape[1:] != h0_BxH.shape):
+      or len(shape) != 3 or shape[1:] != h0_BxH.shape):
     raise ValueError(f"expected (H, H), (B, H), (L, B, H); got {transition_HxH.shape=}, "
-                     f"{h0_BxH.shape=}, {projected_LxBxH.shape=}.")
-  if projected_LxBxH.shape[0] == 0:
+                     f"{h0_BxH.shape=}, projected {shape}.")
+  if shape[0] == 0:
     raise ValueError("the sequence has no steps (L = 0): give at least one.")
 
 
@@ -128,15 +183,16 @@ def _states_loop(step, h0, projected, unroll):
   Laid out so that the reverse pass forms W̄ = Σ_t h_{t-1}ᵀ δ_t as ONE matmul of whole
   buffers (`_deltas_loop`): slices of them would be copied first on XLA:CPU.
   """
-  length = projected.shape[0]
-  extra = jax.eval_shape(lambda h, p: step(h, p)[1], h0, projected[0])
+  xs, p_of = _per_step(projected)
+  length = xs.shape[0]
+  extra = jax.eval_shape(lambda h, x: step(h, p_of(x))[1], h0, xs[0])
   inputs = jnp.zeros((length,) + h0.shape, h0.dtype)
   extras = jax.tree.map(lambda e: jnp.zeros((length,) + e.shape, e.dtype), extra)
 
   def body(t, state):
     h, inputs, extras = state
     inputs = jax.lax.dynamic_update_index_in_dim(inputs, h, t, 0)
-    h, e = step(h, jax.lax.dynamic_index_in_dim(projected, t, 0, keepdims=False))
+    h, e = step(h, p_of(jax.lax.dynamic_index_in_dim(xs, t, 0, keepdims=False)))
     extras = jax.tree.map(lambda b, v: jax.lax.dynamic_update_index_in_dim(b, v, t, 0),
                           extras, e)
     return h, inputs, extras
@@ -183,12 +239,13 @@ def _whole_cotangent(inputs, deltas):
 
 def _recurrence_forward(transition, h0, projected, activation, unroll, last_only=False):
   f = elementwise_activation(activation)
+  xs, p_of = _per_step(projected)
 
-  def body(h, p):
-    h = f(h @ transition + p)
+  def body(h, x):
+    h = f(h @ transition + p_of(x))
     return h, None if last_only else h
 
-  last, hs = jax.lax.scan(body, h0, projected, unroll=unroll)
+  last, hs = jax.lax.scan(body, h0, xs, unroll=unroll)
   return last if last_only else hs
 
 
@@ -197,11 +254,11 @@ _recurrence = jax.custom_vjp(_recurrence_forward, nondiff_argnums=(3, 4, 5))
 
 def _recurrence_fwd(transition, h0, projected, activation, unroll, last_only):
   hs = _recurrence_forward(transition, h0, projected, activation, unroll)
-  return hs[-1] if last_only else hs, (transition, h0, hs)
+  return hs[-1] if last_only else hs, (transition, h0, hs, _lazy(projected))
 
 
 def _recurrence_bwd(activation, unroll, last_only, res, ct):
-  transition, h0, hs = res
+  transition, h0, hs, projected = res
   transition_t = transition.T
 
   def body(delta_next, ct_h, h):
@@ -211,7 +268,8 @@ def _recurrence_bwd(activation, unroll, last_only, res, ct):
 
   delta_first, deltas = _reverse(body, jnp.zeros_like(h0), ct, hs, last_only, unroll,
                                  loop=jax.lax.scan)
-  return _transition_cotangent(h0, hs, deltas), delta_first @ transition_t, deltas
+  return (_transition_cotangent(h0, hs, deltas), delta_first @ transition_t,
+          _projected_cotangent(projected, deltas))
 
 
 _recurrence.defvjp(_recurrence_fwd, _recurrence_bwd)
@@ -224,7 +282,8 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
   Args:
     transition_HxH: real (H, H) W (row-vector convention: h @ W), float32 or float64.
     h0_BxH: real (B, H) initial state, the same dtype.
-    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
+    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major), or a
+      `Projection` of the inputs, formed a step at a time inside the loop.
     activation: 'relu', 'tanh' or 'identity'.
     unroll: steps per loop iteration (forward and reverse loops).
     last_only: return h_L alone: evaluated, the loop keeps no states; differentiated,
@@ -287,18 +346,17 @@ def _modrelu_step(h, p, transition, bias):
   return pre * _pairs(scale), r
 
 
-def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll, keep_r=False):
-  def body(h, p):
-    h, r = _modrelu_step(h, p, transition, bias)
-    return h, (h, r) if keep_r else h
-
-  return _loop(body, h0, projected, unroll=unroll)[1]
+def _modrelu_recurrence_forward(transition, h0, projected, bias, unroll):
+  xs, p_of = _per_step(projected)
+  return _loop(lambda h, x: (_modrelu_step(h, p_of(x), transition, bias)[0],) * 2, h0, xs,
+               unroll=unroll)[1]
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(4, 5))
 def _modrelu_recurrence(transition, h0, projected, bias, unroll, last_only):
   if last_only:
-    return _final(lambda h, p: _modrelu_step(h, p, transition, bias), h0, projected, unroll)
+    xs, p_of = _per_step(projected)
+    return _final(lambda h, x: _modrelu_step(h, p_of(x), transition, bias), h0, xs, unroll)
   return _modrelu_recurrence_forward(transition, h0, projected, bias, unroll)
 
 
@@ -307,7 +365,8 @@ def _modrelu_recurrence_fwd(transition, h0, projected, bias, unroll, last_only):
   # pre-activations with a second (L·B, H) @ (H, H) matmul.
   last, inputs, rs = _states_loop(lambda h, p: _modrelu_step(h, p, transition, bias), h0,
                                   projected, unroll)
-  return last if last_only else _outputs(last, inputs), (transition, last, inputs, rs, bias)
+  return (last if last_only else _outputs(last, inputs),
+          (transition, last, inputs, rs, bias, _lazy(projected)))
 
 
 def _modrelu_pre_activations(hs, rs, bias):
@@ -332,7 +391,7 @@ def _modrelu_pre_activations(hs, rs, bias):
 
 
 def _modrelu_recurrence_bwd(unroll, last_only, res, ct):
-  transition, last, inputs, rs, bias = res
+  transition, last, inputs, rs, bias, projected = res
   n = bias.shape[-1]
   transition_t = transition.T
 
@@ -348,7 +407,8 @@ def _modrelu_recurrence_bwd(unroll, last_only, res, ct):
 
   (_, ct_bias), deltas = _deltas_loop(body, (jnp.zeros_like(last), jnp.zeros_like(bias)), ct,
                                       last, inputs, rs, last_only, unroll)
-  return _whole_cotangent(inputs, deltas), deltas[0] @ transition_t, deltas, ct_bias
+  return (_whole_cotangent(inputs, deltas), deltas[0] @ transition_t,
+          _projected_cotangent(projected, deltas), ct_bias)
 
 
 _modrelu_recurrence.defvjp(_modrelu_recurrence_fwd, _modrelu_recurrence_bwd)
@@ -365,7 +425,8 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
     transition_HxH: real (H, H) W, H = 2n (h @ W), float32 or float64; for a unitary U
       acting as h ↦ U h, the block matrix [[Re Uᵀ, Im Uᵀ], [-Im Uᵀ, Re Uᵀ]].
     h0_BxH: real (B, H) initial state [Re h_0, Im h_0], the same dtype.
-    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
+    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major), or a
+      `Projection` of the inputs, formed a step at a time inside the loop.
     bias_n: real (n,), the modReLU bias of each complex unit.
     unroll: steps per loop iteration (forward and reverse loops).
     last_only: return h_L alone (as `elementwise_recurrence`).
@@ -399,13 +460,15 @@ def real_modrelu(z, bias) -> jax.Array:
 
 
 def _real_modrelu_forward(transition, h0, projected, bias, unroll, last_only=False):
-  def body(h, p):
-    h = real_modrelu(h @ transition + p, bias)
+  xs, p_of = _per_step(projected)
+
+  def body(h, x):
+    h = real_modrelu(h @ transition + p_of(x), bias)
     return h, h
 
   if last_only:
-    return _final(body, h0, projected, unroll)
-  return _loop(body, h0, projected, unroll=unroll)[1]
+    return _final(body, h0, xs, unroll)
+  return _loop(body, h0, xs, unroll=unroll)[1]
 
 
 _real_modrelu_recurrence = jax.custom_vjp(_real_modrelu_forward, nondiff_argnums=(4, 5))
@@ -414,11 +477,12 @@ _real_modrelu_recurrence = jax.custom_vjp(_real_modrelu_forward, nondiff_argnums
 def _real_modrelu_recurrence_fwd(transition, h0, projected, bias, unroll, last_only):
   step = lambda h, p: (real_modrelu(h @ transition + p, bias), None)
   last, inputs, _ = _states_loop(step, h0, projected, unroll)
-  return last if last_only else _outputs(last, inputs), (transition, last, inputs)
+  return (last if last_only else _outputs(last, inputs),
+          (transition, last, inputs, _lazy(projected)))
 
 
 def _real_modrelu_recurrence_bwd(unroll, last_only, res, ct):
-  transition, last, inputs = res
+  transition, last, inputs, projected = res
   transition_t = transition.T
 
   def body(delta_next, ct_h, h, _):
@@ -432,7 +496,8 @@ def _real_modrelu_recurrence_bwd(unroll, last_only, res, ct):
   # reductions read the buffers in place (an einsum would copy the slices).
   ct_bias = (jnp.sum(jnp.sign(inputs[1:]) * deltas[:-1], axis=(0, 1))
              + jnp.sum(jnp.sign(last) * deltas[-1], axis=0))
-  return (_whole_cotangent(inputs, deltas), delta_first @ transition_t, deltas, ct_bias)
+  return (_whole_cotangent(inputs, deltas), delta_first @ transition_t,
+          _projected_cotangent(projected, deltas), ct_bias)
 
 
 _real_modrelu_recurrence.defvjp(_real_modrelu_recurrence_fwd, _real_modrelu_recurrence_bwd)
@@ -447,7 +512,8 @@ def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
   Args:
     transition_HxH: real (H, H) W (row-vector convention: h @ W), float32 or float64.
     h0_BxH: real (B, H) initial state, the same dtype.
-    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major).
+    projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major), or a
+      `Projection` of the inputs, formed a step at a time inside the loop.
     bias_H: real (H,), the modReLU bias b.
     unroll: steps per loop iteration (forward and reverse loops).
     last_only: return h_L alone (as `elementwise_recurrence`).

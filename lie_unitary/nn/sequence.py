@@ -75,7 +75,9 @@ class FastPathCell(Protocol):
 class ScanningCell(FastPathCell, Protocol):
   """A `FastPathCell` that also runs all steps in its own loop (a kernel of
   `lie_unitary.nn.recurrence`); `SequenceModel` uses it when the carry is (B, H). It must
-  give the same numbers as scanning `step`."""
+  give the same numbers as scanning `step`. Its `project_inputs(x, lazy=True)` returns a
+  `recurrence.Projection` of (L, B, D) inputs, which its `scan` takes in place of the
+  (L, B, H) array and forms a step at a time."""
 
   def scan(self, carry_BxH: jax.Array, projected_LxBxH: jax.Array, transition: Any,
            unroll: int = 1, outputs: bool = True) -> tuple[jax.Array, jax.Array | None]:
@@ -154,11 +156,13 @@ class SequenceModel(nn.Module):
     if isinstance(self.cell, FastPathCell):
       transition = self.cell.transition()
       # Time-major before projecting: transposing (B, L, D) is cheaper than (B, L, H).
-      projected_LxBxH = self.cell.project_inputs(jnp.swapaxes(x_BxLxD, 0, 1))
+      x_LxBxD = jnp.swapaxes(x_BxLxD, 0, 1)
       if isinstance(self.cell, ScanningCell) and carry.ndim == 2:  # the cell's own loop
-        carry, y_LxBxH = self.cell.scan(carry, projected_LxBxH, transition, self.unroll,
-                                        outputs=not last)
+        # The projection formed a step at a time inside it: no (L, B, H) inputs stored.
+        carry, y_LxBxH = self.cell.scan(carry, self.cell.project_inputs(x_LxBxD, lazy=True),
+                                        transition, self.unroll, outputs=not last)
         return self._readout(carry if last else y_LxBxH)
+      projected_LxBxH = self.cell.project_inputs(x_LxBxD)
       body, xs, in_axes = _step_body, (projected_LxBxH, transition), (0, nn.broadcast)
     else:  # any other nn.RNNCellBase (flax's LSTM cells)
       body, xs, in_axes = _cell_body, (jnp.swapaxes(x_BxLxD, 0, 1),), 0
