@@ -1,14 +1,16 @@
 r"""Where one training update of an image model goes, phase by phase, by subtraction.
 
 Times, round-robin in one process on one device (the image configs' layout), programs
-that each add one phase to the one before, for --model at --budget (default: the
-guRNN at 16K, T = 784, batch 128):
+that each add one phase to the one before, for --model on --task (default: the guRNN
+on permuted MNIST at --budget 16K, T = 784, batch 128; `--task=memory --T=1000
+--sizes=95 --batch_size=128 --model=gurnn_modrelu` profiles the copy task):
 
 - `chain forward`: h ← h W + p, every h kept (the least a forward pass with a reverse
   pass after it can do);
 - `kernel forward`: the model's recurrence kernel as training runs it (activation
   included, every state and what the reverse pass needs kept);
-- `kernel forward, last state`: the same keeping nothing (as evaluation runs it);
+- `kernel forward, last state`: the same keeping nothing (as evaluation runs it; a
+  task read at every step keeps every state);
 - `kernel forward+backward`: its value and gradient (δ chain, W̄, ∂p, ∂bias);
 - `model loss`: the whole model's loss (U(λ) or the expm, input projection, readout);
 - `model gradient`: its value and gradient;
@@ -20,6 +22,9 @@ update each phase takes; all but the last add up to the update (docs/benchmarks.
 unrolls (steps per loop iteration).
 """
 
+import functools
+
+from absl import app
 from absl import flags
 import jax
 import jax.numpy as jnp
@@ -31,50 +36,59 @@ from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn import trainer
 from lie_unitary.nn import recurrence
 
-_MODEL = flags.DEFINE_string("model", "gurnn", "gurnn or orthogonal (a ScanningCell model).")
+_MODEL = flags.DEFINE_string("model", "gurnn", "A variant of the rnn subject's --models: "
+                             "a guRNN or orthogonal.")
 _UNROLLS = flags.DEFINE_list("unrolls", [], "Other unrolls of the kernel's forward+backward.")
 flags.FLAGS.set_default("task", "permuted")
 flags.FLAGS.set_default("data_parallel", ["1"])
 
 
-def _kernel(spec, params):
-  """(fn(W, h0, p, last_only, unroll) -> states, W, h0, p): the model's kernel on its
-  initial parameters, a zero state and random projected inputs."""
+def _kernel(spec, params, length):
+  """(fn(W, p, last_only, unroll) -> states, W, p): the model's recurrence kernel with its
+  initial bias, from a zero state, on a random orthogonal W and random inputs p."""
   H = ceiling.state_size(spec)
   cell = params["params"]["cell"]
-  bias = cell["modrelu_bias"]
-  fn = {"gurnn": recurrence.modrelu_recurrence,
-        "orthogonal": recurrence.real_modrelu_recurrence}[spec.model]
+  if spec.model == "orthogonal":
+    fn = functools.partial(recurrence.real_modrelu_recurrence, bias_H=cell["modrelu_bias"])
+  elif spec.activation == "modrelu":
+    fn = functools.partial(recurrence.modrelu_recurrence, bias_n=cell["modrelu_bias"])
+  else:
+    fn = functools.partial(recurrence.elementwise_recurrence, activation=spec.activation)
   k1, k2 = jax.random.split(jax.random.key(0))
   w = jnp.linalg.qr(jax.random.normal(k1, (H, H)))[0]
-  p = jax.random.normal(k2, (spec.T, spec.batch_size, H), jnp.float32)
-  kernel = lambda w, p, last, unroll: fn(w, jnp.zeros_like(p[0]), p, bias, unroll, last)
+  p = jax.random.normal(k2, (length, spec.batch_size, H), jnp.float32)
+  kernel = lambda w, p, last, unroll: fn(w, jnp.zeros_like(p[0]), p, unroll=unroll,
+                                         last_only=last)
   return kernel, w, p
 
 
 def main(argv):
   del argv
   rnn.use_devices()
-  config, model = rnn.config_for(rnn._TASK.value, 0, 0, _MODEL.value)
-  programs = rnn.unit_programs(config, model, 784, 1)
-  exp, replicas, spec, sets = programs
+  images = rnn._TASK.value in data.IMAGE_TASKS
+  T = 784 if images else int(rnn._T.value[0])
+  config, model = rnn.config_for(rnn._TASK.value, int((rnn._SIZES.value or [0])[0]),
+                                 int((rnn._BATCH.value or [0])[0]), _MODEL.value)
+  exp, replicas, spec, sets = rnn.unit_programs(config, model, T, 1)
+  if spec.model not in ("gurnn", "gurnn_beta", "free", "orthogonal"):
+    raise app.UsageError(f"--model: a guRNN or the orthogonal RNN; got {spec.model!r}.")
   state = exp.init(replicas.ids)
   params = jax.tree.map(lambda a: a[0], state.params)
-  net, source = trainer.make_model(spec), exp.source
-  x = data.image_inputs(sets.train_x[:spec.batch_size])
-  y = sets.train_y[:spec.batch_size]
-  key = jax.random.key(0)
+  net, source, task = trainer.make_model(spec), exp.source, data.get_task(spec.task)
+  order = exp.epoch_data(replicas.ids, 0)
+  x, y = source.train_batch(jax.random.key(0), 0, None if order is None else order[0], sets)
+  key, last = jax.random.key(0), task.readout == "last"
   loss = lambda p: source.metrics(net.apply(p, x, key), y)["loss"]
-  kernel, w, p = _kernel(spec, params)
+  kernel, w, p = _kernel(spec, params, task.length(T))
   H, B = w.shape[0], spec.batch_size
-  c = jax.random.normal(jax.random.key(3), (B, H))
-  kernel_loss = lambda w, p, unroll: jnp.sum(c * kernel(w, p, True, unroll))
+  c = jax.random.normal(jax.random.key(3), (B, H) if last else p.shape)
+  kernel_loss = lambda w, p, unroll: jnp.sum(c * kernel(w, p, last, unroll))
 
   variants = {
       "chain forward": timing.blocking(jax.jit(lambda w, p: jax.lax.scan(
           lambda h, pt: (h @ w + pt,) * 2, jnp.zeros_like(p[0]), p)[1]), w, p, items=B),
       "kernel forward": timing.blocking(jax.jit(
-          lambda w, p: jax.vjp(lambda w, p: kernel(w, p, True, spec.unroll), w, p)), w, p,
+          lambda w, p: jax.vjp(lambda w, p: kernel(w, p, last, spec.unroll), w, p)), w, p,
           items=B),
       "kernel forward, last state": timing.blocking(jax.jit(
           lambda w, p: kernel(w, p, True, spec.unroll)), w, p, items=B),
@@ -87,12 +101,12 @@ def main(argv):
     variants[f"kernel forward+backward, unroll {unroll}"] = timing.blocking(
         jax.jit(jax.value_and_grad(lambda w, p, u=unroll: kernel_loss(w, p, u),
                                    argnums=(0, 1))), w, p, items=B)
-  variants["training update"], _ = rnn.experiment_variant(config, model, 784, 1)
+  variants["training update"], _ = rnn.experiment_variant(config, model, T, 1)
   samples = timing.compare(variants)
-  group = {"model": spec.model, "H": H, "B": B, "T": spec.T}
+  group = {"task": spec.task, "model": spec.model, "H": H, "B": B, "T": spec.T}
   rows = timing.rows(group, samples, reference="training update", per="examples")
   best = {r["variant"]: r["best_ms"] for r in rows}
-  flops = ceiling.flops_per_example(1, H, spec.T, True) / 3
+  flops = ceiling.flops_per_example(1, H, task.length(T), False)
   for row in rows:
     if row["variant"].startswith("chain"):
       row["GFLOP/s"] = flops / row["best_ms"] / 1e6
