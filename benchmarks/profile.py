@@ -7,11 +7,12 @@ on permuted MNIST at --budget 16K, T = 784, batch 128; `--task=memory --T=1000
 
 - `chain forward`: h ← h W + p, every h kept (the least a forward pass with a reverse
   pass after it can do);
-- `kernel forward`: the model's recurrence kernel as training runs it (activation
-  included, every state and what the reverse pass needs kept);
+- `kernel forward`: the model's recurrence kernel as training runs it (the input
+  projection formed in the loop, the activation, every state and what the reverse pass
+  needs kept);
 - `kernel forward, last state`: the same keeping nothing (as evaluation runs it; a
   task read at every step keeps every state);
-- `kernel forward+backward`: its value and gradient (δ chain, W̄, ∂p, ∂bias);
+- `kernel forward+backward`: its value and W's gradient (the δ chain and W̄);
 - `model loss`: the whole model's loss (U(λ) or the expm, input projection, readout);
 - `model gradient`: its value and gradient;
 - `training update`: the experiments' training chunk (batch gather, gradient, optimizer).
@@ -44,8 +45,9 @@ flags.FLAGS.set_default("data_parallel", ["1"])
 
 
 def _kernel(spec, params, length):
-  """(fn(W, p, last_only, unroll) -> states, W, p): the model's recurrence kernel with its
-  initial bias, from a zero state, on a random orthogonal W and random inputs p."""
+  """(fn(W, x, last_only, unroll) -> states, W, x): the model's recurrence kernel with its
+  initial bias and input projection, from a zero state, on a random orthogonal W and
+  random inputs x (L, B, D)."""
   H = ceiling.state_size(spec)
   cell = params["params"]["cell"]
   if spec.model == "orthogonal":
@@ -56,10 +58,13 @@ def _kernel(spec, params, length):
     fn = functools.partial(recurrence.elementwise_recurrence, activation=spec.activation)
   k1, k2 = jax.random.split(jax.random.key(0))
   w = jnp.linalg.qr(jax.random.normal(k1, (H, H)))[0]
-  p = jax.random.normal(k2, (length, spec.batch_size, H), jnp.float32)
-  kernel = lambda w, p, last, unroll: fn(w, jnp.zeros_like(p[0]), p, unroll=unroll,
-                                         last_only=last)
-  return kernel, w, p
+  # The inputs projected a step at a time, as the model runs it (cells.InputProjection).
+  v = cell["v"]
+  x = jax.random.uniform(k2, (length, spec.batch_size, v["kernel"].shape[0]), jnp.float32)
+  kernel = lambda w, x, last, unroll: fn(
+      w, jnp.zeros((x.shape[1], H), x.dtype), recurrence.Projection(x, v["kernel"], v.get("bias")),
+      unroll=unroll, last_only=last)
+  return kernel, w, x
 
 
 def main(argv):
@@ -79,28 +84,28 @@ def main(argv):
   x, y = source.train_batch(jax.random.key(0), 0, None if order is None else order[0], sets)
   key, last = jax.random.key(0), task.readout == "last"
   loss = lambda p: source.metrics(net.apply(p, x, key), y)["loss"]
-  kernel, w, p = _kernel(spec, params, task.length(T))
+  kernel, w, x_steps = _kernel(spec, params, task.length(T))
   H, B = w.shape[0], spec.batch_size
+  p = jax.random.normal(jax.random.key(2), (task.length(T), B, H), jnp.float32)  # the chain's
   c = jax.random.normal(jax.random.key(3), (B, H) if last else p.shape)
-  kernel_loss = lambda w, p, unroll: jnp.sum(c * kernel(w, p, last, unroll))
+  kernel_loss = lambda w, x, unroll: jnp.sum(c * kernel(w, x, last, unroll))
+  grad = lambda unroll: jax.jit(jax.value_and_grad(lambda w, x: kernel_loss(w, x, unroll)))
 
   variants = {
       "chain forward": timing.blocking(jax.jit(lambda w, p: jax.lax.scan(
           lambda h, pt: (h @ w + pt,) * 2, jnp.zeros_like(p[0]), p)[1]), w, p, items=B),
       "kernel forward": timing.blocking(jax.jit(
-          lambda w, p: jax.vjp(lambda w, p: kernel(w, p, last, spec.unroll), w, p)), w, p,
+          lambda w, x: jax.vjp(lambda w: kernel(w, x, last, spec.unroll), w)), w, x_steps,
           items=B),
       "kernel forward, last state": timing.blocking(jax.jit(
-          lambda w, p: kernel(w, p, True, spec.unroll)), w, p, items=B),
-      "kernel forward+backward": timing.blocking(jax.jit(jax.value_and_grad(
-          lambda w, p: kernel_loss(w, p, spec.unroll), argnums=(0, 1))), w, p, items=B),
+          lambda w, x: kernel(w, x, True, spec.unroll)), w, x_steps, items=B),
+      "kernel forward+backward": timing.blocking(grad(spec.unroll), w, x_steps, items=B),
       "model loss": timing.blocking(jax.jit(loss), params, items=B),
       "model gradient": timing.blocking(jax.jit(jax.value_and_grad(loss)), params, items=B),
   }
   for unroll in map(int, _UNROLLS.value):
     variants[f"kernel forward+backward, unroll {unroll}"] = timing.blocking(
-        jax.jit(jax.value_and_grad(lambda w, p, u=unroll: kernel_loss(w, p, u),
-                                   argnums=(0, 1))), w, p, items=B)
+        grad(unroll), w, x_steps, items=B)
   variants["training update"], _ = rnn.experiment_variant(config, model, T, 1)
   samples = timing.compare(variants)
   group = {"task": spec.task, "model": spec.model, "H": H, "B": B, "T": spec.T}
@@ -112,11 +117,11 @@ def main(argv):
       row["GFLOP/s"] = flops / row["best_ms"] / 1e6
   # Phases that add up to the training update, and one that does not (in brackets).
   phases = [("forward products, every h kept", ["chain forward"], []),
-            ("activation, the reverse pass's factors kept", ["kernel forward"],
+            ("input projection, activation, the reverse pass's factors kept", ["kernel forward"],
              ["chain forward"]),
-            ("reverse pass of the recurrence: δ chain, W̄, ∂p, ∂bias",
+            ("reverse pass of the recurrence: δ chain and W̄",
              ["kernel forward+backward"], ["kernel forward"]),
-            ("rest of the forward: U(λ) or expm, projection, readout, loss", ["model loss"],
+            ("rest of the forward: U(λ) or expm, readout, loss", ["model loss"],
              ["kernel forward, last state"]),
             ("rest of the reverse pass", ["model gradient", "kernel forward, last state"],
              ["model loss", "kernel forward+backward"]),
