@@ -27,6 +27,7 @@ import numpy as np
 
 from benchmarks import rnn
 from benchmarks import timing
+from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import data
 
 _GEMM = flags.DEFINE_integer("gemm_size", 2048, "S of the S × S matmul that gives the peak.")
@@ -38,15 +39,12 @@ flags.FLAGS.set_default("data_parallel", ["1", "0"])
 _GATES = {"lstm": 4}  # products per step are (B, H) @ (H, G·H)
 
 
+flops_per_example = rnn.flops_per_example
+
+
 def state_size(spec) -> int:
   """H: the recurrent state in reals (the complex-state models hold n units as 2n)."""
-  complex_state = spec.model in ("gurnn", "gurnn_beta", "free", "urnn")
-  return spec.hidden_size * (2 if complex_state else 1)
-
-
-def flops_per_example(G: int, H: int, length: int, train: bool) -> float:
-  """The recurrent products' FLOPs per example: 2 G H² a step, three times in training."""
-  return (3 if train else 1) * 2.0 * G * H * H * length
+  return spec.hidden_size * (2 if spec.model in rnn_config.H0_MODELS else 1)
 
 
 def _mesh(d: int) -> jax.sharding.Mesh:

@@ -189,13 +189,19 @@ def variant_label(token: str, d: int, splits: list[int]) -> str:
   return f"{token} ({'default' if d == 0 else f'{d} device' + 's' * (d > 1)})"
 
 
+def flops_per_example(G: int, H: int, length: int, train: bool) -> float:
+  """The recurrent products' FLOPs per example: 2 G H² a step (state H in reals, G gates),
+  three times in training (forward, δ chain, W̄)."""
+  return (3 if train else 1) * 2.0 * G * H * H * length
+
+
 def _flops(token, spec, length) -> float | None:
-  """FLOPs per example of the recurrence's products (3 a step); None for the ruRNN."""
+  """FLOPs per example of the recurrence's training products; None for the ruRNN."""
   name = token.partition(":")[0]
   if name == "urnn":
     return None
   H = spec.hidden_size * (2 if _ROWS[name][2] else 1)
-  return 3 * 2.0 * H * H * (4 if name == "lstm" else 1) * length
+  return flops_per_example(4 if name == "lstm" else 1, H, length, train=True)
 
 
 def main(argv):
@@ -224,7 +230,7 @@ def main(argv):
       length = data.get_task(config.task).length(T)
       if model is None:
         variants[label] = _matmuls_variant(2 * n, config.batch_size, length)
-        flops[label] = 3 * 2.0 * 4 * n * n * length
+        flops[label] = flops_per_example(1, 2 * n, length, train=True)
         continue
       with _unitary_replaced_by({"no_eigh": _no_eigh, "eigh_only": _eigh_only}.get(token)):
         variants[label], specs[label] = experiment_variant(config, model, T, d)
