@@ -13,12 +13,14 @@ import numpy as np
 import optax
 import pytest
 
+from lie_unitary import algebra
 from lie_unitary.experiments import loop
 from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import config as rnn_configs
+from lie_unitary.experiments.rnn import data as rnn_data
 from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import report as rnn_report
 from lie_unitary.experiments.rnn import trainer as rnn_training
@@ -544,3 +546,77 @@ def test_orthogonal_expm_enters_the_identity_only_when_not_eigh():
   config.orthogonal_expm = "taylor"
   with pytest.raises(ValueError, match="orthogonal_expm"):
     rnn.validate_config(config)
+
+
+@pytest.mark.parametrize("model", ["gurnn", "orthogonal"])
+def test_recurrent_matrix_and_its_drift_against_expm(model):
+  config = rnn_configs.get_config("permuted_mnist")
+  config.models[model].hidden_size = 4
+  spec = rnn.make_unit(config, model, 784, 0).spec
+  variables = rnn_training.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
+  cell = variables["params"]["cell"]
+  if model == "gurnn":
+    coefficients, to_algebra = cell["lam"], algebra.lambdas_to_skew_hermitian
+  else:
+    coefficients, to_algebra = cell["mu"], algebra.lambdas_to_skew_symmetric
+  expected = jax.scipy.linalg.expm(to_algebra(coefficients))
+  np.testing.assert_allclose(rnn_training.recurrent_matrix(spec, variables), expected,
+                             atol=2e-6)
+  # A moved copy: the drift is ‖M − M₀‖_F / √n of the two exponentials.
+  moved = jax.tree.map(lambda a: a, variables)
+  key = "lam" if model == "gurnn" else "mu"
+  moved["params"]["cell"][key] = coefficients + 0.3 * jnp.arange(coefficients.size) / 10
+  moved_expected = jax.scipy.linalg.expm(to_algebra(
+      moved["params"]["cell"][key]))
+  drift = np.sqrt(np.sum(np.abs(np.asarray(moved_expected - expected)) ** 2) / 4)
+  assert drift > 0.05
+  np.testing.assert_allclose(rnn_training.matrix_drift(
+      rnn_training.recurrent_matrix(spec, moved), rnn_training.recurrent_matrix(spec, variables)),
+      drift, rtol=1e-5)
+  assert rnn_training.matrix_drift(expected, expected) == 0
+
+
+def test_matrix_drift_closed_forms():
+  u = jnp.asarray(np.linalg.qr(np.random.RandomState(0).randn(5, 5))[0])
+  np.testing.assert_allclose(rnn_training.matrix_drift(-u, u), 2.0, rtol=1e-6)
+  phase = np.exp(0.7j)  # every column turned by e^{0.7i}: |e^{0.7i} − 1| = 2 sin 0.35
+  np.testing.assert_allclose(rnn_training.matrix_drift(phase * u, u), 2 * np.sin(0.35),
+                             rtol=1e-6)
+
+
+def test_recurrent_matrix_of_a_model_without_one():
+  spec = rnn.make_unit(rnn_configs.get_config("permuted_mnist"), "lstm", 784, 0).spec
+  with pytest.raises(ValueError, match="'lstm' has no recurrent matrix"):
+    rnn_training.recurrent_matrix(spec, {})
+
+
+def test_image_records_carry_the_drift_and_the_spectrum(tmp_path):
+  config = rnn_configs.get_config("permuted_mnist")
+  config.dataset = write_image_folder(tmp_path / "idx")
+  config.T, config.model, config.seeds = (16,), ("gurnn", "orthogonal", "lstm"), (0,)
+  config.num_validation, config.eval_batch_size, config.batch_size = 64, 32, 32
+  config.num_updates, config.val_every, config.data_parallel = 12, 6, 1
+  for m in config.models.values():
+    m.hidden_size = 4
+  _run(config, tmp_path / "w")
+  val = {(r["model"], r["step"]): r for r in _records(tmp_path / "w") if r["kind"] == "val"}
+  for model in ("gurnn", "orthogonal"):
+    assert val[(model, 0)]["u_drift"] == 0.0
+    assert 0 < val[(model, 6)]["u_drift"] < val[(model, 12)]["u_drift"] < 2
+    # The last one against the checkpoint's matrix and the initial one, from expm.
+    unit = workdir_lib.load_unit(str(tmp_path / "w"), f"permuted T=16 {model}")
+    spec = rnn.make_unit(config, model, 16, 0).spec
+    last = jax.tree.map(lambda a: jnp.asarray(a[0]), unit.state["params"])
+    key = "lam" if model == "gurnn" else "mu"
+    to_algebra = (algebra.lambdas_to_skew_hermitian if model == "gurnn"
+                  else algebra.lambdas_to_skew_symmetric)
+    source = rnn_data.image_source(spec, 256 - 64)  # the training images less validation
+    initial = rnn_training.make_experiment(spec, replicas_lib.replicate_sharding(),
+                                           source).init(jnp.arange(1))
+    m = [jax.scipy.linalg.expm(to_algebra(jnp.asarray(p["params"]["cell"][key]).reshape(
+        -1))) for p in (last, jax.tree.map(lambda a: a[0], initial.params))]
+    np.testing.assert_allclose(val[(model, 12)]["u_drift"],
+                               np.sqrt(np.sum(np.abs(np.asarray(m[0] - m[1])) ** 2) / 4),
+                               rtol=1e-4)
+  assert 0 < val[("gurnn", 12)]["theta_spread"] and "theta_spread" not in val[("lstm", 12)]
+  assert "u_drift" not in val[("lstm", 12)]

@@ -36,8 +36,8 @@ from typing import Iterable
 from typing import Iterator
 from typing import Sequence
 
-__all__ = ["CURVES", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS", "LoadedUnit",
-           "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
+__all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
+           "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "finished_units", "load_results", "load_unit", "mark_finished", "merge", "read",
            "read_launches", "read_records", "to_jsonable", "unit_names", "units",
            "write_launch"]
@@ -52,6 +52,8 @@ HEARTBEAT_SECONDS, STALE_SECONDS = 10.0, 60.0
 _HAVE_PANDAS = lambda: importlib.util.find_spec("pandas") is not None  # noqa: E731
 # The records' names of `lie_unitary.principal_branch.SpectrumStats`' fields, in order.
 SPECTRUM_FIELDS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
+# The records' name of an RNN's ‖U − U₀‖_F / √n (its recurrent matrix from initialisation).
+DRIFT_FIELD = "u_drift"
 
 
 def path(workdir, name: str) -> str:

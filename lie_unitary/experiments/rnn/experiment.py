@@ -3,9 +3,10 @@ sequential images. A unit is one (model, T) of a config's task, its replicates t
 by one program (`rnn.trainer.make_experiment`) in calls of `val_every` updates.
 
 Records of kind "val", at step 0 and after every call: the validation sets' metrics
-(images: also ``test_*`` and ``epoch``), the call's mean ``train_*`` metrics and, for
-models with λ on the synthetic tasks, λ's spectrum diagnostics. Of kind "final": the
-full validation and test losses, or for images a summary of the "val" records.
+(images: also ``test_*`` and ``epoch``), the call's mean ``train_*`` metrics, for models
+with λ λ's spectrum diagnostics, and for the guRNN and the orthogonal RNN ``u_drift``,
+‖U − U₀‖_F / √n, how far the recurrent matrix is from its initial value. Of kind "final":
+the full validation and test losses, or for images a summary of the "val" records.
 """
 
 from __future__ import annotations
@@ -189,8 +190,10 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     sums, count = history.pop("train_sums", {}), history.pop("train_steps", 0)
     val = {**evaluate(state, source.val_sets(arrays)),
            **{f"train_{k}": np.asarray(v) / count for k, v in sums.items()}}
-    if exp.spectrum is not None and not image_task:
+    if exp.spectrum is not None:
       val.update(replicas.gather(exp.spectrum(state.params)))
+    if exp.drift is not None:
+      val.update(replicas.gather(exp.drift(state.params, initial)))
     write("val", lp.step, lp.seconds(), val)
     lp.show(", ".join(f"{k.replace('_', ' ')} {loop.median(v):.4g}" for k, v in val.items()
                       if k.startswith("val_")) + f" (median; loss baseline {baseline:.4g})"
@@ -198,6 +201,8 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
 
   with loop.Loop(ctx, replicas, unit.target_step, every=spec.val_every, epoch_steps=per_epoch,
                  target_field="num_updates") as lp:
+    # The initial parameters, kept for the drift (the restored state's buffers are donated).
+    initial = exp.init(replicas.ids).params if exp.drift is not None else None
     state, history = lp.restore(exp.init(replicas.ids))
     if lp.boundary(lp.step) and ("val", 0, lp.step) not in done:  # the initial state's,
       # or one a stop left pending

@@ -58,7 +58,7 @@ _IMAGE_LABELS = {"gurnn": "guRNN (modReLU)", "orthogonal": "orthogonal RNN (expR
                  "lstm": "LSTM"}
 # Record keys that are not unit fields (a record: the unit's fields, then these).
 _NOT_FIELDS = {"kind", "replicate", "step", "seconds", "epoch", "unit", "unit_name", "seed",
-               "num_params", *workdir_lib.SPECTRUM_FIELDS}
+               "num_params", workdir_lib.DRIFT_FIELD, *workdir_lib.SPECTRUM_FIELDS}
 _METRIC = ("val_", "test_", "train_", "best_")
 _SE = "mean ± standard error over the n runs (a run: one seed's replicate)"
 

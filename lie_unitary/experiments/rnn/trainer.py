@@ -30,10 +30,12 @@ from lie_unitary.experiments.rnn.config import LAMBDA_MODELS
 from lie_unitary.experiments.rnn.config import MODELS
 from lie_unitary.experiments.rnn.config import ORTHOGONAL_MODELS
 
-__all__ = ["SPECTRUM_METRICS", "Experiment", "make_experiment", "make_model", "num_params",
-           "optimizer_for"]
+__all__ = ["DRIFT_METRIC", "DRIFT_MODELS", "SPECTRUM_METRICS", "Experiment", "make_experiment",
+           "make_model", "matrix_drift", "num_params", "optimizer_for", "recurrent_matrix"]
 
 SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS  # λ's spectrum diagnostics in "val" records
+DRIFT_METRIC = workdir.DRIFT_FIELD  # the recurrent matrix's distance from its initial value
+DRIFT_MODELS = LAMBDA_MODELS + ORTHOGONAL_MODELS  # the models with a recurrent matrix of note
 
 
 def _refresh(spec) -> tuple[str, int, str]:
@@ -121,6 +123,8 @@ class Experiment(NamedTuple):
     source: the unit's `data.Source`.
     spectrum: params_R -> {SPECTRUM_METRICS name: (R,)}; None for models without λ.
     refresh: TrainState_R -> TrainState_R, the λ refresh; None without one.
+    drift: (params_R, initial params_R) -> {DRIFT_METRIC: (R,)}, how far the recurrent
+      matrix has moved (`recurrent_matrix`); None for models without one.
   """
   init: Callable
   epoch_data: Callable
@@ -129,6 +133,35 @@ class Experiment(NamedTuple):
   source: data.Source
   spectrum: Callable | None = None
   refresh: Callable | None = None
+  drift: Callable | None = None
+
+
+def recurrent_matrix(spec, variables) -> jax.Array:
+  """The recurrent matrix of a unit's model from its flax variables.
+
+  Args:
+    spec: the unit's spec (its `model` and the model's settings).
+    variables: one replicate's flax variables (a TrainState's `params`).
+
+  Returns:
+    The guRNN's U(λ) (U₀ U(λ) when rebased), complex (n, n); the orthogonal RNN's
+    W = expm(A(μ)), real (n, n) of the parameters' dtype.
+
+  Raises:
+    ValueError: a model without such a matrix (`DRIFT_MODELS` lists those with one).
+  """
+  if spec.model not in DRIFT_MODELS:
+    raise ValueError(f"model {spec.model!r} has no recurrent matrix of its own; models "
+                     f"with one: {DRIFT_MODELS}.")
+  method = (lambda m: m.cell.unitary()) if spec.model in LAMBDA_MODELS else (
+      lambda m: m.cell.orthogonal())
+  return make_model(spec).apply(variables, method=method)
+
+
+def matrix_drift(matrix, initial) -> jax.Array:
+  """‖M − M₀‖_F / √n of square (..., n, n) matrices: for unitary or orthogonal M and M₀,
+  the root mean square of how far each column moved (0 at M₀, at most 2). Real."""
+  return jnp.sqrt(jnp.sum(jnp.abs(matrix - initial) ** 2, axis=(-2, -1)) / matrix.shape[-1])
 
 
 @functools.lru_cache(maxsize=16)
@@ -264,8 +297,12 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
         params["params"]["cell"]["lam"]), (0,))
     v_spectrum = lambda params: dict(zip(SPECTRUM_METRICS, v_stats(params)))
   v_refresh = None if refresh == "none" else program(refresh_state, (0,))
+  v_drift = None
+  if spec.model in DRIFT_MODELS:
+    v_drift = program(lambda params, initial: {DRIFT_METRIC: matrix_drift(
+        recurrent_matrix(spec, params), recurrent_matrix(spec, initial))}, (0, 0))
   return Experiment(program(init, (0,)), v_epoch, v_train, program(evaluate, (0, None)),
-                    source, v_spectrum, v_refresh)
+                    source, v_spectrum, v_refresh, v_drift)
 
 
 def num_params(model: str, hidden_size: int, input_size: int, output_size: int,
