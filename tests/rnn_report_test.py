@@ -201,6 +201,27 @@ def _image_records(model, accuracies):
           for rep, accs in enumerate(accuracies) for epoch, acc in enumerate(accs)]
 
 
+def test_the_image_figure_draws_loss_and_drift_per_epoch():
+  recs = _image_records("gurnn", [[0.1, 0.70, 0.80], [0.1, 0.74, 0.78]])
+  recs += _image_records("lstm", [[0.1, 0.5, 0.6], [0.1, 0.5, 0.6]])
+  for r in recs:
+    r["val_loss"] = 2.0 / (1 + r["epoch"]) + 0.1 * r["replicate"]
+    if r["model"] == "gurnn":
+      r["u_drift"] = 0.1 * r["epoch"] + 0.02 * r["replicate"]
+  fig = report.figures(recs)["images_permuted_fashion_mnist"]
+  by_epoch, _, loss, drift = fig.axes
+  # The mean over the two replicates at epochs 0, 1, 2.
+  line, = [ln for ln in loss.lines if ln.get_color() == "C0"]
+  assert list(line.get_ydata()) == pytest.approx([2.05, 1.05, 2 / 3 + 0.05])
+  line, = drift.lines  # the LSTM has no recurrent matrix of its own
+  assert line.get_label() == "guRNN (modReLU)"
+  assert list(line.get_ydata()) == pytest.approx([0.01, 0.11, 0.21])
+  # Records without the drift (an older run): the panel is left empty and off.
+  for r in recs:
+    r.pop("u_drift", None)
+  assert not report.figures(recs)["images_permuted_fashion_mnist"].axes[3].axison
+
+
 def test_an_unfinished_image_unit_shows_its_best_so_far():
   # Validation accuracy is test − 0.01: replicate 0 peaks at epoch 1, replicate 1 at 2.
   recs = _image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70, 0.74]])
@@ -208,6 +229,12 @@ def test_an_unfinished_image_unit_shows_its_best_so_far():
   # best val (0.79, 0.73), test there (0.80, 0.74), best test (0.80, 0.74), 20 s.
   assert row.endswith("| 0 | 2 | 2 (unfinished) | 76.00 ± 3.00 | 77.00 ± 3.00 | 77.00 ± 3.00 "
                       "| 20 |"), row
+
+
+def test_an_image_unit_evaluated_at_step_0_only_has_a_row():
+  recs = _image_records("gurnn", [[0.1]])  # a run just started: its initial evaluation
+  row, = [r for r in _rows(report.markdown(recs)) if r.startswith("| guRNN")]
+  assert "| 0 | 1 | 0 (unfinished) | — | — | — | — |" in row, row
 
 
 def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):

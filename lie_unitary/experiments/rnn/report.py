@@ -208,8 +208,8 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
     finals = [run["final"] for run in row["runs"].values() if run["final"]]
     epochs = sorted({max(p, key=lambda r: r["step"]).get("epoch", 0) for p in points if p})
     unfinished = len(finals) < len(row["runs"])
-    epochs = ("–".join(f"{e:g}" for e in (epochs[0], epochs[-1]) if len(epochs) > 1)
-              or (f"{epochs[0]:g}" if epochs else "0")) + (" (unfinished)" if unfinished else "")
+    epochs = (f"{epochs[0]:g}–{epochs[-1]:g}" if len(epochs) > 1 else
+              f"{epochs[0]:g}" if epochs else "0") + (" (unfinished)" if unfinished else "")
     params = f"{int(finals[0]['num_params']):,}" if finals and "num_params" in finals[0] else "—"
     secs = [max(r["seconds"] for r in p) for p in points if p]
     wall = f"{np.median(secs):.0f}" if secs else "—"
@@ -292,34 +292,55 @@ def _loss_figure(task: str, T: int, rows: list):
 
 
 def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
-  """Validation accuracy against epochs: each row's mean over runs, a band of ± one
-  standard error; against wall-clock seconds: the mean."""
+  """Per row, the mean over runs (a band of ± one standard error) against epochs of the
+  validation accuracy and loss and, for models with a recurrent matrix of their own,
+  ‖U − U₀‖_F / √n; the mean validation accuracy against wall-clock seconds."""
   from matplotlib.figure import Figure
-  fig = Figure(figsize=(10, 4))
-  by_epoch, by_time = fig.subplots(1, 2)
+  fig = Figure(figsize=(10, 7.5))
+  (by_epoch, by_time), (loss, drift) = fig.subplots(2, 2)
+  drifting = False
   for i, row in enumerate(rows):
     steps = sorted(set.intersection(*(set(run["val"]) for run in row["runs"].values())))
     if not steps:
       continue
     points = [[run["val"][s] for run in row["runs"].values()] for s in steps]
-    acc = np.asarray([[100 * x["val_accuracy"] for x in p] for p in points])
-    mean = acc.mean(axis=1)
-    se = acc.std(axis=1, ddof=1) / np.sqrt(acc.shape[1]) if acc.shape[1] > 1 else 0 * mean
-    label = (f"{row['label']} ({row['fields']['hidden_size']}, n = {acc.shape[1]})"
-             + (f" [{row['setting']}]" if row["setting"] else ""))
     epochs = [p[0].get("epoch", 0) for p in points]
-    by_epoch.plot(epochs, mean, color=f"C{i}", label=label)
-    by_epoch.fill_between(epochs, mean - se, mean + se, color=f"C{i}", alpha=0.2, lw=0)
+
+    def band(ax, key, scale=1.0, **kw):  # nothing when a point lacks the field
+      if not all(key in x for p in points for x in p):
+        return None
+      values = np.asarray([[scale * float(x[key]) for x in p] for p in points])
+      mean = values.mean(axis=1)
+      se = (values.std(axis=1, ddof=1) / np.sqrt(values.shape[1]) if values.shape[1] > 1
+            else 0 * mean)
+      ax.plot(epochs, mean, color=f"C{i}", **kw)
+      ax.fill_between(epochs, mean - se, mean + se, color=f"C{i}", alpha=0.2, lw=0)
+      return mean
+
+    label = (f"{row['label']} ({row['fields']['hidden_size']}, n = {len(points[0])})"
+             + (f" [{row['setting']}]" if row["setting"] else ""))
+    mean = band(by_epoch, "val_accuracy", 100.0, label=label)
     by_time.plot([np.mean([x["seconds"] for x in p]) for p in points], mean, color=f"C{i}")
+    band(loss, "val_loss")
+    drifting |= band(drift, workdir_lib.DRIFT_FIELD, label=row["label"]) is not None
   if runs:  # the reference's mean over seeds at the end of each epoch
     epochs = sorted(set.intersection(*(set(run) for run in runs.values())))
     by_epoch.plot(epochs, [100 * np.mean([run[e]["val_accuracy"] for run in runs.values()])
                            for e in epochs], color="k", ls="--", label=_REFERENCE_LABEL)
-  for ax, x in ((by_epoch, "epochs"), (by_time, "wall-clock seconds")):
+  for ax, x, y in ((by_epoch, "epochs", "validation accuracy (%)"),
+                   (by_time, "wall-clock seconds", "validation accuracy (%)"),
+                   (loss, "epochs", "validation cross-entropy"),
+                   (drift, "epochs", "‖U − U₀‖_F / √n")):
     ax.set_xlabel(x)
-    ax.set_ylabel("validation accuracy (%)")
+    ax.set_ylabel(y)
     ax.grid(alpha=0.3)
+  loss.set_yscale("log")
   by_epoch.legend(fontsize=7)
+  if drifting:
+    drift.legend(fontsize=7)
+    drift.set_title("recurrent matrix from its initial value", fontsize=9)
+  else:
+    drift.set_axis_off()
   fig.suptitle(f"{task} {dataset}: mean over runs, band ± 1 s.e.")
   fig.tight_layout()
   return fig
@@ -335,8 +356,9 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
   Returns:
     ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, each
     row's median over runs and every run faintly, the random baseline dotted;
-    ``{"images_{task}_{dataset}": Figure}``: validation accuracy against epochs (mean
-    over runs, ± 1 s.e. band) and against wall-clock seconds.
+    ``{"images_{task}_{dataset}": Figure}``: validation accuracy, validation loss and
+    (guRNN, orthogonal RNN) ‖U − U₀‖_F / √n against epochs (mean over runs, ± 1 s.e.
+    band), and validation accuracy against wall-clock seconds.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
