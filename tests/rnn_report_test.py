@@ -222,6 +222,21 @@ def test_the_image_figure_draws_loss_and_drift_per_epoch():
   assert not report.figures(recs)["images_permuted_fashion_mnist"].axes[3].axison
 
 
+def test_the_drift_table_gives_each_epochs_mean_and_standard_error():
+  recs = _image_records("gurnn", [[0.1, 0.70], [0.1, 0.74]])
+  recs += _image_records("lstm", [[0.1, 0.5], [0.1, 0.5]])
+  for r in recs:
+    if r["model"] == "gurnn":
+      r["u_drift"] = 0.1 * r["epoch"] + 0.02 * r["replicate"]
+  text = report.markdown(recs)
+  table = text[text.index("‖U − U₀‖_F / √n (0 at"):]
+  rows = _rows(table)
+  assert rows[0] == "| epoch | guRNN (modReLU) |"  # the LSTM records none
+  # Epoch 1: 0.1 and 0.12: mean 0.11, standard error |a − b| / 2 = 0.01.
+  assert rows[1:3] == ["| 0 | 0.0100 ± 0.0100 |", "| 1 | 0.1100 ± 0.0100 |"]
+  assert "‖U − U₀‖" not in report.markdown(_image_records("lstm", [[0.1, 0.5]]))
+
+
 def test_an_unfinished_image_unit_shows_its_best_so_far():
   # Validation accuracy is test − 0.01: replicate 0 peaks at epoch 1, replicate 1 at 2.
   recs = _image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70, 0.74]])

@@ -251,6 +251,32 @@ def _epoch_table(rows: list, runs: dict) -> list[str]:
   return lines + [""]
 
 
+def _drift_table(rows: list) -> list[str]:
+  """‖U − U₀‖_F / √n at every validation point of the rows that record it; [] if none."""
+  key = workdir_lib.DRIFT_FIELD
+  rows = [row for row in rows if any(key in r for run in row["runs"].values()
+                                     for r in run["val"].values())]
+  if not rows:
+    return []
+  columns = []
+  for row in rows:
+    out = collections.defaultdict(list)
+    for run in row["runs"].values():
+      for r in run["val"].values():
+        if key in r:
+          out[round(float(r.get("epoch", 0)), 3)].append(float(r[key]))
+    columns.append(out)
+  labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
+  cell = lambda v: (f"{np.mean(v):.4f}" + (f" ± {np.std(v, ddof=1) / np.sqrt(len(v)):.4f}"
+                                           if len(v) > 1 else "")) if v else "—"
+  lines = ["How far the recurrent matrix is from its initial value, ‖U − U₀‖_F / √n (0 at the "
+           f"start, at most 2), at each validation point, {_SE}:", "",
+           "| epoch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+  lines += [f"| {e:g} | " + " | ".join(cell(c.get(e, [])) for c in columns) + " |"
+            for e in sorted(set().union(*columns))]
+  return lines + [""]
+
+
 def published_table() -> list[str]:
   """The published MNIST table, beside any image table."""
   lines = ["Published MNIST results: 70 epochs, batch 128, RMSProp, trained on all 60,000 "
@@ -393,7 +419,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     time. An image task's row: hidden size, parameters, seeds, n runs, epochs, and, as
     mean ± standard error over the runs, the best validation accuracy, the test accuracy
     there and the best test accuracy over epochs; then the test accuracy at every
-    validation point, and the published MNIST table. An unfinished unit shows the same
+    validation point and, where recorded, ‖U − U₀‖_F / √n at every validation point; and
+    the published MNIST table. An unfinished unit shows the same
     over its points so far.
 
   Raises:
@@ -423,7 +450,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   for (task, dataset), rows in image_tables.items():
     runs = _reference_runs(reference, task, dataset)
     lines += _accuracy_table(task, dataset, rows, runs)
-    lines += _epoch_table(rows, runs) if per_epoch else []
+    lines += _epoch_table(rows, runs) + _drift_table(rows) if per_epoch else []
     key = f"images_{task}_{dataset.replace('/', '_')}"
     if key in figure_files:
       lines += [f"![{task} {dataset}]({figure_files[key]})", ""]
