@@ -34,7 +34,8 @@ by the code that writes each folder's `report.md` (where the per-epoch tables an
 are); edit neither by hand. Every "±" is the standard error of the mean over the n runs
 of a row (a run: one seed's replicate; the seeds are listed). All runs: 16K parameters,
 batches of 128. The two "70 epochs" sections run the field's whole
-protocol on a 2-core Intel Xeon CPU (an "(unfinished)" row shows its epochs so far); every
+protocol on a 2-core Intel Xeon CPU, each unit's batch split over both cores (an
+"(unfinished)" row shows its epochs so far); every
 other section, 10 of its 70 epochs on a 2-core AMD EPYC CPU. A row's setting names the
 fields that tell it from the same model's other rows in its table. What was tried and
 why: [results_log.md](results_log.md).
