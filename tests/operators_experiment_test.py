@@ -321,8 +321,15 @@ def test_unit_identity_ignores_nothing_that_computes():
   assert {u.name: u.id for u in experiment.units(_smoke())} == base  # stable
 
 
+def test_a_stopped_launch_exits_as_the_signal_ended_it():
+  from lie_unitary.experiments import launch
+  assert launch.interrupted_status("SIGINT") == 130  # 128 + 2, as a shell reports it
+  assert launch.interrupted_status("SIGTERM") == 143
+  assert launch.interrupted_status("test") == 1  # stopped for another reason: not 0
+
+
 @pytest.mark.slow
-def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_0(tmp_path):
+def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_130(tmp_path):
   import signal
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
   cmd = [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke",
@@ -334,7 +341,7 @@ def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_0(tmp_path):
   assert "unit(s)" in first, first
   proc.send_signal(signal.SIGINT)  # during the first chunk (or its compilation)
   out = first + proc.communicate(timeout=300)[0]
-  assert proc.returncode == 0, out
+  assert proc.returncode == 128 + signal.SIGINT == 130, out  # stopped, not finished
   assert "SIGINT: stopping after the current call" in out and "Traceback" not in out, out
   assert "stopped at a checkpoint (SIGINT); rerun the same command to resume" in out
   assert os.listdir(tmp_path / "checkpoints")  # resuming from it: the in-process test above

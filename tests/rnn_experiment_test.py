@@ -179,7 +179,7 @@ def test_a_graceful_stop_checkpoints_and_resumes_to_the_same_numbers(smoke_run, 
   lines = []
   summary = runner.run_units(rnn, config, rnn.units(config), str(tmp_path),
                              printer=lines.append, stop=stop)
-  assert summary.interrupted and summary.computed == 0
+  assert summary.interrupted and summary.computed == 0 and summary.stopped_by == "SIGINT"
   assert any("stopped at a checkpoint" in l for l in lines), lines
   (folder,) = os.listdir(tmp_path / "checkpoints")
   assert "1" in os.listdir(tmp_path / "checkpoints" / folder)

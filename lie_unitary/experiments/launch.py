@@ -6,7 +6,9 @@
 
 A bare NAME is one of the family's config files in configs/ (`config_path`). A bad flag,
 config name or field ends the program with one line on stderr (exit status 2); the first
-SIGINT/SIGTERM stops at the next checkpoint (exit 0) and the same command resumes.
+SIGINT/SIGTERM stops at the next checkpoint and the same command resumes. A stopped run
+exits with status 128 + the signal's number (130 SIGINT, 143 SIGTERM), as a shell reports
+a process the signal ended, so a script or a scheduler tells it from a finished one (0).
 
 Before jax starts, XLA is asked for one CPU device per core (`--cpu_devices`; 1: a single
 device), and OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS,
@@ -25,8 +27,8 @@ from typing import Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-__all__ = ["cpu_cores", "default_compilation_cache", "main", "use_compilation_cache",
-           "use_cpu_devices"]
+__all__ = ["cpu_cores", "default_compilation_cache", "interrupted_status", "main",
+           "use_compilation_cache", "use_cpu_devices"]
 
 
 def _split_comma_lists(config) -> None:
@@ -140,7 +142,7 @@ def use_compilation_cache(folder: str) -> str | None:
   return jax.config.jax_compilation_cache_dir
 
 
-def _launch(family_name: str, argv) -> None:
+def _launch(family_name: str, argv) -> int | None:
   from absl import app
   from absl import flags
   from absl import logging
@@ -181,7 +183,7 @@ def _launch(family_name: str, argv) -> None:
     except runner.ConfigError as e:
       raise app.UsageError(_one_line(e)) from e
     if summary.interrupted:
-      return
+      return interrupted_status(summary.stopped_by)
     if summary.elsewhere:
       print(f"{summary.elsewhere} unit(s) still running in other processes (above); their "
             "records are written as they go. This launch is done.")
@@ -192,12 +194,22 @@ def _launch(family_name: str, argv) -> None:
       print(f"wrote {path}")
 
 
-def _main(family_name: str, argv) -> None:
+def _main(family_name: str, argv) -> int | None:
   from absl import app
   try:
-    _launch(family_name, argv)
+    return _launch(family_name, argv)
   except app.UsageError as e:
     _fail(str(e))
+
+
+def interrupted_status(stopped_by: str) -> int:
+  """The exit status of a run stopped by `stopped_by` (a `RunSummary.stopped_by`): 128 +
+  the signal's number for a signal's name ("SIGINT": 130, "SIGTERM": 143), else 1."""
+  import signal
+  try:
+    return 128 + int(signal.Signals[stopped_by])
+  except KeyError:
+    return 1
 
 
 def main(family_name: str, argv: Sequence[str] | None = None) -> None:

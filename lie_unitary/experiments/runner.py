@@ -71,12 +71,14 @@ class UnitContext:
 
 @dataclasses.dataclass
 class RunSummary:
-  """Units computed here, skipped (done, or another process's: `elsewhere`), and whether
-  it stopped early."""
+  """Units computed here, skipped (done, or another process's: `elsewhere`), whether it
+  stopped early and, if so, what stopped it (`loop.StopRequest.signal_name`: "SIGINT",
+  "SIGTERM", or the reason a caller gave)."""
   computed: int = 0
   skipped: int = 0
   elsewhere: int = 0
   interrupted: bool = False
+  stopped_by: str = ""
 
 
 def _claim(workdir: str, unit: Unit):
@@ -130,7 +132,7 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
       except loop.Interrupted:
         printer(f"{unit.label}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
                 "command to resume.")
-        summary.interrupted = True
+        summary.interrupted, summary.stopped_by = True, stop.signal_name
         return summary
       if jax.process_index() == 0:
         workdir_lib.mark_finished(workdir, unit, time.perf_counter() - t0)
@@ -141,7 +143,7 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
     if stop.requested() and i + 1 < len(units):
       printer(f"stopped ({stop.signal_name}) after {unit.label}: {len(units) - i - 1} unit(s) "
               "not started; rerun the same command to resume.")
-      summary.interrupted = True
+      summary.interrupted, summary.stopped_by = True, stop.signal_name
       return summary
   return summary
 
