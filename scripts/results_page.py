@@ -1,16 +1,21 @@
-r"""Writes docs/results.md: the accuracy tables of every experiment kept in results/, made
-from their records by the same code as their reports (tests/results_page_test.py checks
-that the page and every report.md are what the records give).
+r"""Writes docs/results.md, the accuracy tables of every experiment kept in results/, and the
+README's sequential-image tables (between their `<!-- results_page.py: NAME -->` and
+`<!-- end -->` lines), made from the records by the same code as their reports
+(tests/results_page_test.py checks that the page, the README's tables and every
+report.md are what the records give).
 
-  python scripts/results_page.py            # writes docs/results.md
-  python scripts/results_page.py --check    # exit 1 when docs/results.md is stale
+  python scripts/results_page.py            # writes docs/results.md and the README's tables
+  python scripts/results_page.py --check    # exit 1 when either is stale
 """
 
 import os
 import sys
 
+import numpy as np
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "results.md")
+README = os.path.join(ROOT, "README.md")
 # The experiments of results/, in the page's order: (folder, heading).
 SECTIONS = (
     ("psmnist_16k_70ep", "Permuted MNIST (psMNIST), the protocol's 70 epochs"),
@@ -67,16 +72,105 @@ def page() -> str:
   return "\n".join(parts)
 
 
+# The README's tables: name -> (rows: (task label, folder, command cell or None), columns
+# of accuracy: (heading, summary field)). A folder's one row per model is summarised.
+_MODELS = (("gurnn", "guRNN"), ("orthogonal", "orthogonal RNN (expRNN's)"), ("lstm", "LSTM"))
+_PROTOCOLS = (("test at best val", "test_at_best_val"), ("best test over epochs", "best_test"))
+README_TABLES = {
+    "70 epochs": ((("permuted MNIST", "psmnist_16k_70ep", None),
+                   ("pixel MNIST", "smnist_16k_70ep", None)), _PROTOCOLS),
+    "10 epochs": ((("permuted MNIST", "psmnist_16k",
+                    "`python -m lie_unitary.experiments.rnn --config=permuted_mnist "
+                    "--config.data_dir=DIR --config.num_updates=4290 --cpu_devices=1 "
+                    "--workdir=results/psmnist_16k`"),
+                   ("pixel MNIST", "smnist_16k",
+                    "the same with `--config=pixel_mnist`, `--workdir=results/smnist_16k`"),
+                   ("pixel Fashion-MNIST", "sfashion_16k",
+                    "the same with `--config=pixel_mnist --config.dataset=fashion_mnist`, "
+                    "`--workdir=results/sfashion_16k`")), _PROTOCOLS[:1]),
+}
+# expRNN's published 16K row: (sMNIST, psMNIST) by folder's task.
+_PUBLISHED_16K = ("expRNN", 170, "16K")
+
+
+def _cell(row: dict | None, field: str, bold: bool = False) -> str:
+  """Mean ± standard error (n), or one run's value (1), the value in bold if `bold`;
+  ", epoch E so far" while any of the row's runs is unfinished; "not run yet" for none."""
+  values = row[field] if row else []
+  if not values:
+    return "not run yet"
+  v = np.asarray(values, np.float64)
+  text = (f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}" if len(v) > 1
+          else f"{v[0]:.2f}")
+  text = (f"**{text}**" if bold else text) + f" ({len(v)})"
+  return text if row["finished"] else f"{text}, epoch {row['epoch']:g} so far"
+
+
+def readme_table(name: str) -> str:
+  """The README's table `name` (a key of README_TABLES), from the folders' records: a line
+  per task and protocol, a column per model; the highest mean of a line in bold once
+  two or more models have runs and all of them are finished."""
+  from lie_unitary.experiments import workdir
+  from lie_unitary.experiments.rnn import report
+  rows, protocols = README_TABLES[name]
+  commands = any(command for _, _, command in rows)
+  published = name == "70 epochs"
+  head = ["task"] + (["accuracy"] if len(protocols) > 1 else []) + [m for _, m in _MODELS]
+  head += ["expRNN, published (16K)"] if published else []
+  head += ["command (DIR: the dataset's IDX files)"] if commands else []
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for task, folder, command in rows:
+    summary = report.image_summary(workdir.load_results(os.path.join(ROOT, "results", folder),
+                                                        as_frame=False))
+    (key, models), = summary.items()  # one image table a folder
+    for heading, field in protocols:
+      ran = {m: models[m] for m, _ in _MODELS if m in models and models[m][field]}
+      best = (max(ran, key=lambda m: np.mean(ran[m][field]))
+              if len(ran) > 1 and all(r["finished"] for r in ran.values()) else None)
+      cells = [_cell(models.get(m), field, bold=m == best) for m, _ in _MODELS]
+      line = [task] + ([heading] if len(protocols) > 1 else []) + cells
+      if published:
+        smnist, psmnist, _ = report.ANCHORS[_PUBLISHED_16K]
+        line.append(str(psmnist if key[0] == "permuted" else smnist)
+                    if field == "best_test" else "—")
+      lines.append("| " + " | ".join(line + ([command or ""] if commands else [])) + " |")
+  return "\n".join(lines)
+
+
+def readme(text: str) -> str:
+  """`text` (the README's) with each table between `<!-- results_page.py: NAME -->` and the
+  next `<!-- end -->` made afresh.
+
+  Raises:
+    ValueError: a table of README_TABLES has no such markers in `text`.
+  """
+  for name in README_TABLES:
+    begin = f"<!-- results_page.py: {name} -->\n"
+    start = text.find(begin)
+    end = text.find("<!-- end -->", start)
+    if start < 0 or end < 0:
+      raise ValueError(f"README.md lacks the lines {begin.strip()} and <!-- end --> "
+                       f"around the {name} table")
+    text = text[:start + len(begin)] + readme_table(name) + "\n" + text[end:]
+  return text
+
+
 def main(argv) -> int:
-  text = page()
+  with open(README, encoding="utf-8") as f:
+    old_readme = f.read()
+  new = {PAGE: page(), README: readme(old_readme)}
   if "--check" in argv:
-    with open(PAGE, encoding="utf-8") as f:
-      stale = f.read() != text
-    print(f"{PAGE}: {'stale: run python scripts/results_page.py' if stale else 'current'}")
+    stale = 0
+    for path, text in new.items():
+      with open(path, encoding="utf-8") as f:
+        bad = f.read() != text
+      stale |= bad
+      print(f"{path}: {'stale: run python scripts/results_page.py' if bad else 'current'}")
     return int(stale)
-  with open(PAGE, "w", encoding="utf-8") as f:
-    f.write(text)
-  print(f"wrote {PAGE}")
+  for path, text in new.items():
+    with open(path, "w", encoding="utf-8") as f:
+      f.write(text)
+    print(f"wrote {path}")
   return 0
 
 

@@ -40,3 +40,14 @@ def test_each_report_is_what_its_records_give(folder):
 def test_the_results_page_is_what_the_records_give():
   with open(results_page.PAGE, encoding="utf-8") as f:
     assert f.read() == results_page.page(), "stale: python scripts/results_page.py"
+
+
+def test_the_readme_tables_are_what_the_records_give():
+  with open(results_page.README, encoding="utf-8") as f:
+    text = f.read()
+  assert text == results_page.readme(text), "stale: python scripts/results_page.py"
+
+
+def test_the_readme_tables_need_their_markers():
+  with pytest.raises(ValueError, match="70 epochs"):
+    results_page.readme("# A README without the tables' markers\n")

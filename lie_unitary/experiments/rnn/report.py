@@ -23,8 +23,8 @@ import numpy as np
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 
-__all__ = ["ANCHORS", "ORIGINAL_FINAL_VAL", "REFERENCE", "figures", "markdown", "published_table",
-           "write_report"]
+__all__ = ["ANCHORS", "ORIGINAL_FINAL_VAL", "REFERENCE", "figures", "image_summary", "markdown",
+           "published_table", "write_report"]
 
 # The PyTorch reference's records in a workdir (benchmarks torch_reference's --out).
 REFERENCE = "torch_reference.jsonl"
@@ -181,6 +181,44 @@ def _image_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
   best = [_best(points) for points in runs if points]
   return [_mean_se([b["val_accuracy"] for b, _ in best]),
           _mean_se([b["test_accuracy"] for b, _ in best]), _mean_se([t for _, t in best])]
+
+
+def image_summary(results: Any) -> dict:
+  """The image tables in brief, for a summary elsewhere (the README's): each row's runs'
+  test accuracies under both protocols.
+
+  Args:
+    results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
+
+  Returns:
+    ``{(task, dataset): {model: row}}``, a row a dict: "seeds" (sorted list), "finished"
+    (every run has its final record), "epoch" (the furthest epoch any run has validated
+    at, a float), "test_at_best_val" and "best_test" (lists of floats, %, a run each:
+    the test accuracy at its best validation point and its best test accuracy, the
+    points after step 0). A run not yet validated after step 0 is left out of both lists.
+
+  Raises:
+    ValueError: a table has more than one row (setting) of a model, so "the" model's row
+      is ambiguous; or a record names a task `lie_unitary.experiments.rnn.data` lacks.
+  """
+  out = {}
+  for key, rows in _rows(workdir_lib.as_records(results), images=True).items():
+    models = [row["model"] for row in rows]
+    if len(set(models)) < len(models):
+      raise ValueError(f"image_summary: the {key[0]} {key[1]} table has several settings "
+                       f"of one model ({sorted(models)}); summarise one setting per model")
+    out[key] = {}
+    for row in rows:
+      points = [[r for s, r in sorted(run["val"].items()) if s > 0]
+                for run in row["runs"].values()]
+      best = [_best(p) for p in points if p]
+      out[key][row["model"]] = {
+          "seeds": sorted(row["seeds"]),
+          "finished": all(run["final"] for run in row["runs"].values()),
+          "epoch": max((float(r.get("epoch", 0)) for p in points for r in p), default=0.0),
+          "test_at_best_val": [100 * float(b["test_accuracy"]) for b, _ in best],
+          "best_test": [100 * float(t) for _, t in best]}
+  return out
 
 
 def _reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:
