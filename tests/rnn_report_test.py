@@ -307,3 +307,28 @@ def test_image_summary_refuses_two_settings_of_a_model():
   recs += [dict(r, hidden_size=62) for r in _image_records("lstm", [[0.1, 0.6]])]
   with pytest.raises(ValueError, match="several settings of one model"):
     report.image_summary(recs)
+
+
+def test_the_block_table_averages_each_runs_epochs_then_the_runs():
+  # Replicate 0: test accuracy 0.5 + epoch/100 at epochs 0-20; replicate 1: 0.4 + epoch/100
+  # up to epoch 15 (unfinished: it has finished the first block only).
+  recs = _image_records("gurnn", [[0.5 + e / 100 for e in range(21)],
+                                  [0.4 + e / 100 for e in range(16)]])
+  text = report.markdown(recs)
+  table = _rows(text[text.index("averaged over blocks of 10 epochs"):])
+  assert table[0] == "| epochs | guRNN (modReLU) |"
+  # Block 1-10: run means 0.555 and 0.455 (epoch 0 is outside every block): 50.50 ± 5.00.
+  # Block 11-20: replicate 0 alone, mean of epochs 11-20 = 0.655.
+  assert table[1:3] == ["| 1-10 | 50.50 ± 5.00 |", "| 11-20 | 65.50 (1 of 2) |"]
+  assert table[3].startswith("| epoch |")  # the next table: nothing past epoch 20
+  # The PyTorch reference is a column of its own, its epochs its records'.
+  ref = [dict(seed=0, epoch=e, task="permuted", dataset="fashion_mnist", hidden=170,
+              val_accuracy=0.7, test_accuracy=0.7 + e / 1000, seconds=e) for e in range(1, 21)]
+  text = report.markdown(recs, reference=ref)
+  table = _rows(text[text.index("averaged over blocks of 10 epochs"):])
+  assert table[0] == "| epochs | guRNN (modReLU) | PyTorch expRNN reference |"
+  assert table[1:3] == ["| 1-10 | 50.50 ± 5.00 | 70.55 |",
+                        "| 11-20 | 65.50 (1 of 2) | 71.55 |"]
+  # Ten epochs or fewer (one block): no table.
+  short = _image_records("gurnn", [[0.5 + e / 100 for e in range(11)]])
+  assert "averaged over blocks" not in report.markdown(short)

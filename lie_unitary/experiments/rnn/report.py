@@ -289,6 +289,49 @@ def _epoch_table(rows: list, runs: dict) -> list[str]:
   return lines + [""]
 
 
+_BLOCK_EPOCHS = 10
+
+
+def _block_table(rows: list, runs: dict, width: int = _BLOCK_EPOCHS) -> list[str]:
+  """Test accuracy averaged over blocks of `width` epochs (1-10, 11-20, ...): each run's
+  mean over its evaluations in the block, then mean ± standard error over the runs that
+  finished the block ("(k of n)" when not all did). One evaluation picked out of many (the
+  best validation epoch, the best test) carries that evaluation's noise; a block's mean
+  does not. [] unless some run finished two blocks (the 10-epoch tables have none)."""
+  def column(curves):  # curves: per run, [(epoch, test accuracy)] -> {block: [run means]}
+    out = collections.defaultdict(list)
+    for curve in curves:
+      last = max((e for e, _ in curve), default=0.0)
+      for b in range(int(last // width)):
+        accs = [a for e, a in curve if b * width < e <= (b + 1) * width and a is not None]
+        if accs:
+          out[b].append(float(np.mean(accs)))
+    return out
+
+  curves = [[[(float(r.get("epoch", 0)), r.get("test_accuracy")) for r in run["val"].values()]
+             for run in row["runs"].values()] for row in rows]
+  labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
+  if runs:
+    curves.append([[(float(e), r.get("test_accuracy")) for e, r in run.items()]
+                   for run in runs.values()])
+    labels.append(_REFERENCE_LABEL)
+  columns = [column(c) for c in curves]
+  if max((len(c) for c in columns), default=0) < 2:
+    return []
+
+  def cell(values, n):
+    return "—" if not values else _mean_se(values) + (
+        f" ({len(values)} of {n})" if len(values) < n else "")
+
+  lines = [f"Test accuracy (%) averaged over blocks of {width} epochs (each run's mean over "
+           f"the block's evaluations), {_SE}; a run counts once it has finished the block:", "",
+           "| epochs | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
+  lines += [f"| {b * width + 1}-{(b + 1) * width} | "
+            + " | ".join(cell(c.get(b, []), len(cs)) for c, cs in zip(columns, curves)) + " |"
+            for b in sorted(set().union(*columns))]
+  return lines + [""]
+
+
 def _drift_table(rows: list) -> list[str]:
   """‖U − U₀‖_F / √n at every validation point of the rows that record it; [] if none."""
   key = workdir_lib.DRIFT_FIELD
@@ -456,7 +499,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     validation loss, the median test loss, the original code's (T = 100), steps and wall
     time. An image task's row: hidden size, parameters, seeds, n runs, epochs, and, as
     mean ± standard error over the runs, the best validation accuracy, the test accuracy
-    there and the best test accuracy over epochs; then the test accuracy at every
+    there and the best test accuracy over epochs; then, for runs of 20 epochs or more,
+    the test accuracy averaged over blocks of 10 epochs; the test accuracy at every
     validation point and, where recorded, ‖U − U₀‖_F / √n at every validation point; and
     the published MNIST table. An unfinished unit shows the same
     over its points so far.
@@ -488,7 +532,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   for (task, dataset), rows in image_tables.items():
     runs = _reference_runs(reference, task, dataset)
     lines += _accuracy_table(task, dataset, rows, runs)
-    lines += _epoch_table(rows, runs) + _drift_table(rows) if per_epoch else []
+    lines += (_block_table(rows, runs) + _epoch_table(rows, runs) + _drift_table(rows)
+              if per_epoch else [])
     key = f"images_{task}_{dataset.replace('/', '_')}"
     if key in figure_files:
       lines += [f"![{task} {dataset}]({figure_files[key]})", ""]
