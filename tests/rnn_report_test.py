@@ -276,7 +276,8 @@ def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
   text = (tmp_path / "report.md").read_text()
   assert "trained on all 60,000 training images (no validation split)" in text
   assert "| expRNN | 170 | 16K | 70 | 98.0 | 94.9 | Lezcano-Casado & Martínez-Rubio 2019 " \
-         "(expRNN), Table 1 |" in rows
+         "(expRNN), MNIST table* |" in rows
+  assert "Read from copies of the paper's table, not from the paper itself" in text
   # The figure draws the reference's median validation accuracy over seeds per epoch.
   fig = report.figures(recs, ref)["images_permuted_fashion_mnist"]
   line, = [ln for ln in fig.axes[0].lines if ln.get_label() == "PyTorch expRNN reference"]
