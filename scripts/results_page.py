@@ -94,16 +94,24 @@ _PUBLISHED_16K = ("expRNN", 170, "16K")
 
 
 def _cell(row: dict | None, field: str, bold: bool = False) -> str:
-  """Mean ± standard error (n), or one run's value (1), the value in bold if `bold`;
-  ", epoch E so far" while any of the row's runs is unfinished; "not run yet" for none."""
-  values = row[field] if row else []
-  if not values:
+  """Mean ± standard error (n), or one run's value (1), over the row's finished runs, the
+  value in bold if `bold`, then "; k more running, epoch E" for runs not finished; with no
+  run finished, the same over the runs so far and ", epoch E so far" (E: the furthest, or
+  "E1-E2" when the runs are at different epochs); "not run yet" for none."""
+  if not row or not row[field]:
     return "not run yet"
-  v = np.asarray(values, np.float64)
+  done = [v for v, f in zip(row[field], row["run_finished"]) if f]
+  running = [e for e, f in zip(row["run_epoch"], row["run_finished"]) if not f]
+  v = np.asarray(done or row[field], np.float64)
   text = (f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}" if len(v) > 1
           else f"{v[0]:.2f}")
   text = (f"**{text}**" if bold else text) + f" ({len(v)})"
-  return text if row["finished"] else f"{text}, epoch {row['epoch']:g} so far"
+  if not running:
+    return text
+  at = (f"{min(running):g}" if min(running) == max(running)
+        else f"{min(running):g}-{max(running):g}")
+  return (f"{text}; {len(running)} more running, epoch {at}" if done
+          else f"{text}, epoch {at} so far")
 
 
 def readme_table(name: str) -> str:

@@ -51,3 +51,16 @@ def test_the_readme_tables_are_what_the_records_give():
 def test_the_readme_tables_need_their_markers():
   with pytest.raises(ValueError, match="70 epochs"):
     results_page.readme("# A README without the tables' markers\n")
+
+
+def test_a_readme_cell_averages_finished_runs_and_counts_the_running_ones():
+  row = dict(best_test=[95.0, 94.0, 90.0], run_finished=[True, True, False],
+             run_epoch=[70.0, 70.0, 22.0])
+  # Finished: 95 and 94, mean 94.5, standard error |a − b| / 2 = 0.5; the third is running.
+  assert results_page._cell(row, "best_test") == "94.50 ± 0.50 (2); 1 more running, epoch 22"
+  row["run_finished"] = [True, True, True]
+  assert results_page._cell(row, "best_test", bold=True) == "**93.00 ± 1.53** (3)"
+  # None finished: the runs so far, at their epochs.
+  row.update(run_finished=[False, False, False], run_epoch=[30.0, 31.0, 31.0])
+  assert results_page._cell(row, "best_test") == "93.00 ± 1.53 (3), epoch 30-31 so far"
+  assert results_page._cell(None, "best_test") == "not run yet"

@@ -301,6 +301,7 @@ def test_image_summary_gives_each_runs_accuracies_under_both_protocols():
   assert row["test_at_best_val"] == pytest.approx([80.0, 74.0])
   assert row["best_test"] == pytest.approx([80.0, 78.0])
   assert (row["seeds"], row["finished"], row["epoch"]) == ([0], False, 2.0)
+  assert (row["run_finished"], row["run_epoch"]) == ([True, False], [2.0, 2.0])
 
 
 def test_image_summary_refuses_two_settings_of_a_model():

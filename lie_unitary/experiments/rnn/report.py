@@ -197,7 +197,9 @@ def image_summary(results: Any) -> dict:
     (every run has its final record), "epoch" (the furthest epoch any run has validated
     at, a float), "test_at_best_val" and "best_test" (lists of floats, %, a run each:
     the test accuracy at its best validation point and its best test accuracy, the
-    points after step 0). A run not yet validated after step 0 is left out of both lists.
+    points after step 0); "run_finished" and "run_epoch" (lists aligned with those two:
+    whether that run has its final record, and the furthest epoch it validated at). A run
+    not yet validated after step 0 is left out of the four lists.
 
   Raises:
     ValueError: a table has more than one row (setting) of a model, so "the" model's row
@@ -214,12 +216,15 @@ def image_summary(results: Any) -> dict:
       points = [[r for s, r in sorted(run["val"].items()) if s > 0]
                 for run in row["runs"].values()]
       best = [_best(p) for p in points if p]
+      done = [bool(run["final"]) for run, p in zip(row["runs"].values(), points) if p]
       out[key][row["model"]] = {
           "seeds": sorted(row["seeds"]),
           "finished": all(run["final"] for run in row["runs"].values()),
           "epoch": max((float(r.get("epoch", 0)) for p in points for r in p), default=0.0),
           "test_at_best_val": [100 * float(b["test_accuracy"]) for b, _ in best],
-          "best_test": [100 * float(t) for _, t in best]}
+          "best_test": [100 * float(t) for _, t in best],
+          "run_finished": done,
+          "run_epoch": [max(float(r.get("epoch", 0)) for r in p) for p in points if p]}
   return out
 
 
