@@ -102,10 +102,10 @@ def _cell(row: dict | None, field: str, bold: bool = False) -> str:
     return "not run yet"
   done = [v for v, f in zip(row[field], row["run_finished"]) if f]
   running = [e for e, f in zip(row["run_epoch"], row["run_finished"]) if not f]
-  v = np.asarray(done or row[field], np.float64)
-  text = (f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}" if len(v) > 1
-          else f"{v[0]:.2f}")
-  text = (f"**{text}**" if bold else text) + f" ({len(v)})"
+  from lie_unitary.experiments.rnn import report
+  values = done or row[field]
+  text = report.mean_se(values, scale=1.0)
+  text = (f"**{text}**" if bold else text) + f" ({len(values)})"
   if not running:
     return text
   at = (f"{min(running):g}" if min(running) == max(running)

@@ -131,8 +131,16 @@ def _fmt(x) -> str:
   return "—" if x is None else (f"{x:.4g}" if np.isfinite(x) else str(x))
 
 
-def _mean_se(values, scale: float = 100.0) -> str:
-  """Mean ± standard error of the values (× scale); one value alone; "—" for none."""
+def mean_se(values, scale: float = 100.0) -> str:
+  """"m ± s" to two decimals: the mean and standard error (ddof 1) of `values` × `scale`.
+
+  Args:
+    values: floats (None entries are skipped), e.g. accuracies in [0, 1] with scale 100.
+    scale: factor applied before formatting.
+
+  Returns:
+    "m ± s" for two or more values, the value alone for one, "—" for none.
+  """
   v = np.asarray([x for x in values if x is not None], np.float64) * scale
   if len(v) < 2:
     return f"{v[0]:.2f}" if len(v) else "—"
@@ -181,8 +189,8 @@ def _image_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
   """Over runs (each its validation points): the best validation accuracy, the test
   accuracy there and the best test accuracy over epochs, as cells."""
   best = [_best(points) for points in runs if points]
-  return [_mean_se([b["val_accuracy"] for b, _ in best]),
-          _mean_se([b["test_accuracy"] for b, _ in best]), _mean_se([t for _, t in best])]
+  return [mean_se([b["val_accuracy"] for b, _ in best]),
+          mean_se([b["test_accuracy"] for b, _ in best]), mean_se([t for _, t in best])]
 
 
 def image_summary(results: Any) -> dict:
@@ -291,7 +299,7 @@ def _epoch_table(rows: list, runs: dict) -> list[str]:
     labels.append(_REFERENCE_LABEL)
   lines = [f"Test accuracy (%) at each validation point, {_SE}:", "",
            "| epoch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-  lines += [f"| {e:g} | " + " | ".join(_mean_se(c.get(e, [])) for c in columns) + " |"
+  lines += [f"| {e:g} | " + " | ".join(mean_se(c.get(e, [])) for c in columns) + " |"
             for e in sorted(set().union(*columns))]
   return lines + [""]
 
@@ -327,7 +335,7 @@ def _block_table(rows: list, runs: dict, width: int = _BLOCK_EPOCHS) -> list[str
     return []
 
   def cell(values, n):
-    return "—" if not values else _mean_se(values) + (
+    return "—" if not values else mean_se(values) + (
         f" ({len(values)} of {n})" if len(values) < n else "")
 
   lines = [f"Test accuracy (%) averaged over blocks of {width} epochs (each run's mean over "
