@@ -122,3 +122,61 @@ def test_a_damaged_checkpoint_falls_back_to_the_previous_one_or_the_start(tmp_pa
     state, history = lp.restore(fresh)
     assert (lp.step, history) == (0, {})
   assert any("step 3" in x and "restarting" in x for x in lines), lines
+
+
+def test_the_fingerprint_names_each_file_that_can_change_a_number(tmp_path):
+  from lie_unitary.experiments import workdir as workdir_lib
+  package = tmp_path / "pkg"
+  (package / "nn").mkdir(parents=True)
+  for name, text in [("core.py", "x = 1\n"), ("nn/cell.py", "y = 2\n"), ("report.py", "z\n"),
+                     ("notes.txt", "n\n")]:
+    (package / name).write_text(text)
+  before = workdir_lib.code_fingerprint(str(package))
+  assert sorted(before["files"]) == ["pkg/core.py", "pkg/nn/cell.py"]  # no report, no text
+  assert set(before["versions"]) == {"jax", "jaxlib", "flax", "optax"}
+  (package / "report.py").write_text("other\n")
+  assert workdir_lib.code_changes(before, workdir_lib.code_fingerprint(str(package))) == []
+  (package / "nn/cell.py").write_text("y = 3\n")
+  (package / "core.py").unlink()
+  (package / "extra.py").write_text("\n")
+  after = workdir_lib.code_fingerprint(str(package))
+  after["versions"]["jax"] = "0.0.1"
+  assert workdir_lib.code_changes(before, after) == [
+      "pkg/core.py removed", "pkg/extra.py added", "pkg/nn/cell.py changed",
+      f"jax {before['versions']['jax']} → 0.0.1"]
+
+
+def test_a_checkpoint_of_other_code_is_refused_unless_asked_and_an_old_one_is_said(
+    tmp_path, monkeypatch):
+  from lie_unitary.experiments import workdir as workdir_lib
+  replicas, fresh = replicas_lib.Replicas(1), {"x": jnp.zeros((1, 3))}
+  this = workdir_lib.code_fingerprint()
+  other = {"files": {**this["files"], "lie_unitary/nn/cells.py": "0" * 16},
+           "versions": this["versions"]}
+  monkeypatch.setattr(workdir_lib, "code_fingerprint", lambda: other)
+  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
+    lp.restore(fresh)
+    lp.step = 4
+    lp.save({"x": jnp.ones((1, 3))}, {})
+  monkeypatch.setattr(workdir_lib, "code_fingerprint", lambda: this)
+  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
+    with np.testing.assert_raises_regex(fields.ConfigError,
+                                        "step 4 was written by other code .*cells.py changed"):
+      lp.restore(fresh)
+  lines = []
+  ctx = _context(tmp_path, lines)
+  ctx.resume_across_code_change = True
+  with loop.Loop(ctx, replicas, 10) as lp:
+    state, _ = lp.restore(fresh)
+    assert lp.step == 4
+    np.testing.assert_array_equal(replicas.gather(state)["x"], np.ones((1, 3)))
+  assert any("across a code change (lie_unitary/nn/cells.py changed)" in x for x in lines), lines
+  # A checkpoint saved before fingerprints existed resumes, and a line says it was unchecked.
+  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
+    lp._ckpt.save(7, replicas.gather({"x": jnp.full((1, 3), 7.0)}),
+                  {"step": 7, "elapsed": 1.0, "history": {}})
+  lines.clear()
+  with loop.Loop(_context(tmp_path, lines), replicas, 10) as lp:
+    lp.restore(fresh)
+    assert lp.step == 7
+  assert any("predates code fingerprints" in x for x in lines), lines

@@ -171,6 +171,22 @@ def test_a_changed_learning_rate_is_a_new_unit(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_checkpoint_of_other_code_is_refused_unless_the_launch_says_so(tmp_path, monkeypatch):
+  _run(_smoke("tanh", num_updates=20), tmp_path)
+  this = workdir_lib.code_fingerprint()
+  monkeypatch.setattr(workdir_lib, "code_fingerprint",
+                      lambda: {**this, "versions": {**this["versions"], "optax": "0.0.0"}})
+  with pytest.raises(runner.ConfigError, match="step 20 was written by other code .*→ 0.0.0"):
+    _run(_smoke("tanh", num_updates=30), tmp_path)
+  lines = []
+  runner.train_and_evaluate(rnn, _smoke("tanh", num_updates=30), str(tmp_path),
+                            printer=lines.append, handle_signals=False,
+                            resume_across_code_change=True)
+  assert any("resuming at step 20 across a code change (optax" in l for l in lines), lines
+  assert max(r["step"] for r in _records(tmp_path)) == 30
+
+
+@pytest.mark.slow
 def test_a_graceful_stop_checkpoints_and_resumes_to_the_same_numbers(smoke_run, tmp_path):
   _, _, recs = smoke_run
   config = _smoke("gurnn")

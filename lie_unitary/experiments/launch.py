@@ -179,7 +179,9 @@ def _launch(family_name: str, argv) -> int | None:
       raise app.UsageError("--config is required unless --report_only.")
     _split_comma_lists(config)
     try:
-      summary = runner.train_and_evaluate(family, config, workdir)
+      summary = runner.train_and_evaluate(
+          family, config, workdir,
+          resume_across_code_change=flag_values.resume_across_code_change)
     except runner.ConfigError as e:
       raise app.UsageError(_one_line(e)) from e
     if summary.interrupted:
@@ -231,6 +233,9 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_string("workdir", None, "Folder of the results, checkpoints, launches and "
                       "the report (created).")
   flags.DEFINE_bool("report_only", False, "Only (re)write the report of WORKDIR's results.")
+  flags.DEFINE_bool("resume_across_code_change", False, "Resume a checkpoint written by "
+                    "other code (its package files or jax/jaxlib/flax/optax versions differ), "
+                    "for a change that leaves the numbers alone; refused otherwise.")
   flags.DEFINE_integer("cpu_devices", 0, "CPU devices to make of this host's cores, set "
                        "before jax starts: 0, one per core (with one process); 1, a single "
                        "device. Ignored where XLA_FLAGS sets "

@@ -16,7 +16,8 @@ evaluation away. Checkpoints (orbax) hold the replicates without sharding's padd
 unit stopped on 2 devices resumes on 1 or 3; they are written at most every
 `checkpoint_seconds`, on a stop and at the end, and the two latest are kept: a damaged
 one is reported in a line and set aside, and the previous one (or the unit's start) is
-used instead. A
+used instead. Each checkpoint holds the code's fingerprint (`workdir.code_fingerprint`):
+one written by other code is refused, unless the run says to resume across the change. A
 thread prints a line every `progress_seconds`: the step, the epoch, what is running, the
 last validation metrics and the ETA. The first SIGINT/SIGTERM (`handle_signals`) ends the
 current call, checkpoints and raises `Interrupted`.
@@ -234,6 +235,7 @@ class Loop:
 
   def __enter__(self) -> "Loop":
     self._ckpt = Checkpointer(workdir_lib.checkpoint_dir(self.ctx.workdir, self.ctx.unit.slug))
+    self._code = workdir_lib.code_fingerprint()  # saved with each checkpoint, checked on resume
     self._ticker = threading.Thread(target=self._tick, daemon=True, name="progress")
     self._ticker.start()
     return self
@@ -288,7 +290,8 @@ class Loop:
     its records kept and none written twice).
 
     Raises:
-      ConfigError: the checkpoint is beyond the target step.
+      ConfigError: the checkpoint is beyond the target step, or was written by other code
+        (`workdir.code_changes`) and the context's `resume_across_code_change` is False.
     """
     history = {} if history is None else history
     for step in self._ckpt.steps():
@@ -300,6 +303,7 @@ class Loop:
                  f"{' '.join(str(e).split())[:160]}); moved to {aside}, "
                  f"{'the previous one is used' if self._ckpt.steps() else 'restarting'}.")
         continue
+      self._check_code(step, meta.get("code"))
       self.step, self.elapsed = int(meta["step"]), float(meta["elapsed"])
       if self.step > self.target:
         raise ConfigError(
@@ -312,6 +316,28 @@ class Loop:
     self.resumed_from = self.step
     self._last = time.perf_counter()
     return state, history
+
+  def _check_code(self, step: int, code: dict | None) -> None:
+    """Refuses (ConfigError) a checkpoint written by other code, unless the context allows
+    it (a line then says what changed); a checkpoint with no fingerprint gets a line."""
+    if code is None:
+      self.say(f"the checkpoint at step {step} predates code fingerprints: resumed without "
+               "checking that the code that wrote it is this one.")
+      return
+    changes = workdir_lib.code_changes(code, self._code)
+    if not changes:
+      return
+    listed = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6
+                                       else "")
+    if getattr(self.ctx, "resume_across_code_change", False):
+      self.say(f"resuming at step {step} across a code change ({listed}).")
+      return
+    raise ConfigError(
+        f"{self.ctx.unit.label}: its checkpoint at step {step} was written by other code "
+        f"({listed}), and a unit must not mix two codes' numbers. Resume with the code that "
+        "wrote it (WORKDIR/launches/*.json name its commit), or run it afresh in another "
+        "workdir; --resume_across_code_change resumes anyway, for a change that leaves the "
+        "numbers alone.")
 
   def boundary(self, step: int) -> bool:
     """Whether `step` is a validation point: 0, a multiple of `every`, an epoch's end or
@@ -373,7 +399,7 @@ class Loop:
     """Checkpoints the state at the current step (with `elapsed` and `history`)."""
     self._ckpt.save(self.step, self.replicas.gather(state), {
         "step": self.step, "elapsed": self.elapsed,
-        "history": workdir_lib.to_jsonable(history)})
+        "history": workdir_lib.to_jsonable(history), "code": self._code})
     self._last_save = time.perf_counter()
 
   def finish(self, state: Any, history: dict) -> float:

@@ -49,11 +49,13 @@ def get_family(name: str):
 @dataclasses.dataclass
 class UnitContext:
   """What a running unit sees of the runner: its workdir, the unit, where progress lines
-  go, and the stop request set by the first SIGINT/SIGTERM (`loop.Loop` honours it)."""
+  go, the stop request set by the first SIGINT/SIGTERM (`loop.Loop` honours it), and
+  whether a checkpoint written by other code may be resumed."""
   workdir: str
   unit: Unit
   printer: Callable[[str], None]
   stop: loop.StopRequest
+  resume_across_code_change: bool = False
 
   def write(self, recs: Sequence[dict], file: str = workdir_lib.RESULTS) -> None:
     """Appends records, each with the unit's id, name and fields (process 0 only)."""
@@ -98,7 +100,8 @@ def _claim(workdir: str, unit: Unit):
 
 def run_units(family, config, units: Sequence[Unit], workdir: str, *,
               printer: Callable[[str], None] = print,
-              stop: loop.StopRequest | None = None) -> RunSummary:
+              stop: loop.StopRequest | None = None,
+              resume_across_code_change: bool = False) -> RunSummary:
   """Runs every unit of `units` not yet finished, in order, each claimed first.
 
   Args:
@@ -108,6 +111,8 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
     workdir: the run's folder.
     printer: progress lines.
     stop: a stop request to honour (default: a fresh one).
+    resume_across_code_change: resume checkpoints written by other code (`loop.Loop`
+      refuses them otherwise).
   """
   stop = stop or loop.StopRequest()
   clock = loop.Clock(sum(u.cost for u in units))
@@ -128,7 +133,8 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
         continue
       t0 = time.perf_counter()
       try:
-        family.run_unit(config, unit, UnitContext(workdir, unit, printer, stop))
+        family.run_unit(config, unit, UnitContext(workdir, unit, printer, stop,
+                                                          resume_across_code_change))
       except loop.Interrupted:
         printer(f"{unit.label}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
                 "command to resume.")
@@ -150,7 +156,8 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
 
 def train_and_evaluate(family, config, workdir: str, *,
                        printer: Callable[[str], None] = print,
-                       handle_signals: bool = True) -> RunSummary:
+                       handle_signals: bool = True,
+                       resume_across_code_change: bool = False) -> RunSummary:
   """Validates the config, records the launch, and runs (or resumes) every unit.
 
   Args:
@@ -159,6 +166,8 @@ def train_and_evaluate(family, config, workdir: str, *,
     workdir: output folder (created after validation).
     printer: progress lines.
     handle_signals: the first SIGINT/SIGTERM stops at a checkpoint (main thread only).
+    resume_across_code_change: resume checkpoints written by other code (refused
+      otherwise: a unit's numbers come from one code).
 
   Returns:
     A `RunSummary`.
@@ -183,4 +192,5 @@ def train_and_evaluate(family, config, workdir: str, *,
   with guard:
     printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
             f"{jax.process_count()} process(es) → {workdir}")
-    return run_units(family, config, units, workdir, printer=printer, stop=stop)
+    return run_units(family, config, units, workdir, printer=printer, stop=stop,
+                     resume_across_code_change=resume_across_code_change)

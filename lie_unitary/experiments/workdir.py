@@ -38,9 +38,9 @@ from typing import Sequence
 
 __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
            "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
-           "finished_units", "load_results", "load_unit", "mark_finished", "merge", "read",
-           "read_launches", "read_records", "to_jsonable", "unit_names", "units",
-           "write_launch"]
+           "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
+           "mark_finished", "merge", "read", "read_launches", "read_records", "to_jsonable",
+           "unit_names", "units", "write_launch"]
 
 RESULTS = "results.jsonl"
 CURVES = "curves.jsonl"
@@ -167,6 +167,50 @@ def _provenance() -> dict:
       "env": {k: os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS", "JAX_PLATFORMS")
               if k in os.environ},
       "git": _git_commit()}
+
+
+# Package files whose text cannot change a unit's numbers: the reports and the downloader.
+_NOT_NUMERICS = ("report.py", "download.py")
+# Packages whose versions can change a unit's numbers.
+_NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax")
+
+
+def code_fingerprint(root: str | None = None) -> dict:
+  """What a unit's numbers are computed by: each Python file of the package and the
+  versions of the packages it computes with, for a checkpoint to be resumed only by the
+  code that wrote it (`code_changes`).
+
+  Args:
+    root: the package's folder (default: this installed `lie_unitary`).
+
+  Returns:
+    {"files": {path relative to root's parent: the first 16 hex digits of its sha256},
+    "versions": {package: version}} over every *.py below root except reports and the
+    downloader (they cannot change a number), with jax, jaxlib, flax and optax's versions.
+  """
+  import hashlib
+  root = os.path.abspath(root or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+  files = {}
+  for folder, dirs, names in os.walk(root):
+    dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+    for name in sorted(names):
+      if name.endswith(".py") and name not in _NOT_NUMERICS:
+        file = os.path.join(folder, name)
+        with open(file, "rb") as f:
+          digest = hashlib.sha256(f.read()).hexdigest()[:16]
+        files[os.path.relpath(file, os.path.dirname(root)).replace(os.sep, "/")] = digest
+  return {"files": files, "versions": {p: _version(p) for p in _NUMERICS_PACKAGES}}
+
+
+def code_changes(old: dict, new: dict) -> list[str]:
+  """What differs from fingerprint `old` to `new` (`code_fingerprint`'s), a phrase each:
+  "PATH changed" / "PATH added" / "PATH removed" / "PACKAGE A → B"; [] when they agree."""
+  before, after = old.get("files", {}), new.get("files", {})
+  out = [f"{f} {'added' if f not in before else 'removed' if f not in after else 'changed'}"
+         for f in sorted(set(before) | set(after)) if before.get(f) != after.get(f)]
+  vb, va = old.get("versions", {}), new.get("versions", {})
+  return out + [f"{p} {vb.get(p)} → {va.get(p)}" for p in sorted(set(vb) | set(va))
+                if vb.get(p) != va.get(p)]
 
 
 def write_launch(workdir, family: str, config_json: dict, units: Sequence[Any]) -> str:
