@@ -4,7 +4,9 @@
       launches/NNNN-<time>.json   one per launch: family, config, provenance, units
       results.jsonl               every unit's records (append-only JSON lines, fsynced)
       curves.jsonl                operators: each replicate's validation curve
-      finished.jsonl              a line per finished unit (id, target step, seconds)
+      finished.jsonl              a line per finished unit (id, target step, and the seconds
+                                  the launch that finished it spent; a resumed unit's
+                                  whole time is in its records)
       claims/<unit>               the unit a process is computing now (`claim`)
       checkpoints/<unit>/         the unit's latest training state (orbax; `loop`)
       report.md, *.png            the family's report
@@ -124,7 +126,8 @@ def finished_units(workdir) -> set[tuple[str, int]]:
 
 
 def mark_finished(workdir, unit, seconds: float) -> None:
-  """Records that `unit` reached its target step."""
+  """Records that `unit` reached its target step; `seconds`: what the launch that finished
+  it spent on it (a resumed unit's whole time is its records' "seconds")."""
   append_records(path(workdir, FINISHED), [{"unit": unit.id, "name": unit.name,
                                              "step": unit.target_step,
                                              "seconds": round(seconds, 3)}])
