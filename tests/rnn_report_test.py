@@ -246,6 +246,16 @@ def test_an_unfinished_image_unit_shows_its_best_so_far():
                       "| 20 |"), row
 
 
+def test_a_row_with_finished_and_running_runs_gives_the_finished_ones_and_counts_the_rest():
+  # Replicate 0 finished at epoch 2 (its final record), replicate 1 is at epoch 1.
+  recs = _image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70]])
+  recs.append(dict(recs[0], kind="final", step=858, epoch=2.0, num_params=16415))
+  row, = [r for r in _rows(report.markdown(recs)) if r.startswith("| orthogonal")]
+  # Replicate 0 alone: best val 0.79 at epoch 1, test 0.80 there, best test 0.80, 20 s.
+  assert row.endswith("| 16,415 | 0 | 1 | 2; 1 more running, epoch 1 | 79.00 | 80.00 | 80.00 "
+                      "| 20 |"), row
+
+
 def test_an_image_unit_evaluated_at_step_0_only_has_a_row():
   recs = _image_records("gurnn", [[0.1]])  # a run just started: its initial evaluation
   row, = [r for r in _rows(report.markdown(recs)) if r.startswith("| guRNN")]

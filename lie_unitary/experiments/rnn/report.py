@@ -252,22 +252,38 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
            f"{dataset} (T = 784)", "",
            f"Accuracy (%), {_SE}: the best validation accuracy, the test accuracy at that "
            "epoch (chosen on the validation split), and the best test accuracy over the "
-           "epochs (the published anchors' protocol, which has no validation split).", "",
+           "epochs (the published anchors' protocol, which has no validation split). Where some "
+           "of a row's runs have finished, the row is theirs and says how many more are "
+           "running.", "",
            "| model | setting | hidden | parameters | seeds | n | epochs | best val | test at "
            "best val | best test over epochs | wall time per unit (s) |",
            "|---|---|---|---|---|---|---|---|---|---|---|"]
   for row in rows:
-    points = [[r for s, r in sorted(run["val"].items()) if s > 0] for run in row["runs"].values()]
-    finals = [run["final"] for run in row["runs"].values() if run["final"]]
-    epochs = sorted({max(p, key=lambda r: r["step"]).get("epoch", 0) for p in points if p})
-    unfinished = len(finals) < len(row["runs"])
+    # The finished runs, once there are any (a running one joins when it finishes); else
+    # every run so far, its row marked unfinished.
+    ours = {key: (run, [r for s, r in sorted(run["val"].items()) if s > 0])
+            for key, run in row["runs"].items()}
+    finished = {key: v for key, v in ours.items() if v[0]["final"]}
+    shown = finished or ours
+    points = [p for _, p in shown.values()]
+    last = lambda p: max(p, key=lambda r: r["step"]).get("epoch", 0) if p else 0  # noqa: E731
+    epochs = sorted({last(p) for p in points if p})
     epochs = (f"{epochs[0]:g}–{epochs[-1]:g}" if len(epochs) > 1 else
-              f"{epochs[0]:g}" if epochs else "0") + (" (unfinished)" if unfinished else "")
+              f"{epochs[0]:g}" if epochs else "0")
+    running = [last(p) for key, (_, p) in ours.items() if key not in finished]
+    if not finished:
+      epochs += " (unfinished)"
+    elif running:
+      at = (f"{min(running):g}" if min(running) == max(running)
+            else f"{min(running):g}–{max(running):g}")
+      epochs += f"; {len(running)} more running, epoch {at}"
+    finals = [run["final"] for run, _ in finished.values()]
     params = f"{int(finals[0]['num_params']):,}" if finals and "num_params" in finals[0] else "—"
     secs = [max(r["seconds"] for r in p) for p in points if p]
     wall = f"{np.median(secs):.0f}" if secs else "—"
+    seeds = {seed for seed, _ in shown}
     lines.append(f"| {row['label']} | {row['setting'] or '—'} | {row['fields']['hidden_size']} "
-                 f"| {params} | {_seeds(row['seeds'])} | {len(row['runs'])} | {epochs} | "
+                 f"| {params} | {_seeds(seeds)} | {len(shown)} | {epochs} | "
                  + " | ".join(_image_cells(points)) + f" | {wall} |")
   if runs:
     hidden = {r.get("hidden") for run in runs.values() for r in run.values()}
