@@ -222,6 +222,16 @@ def test_the_image_figure_draws_loss_and_drift_per_epoch():
   assert not report.figures(recs)["images_permuted_fashion_mnist"].axes[3].axison
 
 
+def test_the_image_figure_draws_the_finished_runs_beside_a_running_one():
+  # Replicate 0 finished at epoch 2, replicate 1 has only its step-0 evaluation.
+  recs = _image_records("gurnn", [[0.1, 0.70, 0.80], [0.1]])
+  recs.append(dict(recs[2], kind="final"))
+  by_epoch = report.figures(recs)["images_permuted_fashion_mnist"].axes[0]
+  line, = by_epoch.lines
+  assert list(line.get_ydata()) == pytest.approx([9.0, 69.0, 79.0])  # validation: test − 1
+  assert line.get_label() == "guRNN (modReLU) (170, n = 1, 1 more running)"
+
+
 def test_the_drift_table_gives_each_epochs_mean_and_standard_error():
   recs = _image_records("gurnn", [[0.1, 0.70], [0.1, 0.74]])
   recs += _image_records("lstm", [[0.1, 0.5], [0.1, 0.5]])

@@ -432,7 +432,8 @@ def _loss_figure(task: str, T: int, rows: list):
 
 
 def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
-  """Per row, the mean over runs (a band of ± one standard error) against epochs of the
+  """Per row, the mean over its finished runs, or over all while none has finished (a
+  band of ± one standard error), against epochs of the
   validation accuracy and loss and, for models with a recurrent matrix of their own,
   ‖U − U₀‖_F / √n; the mean validation accuracy against wall-clock seconds."""
   from matplotlib.figure import Figure
@@ -440,10 +441,15 @@ def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
   (by_epoch, by_time), (loss, drift) = fig.subplots(2, 2)
   drifting = False
   for i, row in enumerate(rows):
-    steps = sorted(set.intersection(*(set(run["val"]) for run in row["runs"].values())))
+    # The finished runs once there are any (as the tables), so a run just started does not
+    # cut the others' curves short; else every run, as far as all have come.
+    every = list(row["runs"].values())
+    drawn = [run for run in every if run["final"]] or every
+    more = len(every) - len(drawn)
+    steps = sorted(set.intersection(*(set(run["val"]) for run in drawn)))
     if not steps:
       continue
-    points = [[run["val"][s] for run in row["runs"].values()] for s in steps]
+    points = [[run["val"][s] for run in drawn] for s in steps]
     epochs = [p[0].get("epoch", 0) for p in points]
 
     def band(ax, key, scale=1.0, **kw):  # nothing when a point lacks the field
@@ -457,7 +463,8 @@ def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
       ax.fill_between(epochs, mean - se, mean + se, color=f"C{i}", alpha=0.2, lw=0)
       return mean
 
-    label = (f"{row['label']} ({row['fields']['hidden_size']}, n = {len(points[0])})"
+    label = (f"{row['label']} ({row['fields']['hidden_size']}, n = {len(points[0])}"
+             + (f", {more} more running" if more else "") + ")"
              + (f" [{row['setting']}]" if row["setting"] else ""))
     mean = band(by_epoch, "val_accuracy", 100.0, label=label)
     by_time.plot([np.mean([x["seconds"] for x in p]) for p in points], mean, color=f"C{i}")
@@ -497,8 +504,9 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
     ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, each
     row's median over runs and every run faintly, the random baseline dotted;
     ``{"images_{task}_{dataset}": Figure}``: validation accuracy, validation loss and
-    (guRNN, orthogonal RNN) ‖U − U₀‖_F / √n against epochs (mean over runs, ± 1 s.e.
-    band), and validation accuracy against wall-clock seconds.
+    (guRNN, orthogonal RNN) ‖U − U₀‖_F / √n against epochs (mean over the finished runs,
+    or over all while none has finished; ± 1 s.e. band), and validation accuracy against
+    wall-clock seconds.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
