@@ -97,7 +97,7 @@ def _cell(row: dict | None, field: str, bold: bool = False) -> str:
   """Mean ± standard error (n), or one run's value (1), over the row's finished runs, the
   value in bold if `bold`, then "; k more running, epoch E" for runs not finished; with no
   run finished, the same over the runs so far and ", epoch E so far" (E: the furthest, or
-  "E1-E2" when the runs are at different epochs); "not run yet" for none."""
+  "E1–E2" when the runs are at different epochs); "not run yet" for none."""
   if not row or not row[field]:
     return "not run yet"
   done = [v for v, f in zip(row[field], row["run_finished"]) if f]
@@ -108,8 +108,7 @@ def _cell(row: dict | None, field: str, bold: bool = False) -> str:
   text = (f"**{text}**" if bold else text) + f" ({len(values)})"
   if not running:
     return text
-  at = (f"{min(running):g}" if min(running) == max(running)
-        else f"{min(running):g}-{max(running):g}")
+  at = report.epoch_range(running)
   return (f"{text}; {len(running)} more running, epoch {at}" if done
           else f"{text}, epoch {at} so far")
 

@@ -62,5 +62,5 @@ def test_a_readme_cell_averages_finished_runs_and_counts_the_running_ones():
   assert results_page._cell(row, "best_test", bold=True) == "**93.00 ± 1.53** (3)"
   # None finished: the runs so far, at their epochs.
   row.update(run_finished=[False, False, False], run_epoch=[30.0, 31.0, 31.0])
-  assert results_page._cell(row, "best_test") == "93.00 ± 1.53 (3), epoch 30-31 so far"
+  assert results_page._cell(row, "best_test") == "93.00 ± 1.53 (3), epoch 30–31 so far"
   assert results_page._cell(None, "best_test") == "not run yet"

@@ -147,6 +147,12 @@ def mean_se(values, scale: float = 100.0) -> str:
   return f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}"
 
 
+def epoch_range(epochs) -> str:
+  """"E" when every epoch of `epochs` (floats, at least one) is E, else "E1–E2"."""
+  lo, hi = min(epochs), max(epochs)
+  return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
+
+
 def _seeds(seeds) -> str:
   return ", ".join(map(str, sorted(seeds)))
 
@@ -268,15 +274,12 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
     points = [p for _, p in shown.values()]
     last = lambda p: max(p, key=lambda r: r["step"]).get("epoch", 0) if p else 0  # noqa: E731
     epochs = sorted({last(p) for p in points if p})
-    epochs = (f"{epochs[0]:g}–{epochs[-1]:g}" if len(epochs) > 1 else
-              f"{epochs[0]:g}" if epochs else "0")
+    epochs = epoch_range(epochs) if epochs else "0"
     running = [last(p) for key, (_, p) in ours.items() if key not in finished]
     if not finished:
       epochs += " (unfinished)"
     elif running:
-      at = (f"{min(running):g}" if min(running) == max(running)
-            else f"{min(running):g}–{max(running):g}")
-      epochs += f"; {len(running)} more running, epoch {at}"
+      epochs += f"; {len(running)} more running, epoch {epoch_range(running)}"
     finals = [run["final"] for run, _ in finished.values()]
     params = f"{int(finals[0]['num_params']):,}" if finals and "num_params" in finals[0] else "—"
     secs = [max(r["seconds"] for r in p) for p in points if p]
