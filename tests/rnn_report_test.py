@@ -354,3 +354,27 @@ def test_the_block_table_averages_each_runs_epochs_then_the_runs():
   # Ten epochs or fewer (one block): no table.
   short = _image_records("gurnn", [[0.5 + e / 100 for e in range(11)]])
   assert "averaged over blocks" not in report.markdown(short)
+
+
+def test_the_loss_block_tables_average_the_recorded_losses_without_scaling():
+  # Training loss 1 / epoch and validation loss 0.1 · replicate + 2 / epoch (epochs 1-20),
+  # the PyTorch reference's records have neither: it gets no column in the loss tables.
+  recs = _image_records("gurnn", [[0.5] * 21, [0.5] * 21])
+  for r in recs:
+    if r["epoch"] > 0:
+      r["train_loss"] = 1 / r["epoch"]
+      r["val_loss"] = 0.1 * r["replicate"] + 2 / r["epoch"]
+  ref = [dict(seed=0, epoch=e, task="permuted", dataset="fashion_mnist", hidden=170,
+              val_accuracy=0.7, test_accuracy=0.7, seconds=e) for e in range(1, 21)]
+  text = report.markdown(recs, reference=ref)
+  h = lambda a, b: sum(1 / e for e in range(a, b + 1)) / (b - a + 1)  # noqa: E731
+  train = _rows(text[text.index("Training loss (each epoch's mean over its batches) averaged"):])
+  assert train[0] == "| epochs | guRNN (modReLU) |"
+  assert train[1:3] == [f"| 1-10 | {h(1, 10):.3f} ± 0.000 |",
+                        f"| 11-20 | {h(11, 20):.3f} ± 0.000 |"]
+  val = _rows(text[text.index("Validation loss (the validation split) averaged"):])
+  # Two replicates 0.1 apart: mean + 0.05, standard error 0.05.
+  assert val[1:3] == [f"| 1-10 | {2 * h(1, 10) + 0.05:.3f} ± 0.050 |",
+                      f"| 11-20 | {2 * h(11, 20) + 0.05:.3f} ± 0.050 |"]
+  # Records without losses (the accuracy-only units above): no loss tables.
+  assert "Training loss" not in report.markdown(_image_records("gurnn", [[0.5] * 21]))

@@ -131,20 +131,21 @@ def _fmt(x) -> str:
   return "—" if x is None else (f"{x:.4g}" if np.isfinite(x) else str(x))
 
 
-def mean_se(values, scale: float = 100.0) -> str:
-  """"m ± s" to two decimals: the mean and standard error (ddof 1) of `values` × `scale`.
+def mean_se(values, scale: float = 100.0, digits: int = 2) -> str:
+  """"m ± s": the mean and standard error (ddof 1) of `values` × `scale`.
 
   Args:
     values: floats (None entries are skipped), e.g. accuracies in [0, 1] with scale 100.
     scale: factor applied before formatting.
+    digits: decimals of both numbers.
 
   Returns:
     "m ± s" for two or more values, the value alone for one, "—" for none.
   """
   v = np.asarray([x for x in values if x is not None], np.float64) * scale
   if len(v) < 2:
-    return f"{v[0]:.2f}" if len(v) else "—"
-  return f"{v.mean():.2f} ± {v.std(ddof=1) / np.sqrt(len(v)):.2f}"
+    return f"{v[0]:.{digits}f}" if len(v) else "—"
+  return f"{v.mean():.{digits}f} ± {v.std(ddof=1) / np.sqrt(len(v)):.{digits}f}"
 
 
 def epoch_range(epochs) -> str:
@@ -325,39 +326,51 @@ def _epoch_table(rows: list, runs: dict) -> list[str]:
 
 _BLOCK_EPOCHS = 10
 
+# The per-epoch fields the block tables average: {field: (what it is, mean_se's scale,
+# digits)}.
+_BLOCK_FIELDS = {
+    "test_accuracy": ("Test accuracy (%)", 100.0, 2),
+    "train_loss": ("Training loss (each epoch's mean over its batches)", 1.0, 3),
+    "val_loss": ("Validation loss (the validation split)", 1.0, 3),
+}
 
-def _block_table(rows: list, runs: dict, width: int = _BLOCK_EPOCHS) -> list[str]:
-  """Test accuracy averaged over blocks of `width` epochs (1-10, 11-20, ...): each run's
-  mean over its evaluations in the block, then mean ± standard error over the runs that
+
+def _block_table(rows: list, runs: dict, field: str = "test_accuracy",
+                 width: int = _BLOCK_EPOCHS) -> list[str]:
+  """`field` averaged over blocks of `width` epochs (1-10, 11-20, ...): each run's mean
+  over its evaluations in the block, then mean ± standard error over the runs that
   finished the block ("(k of n)" when not all did). One evaluation picked out of many (the
   best validation epoch, the best test) carries that evaluation's noise; a block's mean
-  does not. [] unless some run finished two blocks (the 10-epoch tables have none)."""
-  def column(curves):  # curves: per run, [(epoch, test accuracy)] -> {block: [run means]}
+  does not. A column per row that records `field` (and the reference, if its records do).
+  [] unless some run finished two blocks (the 10-epoch tables have none)."""
+  def column(curves):  # curves: per run, [(epoch, value)] -> {block: [run means]}
     out = collections.defaultdict(list)
     for curve in curves:
       last = max((e for e, _ in curve), default=0.0)
       for b in range(int(last // width)):
-        accs = [a for e, a in curve if b * width < e <= (b + 1) * width and a is not None]
-        if accs:
-          out[b].append(float(np.mean(accs)))
+        values = [v for e, v in curve if b * width < e <= (b + 1) * width and v is not None]
+        if values:
+          out[b].append(float(np.mean(values)))
     return out
 
-  curves = [[[(float(r.get("epoch", 0)), r.get("test_accuracy")) for r in run["val"].values()]
+  curves = [[[(float(r.get("epoch", 0)), r.get(field)) for r in run["val"].values()]
              for run in row["runs"].values()] for row in rows]
   labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
   if runs:
-    curves.append([[(float(e), r.get("test_accuracy")) for e, r in run.items()]
-                   for run in runs.values()])
+    curves.append([[(float(e), r.get(field)) for e, r in run.items()] for run in runs.values()])
     labels.append(_REFERENCE_LABEL)
+  kept = [i for i, c in enumerate(curves) if any(v is not None for run in c for _, v in run)]
+  curves, labels = [curves[i] for i in kept], [labels[i] for i in kept]
   columns = [column(c) for c in curves]
   if max((len(c) for c in columns), default=0) < 2:
     return []
+  what, scale, digits = _BLOCK_FIELDS[field]
 
   def cell(values, n):
-    return "—" if not values else mean_se(values) + (
+    return "—" if not values else mean_se(values, scale, digits) + (
         f" ({len(values)} of {n})" if len(values) < n else "")
 
-  lines = [f"Test accuracy (%) averaged over blocks of {width} epochs (each run's mean over "
+  lines = [f"{what} averaged over blocks of {width} epochs (each run's mean over "
            f"the block's evaluations), {_SE}; a run counts once it has finished the block:", "",
            "| epochs | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
   lines += [f"| {b * width + 1}-{(b + 1) * width} | "
@@ -544,7 +557,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     time. An image task's row: hidden size, parameters, seeds, n runs, epochs, and, as
     mean ± standard error over the runs, the best validation accuracy, the test accuracy
     there and the best test accuracy over epochs; then, for runs of 20 epochs or more,
-    the test accuracy averaged over blocks of 10 epochs; the test accuracy at every
+    the test accuracy, training loss and validation loss averaged over blocks of 10
+    epochs; the test accuracy at every
     validation point and, where recorded, ‖U − U₀‖_F / √n at every validation point; and
     the published MNIST table. An unfinished unit shows the same
     over its points so far.
@@ -576,8 +590,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   for (task, dataset), rows in image_tables.items():
     runs = _reference_runs(reference, task, dataset)
     lines += _accuracy_table(task, dataset, rows, runs)
-    lines += (_block_table(rows, runs) + _epoch_table(rows, runs) + _drift_table(rows)
-              if per_epoch else [])
+    lines += (sum((_block_table(rows, runs, f) for f in _BLOCK_FIELDS), [])
+              + _epoch_table(rows, runs) + _drift_table(rows) if per_epoch else [])
     key = f"images_{task}_{dataset.replace('/', '_')}"
     if key in figure_files:
       lines += [f"![{task} {dataset}]({figure_files[key]})", ""]
