@@ -356,6 +356,31 @@ def test_the_block_table_averages_each_runs_epochs_then_the_runs():
   assert "averaged over blocks" not in report.markdown(short)
 
 
+def test_the_run_table_gives_each_runs_best_epochs():
+  # Replicate 0 (finished): validation peaks at epoch 12 (0.80, again at 15: the first
+  # counts), test peaks at epoch 18 (0.90). Replicate 1 (running, epoch 20): flat 0.5.
+  val0 = [0.5] * 21
+  val0[12] = val0[15] = 0.80
+  test0 = [0.6] * 21
+  test0[12], test0[18] = 0.70, 0.90
+  recs = _image_records("gurnn", [[0.5] * 21, [0.5] * 21])
+  for r in recs:
+    if r["replicate"] == 0:
+      e = int(r["epoch"])
+      r.update(val_accuracy=val0[e], test_accuracy=test0[e], u_drift=0.01 * e)
+  recs.append(dict(recs[20], kind="final", step=429 * 20))
+  text = report.markdown(recs)
+  table = _rows(text[text.index("Each run (a seed's replicate) on its own"):])
+  assert table[0].startswith("| model | seed | replicate | epochs | best val | at epoch |")
+  assert table[1] == ("| guRNN (modReLU) | 0 | 0 | 20 | 80.00 | 12 | 70.00 | 90.00 | 18 "
+                      "| 0.2000 | 200 |")
+  # Ties pick the first epoch after step 0 (val 0.49 everywhere: epoch 1).
+  assert table[2] == ("| guRNN (modReLU) | 0 | 1 | 20 (running) | 49.00 | 1 | 50.00 | 50.00 "
+                      "| 1 | — | 200 |")
+  # Ten epochs or fewer: no table.
+  assert "on its own" not in report.markdown(_image_records("gurnn", [[0.5] * 11]))
+
+
 def test_the_loss_block_tables_average_the_recorded_losses_without_scaling():
   # Training loss 1 / epoch and validation loss 0.1 · replicate + 2 / epoch (epochs 1-20),
   # the PyTorch reference's records have neither: it gets no column in the loss tables.

@@ -379,6 +379,42 @@ def _block_table(rows: list, runs: dict, field: str = "test_accuracy",
   return lines + [""]
 
 
+def _run_table(rows: list, width: int = _BLOCK_EPOCHS) -> list[str]:
+  """A line per run (a seed's replicate) of the accuracy table's rows: its epochs, its best
+  validation accuracy and the epoch of it (the first, on ties), the test accuracy there, its
+  best test accuracy and that epoch, ‖U − U₀‖_F / √n at its last point, and its wall time;
+  a run without its final record is marked running. [] unless some run reached two blocks
+  of `width` epochs (the 10-epoch tables' means say enough)."""
+  key = workdir_lib.DRIFT_FIELD
+  lines = []
+  for row in rows:
+    label = row["label"] + (f" [{row['setting']}]" if row["setting"] else "")
+    for (seed, replicate), run in sorted(row["runs"].items()):
+      points = [r for s, r in sorted(run["val"].items()) if s > 0]
+      if not points:
+        continue
+      at_best_val, _ = _best(points)
+      at_best_test = max(points, key=lambda r: r["test_accuracy"])
+      last = points[-1]
+      epoch = lambda r: f"{float(r.get('epoch', 0)):g}"  # noqa: E731
+      lines.append(
+          f"| {label} | {seed} | {replicate} | {epoch(last)}"
+          f"{'' if run['final'] else ' (running)'} | {100 * at_best_val['val_accuracy']:.2f} "
+          f"| {epoch(at_best_val)} | {100 * at_best_val['test_accuracy']:.2f} "
+          f"| {100 * at_best_test['test_accuracy']:.2f} | {epoch(at_best_test)} "
+          f"| {f'{last[key]:.4f}' if key in last else '—'} | {last['seconds']:.0f} |")
+  furthest = max((float(r.get("epoch", 0)) for row in rows for run in row["runs"].values()
+                  for r in run["val"].values()), default=0.0)
+  if furthest < 2 * width:
+    return []
+  return ["Each run (a seed's replicate) on its own: accuracy (%), the epoch of the best "
+          "validation accuracy (the first, on ties) and of the best test accuracy, "
+          "‖U − U₀‖_F / √n at its last point, wall time (s):", "",
+          "| model | seed | replicate | epochs | best val | at epoch | test at best val "
+          "| best test | at epoch | ‖U − U₀‖_F / √n | wall time (s) |",
+          "|---|---|---|---|---|---|---|---|---|---|---|"] + lines + [""]
+
+
 def _drift_table(rows: list) -> list[str]:
   """‖U − U₀‖_F / √n at every validation point of the rows that record it; [] if none."""
   key = workdir_lib.DRIFT_FIELD
@@ -557,7 +593,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     time. An image task's row: hidden size, parameters, seeds, n runs, epochs, and, as
     mean ± standard error over the runs, the best validation accuracy, the test accuracy
     there and the best test accuracy over epochs; then, for runs of 20 epochs or more,
-    the test accuracy, training loss and validation loss averaged over blocks of 10
+    a line per run (its best epochs, accuracies, drift and wall time) and the test
+    accuracy, training loss and validation loss averaged over blocks of 10
     epochs; the test accuracy at every
     validation point and, where recorded, ‖U − U₀‖_F / √n at every validation point; and
     the published MNIST table. An unfinished unit shows the same
@@ -590,7 +627,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   for (task, dataset), rows in image_tables.items():
     runs = _reference_runs(reference, task, dataset)
     lines += _accuracy_table(task, dataset, rows, runs)
-    lines += (sum((_block_table(rows, runs, f) for f in _BLOCK_FIELDS), [])
+    lines += (_run_table(rows) + sum((_block_table(rows, runs, f) for f in _BLOCK_FIELDS), [])
               + _epoch_table(rows, runs) + _drift_table(rows) if per_epoch else [])
     key = f"images_{task}_{dataset.replace('/', '_')}"
     if key in figure_files:
