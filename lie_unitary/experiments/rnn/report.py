@@ -302,6 +302,11 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
   return lines + [""]
 
 
+def _row_label(row: dict) -> str:
+  """A row's model label, with its setting in brackets when it has one."""
+  return row["label"] + (f" [{row['setting']}]" if row["setting"] else "")
+
+
 def _epoch_table(rows: list, runs: dict) -> list[str]:
   """Test accuracy at every validation point: a line per epoch, a column per row (and the
   reference, at the end of each of its epochs)."""
@@ -313,7 +318,7 @@ def _epoch_table(rows: list, runs: dict) -> list[str]:
 
   columns = [column((r.get("epoch", 0), r) for run in row["runs"].values()
                     for r in run["val"].values()) for row in rows]
-  labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
+  labels = [_row_label(row) for row in rows]
   if runs:
     columns.append(column(p for run in runs.values() for p in run.items()))
     labels.append(_REFERENCE_LABEL)
@@ -355,7 +360,7 @@ def _block_table(rows: list, runs: dict, field: str = "test_accuracy",
 
   curves = [[[(float(r.get("epoch", 0)), r.get(field)) for r in run["val"].values()]
              for run in row["runs"].values()] for row in rows]
-  labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
+  labels = [_row_label(row) for row in rows]
   if runs:
     curves.append([[(float(e), r.get(field)) for e, r in run.items()] for run in runs.values()])
     labels.append(_REFERENCE_LABEL)
@@ -385,10 +390,15 @@ def _run_table(rows: list, width: int = _BLOCK_EPOCHS) -> list[str]:
   best test accuracy and that epoch, ‖U − U₀‖_F / √n at its last point, and its wall time;
   a run without its final record is marked running. [] unless some run reached two blocks
   of `width` epochs (the 10-epoch tables' means say enough)."""
+  furthest = max((float(r.get("epoch", 0)) for row in rows for run in row["runs"].values()
+                  for r in run["val"].values()), default=0.0)
+  if furthest < 2 * width:
+    return []
   key = workdir_lib.DRIFT_FIELD
+  epoch = lambda r: f"{float(r.get('epoch', 0)):g}"  # noqa: E731
   lines = []
   for row in rows:
-    label = row["label"] + (f" [{row['setting']}]" if row["setting"] else "")
+    label = _row_label(row)
     for (seed, replicate), run in sorted(row["runs"].items()):
       points = [r for s, r in sorted(run["val"].items()) if s > 0]
       if not points:
@@ -396,17 +406,12 @@ def _run_table(rows: list, width: int = _BLOCK_EPOCHS) -> list[str]:
       at_best_val, _ = _best(points)
       at_best_test = max(points, key=lambda r: r["test_accuracy"])
       last = points[-1]
-      epoch = lambda r: f"{float(r.get('epoch', 0)):g}"  # noqa: E731
       lines.append(
           f"| {label} | {seed} | {replicate} | {epoch(last)}"
           f"{'' if run['final'] else ' (running)'} | {100 * at_best_val['val_accuracy']:.2f} "
           f"| {epoch(at_best_val)} | {100 * at_best_val['test_accuracy']:.2f} "
           f"| {100 * at_best_test['test_accuracy']:.2f} | {epoch(at_best_test)} "
           f"| {f'{last[key]:.4f}' if key in last else '—'} | {last['seconds']:.0f} |")
-  furthest = max((float(r.get("epoch", 0)) for row in rows for run in row["runs"].values()
-                  for r in run["val"].values()), default=0.0)
-  if furthest < 2 * width:
-    return []
   return ["Each run (a seed's replicate) on its own: accuracy (%), the epoch of the best "
           "validation accuracy (the first, on ties) and of the best test accuracy, "
           "‖U − U₀‖_F / √n at its last point, wall time (s):", "",
@@ -430,7 +435,7 @@ def _drift_table(rows: list) -> list[str]:
         if key in r:
           out[round(float(r.get("epoch", 0)), 3)].append(float(r[key]))
     columns.append(out)
-  labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
+  labels = [_row_label(row) for row in rows]
   cell = lambda v: (f"{np.mean(v):.4f}" + (f" ± {np.std(v, ddof=1) / np.sqrt(len(v)):.4f}"
                                            if len(v) > 1 else "")) if v else "—"
   lines = ["How far the recurrent matrix is from its initial value, ‖U − U₀‖_F / √n (0 at the "
@@ -466,7 +471,7 @@ def _loss_figure(task: str, T: int, rows: list):
     common = sorted(set.intersection(*(set(s for s, _ in c) for c in curves))) if curves else []
     if common:
       med = [np.median([dict(c)[s] for c in curves]) for s in common]
-      label = row["label"] + (f" [{row['setting']}]" if row["setting"] else "")
+      label = _row_label(row)
       ax.plot(common, med, color=f"C{i}", lw=1.5, label=label)
   baseline = data.get_task(task).baseline(T)
   ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
