@@ -377,7 +377,7 @@ def test_the_run_table_gives_each_runs_best_epochs():
   # Ties pick the first epoch after step 0 (val 0.49 everywhere: epoch 1).
   assert table[2] == ("| guRNN (modReLU) | 0 | 1 | 20 (running) | 49.00 | 1 | 50.00 | 50.00 "
                       "| 1 | — | 200 |")
-  # Ten epochs or fewer: no table.
+  # Runs of fewer than two 10-epoch blocks (here 10 epochs): no table.
   assert "on its own" not in report.markdown(_image_records("gurnn", [[0.5] * 11]))
 
 
