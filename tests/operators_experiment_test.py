@@ -292,7 +292,8 @@ def test_the_report_says_a_short_run_is_not_a_result_and_pools_seeds():
              unit="u", field="complex")
   text = report.markdown([dict(rec, seed=0), dict(rec, seed=1, unit="v", test_loss=3.0)])
   assert "A short run (2,000 training pairs" in text
-  assert "seeds 0, 1." in text and "| 3 | 1 | 2 ± 0.695" in text  # one table, both seeds
+  # One table, both seeds: losses 1 and 3, standard error std(ddof=1) / √2 = 1.
+  assert "seeds 0, 1." in text and "| 3 | 1 | 2 ± 1 " in text
   text = report.markdown([dict(rec, seed=0, num_train=1_000_000)])
   assert "short run" not in text
 

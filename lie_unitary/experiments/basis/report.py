@@ -1,21 +1,23 @@
 """Report of the hidden-subalgebra runs: tables per sweep, the targets, figures.
 
 A table is made for every group of cells that differ in one field alone (the others,
-named in its heading, fixed). A cell of a table: mean ± standard error over the replicates
-of a replicate's test loss (itself the mean over its m operators of the mean over test
-pairs of ‖Û_i x − y‖²); `runs` is the number of replicates. Angles: the principal angles
-(radians) between span(M) and span(G*). Figures are `matplotlib.figure.Figure`s (no
-pyplot). Importing this module loads numpy only.
+named in its heading, fixed). A cell of a table: mean ± standard error
+(`lie_unitary.experiments.report.SE`) over the replicates of a replicate's test loss
+(itself the mean over its m operators of the mean over test pairs of ‖Û_i x − y‖²);
+`runs` is the number of replicates. Angles: the principal angles (radians) between
+span(M) and span(G*). Figures are `matplotlib.figure.Figure`s (no pyplot). Importing this
+module loads numpy only.
 """
 
 from __future__ import annotations
 
 import collections
-import os
 from typing import Any
+from typing import Sequence
 
 import numpy as np
 
+from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.basis.config import APPROACHES as _ORDER
 from lie_unitary.experiments.basis.config import CELL_FIELDS
@@ -40,26 +42,12 @@ def _latest(results) -> list[dict]:
   return list(out.values())
 
 
-def _stat(values) -> tuple[float, float, int]:
-  v = np.asarray(values, np.float64)
-  se = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
-  return float(v.mean()), se, len(v)
-
-
 def _fmt(x: float) -> str:
   return f"{x:.3g}" if np.isfinite(x) else "—"
 
 
 def _pm(values) -> str:
-  if not len(values):
-    return "—"
-  mean, se, _ = _stat(values)
-  return f"{_fmt(mean)} ± {_fmt(se)}"
-
-
-def _md(header, rows) -> list[str]:
-  return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-          + ["| " + " | ".join(map(str, row)) + " |" for row in rows] + [""])
+  return common.pm(values, _fmt)
 
 
 def _by(results, key) -> dict:
@@ -98,7 +86,7 @@ def _loss_table(field, cells, by_cell) -> list[str]:
     floor = by_cell[c][0]["noise_floor"]
     rows.append([c[i], runs, _fmt(floor)]
                 + [_pm([r["test_loss"] for r in recs.get(a, [])]) for a in approaches])
-  return _md([field, "runs", "noise floor"] + approaches, rows)
+  return common.table([field, "runs", "noise floor"] + approaches, rows)
 
 
 def _angle_table(field, cells, by_cell) -> list[str]:
@@ -115,7 +103,7 @@ def _angle_table(field, cells, by_cell) -> list[str]:
                  _pm(rand)])
   if not rows:
     return []
-  return _md([field, "runs", "learned: max angle", "learned: mean angle",
+  return common.table([field, "runs", "learned: max angle", "learned: mean angle",
               f"recovered (max < {RECOVERED})", "random_fixed: max angle"], rows)
 
 
@@ -124,7 +112,7 @@ def _targets(by_cell) -> list[str]:
   c = tuple(TARGET_CELL[f] for f in CELL_FIELDS)
   if c not in by_cell:
     return []
-  mean = {a: _stat([r["test_loss"] for r in rs])[0]
+  mean = {a: common.mean_se([r["test_loss"] for r in rs])[0]
           for a, rs in _by(by_cell.get(c, []), lambda r: r["approach"]).items()}
   lines = [f"## Targets ({_fixed_words(TARGET_CELL)})", ""]
   if {"learned", "oracle", "full"} <= set(mean):
@@ -164,11 +152,12 @@ def _failures(by_cell) -> list[str]:
   if not rows:
     return []
   return ([f"## Where the learned basis did not recover span(G*) (largest angle ≥ {RECOVERED})",
-           ""] + _md([*CELL_FIELDS, "failed", "stuck (train loss > 2 × floor)",
+           ""] + common.table([*CELL_FIELDS, "failed", "stuck (train loss > 2 × floor)",
                       "fit the training pairs", "with an operator beyond ±π"], rows))
 
 
-def markdown(results: Any, figure_files: dict | None = None, source: str | None = None) -> str:
+def markdown(results: Any, figure_files: dict | None = None, source: str | None = None,
+             launches: Sequence[dict] = ()) -> str:
   """The report: targets, a test-loss and an angle table per sweep, the failures.
 
   Args:
@@ -176,15 +165,18 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
       the last counts.
     figure_files: {figure name: file name} of figures beside the report, linked.
     source: where the records came from, named in the header.
+    launches: the workdir's launches (`workdir.read_launches`): a line warns when its
+      units were launched on different machines or device layouts.
   """
   results = _latest(results)
   by_cell = _by(results, _cell)
   lines = ["# Recovering a hidden subalgebra: results", "",
            f"{len(results)} records" + (f" from `{source}`" if source else "") + ". Cells: "
-           "test loss (per replicate the mean over its operators), mean ± standard error "
-           "over the replicates (runs). The noise floor is 2nσ², the loss of the true "
-           "operators. Each trained replicate keeps the (start, learning rate) of least "
-           "validation loss; the test pairs choose nothing.", ""]
+           f"test loss (per replicate the mean over its operators), {common.SE}. The "
+           "noise floor is 2nσ², the loss of the true operators. Each trained replicate keeps "
+           "the (start, learning rate) of least validation loss; the test pairs choose "
+           "nothing.", ""]
+  lines += common.machines_note(launches, {r["unit"] for r in results})
   lines += _targets(by_cell)
   if figure_files:
     lines += ["## Figures", ""] + [f"![{k}]({v})" for k, v in figure_files.items()] + [""]
@@ -208,7 +200,7 @@ def _figure(results, field, cells, curves, hline, **axes):
   fig = Figure(figsize=(5.5, 4))
   ax = fig.subplots()
   for label, approach, key in curves:
-    pts = np.array([(c[i], *_stat(v)[:2]) for c in cells if (v := [
+    pts = np.array([(c[i], *common.mean_se(v)[:2]) for c in cells if (v := [
         key(r) for r in results if _cell(r) == c and r["approach"] == approach])])
     if len(pts):
       ax.errorbar(pts[:, 0], pts[:, 1], yerr=pts[:, 2], marker="o", capsize=3, label=label)
@@ -259,10 +251,10 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
   if results is None:
     results = workdir_lib.load_results(workdir, as_frame=False)
   figs = figures(results)
-  for name, fig in figs.items():
-    fig.savefig(os.path.join(workdir, f"{name}.png"), dpi=110)
+  pngs = common.save(figs, workdir, dpi=110)
   path = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(path, "w", encoding="utf-8") as f:
     f.write(markdown(results, {k: f"{k}.png" for k in figs},
-                     source=workdir_lib.path(workdir, workdir_lib.RESULTS)))
-  return [path] + [os.path.join(workdir, f"{k}.png") for k in figs]
+                     source=workdir_lib.path(workdir, workdir_lib.RESULTS),
+                     launches=workdir_lib.read_launches(workdir)))
+  return [path] + pngs

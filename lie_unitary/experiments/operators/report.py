@@ -3,41 +3,37 @@
 `markdown(results)` is WORKDIR/report.md's text: a test-loss table per (optimizer,
 learning rate, schedule) with the paper's values beside, Table 2, SO(n) components,
 appendix B's grid. `figures(results, curves)` builds the figures (matplotlib, no pyplot);
-`write_report(workdir)` writes both. Every seed's runs are pooled in one table.
+`write_report(workdir)` writes both. Every seed's runs are pooled in one table; every
+"±" is `lie_unitary.experiments.report.SE`'s standard error.
 """
 
 from __future__ import annotations
 
 import collections
-import os
 from typing import Any
 from typing import Iterable
+from typing import Sequence
 
 import numpy as np
 
+from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 
 __all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "figures", "markdown", "write_report"]
 
-# Paper Table 1: (mean, s.e.) of the test loss; s.e. None where the paper gives "~".
-PAPER_TABLE1 = {
-    3: dict(true=(6.004e-4, 0.005e-4), projection=(8, 1), arjovsky=(6.005e-4, 0.003e-4),
-            lie_algebra=(6.003e-4, 0.003e-4), rand=(12.5, 0.4)),
-    6: dict(true=(0.001, None), projection=(15, 1), arjovsky=(0.09, 0.01),
-            lie_algebra=(0.03, 0.01), rand=(24, 1)),
-    8: dict(true=(0.002, None), projection=(14, 1), arjovsky=(1.17, 0.06),
-            lie_algebra=(0.014, 0.006), rand=(31.6, 0.6)),
-    14: dict(true=(0.003, None), projection=(24, 4), arjovsky=(10.8, 0.3),
-             lie_algebra=(0.07, 0.02), rand=(52, 1)),
-    20: dict(true=(0.004, None), projection=(38, 3), arjovsky=(29.0, 0.5),
-             lie_algebra=(0.47, 0.03), rand=(81, 2)),
-}
-# Paper Table 2 (its "lie_unrestricted" is our lie_algebra).
-PAPER_TABLE2 = {
-    8: dict(arjovsky=(1.2, 0.1), lie_restricted=(1.0, 0.2), lie_algebra=(0.04, 0.01)),
-    14: dict(arjovsky=(11.6, 0.3), lie_restricted=(12.6, 0.4), lie_algebra=(0.25, 0.03)),
-    20: dict(arjovsky=(27.8, 0.7), lie_restricted=(28.0, 0.6), lie_algebra=(0.19, 0.03)),
-}
+
+
+def _paper(name: str) -> dict:
+  """{n: {approach: (mean, s.e. or None where the paper gives "~")}} of a published table."""
+  out = {}
+  for r in common.published(name)[1]:
+    out.setdefault(r["n"], {})[r["approach"]] = (r["mean"], r["se"])
+  return out
+
+
+# The paper's Tables 1 and 2 (`published.json`; its Table 2's "lie_unrestricted" is our
+# lie_algebra).
+PAPER_TABLE1, PAPER_TABLE2 = _paper("operators_table1"), _paper("operators_table2")
 _ORDER = ("true", "lstsq", "procrustes", "projection", "projection_orthogonal", "arjovsky",
           "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
           "lie_recentred", "lie_rebased", "lie_rebased_orthonormal", "rand")
@@ -50,13 +46,6 @@ _IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_ep
 
 def _schedule(r) -> str:
   return r.get("lr_schedule") or "constant"
-
-
-def _bootstrap(values, num=2000, seed=0):
-  """Means of `num` resamples of `values` (fixed seed: a report renders the same twice)."""
-  values = np.asarray(values, np.float64)
-  return values[np.random.default_rng(seed).integers(0, len(values), (num, len(values)))
-                ].mean(axis=1)
 
 
 def _losses(results, key=lambda r: (r["n"], r["approach"])):
@@ -76,19 +65,13 @@ def _fmt(x: float) -> str:
 
 
 def _cell(values, paper=None) -> str:
-  """Mean ± bootstrap s.e., with the paper's (mean ± s.e.) in parentheses."""
+  """Mean ± standard error (`common.pm`), with the paper's (mean ± s.e.) in parentheses."""
   if not values:
     return "—"
-  se = float(_bootstrap(values).std(ddof=1)) if len(values) > 1 else 0.0
-  out = f"{_fmt(float(np.mean(values)))} ± {_fmt(se)}"
+  out = common.pm(values, _fmt)
   if paper is not None:
     out += f" ({_fmt(paper[0])}" + (f" ± {_fmt(paper[1])})" if paper[1] is not None else ")")
   return out
-
-
-def _md_table(header, rows) -> list[str]:
-  return (["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-          + ["| " + " | ".join(row) + " |" for row in rows] + [""])
 
 
 def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
@@ -147,7 +130,7 @@ def _table(results, paper, approaches=_ORDER, title="") -> list[str]:
   rows = [[str(n), ",".join(str(e) for e in sorted(epochs[n])) or "—"]
           + [_cell(vals[(n, a)], paper.get(n, {}).get(a)) for a in cols]
           for n in sorted({r["n"] for r in results})]
-  return [title, ""] + _md_table(["n", "epochs"] + cols, rows)
+  return [title, ""] + common.table(["n", "epochs"] + cols, rows)
 
 
 def _floor_ratios(results) -> list[str]:
@@ -161,7 +144,7 @@ def _floor_ratios(results) -> list[str]:
                       if (n, a) in trained else "—" for a in cols]
           for n in sorted({n for n, _ in trained})]
   return (["Test loss over the noise floor (the true U's loss), means over replicates:", ""]
-          + _md_table(["n"] + cols, rows))
+          + common.table(["n"] + cols, rows))
 
 
 def _orthogonal_components(results) -> list[str]:
@@ -194,14 +177,14 @@ def _basis_tables(results) -> list[str]:
   for a in [a for a in _BASIS_APPROACHES if any(r["approach"] == a for r in basis)]:
     rows = [[f"{c:g}"] + [_cell(vals[(a, c, lr)]) for lr in lrs] for c in scales]
     lines += ([f"## Appendix B: change of basis, {a} (final test loss)", ""]
-              + _md_table(["c \\ lr"] + [f"{lr:.3g}" for lr in lrs], rows))
+              + common.table(["c \\ lr"] + [f"{lr:.3g}" for lr in lrs], rows))
   by_approach = _losses(results, lambda r: r["approach"])
   return lines + [f"\n{a}: {_cell(by_approach[a])}" for a in ("true", "rand")
                   if by_approach[a]] + [""]
 
 
 def _figure2(results):
-  """Test loss / mean rand loss at the same n, per generator × approach, 95% CIs."""
+  """Test loss / mean rand loss at the same n, per generator × approach, ± 1 s.e."""
   from matplotlib.figure import Figure
 
   rand = {n: float(np.mean(v)) for n, v in _losses(
@@ -222,11 +205,10 @@ def _figure2(results):
   def panel(ax, names, log):
     width = 0.8 / max(len(names), 1)
     for j, a in enumerate(names):
-      xs, ys, lo, hi = np.array([
-          (i + (j - (len(names) - 1) / 2) * width, np.mean(v),
-           *np.quantile(_bootstrap(v), (0.025, 0.975)))
-          for i, g in enumerate(gens) if (v := ratios.get((g, a)))]).T
-      ax.errorbar(xs, ys, yerr=[ys - lo, hi - ys], fmt="o", capsize=3, label=a)
+      xs, ys, se = np.array([(i + (j - (len(names) - 1) / 2) * width,
+                              *common.mean_se(v)[:2])
+                             for i, g in enumerate(gens) if (v := ratios.get((g, a)))]).T
+      ax.errorbar(xs, ys, yerr=np.nan_to_num(se), fmt="o", capsize=3, label=a)
     if true:
       ax.axhline(np.mean(true), ls=":", color="k", label="true")
     ax.set_xticks(range(len(gens)), gens)
@@ -236,7 +218,7 @@ def _figure2(results):
     ax.legend(fontsize=8)
 
   panel(axes[0], approaches, log=False)
-  axes[0].set_ylabel("test loss / rand loss (95% bootstrap CI)")
+  axes[0].set_ylabel("test loss / rand loss (mean ± s.e.)")
   axes[0].set_title("all approaches")
   zoom = [a for a in ("lie_algebra", "lie_restricted", "so_algebra") if a in approaches]
   panel(axes[1], zoom or approaches, log=True)
@@ -335,26 +317,28 @@ def figures(results: Any, curves: Any = ()) -> dict:
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
-             source: str | None = None) -> str:
+             source: str | None = None, launches: Sequence[dict] = ()) -> str:
   """The Markdown report: test-loss tables beside the paper's, appendix B, SO(n) components.
 
-  A cell is the mean ± bootstrap standard error over the runs (every seed's replicates),
-  the paper's value in parentheses.
+  A cell is the mean ± standard error over the runs (`common.SE`: every seed's
+  replicates), the paper's value in parentheses.
 
   Args:
     results: as `figures`.
     figure_files: ``{figure name: file name}`` of figures beside the report, linked.
     source: where the records came from, named in the header.
+    launches: the workdir's launches (`workdir.read_launches`): a line warns when its
+      units were launched on different machines or device layouts.
   """
   results = _latest(results, "final")
   figure_files = figure_files or {}
   seeds = sorted({r["seed"] for r in results if "seed" in r})
   lines = ["# Learning unitary operators: results", "",
            f"{len(results)} records" + (f" from `{source}`" if source else "")
-           + f", seeds {', '.join(map(str, seeds)) or '—'}. Cells: test loss, mean ± "
-           "bootstrap standard error over the runs (every seed's replicates; the paper's "
-           "value in parentheses where it has one: its Table 1 for every column, its "
-           "Table 2 for lie_restricted).", ""]
+           + f", seeds {', '.join(map(str, seeds)) or '—'}. Cells: test loss, {common.SE}; "
+           "the paper's value in parentheses where it has one: its Table 1 for every "
+           "column, its Table 2 for lie_restricted.", ""]
+  lines += common.machines_note(launches, {r["unit"] for r in results if "unit" in r})
   pairs = [int(r["num_train"]) * int(r.get("num_epochs", 1)) for r in results
            if r.get("optimizer") != "none" and "num_train" in r]
   if pairs and max(pairs) < _SHORT_RUN_PAIRS:
@@ -419,10 +403,10 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
     except (FileNotFoundError, ValueError):
       curves = []
   figs = figures(results, curves)
-  for key, fig in figs.items():
-    fig.savefig(os.path.join(workdir, f"{key}.png"), dpi=120 if key == "figure2" else 110)
+  pngs = common.save(figs, workdir, {k: 120 if k == "figure2" else 110 for k in figs})
   path = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(path, "w", encoding="utf-8") as f:
     f.write(markdown(results, figure_files={k: f"{k}.png" for k in figs},
-                     source=workdir_lib.path(workdir, workdir_lib.RESULTS)))
-  return [path] + [os.path.join(workdir, f"{k}.png") for k in figs]
+                     source=workdir_lib.path(workdir, workdir_lib.RESULTS),
+                     launches=workdir_lib.read_launches(workdir)))
+  return [path] + pngs

@@ -1,0 +1,146 @@
+"""What every family's report is made of: Markdown tables, mean ± standard error (one
+definition, `SE`), bands of ± one standard error, the published rows (`published.json`)
+and a note when a table's units were launched on different machines.
+
+Figures are `matplotlib.figure.Figure`s (no pyplot), so a caller's matplotlib state is
+left alone. Importing this module loads numpy only.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import json
+from typing import Any
+from typing import Callable
+from typing import Iterable
+from typing import Sequence
+
+import numpy as np
+
+__all__ = ["SE", "machines_note", "mean_se", "pm", "published", "save", "se_band", "table"]
+
+# Every report's one definition of "±", said in the headers that use it.
+SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replicate)"
+
+
+def mean_se(values: Iterable[Any]) -> tuple[float, float, int]:
+  """(mean, standard error, n) of `values`, the entries that are None skipped.
+
+  Args:
+    values: numbers (anything `float` takes: the records' "nan" strings too).
+
+  Returns:
+    The mean, the standard error std(ddof=1) / √n (nan for fewer than two values) and
+    n; (nan, nan, 0) for none.
+  """
+  v = np.asarray([float(x) for x in values if x is not None], np.float64)
+  if not len(v):
+    return float("nan"), float("nan"), 0
+  se = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
+  return float(v.mean()), se, len(v)
+
+
+def pm(values: Iterable[Any], fmt: Callable[[float], str] = "{:.3g}".format) -> str:
+  """"m ± s" (`mean_se`) with each number formatted by `fmt`; the value alone for one
+  value, "—" for none."""
+  mean, se, n = mean_se(values)
+  return "—" if not n else fmt(mean) if n == 1 else f"{fmt(mean)} ± {fmt(se)}"
+
+
+def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
+  """A Markdown table's lines (cells by `str`), then an empty line."""
+  line = lambda cells: "| " + " | ".join(map(str, cells)) + " |"  # noqa: E731
+  return [line(header), "|" + "---|" * len(header)] + [line(r) for r in rows] + [""]
+
+
+def se_band(ax, x, values, color, **plot_kw):
+  """Draws on `ax` the mean over runs and a band of ± one standard error around it.
+
+  Args:
+    ax: a matplotlib Axes.
+    x: the points' abscissae, shape (p,).
+    values: shape (p, runs): each point's value in each run.
+    color: the line's and the band's colour; `plot_kw` go to `ax.plot`.
+
+  Returns:
+    The means, shape (p,) float64 (no band where there is one run).
+  """
+  values = np.asarray(values, np.float64)
+  mean = values.mean(axis=1)
+  runs = values.shape[1]
+  se = values.std(axis=1, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros_like(mean)
+  ax.plot(x, mean, color=color, **plot_kw)
+  ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.2, lw=0)
+  return mean
+
+
+@functools.cache
+def _published() -> dict:
+  text = importlib.resources.files(__package__).joinpath("published.json").read_text("utf-8")
+  return json.loads(text)
+
+
+def published(name: str) -> tuple[dict, list[dict]]:
+  """A published table shipped with the package (`published.json`).
+
+  Args:
+    name: the table's key ("operators_table1", "operators_table2", "mnist").
+
+  Returns:
+    Its description ``{"what", "protocol", "source"}`` and its rows (dicts), each row
+    with its "protocol" (the table's unless the row has its own) and its "source": a
+    dict ``{"cite", "where", "read_from_a_copy"}``, "where" saying which copy when the
+    numbers were read from one rather than from the paper.
+
+  Raises:
+    KeyError: no table `name` (the message lists those there are).
+  """
+  data = _published()
+  if name not in data["tables"]:
+    raise KeyError(f"no published table {name!r}; there are {sorted(data['tables'])}")
+  info = dict(data["tables"][name])
+  rows = [dict({"protocol": info["protocol"], "source": info["source"]}, **r)
+          for r in info.pop("rows")]
+  for r in [info] + rows:
+    r["source"] = data["sources"][r["source"]]
+  return info, rows
+
+
+def _machine(launch: dict) -> str:
+  """A launch's machine and device layout in words (the CPU's or GPU's model where the
+  provenance records one; host, platform and devices otherwise)."""
+  p = launch.get("provenance", {})
+  what = [str(p[k]) for k in ("cpu", "device_kind") if p.get(k)]
+  what += [f"host {p.get('host', '?')}", str(p.get("platform", "?")),
+           f"{len(p.get('devices', []))} {p.get('backend', '?')} devices"]
+  return ", ".join(what + ([f"{p['process_count']} processes"]
+                           if p.get("process_count", 1) > 1 else []))
+
+
+def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
+  """A warning line (and an empty one) when the launches naming `units` ran on more than
+  one machine or device layout (`_machine`), saying which units each launched; []
+  when they agree or no launch names them. A launch names the units it may run: one
+  resumed elsewhere after it finished is named by both."""
+  units, by = set(units), {}
+  for launch in launches:
+    mine = {u["id"] for u in launch.get("units", ())} & units
+    if mine:
+      by.setdefault(_machine(launch), set()).update(mine)
+  if len(by) < 2:
+    return []
+  words = "; ".join(f"{m}: {', '.join(sorted(u))}" for m, u in by.items())
+  return [f"**Launched on {len(by)} machines or device layouts** (times are not comparable "
+          f"across them; the launch files do not say which launch ran which step): {words}.", ""]
+
+
+def save(figures: dict, workdir: str, dpi: int | dict = 120) -> list[str]:
+  """Saves each ``{name: Figure}`` as WORKDIR/name.png (`dpi`: one, or {name: dpi});
+  returns the paths."""
+  import os
+  paths = []
+  for name, fig in figures.items():
+    paths.append(os.path.join(workdir, f"{name}.png"))
+    fig.savefig(paths[-1], dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
+  return paths
