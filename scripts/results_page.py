@@ -37,7 +37,7 @@ _INTRO = """# Results
 Made by `python scripts/results_page.py` from the records in [results/](../results/README.md),
 by the code that writes each folder's `report.md` (where the per-epoch tables and figures
 are); edit neither by hand. Every "±" is the standard error of the mean over the n runs
-of a row (a run: one seed's replicate; the seeds are listed). All runs: 16K parameters,
+of a row (ddof = 1; a run: one seed's replicate; the seeds are listed). All runs: 16K parameters,
 batches of 128. The two "70 epochs" sections run the field's whole
 protocol on a 2-core Intel Xeon CPU, each unit's batch split over both cores (an
 "(unfinished)" row shows its epochs so far); every
@@ -57,7 +57,8 @@ def section(folder: str) -> str:
   from lie_unitary.experiments.rnn import report
   path = os.path.join(ROOT, "results", folder)
   text = report.markdown(workdir.load_results(path, as_frame=False), per_epoch=False,
-                         anchors=False, reference=workdir.read(path, report.REFERENCE))
+                         anchors=False, reference=workdir.read(path, report.REFERENCE),
+                         launches=workdir.read_launches(path))
   body = text.split("\n", 2)[2]  # after "# RNN results"
   return body.replace("\n### ", "\n#### ").replace("### ", "#### ", 1)
 
@@ -89,8 +90,8 @@ README_TABLES = {
                     "the same with `--config=pixel_mnist --config.dataset=fashion_mnist`, "
                     "`--workdir=results/sfashion_16k`")), _PROTOCOLS[:1]),
 }
-# expRNN's published 16K row: (sMNIST, psMNIST) by folder's task.
-_PUBLISHED_16K = ("expRNN", 170, "16K")
+# The published row beside ours: expRNN's at 16K (`published.json`).
+_PUBLISHED_16K = ("expRNN", "16K")
 
 
 def _cell(row: dict | None, field: str, bold: bool = False) -> str:
@@ -117,6 +118,7 @@ def readme_table(name: str) -> str:
   """The README's table `name` (a key of README_TABLES), from the folders' records: a line
   per task and protocol, a column per model; the highest mean of a line in bold once
   two or more models have runs and all of them are finished."""
+  from lie_unitary.experiments import report as common
   from lie_unitary.experiments import workdir
   from lie_unitary.experiments.rnn import report
   rows, protocols = README_TABLES[name]
@@ -137,8 +139,9 @@ def readme_table(name: str) -> str:
       cells = [_cell(models.get(m), field, bold=m == best) for m, _ in _MODELS]
       line = [task] + ([heading] if len(protocols) > 1 else []) + cells
       if published:
-        smnist, psmnist, _ = report.ANCHORS[_PUBLISHED_16K]
-        line.append(str(psmnist if key[0] == "permuted" else smnist)
+        anchor, = [r for r in common.published("mnist")[1]
+                   if (r["model"], r["params"]) == _PUBLISHED_16K]
+        line.append(str(anchor["psmnist" if key[0] == "permuted" else "smnist"])
                     if field == "best_test" else "—")
       lines.append("| " + " | ".join(line + ([command or ""] if commands else [])) + " |")
   return "\n".join(lines)

@@ -158,7 +158,8 @@ def test_the_committed_report_is_what_its_records_give():
   figures = {k: f"{k}.png" for k in ("loss_vs_pairs", "angles_vs_m")
              if os.path.exists(os.path.join(path, f"{k}.png"))}
   text = report.markdown(workdir_lib.load_results(path, as_frame=False), figures,
-                         source=os.path.join(folder, "results.jsonl"))
+                         source=os.path.join(folder, "results.jsonl"),
+                         launches=workdir_lib.read_launches(path))
   with open(os.path.join(path, "report.md"), encoding="utf-8") as f:
     assert f.read() == text, ("stale: python -m lie_unitary.experiments.basis "
                               "--workdir=results/learned_basis --report_only")

@@ -107,22 +107,28 @@ def published(name: str) -> tuple[dict, list[dict]]:
   return info, rows
 
 
-def _machine(launch: dict) -> str:
-  """A launch's machine and device layout in words (the CPU's or GPU's model where the
-  provenance records one; host, platform and devices otherwise)."""
+# What tells a launch's machine and device layout apart, as its provenance records them
+# (the CPU's or GPU's model only where recorded).
+_MACHINE = ("cpu_model", "cpu", "device_kind", "host", "platform", "backend", "devices",
+            "process_count")
+
+
+def _machine(launch: dict) -> tuple:
   p = launch.get("provenance", {})
-  what = [str(p[k]) for k in ("cpu", "device_kind") if p.get(k)]
-  what += [f"host {p.get('host', '?')}", str(p.get("platform", "?")),
-           f"{len(p.get('devices', []))} {p.get('backend', '?')} devices"]
-  return ", ".join(what + ([f"{p['process_count']} processes"]
-                           if p.get("process_count", 1) > 1 else []))
+  return tuple((k, len(p[k]) if k == "devices" else p[k]) for k in _MACHINE if k in p)
 
 
 def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
-  """A warning line (and an empty one) when the launches naming `units` ran on more than
-  one machine or device layout (`_machine`), saying which units each launched; []
-  when they agree or no launch names them. A launch names the units it may run: one
-  resumed elsewhere after it finished is named by both."""
+  """A warning (a line and an empty one) when the launches naming `units` differ in
+  machine or device layout, each group of units with what differs; [] when they agree
+  or no launch names them. A launch names the units it may run, so a unit finished by
+  one launch and named again by another on another machine counts under both.
+
+  Args:
+    launches: launch files' contents (`workdir.read_launches`), their "units" and
+      "provenance" read.
+    units: the unit ids of one table.
+  """
   units, by = set(units), {}
   for launch in launches:
     mine = {u["id"] for u in launch.get("units", ())} & units
@@ -130,9 +136,13 @@ def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
       by.setdefault(_machine(launch), set()).update(mine)
   if len(by) < 2:
     return []
-  words = "; ".join(f"{m}: {', '.join(sorted(u))}" for m, u in by.items())
-  return [f"**Launched on {len(by)} machines or device layouts** (times are not comparable "
-          f"across them; the launch files do not say which launch ran which step): {words}.", ""]
+  differ = [k for k in _MACHINE if len({dict(m).get(k) for m in by}) > 1]
+  groups = "; ".join(", ".join(f"{k} {dict(m).get(k, '?')}" for k in differ)
+                     + ": " + ", ".join(sorted(u)) for m, u in by.items())
+  return [f"**Launched on {len(by)} machines or device layouts** (wall times may not compare; "
+          "told apart by the launches' provenance"
+          + ("" if any(k in differ for k in _MACHINE[:3]) else ", which names no CPU model")
+          + f"): {groups}.", ""]
 
 
 def save(figures: dict, workdir: str, dpi: int | dict = 120) -> list[str]:

@@ -20,38 +20,20 @@ from typing import Sequence
 
 import numpy as np
 
+from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 
-__all__ = ["ANCHORS", "ORIGINAL_FINAL_VAL", "REFERENCE", "figures", "image_summary", "markdown",
-           "published_table", "write_report"]
+__all__ = ["ORIGINAL_FINAL_VAL", "REFERENCE", "figures", "image_summary", "markdown",
+           "published_table", "table_rows", "write_report"]
 
 # The PyTorch reference's records in a workdir (benchmarks torch_reference's --out).
 REFERENCE = "torch_reference.jsonl"
 _REFERENCE_LABEL = "PyTorch expRNN reference"
 
-# Final validation losses of the original code's logged runs at T = 100.
-ORIGINAL_FINAL_VAL = {
-    ("adding", "gurnn_beta"): 0.0100, ("adding", "lstm"): 2.4e-4,
-    ("adding", "irnn"): 0.0146, ("adding", "urnn"): 0.031,
-    ("memory", "gurnn_beta"): 0.0058, ("memory", "urnn"): 1.3e-8,
-    ("memory", "lstm"): 0.173, ("memory", "irnn"): 0.173,
-}
-# Published test accuracies (%) on MNIST: 70 epochs of RMSProp at batch 128, the best
-# test accuracy over epochs, training on all 60,000 images (no validation split).
-# (model, hidden units, parameters) -> (sMNIST, psMNIST, source).
-# Read from copies of the paper's MNIST table, not from the paper: its table number and
-# numbers are still to be checked against it (docs/sequential_images.md, "The published table").
-_EXPRNN = "Lezcano-Casado & Martínez-Rubio 2019 (expRNN), MNIST table*"
-ANCHORS = {
-    ("expRNN", 170, "16K"): (98.0, 94.9, _EXPRNN),
-    ("expRNN", 360, "69K"): (98.4, 96.2, _EXPRNN),
-    ("expRNN", 512, "137K"): (98.7, 96.6, _EXPRNN),
-    ("scoRNN (Helfrich et al. 2018)", 170, "16K"): (97.2, 94.8, _EXPRNN),
-    ("scoRNN (Helfrich et al. 2018)", 360, "69K"): (98.1, 95.9, _EXPRNN),
-    ("scoRNN (Helfrich et al. 2018)", 512, "137K"): (98.2, 96.5, _EXPRNN),
-    ("LSTM", 128, "69K"): (81.9, 79.5, _EXPRNN),
-}
+# Final validation losses of the original code's logged runs at T = 100 (`published.json`).
+ORIGINAL_FINAL_VAL = {(r["task"], r["model"]): r["final_val_loss"]
+                      for r in common.published("original_runs")[1]}
 # Fewer updates than this: the report says the run is too short to learn.
 _SHORT_RUN_UPDATES = 1_000
 _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm": "LSTM",
@@ -62,7 +44,6 @@ _IMAGE_LABELS = {"gurnn": "guRNN (modReLU)", "orthogonal": "orthogonal RNN (expR
 _NOT_FIELDS = {"kind", "replicate", "step", "seconds", "epoch", "unit", "unit_name", "seed",
                "num_params", workdir_lib.DRIFT_FIELD, *workdir_lib.SPECTRUM_FIELDS}
 _METRIC = ("val_", "test_", "train_", "best_")
-_SE = "mean ± standard error over the n runs (a run: one seed's replicate)"
 
 
 def _label(fields: dict, images: bool) -> str:
@@ -90,12 +71,12 @@ def _value(v) -> str:
   return "(" + ", ".join(map(_value, v)) + ")" if isinstance(v, (list, tuple)) else str(v)
 
 
-def _rows(records: Sequence[dict], images: bool) -> dict:
+def table_rows(records: Sequence[dict], images: bool) -> dict:
   """The "val" and "final" records of the synthetic (or `images`: the image) tasks as
   {(task, T) (images: (task, dataset)): [row]}, a row a setting: a dict of "model",
   "fields", "label", "setting" (what tells it from the same model's other rows, or ""),
-  "seeds" and "runs" {(seed, replicate): {"val": {step: record}, "final": record}}; of a
-  record written twice the last counts."""
+  "seeds", "units" (their ids) and "runs" {(seed, replicate): {"val": {step: record},
+  "final": record}}; of a record written twice the last counts."""
   out = collections.defaultdict(dict)
   for r in records:
     if r.get("kind") not in ("val", "final") or (r.get("task") in data.IMAGE_TASKS) != images:
@@ -103,9 +84,10 @@ def _rows(records: Sequence[dict], images: bool) -> dict:
     key = (r["task"], r.get("dataset", "?") if images else r["T"])
     fields = {k: v for k, v in r.items() if k not in _NOT_FIELDS and not k.startswith(_METRIC)}
     row = out[key].setdefault(repr(sorted(fields.items())), {
-        "model": r["model"], "fields": fields, "seeds": set(),
+        "model": r["model"], "fields": fields, "seeds": set(), "units": set(),
         "runs": collections.defaultdict(lambda: {"val": {}, "final": None})})
     row["seeds"].add(r.get("seed", 0))
+    row["units"].add(r.get("unit"))
     run = row["runs"][(r.get("seed", 0), r["replicate"])]
     if r["kind"] == "val":
       run["val"][r["step"]] = r
@@ -132,7 +114,7 @@ def _fmt(x) -> str:
 
 
 def mean_se(values, scale: float = 100.0, digits: int = 2) -> str:
-  """"m ± s": the mean and standard error (ddof 1) of `values` × `scale`.
+  """"m ± s" (`common.pm`: the standard error with ddof 1) of `values` × `scale`.
 
   Args:
     values: floats (None entries are skipped), e.g. accuracies in [0, 1] with scale 100.
@@ -142,10 +124,8 @@ def mean_se(values, scale: float = 100.0, digits: int = 2) -> str:
   Returns:
     "m ± s" for two or more values, the value alone for one, "—" for none.
   """
-  v = np.asarray([x for x in values if x is not None], np.float64) * scale
-  if len(v) < 2:
-    return f"{v[0]:.{digits}f}" if len(v) else "—"
-  return f"{v.mean():.{digits}f} ± {v.std(ddof=1) / np.sqrt(len(v)):.{digits}f}"
+  return common.pm([scale * float(x) for x in values if x is not None],
+                   lambda x: f"{x:.{digits}f}")
 
 
 def epoch_range(epochs) -> str:
@@ -221,7 +201,7 @@ def image_summary(results: Any) -> dict:
       is ambiguous; or a record names a task `lie_unitary.experiments.rnn.data` lacks.
   """
   out = {}
-  for key, rows in _rows(workdir_lib.as_records(results), images=True).items():
+  for key, rows in table_rows(workdir_lib.as_records(results), images=True).items():
     models = [row["model"] for row in rows]
     if len(set(models)) < len(models):
       raise ValueError(f"image_summary: the {key[0]} {key[1]} table has several settings "
@@ -257,7 +237,7 @@ def _reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:
 def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str]:
   lines = [f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
            f"{dataset} (T = 784)", "",
-           f"Accuracy (%), {_SE}: the best validation accuracy, the test accuracy at that "
+           f"Accuracy (%), {common.SE}: the best validation accuracy, the test accuracy at that "
            "epoch (chosen on the validation split), and the best test accuracy over the "
            "epochs (the published anchors' protocol, which has no validation split). Where some "
            "of a row's runs have finished, the row is theirs and says how many more are "
@@ -307,57 +287,25 @@ def _row_label(row: dict) -> str:
   return row["label"] + (f" [{row['setting']}]" if row["setting"] else "")
 
 
-def _epoch_table(rows: list, runs: dict) -> list[str]:
-  """Test accuracy at every validation point: a line per epoch, a column per row (and the
-  reference, at the end of each of its epochs)."""
-  def column(points):  # (epoch, record) -> {epoch: [test accuracies]}
-    out = collections.defaultdict(list)
-    for epoch, r in points:
-      out[round(float(epoch), 3)].append(r.get("test_accuracy"))
-    return out
-
-  columns = [column((r.get("epoch", 0), r) for run in row["runs"].values()
-                    for r in run["val"].values()) for row in rows]
-  labels = [_row_label(row) for row in rows]
-  if runs:
-    columns.append(column(p for run in runs.values() for p in run.items()))
-    labels.append(_REFERENCE_LABEL)
-  lines = [f"Test accuracy (%) at each validation point, {_SE}:", "",
-           "| epoch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-  lines += [f"| {e:g} | " + " | ".join(mean_se(c.get(e, [])) for c in columns) + " |"
-            for e in sorted(set().union(*columns))]
-  return lines + [""]
-
-
 _BLOCK_EPOCHS = 10
-
-# The per-epoch fields the block tables average: {field: (what it is, mean_se's scale,
-# digits)}.
-_BLOCK_FIELDS = {
+# The per-epoch fields of the curve tables: {field: (what it is, mean_se's scale, digits)}.
+_CURVES = {
     "test_accuracy": ("Test accuracy (%)", 100.0, 2),
     "train_loss": ("Training loss (each epoch's mean over its batches)", 1.0, 3),
     "val_loss": ("Validation loss (the validation split)", 1.0, 3),
+    workdir_lib.DRIFT_FIELD: ("How far the recurrent matrix is from its initial value, "
+                              "‖U − U₀‖_F / √n (0 at the start, at most 2),", 1.0, 4),
 }
 
 
-def _block_table(rows: list, runs: dict, field: str = "test_accuracy",
-                 width: int = _BLOCK_EPOCHS) -> list[str]:
-  """`field` averaged over blocks of `width` epochs (1-10, 11-20, ...): each run's mean
-  over its evaluations in the block, then mean ± standard error over the runs that
-  finished the block ("(k of n)" when not all did). One evaluation picked out of many (the
-  best validation epoch, the best test) carries that evaluation's noise; a block's mean
-  does not. A column per row that records `field` (and the reference, if its records do).
-  [] unless some run finished two blocks (the 10-epoch tables have none)."""
-  def column(curves):  # curves: per run, [(epoch, value)] -> {block: [run means]}
-    out = collections.defaultdict(list)
-    for curve in curves:
-      last = max((e for e, _ in curve), default=0.0)
-      for b in range(int(last // width)):
-        values = [v for e, v in curve if b * width < e <= (b + 1) * width and v is not None]
-        if values:
-          out[b].append(float(np.mean(values)))
-    return out
-
+def _curve_table(rows: list, runs: dict, field: str, width: int | None = None) -> list[str]:
+  """`field` over training, a column per row that records it (and the reference, if its
+  records do), mean ± standard error over the runs: at each validation point (`width`
+  None), or averaged over blocks of `width` epochs (1-10, 11-20, ...: each run's mean over
+  its evaluations in the block, then over the runs that finished the block, "(k of n)"
+  when not all did; one evaluation picked out of many carries that evaluation's noise,
+  a block's mean does not). [] when no row records `field`, or for blocks, unless some
+  run finished two."""
   curves = [[[(float(r.get("epoch", 0)), r.get(field)) for r in run["val"].values()]
              for run in row["runs"].values()] for row in rows]
   labels = [_row_label(row) for row in rows]
@@ -366,97 +314,50 @@ def _block_table(rows: list, runs: dict, field: str = "test_accuracy",
     labels.append(_REFERENCE_LABEL)
   kept = [i for i, c in enumerate(curves) if any(v is not None for run in c for _, v in run)]
   curves, labels = [curves[i] for i in kept], [labels[i] for i in kept]
-  columns = [column(c) for c in curves]
-  if max((len(c) for c in columns), default=0) < 2:
-    return []
-  what, scale, digits = _BLOCK_FIELDS[field]
-
-  def cell(values, n):
-    return "—" if not values else mean_se(values, scale, digits) + (
-        f" ({len(values)} of {n})" if len(values) < n else "")
-
-  lines = [f"{what} averaged over blocks of {width} epochs (each run's mean over "
-           f"the block's evaluations), {_SE}; a run counts once it has finished the block:", "",
-           "| epochs | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-  lines += [f"| {b * width + 1}-{(b + 1) * width} | "
-            + " | ".join(cell(c.get(b, []), len(cs)) for c, cs in zip(columns, curves)) + " |"
-            for b in sorted(set().union(*columns))]
-  return lines + [""]
-
-
-def _run_table(rows: list, width: int = _BLOCK_EPOCHS) -> list[str]:
-  """A line per run (a seed's replicate) of the accuracy table's rows: its epochs, its best
-  validation accuracy and the epoch of it (the first, on ties), the test accuracy there, its
-  best test accuracy and that epoch, ‖U − U₀‖_F / √n at its last point, and its wall time;
-  a run without its final record is marked running. [] unless some run reached two blocks
-  of `width` epochs (the 10-epoch tables' means say enough)."""
-  furthest = max((float(r.get("epoch", 0)) for row in rows for run in row["runs"].values()
-                  for r in run["val"].values()), default=0.0)
-  if furthest < 2 * width:
-    return []
-  key = workdir_lib.DRIFT_FIELD
-  epoch = lambda r: f"{float(r.get('epoch', 0)):g}"  # noqa: E731
-  lines = []
-  for row in rows:
-    label = _row_label(row)
-    for (seed, replicate), run in sorted(row["runs"].items()):
-      points = [r for s, r in sorted(run["val"].items()) if s > 0]
-      if not points:
+  columns = [collections.defaultdict(list) for _ in curves]
+  for column, c in zip(columns, curves):
+    for curve in c:
+      if width is None:
+        for e, v in curve:
+          column[round(e, 3)].append(v)
         continue
-      at_best_val, _ = _best(points)
-      at_best_test = max(points, key=lambda r: r["test_accuracy"])
-      last = points[-1]
-      lines.append(
-          f"| {label} | {seed} | {replicate} | {epoch(last)}"
-          f"{'' if run['final'] else ' (running)'} | {100 * at_best_val['val_accuracy']:.2f} "
-          f"| {epoch(at_best_val)} | {100 * at_best_val['test_accuracy']:.2f} "
-          f"| {100 * at_best_test['test_accuracy']:.2f} | {epoch(at_best_test)} "
-          f"| {f'{last[key]:.4f}' if key in last else '—'} | {last['seconds']:.0f} |")
-  return ["Each run (a seed's replicate) on its own: accuracy (%), the epoch of the best "
-          "validation accuracy (the first, on ties) and of the best test accuracy, "
-          "‖U − U₀‖_F / √n at its last point, wall time (s):", "",
-          "| model | seed | replicate | epochs | best val | at epoch | test at best val "
-          "| best test | at epoch | ‖U − U₀‖_F / √n | wall time (s) |",
-          "|---|---|---|---|---|---|---|---|---|---|---|"] + lines + [""]
-
-
-def _drift_table(rows: list) -> list[str]:
-  """‖U − U₀‖_F / √n at every validation point of the rows that record it; [] if none."""
-  key = workdir_lib.DRIFT_FIELD
-  rows = [row for row in rows if any(key in r for run in row["runs"].values()
-                                     for r in run["val"].values())]
-  if not rows:
+      for b in range(int(max((e for e, _ in curve), default=0.0) // width)):
+        values = [v for e, v in curve if b * width < e <= (b + 1) * width and v is not None]
+        if values:
+          column[b].append(float(np.mean(values)))
+  if not columns or (width and max(len(c) for c in columns) < 2):
     return []
-  columns = []
-  for row in rows:
-    out = collections.defaultdict(list)
-    for run in row["runs"].values():
-      for r in run["val"].values():
-        if key in r:
-          out[round(float(r.get("epoch", 0)), 3)].append(float(r[key]))
-    columns.append(out)
-  labels = [_row_label(row) for row in rows]
-  cell = lambda v: (f"{np.mean(v):.4f}" + (f" ± {np.std(v, ddof=1) / np.sqrt(len(v)):.4f}"
-                                           if len(v) > 1 else "")) if v else "—"
-  lines = ["How far the recurrent matrix is from its initial value, ‖U − U₀‖_F / √n (0 at the "
-           f"start, at most 2), at each validation point, {_SE}:", "",
-           "| epoch | " + " | ".join(labels) + " |", "|---" * (len(labels) + 1) + "|"]
-  lines += [f"| {e:g} | " + " | ".join(cell(c.get(e, [])) for c in columns) + " |"
-            for e in sorted(set().union(*columns))]
-  return lines + [""]
+  what, scale, digits = _CURVES[field]
+  cell = lambda values, n: "—" if not values else mean_se(values, scale, digits) + (  # noqa: E731
+      f" ({len(values)} of {n})" if width and len(values) < n else "")
+  name = (lambda b: f"{b * width + 1}-{(b + 1) * width}") if width else "{:g}".format
+  lines = [f"{what} at each validation point, {common.SE}:" if not width else
+           f"{what} averaged over blocks of {width} epochs (each run's mean over the block's "
+           f"evaluations), {common.SE}; a run counts once it has finished the block:", ""]
+  return lines + common.table(
+      ["epochs" if width else "epoch"] + labels,
+      [[name(k)] + [cell(c.get(k, []), len(cs)) for c, cs in zip(columns, curves)]
+       for k in sorted(set().union(*columns))])
 
 
 def published_table() -> list[str]:
-  """The published MNIST table, beside any image table."""
-  lines = ["Published MNIST results: 70 epochs, batch 128, RMSProp, trained on all 60,000 "
-           "training images (no validation split), the best test accuracy over the epochs:",
-           "", "| model | hidden | parameters | epochs | sMNIST | psMNIST | source |",
-           "|---|---|---|---|---|---|---|"]
-  lines += [f"| {m} | {h} | {p} | 70 | {s} | {ps} | {src} |"
-            for (m, h, p), (s, ps, src) in ANCHORS.items()]
-  return lines + ["", "\\* Read from copies of the paper's table, not from the paper itself: the "
-                  "table's number and these numbers are still to be checked against it "
-                  "(docs/sequential_images.md, \"The published table\", says which copies).", ""]
+  """The published MNIST table (`published.json`'s "mnist"), beside any image table: a row
+  per model and size, its source, a footnote per copy the numbers were read from."""
+  info, rows = common.published("mnist")
+  copies = list(dict.fromkeys(r["source"]["where"] for r in rows
+                              if r["source"]["read_from_a_copy"]))
+  others = list(dict.fromkeys(r["protocol"] for r in rows if r["protocol"] != info["protocol"]))
+  star = "\\*"  # a footnote's mark, escaped for Markdown
+  mark = lambda r: (star * (copies.index(r["source"]["where"]) + 1)  # noqa: E731
+                    if r["source"]["read_from_a_copy"] else "") + (
+      "†" * (others.index(r["protocol"]) + 1) if r["protocol"] in others else "")
+  lines = [f"Published MNIST results, test accuracy (%): {info['protocol']}:", ""]
+  lines += common.table(["model", "hidden", "parameters", "sMNIST", "psMNIST", "source"],
+                        [[r["model"], r["hidden"], r["params"], r["smnist"], r["psmnist"],
+                          r["source"]["cite"] + mark(r)] for r in rows])
+  notes = [f"{star * (k + 1)} Read from {w}." for k, w in enumerate(copies)]
+  notes += [f"{'†' * (k + 1)} Protocol: {p}." for k, p in enumerate(others)]
+  return lines + [line for note in notes for line in (note, "")]
 
 
 def _loss_figure(task: str, T: int, rows: list):
@@ -512,13 +413,8 @@ def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
     def band(ax, key, scale=1.0, **kw):  # nothing when a point lacks the field
       if not all(key in x for p in points for x in p):
         return None
-      values = np.asarray([[scale * float(x[key]) for x in p] for p in points])
-      mean = values.mean(axis=1)
-      se = (values.std(axis=1, ddof=1) / np.sqrt(values.shape[1]) if values.shape[1] > 1
-            else 0 * mean)
-      ax.plot(epochs, mean, color=f"C{i}", **kw)
-      ax.fill_between(epochs, mean - se, mean + se, color=f"C{i}", alpha=0.2, lw=0)
-      return mean
+      return common.se_band(ax, epochs, [[scale * float(x[key]) for x in p] for p in points],
+                            f"C{i}", **kw)
 
     label = (f"{row['label']} ({row['fields']['hidden_size']}, n = {len(points[0])}"
              + (f", {more} more running" if more else "") + ")"
@@ -570,16 +466,16 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
   """
   records = workdir_lib.as_records(results)
   out = {f"figure3_{task}_T{T}": _loss_figure(task, T, rows)
-         for (task, T), rows in _rows(records, images=False).items()}
+         for (task, T), rows in table_rows(records, images=False).items()}
   out.update({f"images_{task}_{dataset.replace('/', '_')}": _accuracy_figure(
       task, dataset, rows, _reference_runs(reference, task, dataset))
-               for (task, dataset), rows in _rows(records, images=True).items()})
+               for (task, dataset), rows in table_rows(records, images=True).items()})
   return out
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
              reference: Sequence[dict] = (), per_epoch: bool = True,
-             anchors: bool = True) -> str:
+             anchors: bool = True, launches: Sequence[dict] = ()) -> str:
   """The report's Markdown: a section per (task, T) or image task and dataset, a row per
   setting (its seeds' and replicates' runs pooled).
 
@@ -591,6 +487,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
       val_accuracy, test_accuracy, seconds).
     per_epoch: with the image tasks' test accuracy at every validation point.
     anchors: with the published MNIST table after image tables.
+    launches: the workdir's launches (`workdir.read_launches`): a table whose units were
+      launched on different machines or device layouts says so (`common.machines_note`).
 
   Returns:
     The text. A synthetic task's row: its seeds and runs, the median and best final
@@ -598,12 +496,10 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     time. An image task's row: hidden size, parameters, seeds, n runs, epochs, and, as
     mean ± standard error over the runs, the best validation accuracy, the test accuracy
     there and the best test accuracy over epochs; then, for runs of 20 epochs or more,
-    a line per run (its best epochs, accuracies, drift and wall time) and the test
-    accuracy, training loss and validation loss averaged over blocks of 10
-    epochs; the test accuracy at every
-    validation point and, where recorded, ‖U − U₀‖_F / √n at every validation point; and
-    the published MNIST table. An unfinished unit shows the same
-    over its points so far.
+    the test accuracy, training loss and validation loss averaged over blocks of 10
+    epochs; the test accuracy and, where recorded, ‖U − U₀‖_F / √n at every validation
+    point; and the published MNIST table. An unfinished unit shows the same over its
+    points so far. Every "±" is `common.SE`'s.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
@@ -624,22 +520,28 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     lines += [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
               "too short to learn these tasks; it checks that everything runs, and its "
               "losses are not results.**", ""]
-  for (task, T), rows in _rows(records, images=False).items():
-    lines += _loss_table(task, T, rows)
+  for (task, T), rows in table_rows(records, images=False).items():
+    lines += _loss_table(task, T, rows) + _machines(launches, rows)
     if f"figure3_{task}_T{T}" in figure_files:
       lines += [f"![{task}, T = {T}]({figure_files[f'figure3_{task}_T{T}']})", ""]
-  image_tables = _rows(records, images=True)
+  image_tables = table_rows(records, images=True)
   for (task, dataset), rows in image_tables.items():
     runs = _reference_runs(reference, task, dataset)
-    lines += _accuracy_table(task, dataset, rows, runs)
-    lines += (_run_table(rows) + sum((_block_table(rows, runs, f) for f in _BLOCK_FIELDS), [])
-              + _epoch_table(rows, runs) + _drift_table(rows) if per_epoch else [])
+    lines += _accuracy_table(task, dataset, rows, runs) + _machines(launches, rows)
+    if per_epoch:
+      lines += sum((_curve_table(rows, runs, f, _BLOCK_EPOCHS) for f in list(_CURVES)[:3]), [])
+      lines += (_curve_table(rows, runs, "test_accuracy")
+                + _curve_table(rows, runs, workdir_lib.DRIFT_FIELD))
     key = f"images_{task}_{dataset.replace('/', '_')}"
     if key in figure_files:
       lines += [f"![{task} {dataset}]({figure_files[key]})", ""]
   if image_tables and anchors:
     lines += published_table()
   return "\n".join(lines)
+
+
+def _machines(launches: Sequence[dict], rows: list) -> list[str]:
+  return common.machines_note(launches, set().union(*(row["units"] for row in rows)) - {None})
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
@@ -659,12 +561,10 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
     results = workdir_lib.load_results(workdir, as_frame=False)
   results = workdir_lib.as_records(results)
   reference = workdir_lib.read(workdir, REFERENCE)
-  paths, files = [], {}
-  for key, fig in figures(results, reference).items():
-    paths.append(os.path.join(workdir, f"{key}.png"))
-    fig.savefig(paths[-1], dpi=120)
-    files[key] = f"{key}.png"
+  figs = figures(results, reference)
+  paths = common.save(figs, workdir)
   report = workdir_lib.path(workdir, workdir_lib.REPORT)
   with open(report, "w", encoding="utf-8") as f:
-    f.write(markdown(results, figure_files=files, reference=reference))
+    f.write(markdown(results, figure_files={k: f"{k}.png" for k in figs}, reference=reference,
+                     launches=workdir_lib.read_launches(workdir)))
   return [report] + paths
