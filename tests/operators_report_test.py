@@ -1,5 +1,6 @@
 """The operator report on synthetic records: tables beside the paper, figures, files."""
 
+import math
 import os
 import subprocess
 import sys
@@ -84,6 +85,22 @@ def test_table_beside_the_paper_and_figure2():
   assert set(figs) == {"figure2"}
   assert isinstance(figs["figure2"], matplotlib.figure.Figure)
   assert len(figs["figure2"].axes) == 2
+
+
+def test_a_cell_and_a_figure2_bar_are_mean_and_ddof_1_standard_error():
+  u = _unit(3, "lie_algebra")
+  recs = [_final(3, "lie_algebra", r, v, unit=u) for r, v in enumerate((1.0, 2.0, 6.0))]
+  recs += [_final(3, "rand", r, 10.0, unit=_unit(3, "baselines"), optimizer="none")
+           for r in range(3)]
+  # 1, 2, 6: mean 3, sample variance 7, standard error √(7 / 3) = 1.53.
+  assert "| 3 ± 1.53 (6.003e-04 ± 3.000e-07) |" in report.markdown(recs)
+  assert "ddof = 1" in report.markdown(recs)
+  # Figure 2 with one generator: a bar at 3 / 10 (the rand mean), capped at ± √(7 / 3) / 10.
+  recs = [dict(r, generator="lie") for r in recs]
+  ax = report.figures(recs)["figure2"].axes[0]
+  ys = sorted(float(y) for line in ax.lines for y in line.get_ydata())
+  se = math.sqrt(7 / 3) / 10
+  assert ys == pytest.approx([0.3 - se, 0.3, 0.3 + se])  # the mean and its two caps
 
 
 def test_groups_by_optimizer_and_learning_rate():
