@@ -73,6 +73,51 @@ def page() -> str:
   return "\n".join(parts)
 
 
+def image_summary(results) -> dict:
+  """The image tables in brief, for a summary elsewhere (the README's): each row's runs'
+  test accuracies under both protocols.
+
+  Args:
+    results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
+
+  Returns:
+    ``{(task, dataset): {model: row}}``, a row a dict: "seeds" (sorted list), "finished"
+    (every run has its final record), "epoch" (the furthest epoch any run has validated
+    at, a float), "test_at_best_val" and "best_test" (lists of floats, %, a run each:
+    the test accuracy at its best validation point and its best test accuracy, the
+    points after step 0); "run_finished" and "run_epoch" (lists aligned with those two:
+    whether that run has its final record, and the furthest epoch it validated at). A run
+    not yet validated after step 0 is left out of the four lists.
+
+  Raises:
+    ValueError: a table has more than one row (setting) of a model, so "the" model's row
+      is ambiguous; or a record names a task `lie_unitary.experiments.rnn.data` lacks.
+  """
+  from lie_unitary.experiments import workdir
+  from lie_unitary.experiments.rnn import report
+  out = {}
+  for key, rows in report.table_rows(workdir.as_records(results), images=True).items():
+    models = [row["model"] for row in rows]
+    if len(set(models)) < len(models):
+      raise ValueError(f"image_summary: the {key[0]} {key[1]} table has several settings "
+                       f"of one model ({sorted(models)}); summarise one setting per model")
+    out[key] = {}
+    for row in rows:
+      points = [[r for s, r in sorted(run["val"].items()) if s > 0]
+                for run in row["runs"].values()]
+      best = [report.best(p) for p in points if p]
+      done = [bool(run["final"]) for run, p in zip(row["runs"].values(), points) if p]
+      out[key][row["model"]] = {
+          "seeds": sorted(row["seeds"]),
+          "finished": all(run["final"] for run in row["runs"].values()),
+          "epoch": max((float(r.get("epoch", 0)) for p in points for r in p), default=0.0),
+          "test_at_best_val": [100 * float(b["test_accuracy"]) for b, _ in best],
+          "best_test": [100 * float(t) for _, t in best],
+          "run_finished": done,
+          "run_epoch": [max(float(r.get("epoch", 0)) for r in p) for p in points if p]}
+  return out
+
+
 # The README's tables: name -> (rows: (task label, folder, command cell or None), columns
 # of accuracy: (heading, summary field)). A folder's one row per model is summarised.
 _MODELS = (("gurnn", "guRNN"), ("orthogonal", "orthogonal RNN (expRNN's)"), ("lstm", "LSTM"))
@@ -120,7 +165,6 @@ def readme_table(name: str) -> str:
   two or more models have runs and all of them are finished."""
   from lie_unitary.experiments import report as common
   from lie_unitary.experiments import workdir
-  from lie_unitary.experiments.rnn import report
   rows, protocols = README_TABLES[name]
   commands = any(command for _, _, command in rows)
   published = name == "70 epochs"
@@ -129,7 +173,7 @@ def readme_table(name: str) -> str:
   head += ["command (DIR: the dataset's IDX files)"] if commands else []
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for task, folder, command in rows:
-    summary = report.image_summary(workdir.load_results(os.path.join(ROOT, "results", folder),
+    summary = image_summary(workdir.load_results(os.path.join(ROOT, "results", folder),
                                                         as_frame=False))
     (key, models), = summary.items()  # one image table a folder
     for heading, field in protocols:

@@ -65,3 +65,35 @@ def test_a_readme_cell_averages_finished_runs_and_counts_the_running_ones():
   row.update(run_finished=[False, False, False], run_epoch=[30.0, 31.0, 31.0])
   assert results_page._cell(row, "best_test") == "93.00 ± 1.53 (3), epoch 30–31 so far"
   assert results_page._cell(None, "best_test") == "not run yet"
+
+
+def _image_records(model, accuracies):
+  """'val' records of a permuted-Fashion unit, accuracies[replicate][epoch] (epoch 0 on)."""
+  fields = dict(unit=f"permuted T=784 {model}-x", unit_name=f"permuted T=784 {model}",
+                task="permuted", dataset="fashion_mnist", model=model, hidden_size=170,
+                batch_size=128)
+  return [dict(fields, kind="val", replicate=rep, step=429 * epoch, epoch=float(epoch),
+               val_accuracy=acc - 0.01, test_accuracy=acc, seconds=10.0 * epoch)
+          for rep, accs in enumerate(accuracies) for epoch, acc in enumerate(accs)]
+
+
+def test_image_summary_gives_each_runs_accuracies_under_both_protocols():
+  # Replicate 0: best validation at epoch 2 (val 0.79 > 0.77), its best test at epoch 2;
+  # replicate 1: best validation at epoch 1, test there 0.74, best test 0.78 at epoch 2.
+  recs = _image_records("gurnn", [[0.1, 0.78, 0.80], [0.1, 0.74, 0.78]])
+  recs[-1]["val_accuracy"] = 0.70  # replicate 1's epoch 2: worse on validation
+  recs.append(dict(recs[2], kind="final", step=858))  # replicate 0 finished, 1 not
+  (key, models), = results_page.image_summary(recs).items()
+  assert key == ("permuted", "fashion_mnist")
+  row = models["gurnn"]
+  assert row["test_at_best_val"] == pytest.approx([80.0, 74.0])
+  assert row["best_test"] == pytest.approx([80.0, 78.0])
+  assert (row["seeds"], row["finished"], row["epoch"]) == ([0], False, 2.0)
+  assert (row["run_finished"], row["run_epoch"]) == ([True, False], [2.0, 2.0])
+
+
+def test_image_summary_refuses_two_settings_of_a_model():
+  recs = _image_records("lstm", [[0.1, 0.5]])
+  recs += [dict(r, hidden_size=62) for r in _image_records("lstm", [[0.1, 0.6]])]
+  with pytest.raises(ValueError, match="several settings of one model"):
+    results_page.image_summary(recs)

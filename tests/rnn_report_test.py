@@ -312,28 +312,6 @@ def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
   assert "PyTorch" not in (tmp_path / "report.md").read_text()
 
 
-def test_image_summary_gives_each_runs_accuracies_under_both_protocols():
-  # Replicate 0: best validation at epoch 2 (val 0.79 > 0.77), its best test at epoch 2;
-  # replicate 1: best validation at epoch 1, test there 0.74, best test 0.78 at epoch 2.
-  recs = _image_records("gurnn", [[0.1, 0.78, 0.80], [0.1, 0.74, 0.78]])
-  recs[-1]["val_accuracy"] = 0.70  # replicate 1's epoch 2: worse on validation
-  recs.append(dict(recs[2], kind="final", step=858))  # replicate 0 finished, 1 not
-  (key, models), = report.image_summary(recs).items()
-  assert key == ("permuted", "fashion_mnist")
-  row = models["gurnn"]
-  assert row["test_at_best_val"] == pytest.approx([80.0, 74.0])
-  assert row["best_test"] == pytest.approx([80.0, 78.0])
-  assert (row["seeds"], row["finished"], row["epoch"]) == ([0], False, 2.0)
-  assert (row["run_finished"], row["run_epoch"]) == ([True, False], [2.0, 2.0])
-
-
-def test_image_summary_refuses_two_settings_of_a_model():
-  recs = _image_records("lstm", [[0.1, 0.5]])
-  recs += [dict(r, hidden_size=62) for r in _image_records("lstm", [[0.1, 0.6]])]
-  with pytest.raises(ValueError, match="several settings of one model"):
-    report.image_summary(recs)
-
-
 def test_the_block_table_averages_each_runs_epochs_then_the_runs():
   # Replicate 0: test accuracy 0.5 + epoch/100 at epochs 0-20; replicate 1: 0.4 + epoch/100
   # up to epoch 15 (unfinished: it has finished the first block only).

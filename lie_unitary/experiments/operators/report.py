@@ -227,46 +227,6 @@ def _figure2(results):
   return fig
 
 
-def _spectrum_figure(curves):
-  """Validation loss and the λ chart's spectrum (median over replicates) per n."""
-  curves = [c for c in curves if "theta_spread" in c and not c.get("basis_scale")]
-  if not curves:
-    return None
-  from matplotlib.figure import Figure
-
-  ns = sorted({c["n"] for c in curves})
-  rows = (("val_loss", "validation loss", True), ("theta_spread", "spread of θ", False),
-          ("min_sinc", "min |sinc(Δ/2)|", True))
-  fig = Figure(figsize=(3.6 * len(ns), 7.5))
-  axes = fig.subplots(len(rows), len(ns), sharex="col", squeeze=False)
-  keys = sorted({(c["approach"], _schedule(c), _task(c)) for c in curves},
-                key=lambda k: (_ORDER.index(k[0]) if k[0] in _ORDER else 99, k[1], repr(k[2])))
-  colors = {k: f"C{i}" for i, k in enumerate(dict.fromkeys((a, t) for a, _, t in keys))}
-  for j, n in enumerate(ns):
-    for a, sched, task in keys:
-      mine = [c for c in curves if c["n"] == n and c["approach"] == a
-              and _schedule(c) == sched and _task(c) == task]
-      if not mine:
-        continue
-      for i, (field, label, log) in enumerate(rows):
-        vals = np.asarray([[np.nan if v is None else float(v) for v in c[field]]
-                           for c in mine], np.float64)
-        axes[i][j].plot(np.asarray(mine[0]["val_steps"], np.float64),
-                        np.nanmedian(vals, axis=0), color=colors[(a, task)],
-                        ls="-" if sched == "constant" else "--", lw=1,
-                        label=a + ("" if sched == "constant" else f" ({sched})")
-                        + _differences(task, {k[2] for k in keys}))
-        if log:
-          axes[i][j].set_yscale("log")
-        if j == 0:
-          axes[i][j].set_ylabel(label)
-    axes[0][j].set_title(f"n = {n}")
-    axes[-1][j].set_xlabel("step")
-  axes[0][0].legend(fontsize=7)
-  fig.tight_layout()
-  return fig
-
-
 def _basis_grid(curves):
   """Appendix B: validation curves, rows c, columns learning rate."""
   curves = [c for c in curves if c.get("approach") in _BASIS_APPROACHES]
@@ -302,7 +262,8 @@ def _basis_grid(curves):
 def figures(results: Any, curves: Any = ()) -> dict:
   """The report's figures, ``{name: matplotlib.figure.Figure}`` (no pyplot), those that
   can be drawn: "figure2" (standard basis, rand and a trained approach), "basis_change"
-  (a λ approach at two or more basis scales), "spectrum" (the λ chart's spectrum).
+  (a λ approach at two or more basis scales). The λ chart's spectrum during training:
+  `scripts/spectrum_figure.py`.
 
   Args:
     results: the "final" records (a list of dicts or a DataFrame); of a record written
@@ -312,7 +273,7 @@ def figures(results: Any, curves: Any = ()) -> dict:
   results, curves = _latest(results, "final"), _latest(curves, "curve")
   standard = results and not any(r.get("basis_scale") for r in results)
   figs = {"figure2": _figure2(results) if standard else None,
-          "basis_change": _basis_grid(curves), "spectrum": _spectrum_figure(curves)}
+          "basis_change": _basis_grid(curves)}
   return {k: fig for k, fig in figs.items() if fig is not None}
 
 
@@ -371,12 +332,6 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   lines += basis
   if "figure2" in figure_files:
     lines += ["## Figure 2", "", f"![figure 2]({figure_files['figure2']})", ""]
-  if "spectrum" in figure_files:
-    lines += ["## The λ chart's spectrum during training", "",
-              "Median over replicates of the validation loss, the spread of "
-              "θ = eigvalsh(iL(λ)) and the smallest |sinc(Δ/2)| over eigenvalue gaps "
-              "(`lie_unitary.principal_branch`); dashed: decaying schedule.", "",
-              f"![spectrum]({figure_files['spectrum']})", ""]
   return "\n".join(lines) + "\n"
 
 

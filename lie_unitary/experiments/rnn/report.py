@@ -24,8 +24,8 @@ from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 
-__all__ = ["ORIGINAL_FINAL_VAL", "REFERENCE", "figures", "image_summary", "markdown",
-           "published_table", "table_rows", "write_report"]
+__all__ = ["ORIGINAL_FINAL_VAL", "REFERENCE", "best", "figures", "markdown", "published_table",
+           "table_rows", "write_report"]
 
 # The PyTorch reference's records in a workdir (benchmarks torch_reference's --out).
 REFERENCE = "torch_reference.jsonl"
@@ -165,7 +165,7 @@ def _loss_table(task: str, T: int, rows: list) -> list[str]:
   return lines + [""]
 
 
-def _best(points: Sequence[dict]) -> tuple[dict, float]:
+def best(points: Sequence[dict]) -> tuple[dict, float]:
   """Of a run's validation points after step 0: the first with the best validation
   accuracy, and the best test accuracy."""
   return (max(points, key=lambda r: r["val_accuracy"]),
@@ -175,52 +175,9 @@ def _best(points: Sequence[dict]) -> tuple[dict, float]:
 def _image_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
   """Over runs (each its validation points): the best validation accuracy, the test
   accuracy there and the best test accuracy over epochs, as cells."""
-  best = [_best(points) for points in runs if points]
-  return [mean_se([b["val_accuracy"] for b, _ in best]),
-          mean_se([b["test_accuracy"] for b, _ in best]), mean_se([t for _, t in best])]
-
-
-def image_summary(results: Any) -> dict:
-  """The image tables in brief, for a summary elsewhere (the README's): each row's runs'
-  test accuracies under both protocols.
-
-  Args:
-    results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
-
-  Returns:
-    ``{(task, dataset): {model: row}}``, a row a dict: "seeds" (sorted list), "finished"
-    (every run has its final record), "epoch" (the furthest epoch any run has validated
-    at, a float), "test_at_best_val" and "best_test" (lists of floats, %, a run each:
-    the test accuracy at its best validation point and its best test accuracy, the
-    points after step 0); "run_finished" and "run_epoch" (lists aligned with those two:
-    whether that run has its final record, and the furthest epoch it validated at). A run
-    not yet validated after step 0 is left out of the four lists.
-
-  Raises:
-    ValueError: a table has more than one row (setting) of a model, so "the" model's row
-      is ambiguous; or a record names a task `lie_unitary.experiments.rnn.data` lacks.
-  """
-  out = {}
-  for key, rows in table_rows(workdir_lib.as_records(results), images=True).items():
-    models = [row["model"] for row in rows]
-    if len(set(models)) < len(models):
-      raise ValueError(f"image_summary: the {key[0]} {key[1]} table has several settings "
-                       f"of one model ({sorted(models)}); summarise one setting per model")
-    out[key] = {}
-    for row in rows:
-      points = [[r for s, r in sorted(run["val"].items()) if s > 0]
-                for run in row["runs"].values()]
-      best = [_best(p) for p in points if p]
-      done = [bool(run["final"]) for run, p in zip(row["runs"].values(), points) if p]
-      out[key][row["model"]] = {
-          "seeds": sorted(row["seeds"]),
-          "finished": all(run["final"] for run in row["runs"].values()),
-          "epoch": max((float(r.get("epoch", 0)) for p in points for r in p), default=0.0),
-          "test_at_best_val": [100 * float(b["test_accuracy"]) for b, _ in best],
-          "best_test": [100 * float(t) for _, t in best],
-          "run_finished": done,
-          "run_epoch": [max(float(r.get("epoch", 0)) for r in p) for p in points if p]}
-  return out
+  found = [best(points) for points in runs if points]
+  return [mean_se([b["val_accuracy"] for b, _ in found]),
+          mean_se([b["test_accuracy"] for b, _ in found]), mean_se([t for _, t in found])]
 
 
 def _reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:

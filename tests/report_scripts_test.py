@@ -1,0 +1,26 @@
+"""The scripts that draw what one question needed, over the records: the λ chart's
+spectrum of an operators workdir."""
+
+import pytest
+
+from scripts import spectrum_figure
+
+
+def _curve(replicate, val_loss, spread, sinc, **fields):
+  return dict(dict(kind="curve", unit="u", n=3, approach="lie_algebra", replicate=replicate,
+                   optimizer="sgd", learning_rate=1e-3, num_epochs=1, basis_scale=0.0,
+                   val_steps=[0, 10, 20], val_loss=val_loss, theta_spread=spread,
+                   min_sinc=sinc), **fields)
+
+
+def test_the_spectrum_figure_draws_each_fields_median_over_replicates():
+  curves = [_curve(0, [1.0, 0.5, 0.2], [0.1, 0.2, 0.3], [1.0, 0.9, None]),
+            _curve(1, [3.0, 1.5, 0.4], [0.3, 0.4, 0.5], [1.0, 0.7, 0.6]),
+            _curve(2, [2.0, 1.0, 0.3], [0.2, 0.3, 0.4], [1.0, 0.8, 0.5])]
+  fig = spectrum_figure.spectrum_figure(curves)
+  loss, spread, sinc = (ax.lines[0].get_ydata() for ax in fig.axes)
+  assert list(loss) == pytest.approx([2.0, 1.0, 0.3])
+  assert list(spread) == pytest.approx([0.2, 0.3, 0.4])
+  assert list(sinc) == pytest.approx([1.0, 0.8, 0.55])  # None: left out of the median
+  assert fig.axes[0].get_title() == "n = 3"
+  assert spectrum_figure.spectrum_figure([dict(c, basis_scale=2.0) for c in curves]) is None
