@@ -55,13 +55,14 @@ def spectrum_figure(curves):
 
 
 def main(argv) -> int:
+  from lie_unitary.experiments import report as common
   from lie_unitary.experiments import workdir
   from lie_unitary.experiments.operators import report
   if len(argv) != 1:
     print(__doc__, file=sys.stderr)
     return 2
-  curves = report._latest(workdir.load_results(argv[0], workdir.CURVES, as_frame=False),
-                          "curve")
+  curves = common.latest(workdir.load_results(argv[0], workdir.CURVES, as_frame=False),
+                         "curve", report._IDENTITY)
   fig = spectrum_figure(curves)
   if fig is None:
     print(f"{argv[0]}: no λ approach recorded its spectrum", file=sys.stderr)

@@ -1,8 +1,11 @@
 """The scripts that draw what one question needed, over the records: the λ chart's
 spectrum of an operators workdir."""
 
+import os
+
 import pytest
 
+from lie_unitary.experiments import workdir
 from scripts import spectrum_figure
 
 
@@ -24,3 +27,11 @@ def test_the_spectrum_figure_draws_each_fields_median_over_replicates():
   assert list(sinc) == pytest.approx([1.0, 0.8, 0.55])  # None: left out of the median
   assert fig.axes[0].get_title() == "n = 3"
   assert spectrum_figure.spectrum_figure([dict(c, basis_scale=2.0) for c in curves]) is None
+
+
+def test_the_spectrum_script_writes_the_figure_beside_the_records(tmp_path):
+  curves = [_curve(r, [1.0, 0.5, 0.2], [0.1, 0.2, 0.3], [1.0, 0.9, 0.8]) for r in range(2)]
+  workdir.append_records(tmp_path / workdir.CURVES, curves + curves[:1])  # one written twice
+  assert spectrum_figure.main([str(tmp_path)]) == 0
+  assert os.path.getsize(tmp_path / "spectrum.png") > 0
+  assert spectrum_figure.main([]) == 2

@@ -18,7 +18,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["SE", "machines_note", "mean_se", "pm", "published", "save", "se_band", "table"]
+__all__ = ["SE", "latest", "machines_note", "mean_se", "pm", "published", "se_band", "table",
+           "write"]
 
 # Every report's one definition of "±", said in the headers that use it.
 SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replicate)"
@@ -145,12 +146,30 @@ def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
           + f"): {groups}.", ""]
 
 
-def save(figures: dict, workdir: str, dpi: int | dict = 120) -> list[str]:
-  """Saves each ``{name: Figure}`` as WORKDIR/name.png (`dpi`: one, or {name: dpi});
-  returns the paths."""
+def latest(records: Any, kind: str, keys: Sequence[str] = ("replicate",)) -> list[dict]:
+  """The records of `kind` (a record without one counts as it), one per unit and `keys`:
+  of one written twice, the last (`records`: a list of dicts or a DataFrame)."""
+  from lie_unitary.experiments import workdir
+  out = {}
+  for r in workdir.as_records(records):
+    if r.get("kind", kind) == kind:
+      out[(r.get("unit"),) + tuple(r.get(k) for k in keys)] = r
+  return list(out.values())
+
+
+def write(workdir: str, figures: dict, markdown: Callable[[dict], str],
+          dpi: int | dict = 120) -> list[str]:
+  """Saves each ``{name: Figure}`` as WORKDIR/name.png (`dpi`: one, or {name: dpi}) and
+  writes WORKDIR/report.md, ``markdown({name: file name})``; returns the paths, report.md
+  first."""
   import os
-  paths = []
+
+  from lie_unitary.experiments import workdir as workdir_lib
+  pngs = []
   for name, fig in figures.items():
-    paths.append(os.path.join(workdir, f"{name}.png"))
-    fig.savefig(paths[-1], dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
-  return paths
+    pngs.append(os.path.join(workdir, f"{name}.png"))
+    fig.savefig(pngs[-1], dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
+  path = workdir_lib.path(workdir, workdir_lib.REPORT)
+  with open(path, "w", encoding="utf-8") as f:
+    f.write(markdown({name: f"{name}.png" for name in figures}))
+  return [path] + pngs

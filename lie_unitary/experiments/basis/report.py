@@ -33,15 +33,6 @@ def _cell(r) -> tuple:
   return tuple(r[f] for f in CELL_FIELDS)
 
 
-def _latest(results) -> list[dict]:
-  """The "final" records, one per (unit, replicate): the last written."""
-  out = {}
-  for r in workdir_lib.as_records(results):
-    if r.get("kind") == "final":
-      out[(r["unit"], r["replicate"])] = r
-  return list(out.values())
-
-
 def _fmt(x: float) -> str:
   return f"{x:.3g}" if np.isfinite(x) else "—"
 
@@ -168,7 +159,7 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
     launches: the workdir's launches (`workdir.read_launches`): a line warns when its
       units were launched on different machines or device layouts.
   """
-  results = _latest(results)
+  results = common.latest(results, "final")
   by_cell = _by(results, _cell)
   lines = ["# Recovering a hidden subalgebra: results", "",
            f"{len(results)} records" + (f" from `{source}`" if source else "") + ". Cells: "
@@ -217,7 +208,7 @@ def _figure(results, field, cells, curves, hline, **axes):
 def figures(results: Any) -> dict:
   """{"loss_vs_pairs", "angles_vs_m"}: matplotlib Figures (no pyplot) of the largest
   groups sweeping those fields, those that can be drawn."""
-  results = _latest(results)
+  results = common.latest(results, "final")
   biggest = {f: max((g for g in _groups(results) if g[0] == f), key=lambda g: len(g[2]),
                     default=None) for f in ("pairs", "m")}
   figs = {}
@@ -250,11 +241,7 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
   """
   if results is None:
     results = workdir_lib.load_results(workdir, as_frame=False)
-  figs = figures(results)
-  pngs = common.save(figs, workdir, dpi=110)
-  path = workdir_lib.path(workdir, workdir_lib.REPORT)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(markdown(results, {k: f"{k}.png" for k in figs},
-                     source=workdir_lib.path(workdir, workdir_lib.RESULTS),
-                     launches=workdir_lib.read_launches(workdir)))
-  return [path] + pngs
+  return common.write(
+      workdir, figures(results),
+      lambda files: markdown(results, files, launches=workdir_lib.read_launches(workdir),
+                             source=workdir_lib.path(workdir, workdir_lib.RESULTS)), dpi=110)

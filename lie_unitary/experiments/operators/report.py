@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import collections
 from typing import Any
-from typing import Iterable
 from typing import Sequence
 
 import numpy as np
@@ -72,15 +71,6 @@ def _cell(values, paper=None) -> str:
   if paper is not None:
     out += f" ({_fmt(paper[0])}" + (f" ± {_fmt(paper[1])})" if paper[1] is not None else ")")
   return out
-
-
-def _latest(recs: Iterable[dict], kind: str) -> list[dict]:
-  """The records of `kind`, one per (unit, setting, replicate): the last written."""
-  by_key = {}
-  for r in workdir_lib.as_records(recs):
-    if r.get("kind", kind) == kind:
-      by_key[(r.get("unit"),) + tuple(r.get(k) for k in _IDENTITY)] = r
-  return list(by_key.values())
 
 
 # The fields of the task (not of an approach): results of other values are other tables.
@@ -270,7 +260,8 @@ def figures(results: Any, curves: Any = ()) -> dict:
       twice the last counts.
     curves: the "curve" records; may be empty.
   """
-  results, curves = _latest(results, "final"), _latest(curves, "curve")
+  results = common.latest(results, "final", _IDENTITY)
+  curves = common.latest(curves, "curve", _IDENTITY)
   standard = results and not any(r.get("basis_scale") for r in results)
   figs = {"figure2": _figure2(results) if standard else None,
           "basis_change": _basis_grid(curves)}
@@ -291,7 +282,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     launches: the workdir's launches (`workdir.read_launches`): a line warns when its
       units were launched on different machines or device layouts.
   """
-  results = _latest(results, "final")
+  results = common.latest(results, "final", _IDENTITY)
   figure_files = figure_files or {}
   seeds = sorted({r["seed"] for r in results if "seed" in r})
   lines = ["# Learning unitary operators: results", "",
@@ -357,11 +348,8 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
       curves = workdir_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
     except (FileNotFoundError, ValueError):
       curves = []
-  figs = figures(results, curves)
-  pngs = common.save(figs, workdir, {k: 120 if k == "figure2" else 110 for k in figs})
-  path = workdir_lib.path(workdir, workdir_lib.REPORT)
-  with open(path, "w", encoding="utf-8") as f:
-    f.write(markdown(results, figure_files={k: f"{k}.png" for k in figs},
-                     source=workdir_lib.path(workdir, workdir_lib.RESULTS),
-                     launches=workdir_lib.read_launches(workdir)))
-  return [path] + pngs
+  return common.write(
+      workdir, figures(results, curves),
+      lambda files: markdown(results, figure_files=files, launches=workdir_lib.read_launches(
+          workdir), source=workdir_lib.path(workdir, workdir_lib.RESULTS)),
+      {"figure2": 120, "basis_change": 110})

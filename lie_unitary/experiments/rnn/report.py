@@ -518,10 +518,6 @@ def write_report(workdir: str, results: Any = None) -> list[str]:
     results = workdir_lib.load_results(workdir, as_frame=False)
   results = workdir_lib.as_records(results)
   reference = workdir_lib.read(workdir, REFERENCE)
-  figs = figures(results, reference)
-  paths = common.save(figs, workdir)
-  report = workdir_lib.path(workdir, workdir_lib.REPORT)
-  with open(report, "w", encoding="utf-8") as f:
-    f.write(markdown(results, figure_files={k: f"{k}.png" for k in figs}, reference=reference,
-                     launches=workdir_lib.read_launches(workdir)))
-  return [report] + paths
+  return common.write(workdir, figures(results, reference), lambda files: markdown(
+      results, figure_files=files, reference=reference,
+      launches=workdir_lib.read_launches(workdir)))
