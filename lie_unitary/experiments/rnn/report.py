@@ -2,9 +2,9 @@
 (paper §4); accuracy tables and curves for the sequential-image tasks.
 
 A row is a setting: the units of one model and settings (a record's fields but its
-seed), every seed's, their replicates pooled into runs (one run: a seed's replicate).
-Where one table has several rows of a model, the row names the fields that tell them
-apart. `figures` and `markdown` take the
+seed), every seed's, their replicates pooled into runs (one run: a seed's replicate);
+every "±" is `lie_unitary.experiments.report.SE`'s. Where one table has several rows of a
+model, the row names the fields that tell them apart. `figures` and `markdown` take the
 records (`workdir.load_results`), for notebooks as for files; figures are built without
 pyplot, leaving the caller's matplotlib state alone. Where WORKDIR/torch_reference.jsonl
 holds the PyTorch reference's records (`python -m benchmarks torch_reference --out=...`),
