@@ -104,7 +104,7 @@ def published(name: str) -> tuple[dict, list[dict]]:
   rows = [dict({"protocol": info["protocol"], "source": info["source"]}, **r)
           for r in info.pop("rows")]
   for r in [info] + rows:
-    r["source"] = data["sources"][r["source"]]
+    r["source"] = dict(data["sources"][r["source"]])  # a copy: the file is read once
   return info, rows
 
 
