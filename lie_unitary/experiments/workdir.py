@@ -158,6 +158,25 @@ def _git_commit() -> dict | None:
     return None
 
 
+def _cpu_model() -> str | None:
+  """The CPU's model name (Linux's /proc/cpuinfo, else `platform.processor()`), or None."""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8") as f:
+      for line in f:
+        if line.startswith("model name"):
+          return line.split(":", 1)[1].strip()
+  except OSError:
+    pass
+  return platform.processor() or None
+
+
+def _numerics_env() -> dict:
+  """The environment variables that can change a unit's numbers or speed: XLA's and JAX's
+  (JAX_DISABLE_MOST_OPTIMIZATIONS among them) and OpenBLAS's thread count."""
+  return {k: v for k, v in sorted(os.environ.items())
+          if k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS") or k.startswith("JAX_")}
+
+
 def _provenance() -> dict:
   import jax
   return {
@@ -166,9 +185,8 @@ def _provenance() -> dict:
       "platform": platform.platform(), "host": socket.gethostname(),
       "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
       "process_index": jax.process_index(), "process_count": jax.process_count(),
-      "argv": list(sys.argv),
-      "env": {k: os.environ[k] for k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS", "JAX_PLATFORMS")
-              if k in os.environ},
+      "cpu_model": _cpu_model(), "device_kind": jax.devices()[0].device_kind,
+      "argv": list(sys.argv), "env": _numerics_env(),
       "git": _git_commit()}
 
 
