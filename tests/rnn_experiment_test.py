@@ -42,7 +42,7 @@ def _run(config, workdir, printer=quiet):
 
 
 def _smoke(*models, **fields):
-  config = rnn_configs.get_config("smoke")
+  config = rnn_configs.get_config("rnn_smoke")
   config.model = models
   for k, v in fields.items():
     config[k] = v
@@ -452,7 +452,7 @@ def test_a_launch_whose_units_all_run_elsewhere_says_where_and_exits_0(tmp_path)
   units = rnn.units(config)
   with contextlib.ExitStack() as held:  # another process holds every unit
     assert all(held.enter_context(workdir_lib.claim(str(tmp_path), u.slug)) for u in units)
-    out = helpers.launcher("rnn", "--config=smoke", "--config.model=tanh",
+    out = helpers.launcher("rnn", "--config=rnn_smoke", "--config.model=tanh",
                            "--config.num_updates=20", "--config.seeds=0,1",
                            f"--workdir={tmp_path}", cwd=tmp_path)
   assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
@@ -480,13 +480,13 @@ def test_report_and_launcher(smoke_run, tmp_path):
   # A bad config value, a flag that does not parse, a workdir without rnn results:
   # one line each, no traceback, nothing written.
   for args, match in (
-      (["--config=smoke", "--config.models.gurnn.activation=gelu"], "models.gurnn.activation"),
-      (["--config=smoke", "--config.num_updates=many"], "num_updates"),
-      (["--config=smoke", "--config.num_update=50"],
+      (["--config=rnn_smoke", "--config.models.gurnn.activation=gelu"], "models.gurnn.activation"),
+      (["--config=rnn_smoke", "--config.num_updates=many"], "num_updates"),
+      (["--config=rnn_smoke", "--config.num_update=50"],
        "no field 'num_update' (did you mean 'num_updates'?)"),
-      (["--config=smoke", "--config.models.gurnn.hiden_size=3"],
+      (["--config=rnn_smoke", "--config.models.gurnn.hiden_size=3"],
        "no field 'models.gurnn.hiden_size' (did you mean 'models.gurnn.hidden_size'?)"),
-      (["--config=smoke", "--config.model=gurnn", "--config.model=lstm"],
+      (["--config=rnn_smoke", "--config.model=gurnn", "--config.model=lstm"],
        "--config.model is given more than once"),
       (["--report_only"], "no such folder")):
     out = helpers.launcher("rnn", *args, f"--workdir={tmp_path / 'w'}", cwd=tmp_path)

@@ -58,11 +58,13 @@ class UnitContext:
   resume_across_code_change: bool = False
 
   def write(self, recs: Sequence[dict], file: str = workdir_lib.RESULTS) -> None:
-    """Appends records, each with the unit's id, name and fields (process 0 only)."""
+    """Appends records, each with the unit's id, name and fields (process 0 only); a
+    record the file already has (`record_key`: a rerun after a kill) is not written
+    again."""
     if jax.process_index() == 0 and recs:
       base = {"unit": self.unit.id, "unit_name": self.unit.name, **self.unit.fields}
       workdir_lib.append_records(workdir_lib.path(self.workdir, file),
-                                 [{**base, **r} for r in recs])
+                                 [{**base, **r} for r in recs], key=workdir_lib.record_key)
 
   def written(self) -> set[tuple]:
     """{(kind, replicate, step)} of the unit's records already in results.jsonl (a
