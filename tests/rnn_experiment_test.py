@@ -342,18 +342,23 @@ def test_the_launchers_help_names_every_named_config():
     assert name in text, name
 
 
-def test_step_schedule_drops_the_update_with_index_d_and_later():
-  schedule = optimizers.step_schedule(1.0, (1, 3), 0.5)
-  assert [float(schedule(jnp.int32(u))) for u in range(5)] == [1.0, 0.5, 0.5, 0.25, 0.25]
-  assert optimizers.step_schedule(0.1, (), 0.5) == 0.1
-  # Through an optimizer: optax counts the updates made before the current one.
-  opt = optimizers.make_optimizer("sgd", optimizers.step_schedule(1.0, (1,), 0.5))
-  params, state = jnp.zeros(1), opt.init(jnp.zeros(1))
-  steps = []
-  for _ in range(3):
-    updates, state = opt.update(jnp.ones(1), state, params)
-    steps.append(float(updates[0]))
-  assert steps == [-1.0, -0.5, -0.5]
+def test_lr_drops_scale_the_update_with_index_d_and_later():
+  # RMSProp's steps under drops at updates 1 and 3 (factor 0.5) against the same
+  # optimizer without drops: optax counts the updates made before the current one.
+  def steps(**fields):
+    config = _smoke("tanh", **fields)
+    rnn.validate_config(config)
+    opt = rnn_training.optimizer_for(rnn.units(config)[0].spec)
+    params = {"w": jnp.zeros(1)}
+    state, out = opt.init(params), []
+    for _ in range(5):
+      updates, state = opt.update({"w": jnp.ones(1)}, state, params)
+      out.append(float(updates["w"][0]))
+    return np.array(out)
+  ratio = steps(lr_drops=(1, 3), lr_drop_factor=0.5) / steps()
+  np.testing.assert_allclose(ratio, [1.0, 0.5, 0.5, 0.25, 0.25], rtol=1e-6)
+
+def test_an_unknown_optimizer_is_refused():
   with pytest.raises(ValueError, match="unknown optimizer"):
     optimizers.make_optimizer("adam", 1e-3)
 
