@@ -8,7 +8,7 @@ procrustes each a unit (Adam, 2000 full-batch steps, rates 1e-2 and 3e-2, learne
 random starts).
 
     JAX_DISABLE_MOST_OPTIMIZATIONS=true python -m lie_unitary.experiments.basis \\
-        --config=basis --cpu_devices=1 --workdir=results/learned_basis
+        --config=basis --cpu_devices=1 --workdir=runs/learned_basis
 
 About 20 minutes on one CPU core (the environment variable cuts each unit's compilation
 from about 10 s to 2 s); results in docs/learned_basis.md.

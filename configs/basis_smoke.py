@@ -1,5 +1,5 @@
 """A tiny hidden-subalgebra run (n = 3, k = 2, 4 operators, 50 steps, 2 replicates):
-nearly all compilation. ``--config=smoke`` of the basis launcher; the tests use it.
+nearly all compilation. ``--config=basis_smoke`` of the basis launcher; the tests use it.
 """
 
 from lie_unitary.experiments import fields

@@ -1,6 +1,6 @@
 """A tiny Table 1 (n ∈ {3, 4}, 2,000 pairs, 3 replicates): nearly all compilation.
 
-``--config=smoke`` of the operators launcher; the tests use it.
+``--config=operators_smoke`` of the operators launcher; the tests use it.
 """
 
 from lie_unitary.experiments import fields

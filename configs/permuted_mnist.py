@@ -11,19 +11,17 @@ docs/results_log.md); the LSTM's forget-gate bias at 1 and its gradient clipped 
 global norm 1; batches of 128, 70 epochs of the 55,000 training images, the last
 5,000 held out for validation.
 
-Seeds 0, 1, 2 are three units per model, each one replicate on one device (its batch
-whole): on a 2-core CPU run two launches, one per core, on the same workdir; they share
-its units:
+Seeds 0, 1, 2 are three units per model, each one replicate whose batch is split over
+every device (`data_parallel` = 0: the most that divide the batches; the launcher makes
+one CPU device per core). On a 2-core CPU that keeps both cores on one unit, faster than
+one unit per core (docs/sequential_images.md); 70 epochs take about 1.8 h per guRNN unit
+and 1.1 h per orthogonal RNN or LSTM on a 2-core Intel Xeon (results/psmnist_16k_70ep):
 
-    python -m lie_unitary.experiments.rnn --config=permuted_mnist --cpu_devices=1 \
-        --workdir=results/psmnist_16k &
-    python -m lie_unitary.experiments.rnn --config=permuted_mnist --cpu_devices=1 \
-        --workdir=results/psmnist_16k
+    python -m lie_unitary.experiments.rnn --config=permuted_mnist --workdir=runs/psmnist
 
-or one launch with each batch split over both cores (`--config.data_parallel=0`: other
-units, their float sums split). On a 2-core Intel Xeon the split has 1.47× the
-throughput, 70 epochs in about 1.8 h per guRNN unit and 1.1 h per orthogonal RNN or LSTM
-(results/psmnist_16k_70ep).
+A split batch sums its floats in another order, so it is another unit:
+`--config.data_parallel=1` (each batch whole on one device) computes the units of the
+10-epoch folders (results/psmnist_16k).
 
 `--config.num_updates=4290` stops at 10 epochs; a later, larger value extends the same
 units. `--config.dataset=fashion_mnist` (or any folder of IDX files) for another dataset.
@@ -45,7 +43,6 @@ def get_config():
   c.batch_size = 128
   c.seeds = (0, 1, 2)  # a unit each
   c.num_replicates = 1
-  c.data_parallel = 1  # each unit's batches whole, on one device
   c.num_updates = 70 * _EPOCH
   c.val_every = _EPOCH
   c.h0 = "zeros"

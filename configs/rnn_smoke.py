@@ -1,4 +1,4 @@
-"""A few seconds per model on the adding task at T = 10 (``--config=smoke`` of the RNN
+"""A few seconds per model on the adding task at T = 10 (``--config=rnn_smoke`` of the RNN
 launcher; the tests use it)."""
 
 from lie_unitary.experiments import fields

@@ -67,7 +67,7 @@ def test_procrustes_fits_each_operator_in_closed_form():
 
 
 def _smoke(**changes):
-  config = cfg_lib.get_config("smoke")
+  config = cfg_lib.get_config("basis_smoke")
   for k, v in changes.items():
     config[k] = v
   return config

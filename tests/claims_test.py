@@ -68,7 +68,7 @@ def test_two_launches_on_one_workdir_share_its_seeded_units(tmp_path):
   by one of them; both exit 0 and the report holds every seed."""
   env = {**os.environ, "PYTHONPATH": helpers.ROOT, "OPENBLAS_NUM_THREADS": "1",
          "JAX_PLATFORMS": "cpu"}
-  cmd = [sys.executable, "-m", "lie_unitary.experiments.rnn", "--config=smoke",
+  cmd = [sys.executable, "-m", "lie_unitary.experiments.rnn", "--config=rnn_smoke",
          "--config.model=('gurnn','tanh')", "--config.seeds=0,1", "--config.num_updates=40",
          "--cpu_devices=1", f"--workdir={tmp_path}"]
   procs = [subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,
@@ -91,7 +91,7 @@ def _units(cmd):
   config)."""
   from lie_unitary.experiments.rnn import config as rnn_config
   from lie_unitary.experiments.rnn import experiment
-  config = rnn_config.get_config("smoke")
+  config = rnn_config.get_config("rnn_smoke")
   config.model, config.seeds, config.num_updates = ("gurnn", "tanh"), (0, 1), 40
   config.data_parallel = 1  # as the launchers' --cpu_devices=1 resolves it
   experiment.validate_config(config)

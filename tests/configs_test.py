@@ -41,7 +41,8 @@ def test_loading_every_config_file_imports_no_jax():
 @pytest.mark.parametrize("family", ["basis", "operators", "rnn"])
 def test_loading_a_named_config_imports_no_jax(family):
   load = (f"from lie_unitary.experiments import fields\n"
-          f"c = fields.load_config({family!r}, 'smoke')\nassert c.variant == 'smoke'")
+          f"c = fields.load_config({family!r}, '{family}_smoke')\n"
+          "assert c.variant == 'smoke'")
   assert _heavy_modules(load) == []
 
 

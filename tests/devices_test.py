@@ -3,6 +3,8 @@ RNN unit's split of each batch, part of its identity, as resolved on those devic
 
 import json
 import os
+import subprocess
+import sys
 
 import pytest
 
@@ -28,7 +30,7 @@ def test_use_cpu_devices_asks_xla_before_jax_starts(monkeypatch):
 def test_the_launcher_uses_every_core_unless_told_one(tmp_path):
   cores = launch.cpu_cores()
   run = lambda flag, name, *config: lambda: helpers.launcher(
-      "rnn", "--config=smoke", *config, f"--workdir={tmp_path / name}", flag, cwd=tmp_path)
+      "rnn", "--config=rnn_smoke", *config, f"--workdir={tmp_path / name}", flag, cwd=tmp_path)
   smoke = ("--config.model=('gurnn',)", "--config.num_updates=2")
   # --cpu_devices=0 is the default (helpers.launcher passes 1 unless told).
   every, one, bad = helpers.concurrently(run("--cpu_devices=0", "every", *smoke),
@@ -50,7 +52,7 @@ def test_a_resumed_unit_loads_its_programs_from_the_compilation_cache(tmp_path):
   # The tests' own cache (JAX_COMPILATION_CACHE_DIR) would win over the flag.
   env = {"JAX_COMPILATION_CACHE_DIR": "", "JAX_LOG_COMPILES": "1"}
   run = lambda updates: helpers.launcher(
-      "rnn", "--config=smoke", "--config.model=('gurnn',)", f"--config.num_updates={updates}",
+      "rnn", "--config=rnn_smoke", "--config.model=('gurnn',)", f"--config.num_updates={updates}",
       "--config.val_every=2", f"--workdir={tmp_path / 'w'}", f"--compilation_cache={cache}",
       cwd=tmp_path, env=env)
   first = run(2)
@@ -63,3 +65,36 @@ def test_a_resumed_unit_loads_its_programs_from_the_compilation_cache(tmp_path):
   assert set(os.listdir(cache)) == entries
   assert resumed.stderr.count("Persistent compilation cache hit") == resumed.stderr.count(
       "Finished XLA compilation"), resumed.stderr[-3000:]
+
+
+# On N forced host devices: how many devices each default image unit computes on (its
+# replicates, padded to the mesh's replicate axis, times the devices splitting a batch).
+_OCCUPANCY = r"""
+import sys
+import jax
+from lie_unitary.experiments import replicas as replicas_lib
+from lie_unitary.experiments.rnn import config, experiment
+for name in ("permuted_mnist", "pixel_mnist"):
+  for unit in experiment.units(config.get_config(name)):
+    spec = unit.spec
+    replicas = replicas_lib.Replicas(spec.num_replicates, replicas_lib.replicate_sharding(
+        data_parallel=spec.data_parallel))
+    rows = replicas.mesh.shape[replicas_lib.AXIS]  # devices along the replicate axis
+    busy = min(spec.num_replicates, rows) * replicas.data_parallel
+    print(name, unit.label, jax.device_count(), busy)
+"""
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("devices", [1, 2, 4])
+def test_a_default_image_config_occupies_every_device(devices):
+  env = {**os.environ, "PYTHONPATH": helpers.ROOT, "JAX_PLATFORMS": "cpu",
+         "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --{FLAG}={devices}".strip()}
+  proc = subprocess.run([sys.executable, "-c", _OCCUPANCY], capture_output=True, text=True,
+                        env=env, timeout=120)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  lines = proc.stdout.split("\n")[:-1]
+  assert len(lines) == 18, proc.stdout  # 2 configs × 3 models × 3 seeds
+  for line in lines:
+    count, busy = map(int, line.split()[-2:])
+    assert count == devices and busy == devices, line

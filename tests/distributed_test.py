@@ -47,11 +47,11 @@ def _finals(workdir):
 
 @pytest.mark.parametrize("family,args", [
     ("operators",
-     ["--config=smoke", "--config.n_values=(3,)", "--config.approaches=('lie_algebra',)",
+     ["--config=operators_smoke", "--config.n_values=(3,)", "--config.approaches=('lie_algebra',)",
       "--config.num_train=1000"]),
     # Replicates shared out, each batch whole (a split batch would be another unit).
     ("rnn",
-     ["--config=smoke", "--config.model=('gurnn',)", "--config.num_replicates=3",
+     ["--config=rnn_smoke", "--config.model=('gurnn',)", "--config.num_replicates=3",
       "--config.num_updates=40", "--config.data_parallel=1"]),
 ])
 def test_two_processes_give_the_records_of_one(family, args, tmp_path):

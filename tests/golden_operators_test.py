@@ -26,7 +26,7 @@ pytestmark = [pytest.mark.usefixtures("fast_compiles"), pytest.mark.slow]
 
 def _operator_config(kind):
   from lie_unitary.experiments.operators import config as cfg_lib
-  c = cfg_lib.get_config("smoke")
+  c = cfg_lib.get_config("operators_smoke")
   c.n_values = (3,)
   c.num_replicates = 2
   c.num_epochs = ((0, 1),)

@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.usefixtures("fast_compiles"), pytest.mark.slow]
 
 def _rnn_config(kind):
   from lie_unitary.experiments.rnn import config as rnn_configs
-  c = rnn_configs.get_config("smoke")
+  c = rnn_configs.get_config("rnn_smoke")
   c.num_updates, c.val_every = 50, 1
   if kind == "models":
     c.model = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")

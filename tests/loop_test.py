@@ -31,19 +31,24 @@ def test_calls_end_at_validation_points_epoch_ends_and_the_target(tmp_path):
 
 
 def test_the_first_call_is_one_step_then_calls_last_about_call_seconds(tmp_path):
+  # The loop's clock, advanced by the test (binary fractions: exact sums): the first
+  # call (it compiles) takes 1/8 s, then every step 1/32 s.
+  now = [0.0]
   state = {"x": jnp.zeros((1, 2))}
   with loop.Loop(_context(tmp_path, []), replicas_lib.Replicas(1), 100, every=50,
-                 call_seconds=0.2) as lp:
+                 call_seconds=0.25, clock=lambda: now[0]) as lp:
     state, _ = lp.restore(state)
     seen = []
     for step, num, end in lp.calls():
-      time.sleep(0.02 * num if step else 0.1)  # 20 ms a step; the first call compiles
+      now[0] += num / 32 if step else 1 / 8
       seen.append((step, num, end))
       lp.after_call(state, step + num, {})
-  assert seen[0] == (0, 1, False)
-  sized = [num for _, num, end in seen[2:] if not end]  # not cut short by a boundary
-  assert sized and all(8 <= num <= 10 for num in sized), seen  # 0.2 s / 20 ms
-  assert [step + num for step, num, end in seen if end] == [50, 100]
+  # One step, then 0.25 s at the first call's rate (2 steps), then at 1/32 s a step (8),
+  # each call cut short at the validation points 50 and 100.
+  assert seen == [(0, 1, False), (1, 2, False), (3, 8, False), (11, 8, False),
+                  (19, 8, False), (27, 8, False), (35, 8, False), (43, 7, True),
+                  (50, 8, False), (58, 8, False), (66, 8, False), (74, 8, False),
+                  (82, 8, False), (90, 8, False), (98, 2, True)], seen
 
 
 def test_a_call_longer_than_the_progress_period_shows_its_progress(tmp_path):

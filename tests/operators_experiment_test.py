@@ -35,7 +35,7 @@ pytestmark = pytest.mark.usefixtures("fast_compiles")
 
 
 def _smoke(**changes):
-  config = cfg_lib.get_config("smoke")
+  config = cfg_lib.get_config("operators_smoke")
   config.n_values = (3,)
   config.approaches = ("true", "rand", "lstsq", "lie_algebra")
   for k, v in changes.items():
@@ -223,7 +223,7 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
       "import jax, sys\n"
       "assert jax.device_count() == 4, jax.devices()\n"
       "from lie_unitary.experiments.operators import config as c, experiment\n"
-      "cfg = c.get_config('smoke'); cfg.n_values = (3,)\n"
+      "cfg = c.get_config('operators_smoke'); cfg.n_values = (3,)\n"
       "cfg.approaches = ('lie_algebra',)\n"
       "experiment.train_and_evaluate(cfg, sys.argv[1])\n")
   flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=4"
@@ -269,7 +269,7 @@ def test_an_unknown_field_is_named(tmp_path):
 @pytest.mark.parametrize("override,match", [("--config.no_such_field=1", "no_such_field"),
                                             ("--config.optimizer=adam", "config.optimizer")])
 def test_the_launcher_reports_config_errors_in_one_line(override, match, tmp_path):
-  proc = helpers.launcher("operators", "--config=smoke", override,
+  proc = helpers.launcher("operators", "--config=operators_smoke", override,
                           f"--workdir={tmp_path / 'w'}", cwd=tmp_path)
   assert proc.returncode != 0 and match in proc.stderr
   assert "Traceback" not in proc.stderr, proc.stderr
@@ -333,7 +333,7 @@ def test_a_stopped_launch_exits_as_the_signal_ended_it():
 def test_ctrl_c_finishes_the_chunk_checkpoints_and_exits_130(tmp_path):
   import signal
   env = dict(os.environ, PYTHONPATH=_ROOT, OPENBLAS_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-  cmd = [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=smoke",
+  cmd = [sys.executable, "-m", "lie_unitary.experiments.operators", "--config=operators_smoke",
          "--config.n_values=(3,)", "--config.approaches=('lie_algebra',)",
          "--config.num_train=4000", f"--workdir={tmp_path}"]
   proc = subprocess.Popen(cmd, env=env, cwd=str(tmp_path), stdout=subprocess.PIPE,

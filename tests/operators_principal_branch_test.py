@@ -152,14 +152,14 @@ def test_bad_settings_are_named():
     ol_trainer.make_trainer(task, ol_trainer.TrainSpec("lie_recentred", val_every=6), jnp.eye(9))
   for field, value in (("lr_schedule", "linear"), ("refresh_every", -3),
                        ("refresh_state", "zero")):
-    config = config_lib.get_config("smoke")
+    config = config_lib.get_config("operators_smoke")
     config[field] = value
     with pytest.raises(runner.ConfigError, match=field):
       experiment.validate_config(config)
 
 
 def test_unit_identity_names_only_the_settings_that_matter():
-  config = config_lib.get_config("smoke")
+  config = config_lib.get_config("operators_smoke")
   config.approaches = ("lie_algebra", "lie_rebased")
   plain = {u.fields["approach"]: u.fields for u in experiment.units(config)}
   assert plain["lie_algebra"]["lr_schedule"] == "constant"

@@ -58,3 +58,11 @@ def test_run_units_lines_and_a_cost_weighted_eta(tmp_path, monkeypatch):
                    "[2/4] b: 1.0s (elapsed 1s, ETA 4s)",
                    "[3/4] c: 2.0s (elapsed 3s, ETA 2s)",
                    "[4/4] d: 2.0s (elapsed 5s)"]
+
+
+def test_every_family_implements_the_family_protocol():
+  from lie_unitary.experiments import runner
+  for name in runner.FAMILIES:
+    family = runner.get_family(name)
+    assert isinstance(family, runner.Family) and family.NAME == name
+  assert not isinstance(object(), runner.Family)

@@ -53,10 +53,11 @@ print("DEVICES", jax.device_count(), "INTERRUPTED", summary.interrupted)
 
 # (family, config, overrides): one trained unit of 3 replicates, several chunks.
 _CASES = {
-    "operators": ("operators", "smoke", {"n_values": [3], "approaches": ["lie_algebra"],
-                                         "num_epochs": [[0, 2]]}),
+    "operators": ("operators", "operators_smoke", {"n_values": [3],
+                                                   "approaches": ["lie_algebra"],
+                                                   "num_epochs": [[0, 2]]}),
     # Each batch whole on every device count (a split batch would be another unit).
-    "rnn": ("rnn", "smoke", {"model": ["gurnn"], "num_replicates": 3, "data_parallel": 1}),
+    "rnn": ("rnn", "rnn_smoke", {"model": ["gurnn"], "num_replicates": 3, "data_parallel": 1}),
 }
 
 

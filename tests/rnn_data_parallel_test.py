@@ -30,7 +30,7 @@ _TWO_DEVICES = textwrap.dedent("""
     from lie_unitary.experiments.rnn import config as C, experiment as E, trainer as TR
 
     def train(model, data_parallel, steps=6, **fields):
-      cfg = C.get_config("smoke")
+      cfg = C.get_config("rnn_smoke")
       cfg.h0, cfg.num_replicates, cfg.batch_size = "zeros", 3, 8
       cfg.data_parallel = data_parallel
       for k, v in fields.items():
@@ -168,7 +168,7 @@ def test_two_devices_match_one():
 
 
 def test_data_parallel_is_part_of_a_synthetic_units_identity():
-  config = rnn_config.get_config("smoke")
+  config = rnn_config.get_config("rnn_smoke")
   one = experiment.make_unit(config, "gurnn", 10, 0).spec
   config.data_parallel = 2
   two = experiment.make_unit(config, "gurnn", 10, 0).spec
@@ -178,7 +178,7 @@ def test_data_parallel_is_part_of_a_synthetic_units_identity():
 @pytest.mark.parametrize("value, message", [
     (3, "a divisor of batch_size"), (-1, "an integer ≥ 0")])
 def test_bad_data_parallel_is_named(value, message):
-  config = rnn_config.get_config("smoke")
+  config = rnn_config.get_config("rnn_smoke")
   config.batch_size = 20
   config.data_parallel = value
   with pytest.raises(runner.ConfigError, match=f"data_parallel.*{message}"):
@@ -196,7 +196,7 @@ def test_an_image_task_needs_data_parallel_to_divide_its_evaluation_batches(tmp_
 
 
 def test_more_data_parallel_than_devices_is_named():
-  config = rnn_config.get_config("smoke")
+  config = rnn_config.get_config("rnn_smoke")
   config.batch_size = 4 * jax.device_count()
   config.data_parallel = 2 * jax.device_count()
   with pytest.raises(runner.ConfigError, match="a divisor of the device count"):
@@ -206,7 +206,7 @@ def test_more_data_parallel_than_devices_is_named():
 
 
 def test_data_parallel_spec_needs_its_mesh():
-  config = rnn_config.get_config("smoke")
+  config = rnn_config.get_config("rnn_smoke")
   config.data_parallel = 2
   spec = experiment.make_unit(config, "gurnn", 10, 0).spec
   with pytest.raises(ValueError, match="needs a sharding whose mesh has a 'data' axis"):

@@ -42,7 +42,7 @@ def _run(config, workdir, printer=quiet):
 
 
 def _smoke(*models, **fields):
-  config = rnn_configs.get_config("smoke")
+  config = rnn_configs.get_config("rnn_smoke")
   config.model = models
   for k, v in fields.items():
     config[k] = v
@@ -342,18 +342,23 @@ def test_the_launchers_help_names_every_named_config():
     assert name in text, name
 
 
-def test_step_schedule_drops_the_update_with_index_d_and_later():
-  schedule = optimizers.step_schedule(1.0, (1, 3), 0.5)
-  assert [float(schedule(jnp.int32(u))) for u in range(5)] == [1.0, 0.5, 0.5, 0.25, 0.25]
-  assert optimizers.step_schedule(0.1, (), 0.5) == 0.1
-  # Through an optimizer: optax counts the updates made before the current one.
-  opt = optimizers.make_optimizer("sgd", optimizers.step_schedule(1.0, (1,), 0.5))
-  params, state = jnp.zeros(1), opt.init(jnp.zeros(1))
-  steps = []
-  for _ in range(3):
-    updates, state = opt.update(jnp.ones(1), state, params)
-    steps.append(float(updates[0]))
-  assert steps == [-1.0, -0.5, -0.5]
+def test_lr_drops_scale_the_update_with_index_d_and_later():
+  # RMSProp's steps under drops at updates 1 and 3 (factor 0.5) against the same
+  # optimizer without drops: optax counts the updates made before the current one.
+  def steps(**fields):
+    config = _smoke("tanh", **fields)
+    rnn.validate_config(config)
+    opt = rnn_training.optimizer_for(rnn.units(config)[0].spec)
+    params = {"w": jnp.zeros(1)}
+    state, out = opt.init(params), []
+    for _ in range(5):
+      updates, state = opt.update({"w": jnp.ones(1)}, state, params)
+      out.append(float(updates["w"][0]))
+    return np.array(out)
+  ratio = steps(lr_drops=(1, 3), lr_drop_factor=0.5) / steps()
+  np.testing.assert_allclose(ratio, [1.0, 0.5, 0.5, 0.25, 0.25], rtol=1e-6)
+
+def test_an_unknown_optimizer_is_refused():
   with pytest.raises(ValueError, match="unknown optimizer"):
     optimizers.make_optimizer("adam", 1e-3)
 
@@ -452,7 +457,7 @@ def test_a_launch_whose_units_all_run_elsewhere_says_where_and_exits_0(tmp_path)
   units = rnn.units(config)
   with contextlib.ExitStack() as held:  # another process holds every unit
     assert all(held.enter_context(workdir_lib.claim(str(tmp_path), u.slug)) for u in units)
-    out = helpers.launcher("rnn", "--config=smoke", "--config.model=tanh",
+    out = helpers.launcher("rnn", "--config=rnn_smoke", "--config.model=tanh",
                            "--config.num_updates=20", "--config.seeds=0,1",
                            f"--workdir={tmp_path}", cwd=tmp_path)
   assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr
@@ -480,13 +485,13 @@ def test_report_and_launcher(smoke_run, tmp_path):
   # A bad config value, a flag that does not parse, a workdir without rnn results:
   # one line each, no traceback, nothing written.
   for args, match in (
-      (["--config=smoke", "--config.models.gurnn.activation=gelu"], "models.gurnn.activation"),
-      (["--config=smoke", "--config.num_updates=many"], "num_updates"),
-      (["--config=smoke", "--config.num_update=50"],
+      (["--config=rnn_smoke", "--config.models.gurnn.activation=gelu"], "models.gurnn.activation"),
+      (["--config=rnn_smoke", "--config.num_updates=many"], "num_updates"),
+      (["--config=rnn_smoke", "--config.num_update=50"],
        "no field 'num_update' (did you mean 'num_updates'?)"),
-      (["--config=smoke", "--config.models.gurnn.hiden_size=3"],
+      (["--config=rnn_smoke", "--config.models.gurnn.hiden_size=3"],
        "no field 'models.gurnn.hiden_size' (did you mean 'models.gurnn.hidden_size'?)"),
-      (["--config=smoke", "--config.model=gurnn", "--config.model=lstm"],
+      (["--config=rnn_smoke", "--config.model=gurnn", "--config.model=lstm"],
        "--config.model is given more than once"),
       (["--report_only"], "no such folder")):
     out = helpers.launcher("rnn", *args, f"--workdir={tmp_path / 'w'}", cwd=tmp_path)

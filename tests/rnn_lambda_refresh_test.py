@@ -78,7 +78,7 @@ def test_gradients_reach_lambda_not_the_base(x64):
 
 
 def _config(refresh, every, **fields):
-  config = rnn_configs.get_config("smoke")
+  config = rnn_configs.get_config("rnn_smoke")
   config.model = ("gurnn",)
   config.lambda_refresh, config.lambda_refresh_every = refresh, every
   for k, v in fields.items():
@@ -161,7 +161,7 @@ def test_config_errors_name_the_field(tmp_path):
          ("lambda_refresh_every", 0, "lambda_refresh_every"),
          ("lambda_refresh_state", "drop", "lambda_refresh_state")]
   for field, value, match in bad:
-    config = rnn_configs.get_config("smoke")
+    config = rnn_configs.get_config("rnn_smoke")
     config[field] = value
     with pytest.raises(runner.ConfigError, match=match):
       runner.train_and_evaluate(rnn, config, str(tmp_path / "w"), printer=lambda *_: None,
@@ -170,7 +170,7 @@ def test_config_errors_name_the_field(tmp_path):
 
 
 def test_refresh_fields_enter_only_lambda_units_with_a_refresh():
-  config = rnn_configs.get_config("smoke")
+  config = rnn_configs.get_config("rnn_smoke")
   plain = rnn.make_unit(config, "gurnn", 10, 0)
   assert "lambda_refresh" not in plain.fields
   config.lambda_refresh_every = 7  # no refresh: not part of the identity

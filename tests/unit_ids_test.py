@@ -5,12 +5,19 @@ enters a unit's identity (and every field that does not) must keep giving them. 
 change that moves one invalidates every stored result of that kind: say so on purpose.
 """
 
+import glob
+import os
+
 import pytest
 
+from lie_unitary.experiments import fields
+from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.operators import config as operators_config
 from lie_unitary.experiments.operators import experiment as operators
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import experiment as rnn
+
+_RESULTS = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 
 
 def _ids(family, config):
@@ -43,3 +50,43 @@ def test_rnn_unit_ids(variant, model_fields, expected):
   for k, v in model_fields.items():
     config[k] = v
   assert _ids(rnn, config) == expected
+
+
+def _rnn_ids(variant, devices, monkeypatch, **changes):
+  """{label: id} of an RNN config's units as a launch on `devices` devices resolves them."""
+  config = rnn_config.get_config(variant)
+  for k, v in changes.items():
+    config[k] = v
+  monkeypatch.setattr(rnn.jax, "device_count", lambda: devices)
+  return {u.label: u.id for u in rnn.units(config)}
+
+
+@pytest.mark.parametrize("variant,folder,devices,changes", [
+    # The 70-epoch folders: today's configs with no layout flag on a 2-core machine.
+    ("permuted_mnist", "psmnist_16k_70ep", 2, {}),
+    ("pixel_mnist", "smnist_16k_70ep", 2, {}),
+    # The 10-epoch folders: each batch whole on one device, the flag results/README.md gives.
+    ("permuted_mnist", "psmnist_16k", 2, {"data_parallel": 1, "num_updates": 4290}),
+    ("pixel_mnist", "smnist_16k", 2, {"data_parallel": 1, "num_updates": 4290}),
+    ("pixel_mnist", "sfashion_16k", 2, {"data_parallel": 1, "num_updates": 4290,
+                                        "dataset": "fashion_mnist"}),
+    ("permuted_mnist", "psmnist_16k", 1, {"num_updates": 4290}),  # one device: the same
+])
+def test_the_published_folders_units_are_the_configs_units(variant, folder, devices, changes,
+                                                            monkeypatch):
+  have = workdir_lib.units(os.path.join(_RESULTS, folder))
+  got = _rnn_ids(variant, devices, monkeypatch, **changes)
+  # Every unit of the folder is one the command computes (the 70-epoch folders lack the
+  # LSTM's seeds 1-2; sfashion_16k has seeds of its own besides).
+  assert set(have) <= set(got.values()) or folder == "sfashion_16k", (
+      sorted(set(have) - set(got.values())))
+  assert len(set(have) & set(got.values())) >= 7
+
+
+def test_every_recorded_unit_id_is_its_name_and_fields_fingerprint():
+  folders = [os.path.dirname(f) for f in glob.glob(os.path.join(_RESULTS, "**", "launches"),
+                                                     recursive=True)]
+  assert len(folders) >= 13
+  for folder in folders:
+    for uid, u in workdir_lib.units(folder).items():
+      assert fields.Unit(u["name"], u["fields"], 0).id == uid, (folder, uid)

@@ -6,7 +6,7 @@ unit (claims), every CPU core or accelerator, and multi-host runs. In a notebook
 
     from lie_unitary import experiments
     from lie_unitary.experiments.operators import config, experiment
-    experiment.train_and_evaluate(config.get_config("smoke"), "runs/smoke")
+    experiment.train_and_evaluate(config.get_config("operators_smoke"), "runs/smoke")
     df = experiments.load_results("runs/smoke")          # pandas, when installed
     u = experiments.load_unit("runs/smoke", "n=3 lie_algebra epochs=1 lr=0.001 seed=0")
 

@@ -34,8 +34,8 @@ import ml_collections
 
 __all__ = ["Check", "ConfigError", "Field", "Unit", "boolean", "config_dir", "config_path",
            "defaults", "fail", "fingerprint", "identity", "integer", "load_config", "load_file",
-           "named_configs", "number", "one_of", "pairs", "registry", "sibling", "string",
-           "tuple_of", "unknown_field", "validate"]
+           "named_configs", "number", "one_of", "pairs", "registry", "resolved", "sibling",
+           "string", "tuple_of", "unknown_field", "validate"]
 
 
 class ConfigError(ValueError):
@@ -324,6 +324,11 @@ def fingerprint(fields: Mapping[str, Any]) -> str:
   return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
 
+def resolved(settings: Mapping[str, Any] = (), **more) -> ml_collections.FrozenConfigDict:
+  """A unit's resolved settings (`Unit.spec`), immutable, read by attribute."""
+  return ml_collections.FrozenConfigDict({**dict(settings), **more})
+
+
 @dataclasses.dataclass(frozen=True)
 class Unit:
   """One unit of work.
@@ -335,7 +340,8 @@ class Unit:
       hashed into `id` and written into each of the unit's records.
     target_step: the step at which the unit is finished.
     cost: relative cost, the unit's weight in the launch's ETA.
-    spec: the family's own description of the unit (derived from the same config).
+    spec: every setting the unit computes with, resolved (`resolved`): one type for
+      every family, read as `unit.spec.n`, `unit.spec.approach`, ...
   """
   name: str
   fields: Mapping[str, Any]

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 import sys
 from typing import Sequence
 
@@ -61,19 +60,50 @@ def _parse_flags(argv):
           f"{twice[0]}=a,b).")
   try:
     return flags.FLAGS(argv)
-  except (AttributeError, KeyError) as e:
-    # ml_collections' error for an override of a field the config does not have: its
-    # message quotes the name and may suggest a close one.
-    text = e.args[0] if e.args and isinstance(e.args[0], str) else str(e)
-    name = re.search(r"[\w.]+", text)
-    close = re.search(r'mean "([\w.]+)"', text)
-    field = next((a[len("--config."):] for a in given if name and a.endswith(name.group())),
-                 name.group() if name else text)
-    _fail(f"the config has no field {field!r}" + (
-        f" (did you mean {field[:-len(name.group())] + close.group(1)!r}?)" if close else "")
-          + f": --config.{field}=...")
+  except (AttributeError, KeyError) as e:  # an override of a field the config lacks
+    loaded = flags.FLAGS["config"].parser.loaded
+    missing = [_missing_field(loaded, a[len("--config."):]) for a in given]
+    _fail(str(next((m for m in missing if m), e)))
   except (flags.Error, TypeError, ValueError) as e:
     _fail(str(e))
+
+
+def _missing_field(config, path: str):
+  """The ConfigError naming the first field of dotted `path` that `config` lacks, or None."""
+  from lie_unitary.experiments import fields
+  parts = path.split(".")
+  for i, part in enumerate(parts):
+    if not hasattr(config, "keys") or part not in config:
+      prefix = "".join(p + "." for p in parts[:i])
+      return fields.unknown_field(part, config.keys() if hasattr(config, "keys") else (),
+                                  prefix)
+    config = config[part]
+  return None
+
+
+def _named_configs(family_name: str, inner):
+  """Wraps ml_collections' config file parser `inner`: it also takes a bare NAME, the
+  family's config file of that name (`fields.config_path`), and keeps the config it
+  loaded (for `_missing_field`)."""
+  from absl import flags
+
+  from lie_unitary.experiments import fields
+
+  class Parser(flags.ArgumentParser):
+    loaded = None
+
+    def parse(self, path):
+      if path and not any(s in path for s in (os.sep, "/", ".py", ":")):
+        path = fields.config_path(family_name, path)  # ValueError: an unknown name
+      if not os.path.isfile(path.split(":", 1)[0]):
+        raise ValueError(f"no config file {path.split(':', 1)[0]}.")
+      self.loaded = inner.parse(path)
+      return self.loaded
+
+    def flag_type(self):
+      return inner.flag_type()
+
+  return Parser()
 
 
 def _initialize_distributed(flag_values) -> None:
@@ -249,14 +279,7 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_integer("num_processes", None, "Number of processes (with --coordinator_address).")
   flags.DEFINE_integer("process_id", None, "This process's index (with --coordinator_address).")
   flags.mark_flag_as_required("workdir")
+  config_flag = flags.FLAGS["config"]
+  config_flag.parser = _named_configs(family_name, config_flag.parser)  # --config=NAME too
   argv = list(sys.argv if argv is None else argv)
-  for i, arg in enumerate(argv):  # a bare NAME: the family's config file of that name
-    at, value = ((i, arg[len("--config="):]) if arg.startswith("--config=") else
-                 (i + 1, argv[i + 1]) if arg == "--config" and i + 1 < len(argv) else (None, ""))
-    if at is not None and value and not any(s in value for s in (os.sep, "/", ".py", ":")):
-      try:
-        file = fields.config_path(family_name, value)
-      except ValueError as e:
-        _fail(str(e))
-      argv[at] = f"--config={file}" if at == i else file
   app.run(functools.partial(_main, family_name), argv=argv, flags_parser=_parse_flags)

@@ -103,21 +103,22 @@ class Clock:
   """The ETA of the work left at the rate measured since `start(done)` (called after the
   work that should not set the pace, such as a compiling first call)."""
 
-  def __init__(self, total: float):
+  def __init__(self, total: float, now: Callable[[], float] | None = None):
     self.total, self._t0, self._w0 = float(total), None, 0.0
+    self._now = now or time.perf_counter
 
   @property
   def started(self) -> bool:
     return self._t0 is not None
 
   def start(self, done: float) -> None:
-    self._t0, self._w0 = time.perf_counter(), float(done)
+    self._t0, self._w0 = self._now(), float(done)
 
   def eta(self, done: float) -> str:
     """', ETA 3m05s', or '' before a rate is known or when nothing is left."""
     if self._t0 is None or done <= self._w0 or done >= self.total:
       return ""
-    rate = (time.perf_counter() - self._t0) / (done - self._w0)
+    rate = (self._now() - self._t0) / (done - self._w0)
     return f", ETA {format_seconds(rate * (self.total - done))}"
 
 
@@ -214,23 +215,26 @@ class Loop:
       from boundary to boundary (programs compiled per call length).
     checkpoint_seconds: the longest a crash may lose, besides the call in flight.
     progress_seconds: the time between progress lines.
+    clock: seconds from any origin (a test's own clock; default `time.perf_counter`).
   """
 
   def __init__(self, ctx, replicas, target: int, *, every: int = 0, epoch_steps: int = 0,
                target_field: str = "the target", call_seconds: float | None = 10.0,
-               checkpoint_seconds: float = 60.0, progress_seconds: float = 15.0):
+               checkpoint_seconds: float = 60.0, progress_seconds: float = 15.0,
+               clock: Callable[[], float] | None = None):
     self.ctx, self.replicas, self.target, self.target_field = ctx, replicas, target, target_field
     self.every, self.epoch_steps, self.call_seconds = every, epoch_steps, call_seconds
     self.checkpoint_seconds, self.progress_seconds = checkpoint_seconds, progress_seconds
     self.step, self.elapsed, self.resumed_from = 0, 0.0, 0
     self.activity = "initialising"  # what the progress line says is running (`doing`)
-    self._clock = Clock(target)
+    self._now = clock = clock or time.perf_counter
+    self._clock = Clock(target, clock)
     self._ckpt = None
     self._call = None  # (first step, steps, start time) of the call in flight
     self._seconds_per_step = None
     self._shown = ""  # the last validation's metrics, for the line
     self._done = threading.Event()
-    self._last_save = self._last = self._since = time.perf_counter()
+    self._last_save = self._last = self._since = clock()
     self._evaluating_since = None  # when the call in flight's evaluation began
 
   def __enter__(self) -> "Loop":
@@ -252,7 +256,7 @@ class Loop:
   def line(self) -> str:
     """The progress line: step (estimated within a call), epoch, what runs, the last
     validation's metrics, the ETA."""
-    step, now, approx = self.step, time.perf_counter(), ""
+    step, now, approx = self.step, self._now(), ""
     if self._call is not None and self.activity == "training" and self._seconds_per_step:
       first, num, t0 = self._call
       step, approx = first + min(num, int((now - t0) / self._seconds_per_step)), "≈"
@@ -270,7 +274,7 @@ class Loop:
   def doing(self, activity: str) -> None:
     """Says what runs now (the line shows it and for how long); "evaluating" during a
     call ends the call's training, whose rate sizes the calls."""
-    self.activity, self._since = activity, time.perf_counter()
+    self.activity, self._since = activity, self._now()
     if activity == "evaluating" and self._call is not None:
       self._evaluating_since = self._since
 
@@ -314,7 +318,7 @@ class Loop:
       self.say(f"resumed at step {self.step} ({format_seconds(self.elapsed)} so far)")
       break
     self.resumed_from = self.step
-    self._last = time.perf_counter()
+    self._last = self._now()
     return state, history
 
   def _check_code(self, step: int, code: dict | None) -> None:
@@ -359,14 +363,14 @@ class Loop:
       if self.call_seconds is not None:
         num = 1 if self._seconds_per_step is None else min(
             num, max(1, int(self.call_seconds / self._seconds_per_step)))
-      self._call = (self.step, num, time.perf_counter())
+      self._call = (self.step, num, self._now())
       self.doing("compiling and running the first call" if self._seconds_per_step is None
                  else "training")
       yield self.step, num, self.step + num == end
 
   def seconds(self) -> float:
     """The unit's seconds of training so far, this moment included (for records)."""
-    return self.elapsed + time.perf_counter() - self._last
+    return self.elapsed + self._now() - self._last
 
   def after_call(self, state: Any, step: int, history: dict) -> None:
     """After a call (and its evaluation) reached `step`: counts its time, checkpoints when
@@ -376,7 +380,7 @@ class Loop:
       Interrupted: after the checkpoint, when a stop was requested.
     """
     jax.block_until_ready(state)
-    now = time.perf_counter()
+    now = self._now()
     _, num, t0 = self._call
     if self._seconds_per_step is None:  # what compiling the training program cost
       self.say(f"first call took {((self._evaluating_since or now) - t0):.1f}s: compile and "
@@ -400,7 +404,7 @@ class Loop:
     self._ckpt.save(self.step, self.replicas.gather(state), {
         "step": self.step, "elapsed": self.elapsed,
         "history": workdir_lib.to_jsonable(history), "code": self._code})
-    self._last_save = time.perf_counter()
+    self._last_save = self._now()
 
   def finish(self, state: Any, history: dict) -> float:
     """Saves the trained state (for `workdir.load_unit`) unless saved at this step;

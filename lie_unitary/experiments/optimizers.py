@@ -1,24 +1,20 @@
 """The optimizers and training state the experiment families share (optax underneath).
 
 `make_optimizer`: SGD (the paper's operator learning) or RMSProp without momentum (its
-RNNs), optionally after clipping by value. `step_schedule`: learning-rate drops as
-optax's piecewise-constant schedule, so the step counter lives in the optimizer state
-and its checkpoints.
+RNNs), optionally after clipping by value; `schedule`: a learning rate over a run by name.
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 from typing import Callable
 from typing import NamedTuple
-from typing import Sequence
 from typing import Union
 
 import optax
 
 __all__ = ["OPTIMIZERS", "SCHEDULES", "LearningRate", "TrainState", "make_optimizer",
-           "schedule", "step_schedule"]
+           "schedule"]
 
 OPTIMIZERS = ("sgd", "rmsprop")
 # Learning-rate schedules over a whole run (`schedule`).
@@ -31,37 +27,6 @@ class TrainState(NamedTuple):
   """Parameters and optimizer state of one replicate (stacked over replicates in a sweep)."""
   params: Any
   opt_state: Any
-
-
-def step_schedule(learning_rate: float, drops: Sequence[int], factor: float) -> LearningRate:
-  """Learning-rate drops as a schedule: count -> lr · factor^#{d in drops : count ≥ d}.
-
-  optax calls a schedule with the number of updates made before the current one, so
-  the u-th update (0-based) gets lr · factor^#{d : u ≥ d}: a drop at d changes the
-  update with index d and every later one.
-
-  Args:
-    learning_rate: the rate before the first drop.
-    drops: update indices (≥ 0) at which the rate is multiplied by `factor`.
-    factor: ≥ 0.
-
-  Returns:
-    `learning_rate` itself when there are no drops (a constant: the optimizer then
-    keeps no step counter), else the schedule.
-
-  Raises:
-    ValueError: for a negative drop or factor, or a non-finite rate.
-  """
-  drops = tuple(int(d) for d in drops)
-  if any(d < 0 for d in drops) or not math.isfinite(factor) or factor < 0:
-    raise ValueError(f"drops must be ≥ 0 and factor finite and ≥ 0; got {drops=}, {factor=}.")
-  if not math.isfinite(learning_rate):
-    raise ValueError(f"learning_rate must be finite; got {learning_rate}.")
-  if not drops:
-    return learning_rate
-  # optax scales the count ≥ d updates; a drop listed twice scales twice.
-  return optax.piecewise_constant_schedule(
-      learning_rate, {d: factor ** drops.count(d) for d in set(drops)})
 
 
 def schedule(name: str, learning_rate: float, total_steps: int | None = None) -> LearningRate:
@@ -90,7 +55,7 @@ def make_optimizer(name: str, learning_rate: LearningRate, *, rmsprop_decay: flo
 
   Args:
     name: 'sgd' or 'rmsprop'.
-    learning_rate: a float or an optax schedule (e.g. `step_schedule`).
+    learning_rate: a float or an optax schedule.
     rmsprop_decay: decay of RMSProp's mean square.
     rmsprop_eps: RMSProp's epsilon.
     rmsprop_initial_scale: RMSProp's initial mean square (1.0 as TensorFlow's

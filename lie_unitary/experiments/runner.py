@@ -5,8 +5,7 @@ workdir is touched, writes WORKDIR/launches/NNNN-<time>.json, then runs each uni
 finished: claimed first (`workdir.claim`), so no two processes compute one unit, and
 resumed from its checkpoint by the family's ``run_unit(config, unit, ctx)``.
 
-A family is a module with ``NAME``, ``validate_config(config)``, ``units(config) ->
-list[Unit]``, ``run_unit(config, unit, ctx)`` and ``write_report(workdir) -> list[str]``.
+A family is a module that implements `Family`.
 """
 
 from __future__ import annotations
@@ -18,7 +17,9 @@ import json
 import os
 import time
 from typing import Callable
+from typing import Protocol
 from typing import Sequence
+from typing import runtime_checkable
 
 import jax
 
@@ -27,15 +28,35 @@ from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.fields import ConfigError
 from lie_unitary.experiments.fields import Unit
 
-__all__ = ["ConfigError", "FAMILIES", "RunSummary", "UnitContext", "get_family", "run_units",
-           "train_and_evaluate"]
+__all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "get_family",
+           "run_units", "train_and_evaluate"]
 
 FAMILIES = {"basis": "lie_unitary.experiments.basis.experiment",
             "operators": "lie_unitary.experiments.operators.experiment",
             "rnn": "lie_unitary.experiments.rnn.experiment"}
 
 
-def get_family(name: str):
+@runtime_checkable
+class Family(Protocol):
+  """What the runner calls of an experiment family (a module: operators, rnn, basis)."""
+
+  NAME: str
+
+  def validate_config(self, config) -> None:
+    """Raises ConfigError naming the first bad field, before anything is written."""
+
+  def units(self, config) -> list[Unit]:
+    """The units of a validated config, in the order to run them."""
+
+  def run_unit(self, config, unit: Unit, ctx: "UnitContext") -> None:
+    """Computes (or resumes) one unit, writing its records through `ctx`; raises
+    loop.Interrupted after a checkpoint when a stop was requested."""
+
+  def write_report(self, workdir: str) -> list[str]:
+    """Writes WORKDIR's report; returns the paths written."""
+
+
+def get_family(name: str) -> Family:
   """The family module `name` ('operators' or 'rnn').
 
   Raises:
@@ -58,11 +79,13 @@ class UnitContext:
   resume_across_code_change: bool = False
 
   def write(self, recs: Sequence[dict], file: str = workdir_lib.RESULTS) -> None:
-    """Appends records, each with the unit's id, name and fields (process 0 only)."""
+    """Appends records, each with the unit's id, name and fields (process 0 only); a
+    record the file already has (`record_key`: a rerun after a kill) is not written
+    again."""
     if jax.process_index() == 0 and recs:
       base = {"unit": self.unit.id, "unit_name": self.unit.name, **self.unit.fields}
       workdir_lib.append_records(workdir_lib.path(self.workdir, file),
-                                 [{**base, **r} for r in recs])
+                                 [{**base, **r} for r in recs], key=workdir_lib.record_key)
 
   def written(self) -> set[tuple]:
     """{(kind, replicate, step)} of the unit's records already in results.jsonl (a
@@ -98,7 +121,7 @@ def _claim(workdir: str, unit: Unit):
   return spmd()
 
 
-def run_units(family, config, units: Sequence[Unit], workdir: str, *,
+def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
               printer: Callable[[str], None] = print,
               stop: loop.StopRequest | None = None,
               resume_across_code_change: bool = False) -> RunSummary:
@@ -154,7 +177,7 @@ def run_units(family, config, units: Sequence[Unit], workdir: str, *,
   return summary
 
 
-def train_and_evaluate(family, config, workdir: str, *,
+def train_and_evaluate(family: Family | str, config, workdir: str, *,
                        printer: Callable[[str], None] = print,
                        handle_signals: bool = True,
                        resume_across_code_change: bool = False) -> RunSummary:

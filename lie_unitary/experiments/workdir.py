@@ -41,8 +41,8 @@ from typing import Sequence
 __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
            "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
-           "mark_finished", "merge", "read", "read_launches", "read_records", "to_jsonable",
-           "unit_names", "units", "write_launch"]
+           "mark_finished", "merge", "read", "read_launches", "read_records", "record_key",
+           "to_jsonable", "unit_names", "units", "write_launch"]
 
 RESULTS = "results.jsonl"
 CURVES = "curves.jsonl"
@@ -84,34 +84,57 @@ def to_jsonable(value: Any) -> Any:
   return value
 
 
-def append_records(file: str | os.PathLike, records: Iterable[dict]) -> None:
+def append_records(file: str | os.PathLike, records: Iterable[dict],
+                   key: Callable[[dict], Any] | None = None) -> None:
   """Appends records as JSON lines under an exclusive lock (processes share the file),
-  then fsyncs, so they survive a crash right after."""
-  lines = "".join(json.dumps(to_jsonable(r), sort_keys=True) + "\n" for r in records)
-  if not lines:
+  then fsyncs, so they survive a crash right after.
+
+  A line a killed writer left unfinished is cut off first. With `key`, a record whose
+  key a complete line of the file already has is not written again: a unit rerun after
+  a kill between its records and its finished line writes each record once.
+  """
+  records = [to_jsonable(r) for r in records]
+  if not records:
     return
   os.makedirs(os.path.dirname(os.path.abspath(file)), exist_ok=True)
-  with open(file, "a", encoding="utf-8") as f:
+  with open(file, "ab+") as f:
     fcntl.flock(f, fcntl.LOCK_EX)
     try:
-      f.write(lines)
+      f.seek(0)
+      text = f.read()
+      if text and not text.endswith(b"\n"):  # a writer killed mid-line
+        text = text[:text.rfind(b"\n") + 1]
+        f.truncate(len(text))
+      if key is not None:
+        have = {key(r) for r in _parse_lines(text.decode("utf-8").splitlines())}
+        records = [r for r in records if key(r) not in have]
+      f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"))
       f.flush()
       os.fsync(f.fileno())
     finally:
       fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _parse_lines(lines: Iterable[str]) -> list[dict]:
+  out = []
+  for line in lines:
+    with contextlib.suppress(json.JSONDecodeError):
+      if line.strip():
+        out.append(json.loads(line))
+  return out
+
+
+def record_key(record: dict) -> tuple:
+  """What makes a record one of its kind: (unit, kind, replicate, step, approach)."""
+  return tuple(record.get(k) for k in ("unit", "kind", "replicate", "step", "approach"))
+
+
 def read_records(file: str | os.PathLike) -> list[dict]:
   """Every complete record of a JSONL file ([] when it does not exist)."""
   if not os.path.exists(file):
     return []
-  out = []
   with open(file, encoding="utf-8") as f:
-    for line in f:
-      with contextlib.suppress(json.JSONDecodeError):
-        if line.strip():
-          out.append(json.loads(line))
-  return out
+    return _parse_lines(f)
 
 
 def read(workdir, name: str = RESULTS) -> list[dict]:
@@ -130,7 +153,8 @@ def mark_finished(workdir, unit, seconds: float) -> None:
   it spent on it (a resumed unit's whole time is its records' "seconds")."""
   append_records(path(workdir, FINISHED), [{"unit": unit.id, "name": unit.name,
                                              "step": unit.target_step,
-                                             "seconds": round(seconds, 3)}])
+                                             "seconds": round(seconds, 3)}],
+                 key=lambda r: (r.get("unit"), r.get("step")))
 
 
 # Launches -----------------------------------------------------------------------------

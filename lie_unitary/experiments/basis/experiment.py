@@ -218,14 +218,16 @@ def units(config) -> list[Unit]:
                 f"{cell['subalgebra']} {approach}")
         fits = len(config.learning_rates) * (config.restarts if approach == "learned" else 1)
         cost = cell["m"] * cell["n"] ** 2 * (fits if trained else 0.01)
-        out.append(Unit(name=name, fields=fields, cost=cost, spec=(cell, approach, seed),
+        out.append(Unit(name=name, fields=fields, cost=cost,
+                        spec=F.resolved(cell, approach=approach, seed=seed),
                         target_step=config.num_steps if trained else 0))
   return out
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   """Computes one unit (all replicates, one program) and writes its records."""
-  cell, approach, seed = unit.spec
+  spec = unit.spec
+  cell, approach, seed = {k: spec[k] for k in config_lib.CELL_FIELDS}, spec.approach, spec.seed
   with jax.enable_x64(config.dtype == "float64" or bool(jax.config.jax_enable_x64)):
     start = time.perf_counter()
     task = Task(**dict(cell, coef_std=float(cell["coef_std"])),

@@ -21,7 +21,7 @@ __all__ = ["BASELINES", "BASIS_CHANGE_APPROACHES", "FIELDS", "NAMED_CONFIGS",
 # The experiments of configs/ that ``--config=NAME`` knows: NAME -> file name.
 NAMED_CONFIGS = {"table1": "table1", "table1_rmsprop": "table1_rmsprop", "table2": "table2",
                  "basis_change": "basis_change", "large": "large",
-                 "orthogonal": "orthogonal", "smoke": "operators_smoke"}
+                 "orthogonal": "orthogonal", "operators_smoke": "operators_smoke"}
 # What the family fits: a parametrization, or a baseline (`data.make_baselines`).
 BASELINES = ("true", "rand", "lstsq", "procrustes")
 # Generators of SO(n) targets (U(n) targets: `lie_unitary.GENERATORS`).

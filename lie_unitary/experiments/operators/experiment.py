@@ -122,7 +122,8 @@ def units(config) -> list[Unit]:
         fields.update(approach=s.approach, num_epochs=s.num_epochs,
                       learning_rate=s.learning_rate, basis_scale=s.basis_scale)
       # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
-      out.append(Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n, spec=s,
+      out.append(Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n,
+                      spec=F.resolved(s._asdict()),
                       target_step=s.num_epochs * (config.num_train // config.batch_size)))
   return out
 

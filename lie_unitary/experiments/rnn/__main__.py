@@ -4,7 +4,7 @@
   python -m lie_unitary.experiments.rnn --config=configs/memory.py --workdir=runs/NAME
   python -m lie_unitary.experiments.rnn --workdir=runs/NAME --report_only
 
-NAME: adding, memory, copy_long, adding_long, pixel_mnist, permuted_mnist or smoke (files
+NAME: adding, memory, copy_long, adding_long, pixel_mnist, permuted_mnist or rnn_smoke (files
 of configs/); fields: `rnn.config`; flags: `lie_unitary.experiments.launch`.
 """
 

@@ -22,7 +22,7 @@ __all__ = ["BUDGETS", "FIELDS", "GURNN_MODELS", "H0_MODELS", "IMAGE_MODELS", "IM
 
 # The experiments of configs/ that ``--config=NAME`` knows: NAME -> file name.
 NAMED_CONFIGS = {"adding": "adding", "memory": "memory", "copy_long": "copy_long",
-                 "adding_long": "adding_long", "smoke": "rnn_smoke",
+                 "adding_long": "adding_long", "rnn_smoke": "rnn_smoke",
                  "pixel_mnist": "pixel_mnist", "permuted_mnist": "permuted_mnist"}
 
 MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free", "orthogonal")

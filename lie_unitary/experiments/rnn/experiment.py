@@ -139,8 +139,7 @@ def make_unit(config, model: str, T: int, seed: int) -> Unit:
   fields = {"task": task, "model": model, "T": int(T), "seed": int(seed),
             **F.identity(values, table, model, config),
             **F.identity(entry, {k: config_lib.MODEL_FIELDS[k] for k in entry})}
-  spec = ml_collections.FrozenConfigDict(
-      {**values, **entry, "model": model, "T": int(T), "seed": int(seed)})
+  spec = F.resolved(values, **entry, model=model, T=int(T), seed=int(seed))
   cost = (config.num_updates * spec.T * spec.num_replicates * spec.hidden_size ** 2
           * _COST[model])
   return Unit(name=f"{task} T={spec.T} {model}",

@@ -89,7 +89,12 @@ def optimizer_for(spec) -> optax.GradientTransformation:
   (`clip_norm`, `clip_value`); the guRNN's λ (unclipped) gets
   `lambda_optimizer` at `lambda_learning_rate`, the orthogonal RNN's μ its own RMSProp at
   that rate. Every learning rate follows `lr_drops`."""
-  rate = lambda lr: optimizers.step_schedule(lr, spec.lr_drops, spec.lr_drop_factor)
+  drops = tuple(spec.lr_drops)
+  # optax counts the updates made before the current one: a drop at d scales the update
+  # with index d and every later one (a drop listed twice, twice). No drops: a constant,
+  # and the optimizer state holds no step counter.
+  rate = lambda lr: optax.piecewise_constant_schedule(
+      lr, {d: spec.lr_drop_factor ** drops.count(d) for d in set(drops)}) if drops else lr
   rmsprop = dict(rmsprop_decay=spec.rmsprop_decay, rmsprop_eps=spec.rmsprop_eps,
                  rmsprop_initial_scale=spec.rmsprop_initial_scale,
                  rmsprop_eps_in_sqrt=spec.rmsprop_eps_in_sqrt)
