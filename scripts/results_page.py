@@ -128,12 +128,12 @@ README_TABLES = {
     "10 epochs": ((("permuted MNIST", "psmnist_16k",
                     "`python -m lie_unitary.experiments.rnn --config=permuted_mnist "
                     "--config.data_dir=DIR --config.num_updates=4290 --cpu_devices=1 "
-                    "--workdir=results/psmnist_16k`"),
+                    "--workdir=runs/psmnist_16k`"),
                    ("pixel MNIST", "smnist_16k",
-                    "the same with `--config=pixel_mnist`, `--workdir=results/smnist_16k`"),
+                    "the same with `--config=pixel_mnist`, `--workdir=runs/smnist_16k`"),
                    ("pixel Fashion-MNIST", "sfashion_16k",
                     "the same with `--config=pixel_mnist --config.dataset=fashion_mnist`, "
-                    "`--workdir=results/sfashion_16k`")), _PROTOCOLS[:1]),
+                    "`--workdir=runs/sfashion_16k`")), _PROTOCOLS[:1]),
 }
 # The published row beside ours: expRNN's at 16K (`published.json`).
 _PUBLISHED_16K = ("expRNN", "16K")
