@@ -280,8 +280,8 @@ def test_dense_params_apply_the_same_map(n, k):
     for layer, inputs in ((orth, x), (unit, xc), (pairs, xr)):
       variables = layer.init(key, inputs)
       params = layer.apply(variables, n, method="dense_params")
-      out.append((layer.apply(variables, inputs), layer.as_dense().apply({"params": params}, inputs),
-                  params["kernel"]))
+      dense = layer.as_dense().apply({"params": params}, inputs)
+      out.append((layer.apply(variables, inputs), dense, params["kernel"]))
     return out
 
   (y_o, d_o, k_o), (y_u, d_u, k_u), (y_p, d_p, k_p) = jax.tree.map(np.asarray,
