@@ -32,7 +32,7 @@ def _best(fn, repeats: int) -> float:
   return best
 
 
-def _ours(n_in, n_out, batch, repeats, full):
+def _ours(n_in, n_out, batch, repeats, full, zero):
   import jax
   import jax.numpy as jnp
 
@@ -41,7 +41,9 @@ def _ours(n_in, n_out, batch, repeats, full):
 
   _say(rss_after_imports_gib=_peak_gib())
   x = jax.random.normal(jax.random.key(0), (batch, n_in), jnp.float32)
-  layer = lu.OrthogonalLinear(features=n_out)
+  import flax.linen as nn
+  layer = lu.OrthogonalLinear(
+      features=n_out, **({"lambda_init": nn.initializers.zeros} if zero else {}))
   if full:  # the n×n exponential for every shape: the map before the thin path
     n, k = max(n_in, n_out), min(n_in, n_out)
     weight = lambda mu: (stiefel.semi_orthogonal_from_lambdas(mu, n, k, thin=False)
@@ -91,8 +93,8 @@ def _pytorch(n_in, n_out, batch, repeats, orthogonal_map, threads):
 def main(argv) -> None:
   """Runs the case named by argv (see the module docstring)."""
   impl, n_in, n_out, batch, repeats, threads = argv[1], *map(int, argv[2:])
-  if impl in ("ours", "ours_full"):
-    _ours(n_in, n_out, batch, repeats, full=impl == "ours_full")
+  if impl.startswith("ours"):
+    _ours(n_in, n_out, batch, repeats, full=impl == "ours_full", zero=impl == "ours_zero")
   else:
     _pytorch(n_in, n_out, batch, repeats, impl, threads)
 
