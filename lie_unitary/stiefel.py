@@ -34,15 +34,17 @@ For any invertible k×k T, Y = T Z turns this into one 2k×2k exponential,
     [X; Y] = expm(M)[:, :k],  M = [[A, −C T⁻¹], [T, 0]],  Q = [X; (B T⁻¹) Y].
 
 Q does not depend on T (M changes by a similarity), so T is a constant for the
-derivative (`jax.lax.stop_gradient`) and only sets the conditioning: T = (C + I)^{1/2}
-from one k×k `eigh`, which makes M nearly skew where B's singular values σ are large
-(its 2×2 blocks are [[0, −σ²/τ], [τ, 0]], τ = √(σ² + 1)) and keeps every entry of
-expm(M) and of B T⁻¹ (norm < 1) bounded where they are small or zero. Everything
-else is smooth in (A, B): C = BᴴB, the Padé exponential `jax.scipy.linalg.expm` of
-M, two products. JAX differentiates it in both modes; no factorization of B is
-differentiated, so derivatives are exact and finite at B = 0 and at rank-deficient B,
-where a thin QR's or an eigendecomposition's own derivative is not defined. Cost:
-O(nk²) time (two n×k by k×k products) and O(nk) memory, plus O(k³) for M.
+derivative (`jax.lax.stop_gradient`) and only sets the conditioning. With
+eigh(C) = V diag(σ²) Vᴴ (σ: B's singular values; V also a constant) the map works in
+V's coordinates (A → VᴴAV, B → BV, Q → Q V back), where T = diag(τ), τ = √(σ² + 1), is
+inverted exactly: M's 2×2 blocks [[0, −σ²/τ], [τ, 0]] are nearly skew where σ is large,
+and every entry of expm(M) and of B T⁻¹ (norm < 1) stays bounded where σ is small or
+zero. C T⁻¹ is formed as Bᴴ(B T⁻¹) (rounding ε‖B‖, not the ε‖B‖² of C). What remains
+is smooth in (A, B): products and the Padé exponential of M (`_expm_scaled`). JAX
+differentiates it in both modes; no factorization of B is differentiated, so
+derivatives are exact and finite at B = 0 and at rank-deficient B, where a thin QR's
+or an eigendecomposition's own derivative is not defined. Cost: O(nk²) time (four n×k
+by k×k products) and O(nk) memory, plus O(k³) for eigh(C) and expm(M).
 
 For 2k ≥ n the subspace is as large as the whole space and the n×n exponential is
 used: `expm_skew_hermitian` with ``method`` ("auto": eigh on CPU), whose derivative in
@@ -143,7 +145,7 @@ def _check_thin(thin, n: int, k: int) -> bool:
 
 # Padé degree-13 (float64) and degree-7 (float32) bounds on the 1-norm (Higham 2005).
 _PADE_THETA = {8: 5.371920351148152, 4: 3.925724783138660}
-_MAX_SQUARINGS = 32
+_MAX_SQUARINGS = 32  # ‖M‖₁ up to θ·2³²; beyond, NaN (as jax.scipy.linalg.expm past its own)
 
 
 def _expm_scaled(m) -> jax.Array:
@@ -166,7 +168,8 @@ def _expm_scaled(m) -> jax.Array:
     return jax.lax.cond(i < squarings, lambda x: mm(x, x), lambda x: x, e), None
 
   e, _ = jax.lax.scan(square, e, jnp.arange(_MAX_SQUARINGS, dtype=squarings.dtype))
-  return e
+  too_large = jnp.log2(norm / theta) > _MAX_SQUARINGS
+  return jnp.where(too_large, jnp.asarray(jnp.nan, e.dtype), e)
 
 
 def _thin_exponential(a, b) -> jax.Array:
@@ -220,8 +223,8 @@ def _orthogonal_blocks(mu, n: int, k: int):
   return a, mu[..., num_a:].reshape(batch + (n - k, k))
 
 
-# Jitted so that an eager call (a layer's `init`) compiles once instead of running its
-# few dozen ops, the squaring loop's included, one by one: 0.4 s against 3 to 6 s.
+# Jitted so that an eager call (a layer's `init`) compiles one program (about 1 s on two
+# cores) instead of dispatching its few dozen ops, the squaring loop's included, one by one.
 @functools.partial(jax.jit, static_argnums=(1, 2))
 def _thin_unitary(lam, n: int, k: int) -> jax.Array:
   return _thin_exponential(*_unitary_blocks(lam, n, k))
