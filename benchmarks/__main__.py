@@ -7,6 +7,8 @@ r"""One entry point for every benchmark: `python -m benchmarks SUBJECT [flags]`.
   ceiling           each RNN's training and evaluation against the machine's GEMM peak and
                     its recurrence's chain of products, in GFLOP/s
   profile           where one image-model training update goes, phase by phase
+  layers            orthogonal layers at the sizes people use (tall, wide, square) beside
+                    PyTorch's three maps: init, forward, gradient, peak memory
   torch             beside PyTorch: orthogonal layers, the image-task training step
   torch_reference   the PyTorch expRNN trained on an image task (accuracy reference)
   runner            the experiment runner's overhead against its bare training loop
@@ -25,7 +27,7 @@ import benchmarks  # noqa: F401  (sets OPENBLAS_NUM_THREADS before jax loads)
 
 SUBJECTS = {"expm": ("expm", "main"), "principal_branch": ("principal_branch", "main"),
             "rnn": ("rnn", "main"), "ceiling": ("ceiling", "main"),
-            "profile": ("profile", "main"),
+            "profile": ("profile", "main"), "layers": ("layers", "main"),
             "torch": ("vs_torch", "main"),
             "torch_reference": ("vs_torch", "train_reference"),
             "runner": ("runner_overhead", "main")}

@@ -260,3 +260,35 @@ def test_half_precision_parameters_raise(dtype, features):
   layer = lu.OrthogonalLinear(features, param_dtype=dtype)
   with pytest.raises(ValueError, match=rf"mu's dtype must be float32 or float64; got {name}"):
     _init_shapes(layer, x)
+
+
+@pytest.mark.parametrize("n,k", [(6, 2), (3, 5), (4, 4)])
+def test_dense_params_apply_the_same_map(n, k):
+  """The cached weight (`dense_params`, formed once under jit) in `as_dense`'s nn.Dense
+  gives each layer's own output: orthogonal, complex and real-pair unitary, with bias."""
+  x = np.random.default_rng(n).standard_normal((3, n)).astype(np.float32)
+  xc = _complex(k, (3, n))
+  xr = np.concatenate([xc.real, xc.imag], axis=-1)
+  bias_init = nn.initializers.normal(1.0)
+  orth = lu.OrthogonalLinear(k, use_bias=True, bias_init=bias_init)
+  unit = lu.UnitaryLinear(k, use_bias=True, bias_init=bias_init)
+  pairs = lu.UnitaryLinear(k, real_pairs=True, use_bias=True, bias_init=bias_init)
+
+  @jax.jit
+  def run(key):
+    out = []
+    for layer, inputs in ((orth, x), (unit, xc), (pairs, xr)):
+      variables = layer.init(key, inputs)
+      params = layer.apply(variables, n, method="dense_params")
+      dense = layer.as_dense().apply({"params": params}, inputs)
+      out.append((layer.apply(variables, inputs), dense, params["kernel"]))
+    return out
+
+  (y_o, d_o, k_o), (y_u, d_u, k_u), (y_p, d_p, k_p) = jax.tree.map(np.asarray,
+                                                                   run(jax.random.key(0)))
+  assert k_o.shape == (n, k) and k_o.dtype == np.float32
+  assert k_u.shape == (n, k) and k_u.dtype == np.complex64
+  assert k_p.shape == (2 * n, 2 * k) and k_p.dtype == np.float32
+  for y, dense in ((y_o, d_o), (y_u, d_u), (y_p, d_p)):
+    assert dense.dtype == y.dtype
+    np.testing.assert_allclose(dense, y, atol=1e-5)

@@ -188,3 +188,29 @@ def test_half_precision_parameters_raise(dtype):
     for layer in (lnnx.UnitaryLinear, lnnx.OrthogonalLinear):
       with pytest.raises(ValueError, match=expected):
         layer(3, out_features, rngs=nnx.Rngs(0), param_dtype=dtype)
+
+
+@pytest.mark.parametrize("n,k", [(6, 2), (3, 5)])
+def test_as_linear_applies_the_same_map(n, k):
+  """`as_linear` (an nnx.Linear holding the weight formed once) gives each layer's output:
+  orthogonal, complex and real-pair unitary, with bias; built and applied under jit."""
+  x = np.random.default_rng(n).standard_normal((3, n)).astype(np.float32)
+  xc = _complex(k, (3, n))
+  xr = np.concatenate([xc.real, xc.imag], axis=-1)
+  kw = dict(use_bias=True, bias_init=_numpy_normal(1), lambda_init=_numpy_normal(2))
+  cases = ((lnnx.OrthogonalLinear(n, k, rngs=nnx.Rngs(0), **kw), x),
+           (lnnx.UnitaryLinear(n, k, rngs=nnx.Rngs(0), **kw), xc),
+           (lnnx.UnitaryLinear(n, k, rngs=nnx.Rngs(0), real_pairs=True, **kw), xr))
+  for layer, inputs in cases:
+    graphdef, state = nnx.split(layer)
+
+    @jax.jit
+    def run(state, inputs, graphdef=graphdef):
+      layer = nnx.merge(graphdef, state)
+      linear = layer.as_linear()
+      return layer(inputs), linear(inputs), linear.kernel[...]
+
+    y, dense, kernel = map(np.asarray, run(state, inputs))
+    assert kernel.shape == (inputs.shape[-1], y.shape[-1])
+    assert dense.dtype == y.dtype
+    np.testing.assert_allclose(dense, y, atol=1e-5)

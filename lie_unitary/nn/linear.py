@@ -14,6 +14,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lie_unitary import algebra
 from lie_unitary.nn import weights
 
 __all__ = ["OrthogonalLinear", "UnitaryLinear"]
@@ -69,6 +70,31 @@ class UnitaryLinear(nn.Module):
     """The (n, n) complex matrix U(λ) of a square layer (input size n = ``features``)."""
     return self.matrix(self.features)
 
+  def dense_params(self, in_features: int) -> dict:
+    """W formed once, as the parameters of the `flax.linen.Dense` from `as_dense`.
+
+    For inference: ``layer.apply(variables, n, method="dense_params")`` (jittable)
+    forms W once; ``layer.as_dense().apply({"params": p}, x)`` then computes this
+    layer's y with one matmul, no exponential. Complex layers: ``kernel`` complex
+    (n, k) = Wᵀ, ``bias`` complex (k,); with ``real_pairs`` the real (2n, 2k) kernel
+    [[Re Wᵀ, Im Wᵀ], [−Im Wᵀ, Re Wᵀ]] and the real (2k,) bias, for real [Re, Im] halves.
+
+    Raises:
+      ValueError: if `in_features` is not an integer ≥ 1.
+    """
+    w, bias = self._weight_and_bias(weights.check_features(in_features, "in_features"))
+    return weights.unitary_dense_params(w, bias, self.real_pairs)
+
+  def as_dense(self) -> nn.Dense:
+    """The `flax.linen.Dense` that applies `dense_params` (see there); HIGHEST precision."""
+    dtype = (algebra.check_real_dtype(self.param_dtype, "param_dtype") if self.real_pairs
+             else algebra.complex_dtype_for(self.param_dtype))
+    return nn.Dense(self._dense_features(), use_bias=self.use_bias, dtype=dtype,
+                    param_dtype=dtype, precision=jax.lax.Precision.HIGHEST, parent=None)
+
+  def _dense_features(self) -> int:
+    return weights.check_features(self.features) * (2 if self.real_pairs else 1)
+
   def __call__(self, x):
     """Applies W (and b). Raises ValueError if x's dtype or last axis does not fit."""
     n = weights.unitary_in_features(x, self.real_pairs)
@@ -116,6 +142,26 @@ class OrthogonalLinear(nn.Module):
   def orthogonal(self) -> jax.Array:
     """The (n, n) real matrix R(μ) of a square layer (input size n = ``features``)."""
     return self.matrix(self.features)
+
+  def dense_params(self, in_features: int) -> dict:
+    """W formed once: ``{"kernel": Wᵀ (n, k), "bias": b (k,)}`` (no bias without
+    ``use_bias``), the parameters of `as_dense`'s `flax.linen.Dense`.
+
+    For inference: ``p = layer.apply(variables, n, method="dense_params")`` (jittable),
+    then ``layer.as_dense().apply({"params": p}, x)`` is this layer's y, one matmul.
+
+    Raises:
+      ValueError: if `in_features` is not an integer ≥ 1.
+    """
+    w, bias = self._weight_and_bias(weights.check_features(in_features, "in_features"))
+    return weights.orthogonal_dense_params(w, bias)
+
+  def as_dense(self) -> nn.Dense:
+    """The `flax.linen.Dense` that applies `dense_params`; HIGHEST precision."""
+    dtype = algebra.check_real_dtype(self.param_dtype, "param_dtype")
+    return nn.Dense(weights.check_features(self.features), use_bias=self.use_bias,
+                    dtype=dtype, param_dtype=dtype, precision=jax.lax.Precision.HIGHEST,
+                    parent=None)
 
   def __call__(self, x):
     """Applies W (and b). Raises ValueError if x is complex or not (..., n)."""

@@ -22,6 +22,18 @@ __all__ = ["OrthogonalLinear", "UnitaryLinear"]
 Initializer = Callable[..., jax.Array]
 
 
+def _linear_from(params: dict, precision) -> nnx.Linear:
+  """An `nnx.Linear` whose kernel (and bias) are the given arrays."""
+  kernel = params["kernel"]
+  linear = nnx.Linear(kernel.shape[0], kernel.shape[1], use_bias="bias" in params,
+                      dtype=kernel.dtype, param_dtype=kernel.dtype, precision=precision,
+                      rngs=nnx.Rngs(0))
+  linear.kernel[...] = kernel
+  if "bias" in params:
+    linear.bias[...] = params["bias"]
+  return linear
+
+
 class UnitaryLinear(nnx.Module):
   """y = W(λ) x (+ b): complex n = ``in_features`` -> k = ``out_features``.
 
@@ -67,6 +79,21 @@ class UnitaryLinear(nnx.Module):
   def matrix(self) -> jax.Array:
     """W, the complex (k, n) matrix."""
     return weights.unitary_weight(self.lam[...], self.in_features, self.out_features)
+
+  def dense_params(self) -> dict:
+    """W formed once, as the parameters of `as_linear`'s `nnx.Linear` (jittable).
+
+    ``{"kernel": ..., "bias": ...}`` (no "bias" without ``use_bias``): the complex (n, k)
+    kernel Wᵀ and complex (k,) bias; with ``real_pairs`` the real (2n, 2k) kernel
+    [[Re Wᵀ, Im Wᵀ], [−Im Wᵀ, Re Wᵀ]] and real (2k,) bias acting on [Re x, Im x].
+    """
+    bias = None if self.bias is None else self.bias[...]
+    return weights.unitary_dense_params(self.matrix(), bias, self.real_pairs)
+
+  def as_linear(self) -> nnx.Linear:
+    """An `nnx.Linear` holding `dense_params` (HIGHEST precision): this layer's y for
+    inference with one matmul and no exponential. A copy: training it leaves λ alone."""
+    return _linear_from(self.dense_params(), jax.lax.Precision.HIGHEST)
 
   def unitary(self) -> jax.Array:
     """W of a square layer, U(λ) (n, n).
@@ -131,6 +158,17 @@ class OrthogonalLinear(nnx.Module):
   def matrix(self) -> jax.Array:
     """W, the real (k, n) matrix."""
     return weights.orthogonal_weight(self.mu[...], self.in_features, self.out_features)
+
+  def dense_params(self) -> dict:
+    """W formed once: ``{"kernel": Wᵀ (n, k), "bias": b (k,)}`` (no "bias" without
+    ``use_bias``), the parameters of `as_linear`'s `nnx.Linear` (jittable)."""
+    bias = None if self.bias is None else self.bias[...]
+    return weights.orthogonal_dense_params(self.matrix(), bias)
+
+  def as_linear(self) -> nnx.Linear:
+    """An `nnx.Linear` holding `dense_params` (HIGHEST precision): this layer's y for
+    inference with one matmul and no exponential. A copy: training it leaves μ alone."""
+    return _linear_from(self.dense_params(), jax.lax.Precision.HIGHEST)
 
   def orthogonal(self) -> jax.Array:
     """W of a square layer, R(μ) (n, n).

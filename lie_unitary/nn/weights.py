@@ -16,7 +16,8 @@ import numpy as np
 from lie_unitary import stiefel
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["apply_orthogonal", "apply_unitary", "check_features", "num_orthogonal_weight_params",
+__all__ = ["apply_orthogonal", "apply_unitary", "check_features", "orthogonal_dense_params",
+           "unitary_dense_params", "num_orthogonal_weight_params",
            "num_unitary_weight_params", "orthogonal_in_features", "orthogonal_weight",
            "unitary_in_features", "unitary_weight"]
 
@@ -202,3 +203,50 @@ def apply_orthogonal(w, x, bias=None) -> jax.Array:
     bias = _check_bias(bias, w.shape[0])
   y = mm(jnp.asarray(x), w.T)
   return y if bias is None else _add_bias(y, bias)
+
+
+def unitary_dense_params(w, bias=None, real_pairs: bool = False) -> dict:
+  """The parameters of a dense layer (y = x @ kernel + bias) that computes `apply_unitary`.
+
+  Args:
+    w: complex (k, n).
+    bias: None, or real (2k,) holding [Re b, Im b].
+    real_pairs: give the real (2n, 2k) kernel [[Re Wᵀ, Im Wᵀ], [−Im Wᵀ, Re Wᵀ]] and the
+      real (2k,) bias, which act on [Re x, Im x]; else the complex (n, k) kernel Wᵀ and
+      the complex (k,) bias.
+
+  Returns:
+    ``{"kernel": ..., "bias": ...}``, without "bias" when `bias` is None.
+
+  Raises:
+    ValueError: if `w` is not a matrix or the bias is not real (2k,).
+  """
+  if jnp.ndim(w) != 2:
+    raise ValueError(f"w must be a (k, n) matrix; got {jnp.shape(w)=}.")
+  k = w.shape[0]
+  if bias is not None:
+    bias = _check_bias(bias, 2 * k)
+  w_t = jnp.matrix_transpose(w)
+  if real_pairs:
+    re, im = jnp.real(w_t), jnp.imag(w_t)
+    kernel = jnp.concatenate([jnp.concatenate([re, im], axis=-1),
+                              jnp.concatenate([-im, re], axis=-1)], axis=-2)
+  else:
+    kernel = w_t
+    bias = None if bias is None else jax.lax.complex(bias[:k], bias[k:]).astype(w.dtype)
+  return {"kernel": kernel} if bias is None else {"kernel": kernel, "bias": bias}
+
+
+def orthogonal_dense_params(w, bias=None) -> dict:
+  """``{"kernel": Wᵀ (n, k), "bias": b (k,)}`` (no "bias" if None): `apply_orthogonal`
+  as a dense layer, y = x @ kernel + bias.
+
+  Raises:
+    ValueError: if `w` is not a matrix or the bias is not real (k,).
+  """
+  if jnp.ndim(w) != 2:
+    raise ValueError(f"w must be a (k, n) matrix; got {jnp.shape(w)=}.")
+  kernel = jnp.matrix_transpose(w)
+  if bias is None:
+    return {"kernel": kernel}
+  return {"kernel": kernel, "bias": _check_bias(bias, w.shape[0]).astype(w.dtype)}
