@@ -39,7 +39,8 @@ extensions = [
 
 root_doc = "docs/index"
 include_patterns = ["docs/**", "notebooks/*.ipynb", "results/README.md", "results/**/report.md"]
-exclude_patterns = ["docs/_build", "docs/_templates", "**/.ipynb_checkpoints", ".venv", ".git", "build", "runs"]
+exclude_patterns = ["docs/_build", "docs/_templates", "**/.ipynb_checkpoints", ".venv", ".git",
+                    "build", "runs"]
 # The root of the built site sends the browser on to docs/index.html.
 html_extra_path = ["_root"]  # relative to this folder
 # .rst first: autosummary writes its generated pages (reStructuredText) with the first suffix.
