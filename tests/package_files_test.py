@@ -1,6 +1,7 @@
 """The built wheel holds every subpackage of lie_unitary/ and every config file, so an
 installed package can run each experiment family (`runner.FAMILIES`)."""
 
+import os
 import pathlib
 import shutil
 import subprocess
@@ -22,6 +23,8 @@ def _source_packages() -> set[str]:
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
+  if os.environ.get("LIE_UNITARY_WHEEL"):  # CI's, built by `python -m build`
+    return zipfile.ZipFile(os.environ["LIE_UNITARY_WHEEL"])
   # Built from a copy of the sources, so the checkout gets no build/ or egg-info folder.
   src = tmp_path_factory.mktemp("src")
   for name in SOURCES:
