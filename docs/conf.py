@@ -64,6 +64,7 @@ autosummary_imported_members = True
 templates_path = ["docs/_templates"]
 autodoc_default_options = {"members": False}
 autodoc_typehints = "description"
+autodoc_typehints_description_target = "documented"  # no type-only entries for undocumented fields
 autodoc_member_order = "bysource"
 add_module_names = False
 napoleon_google_docstring = True
