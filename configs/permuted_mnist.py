@@ -7,7 +7,7 @@ tables); RMSProp as PyTorch's at 1e-3 (the Lie-algebra coefficients at 1e-4) and
 readout initialised as PyTorch's, as expRNN's code; the guRNN's initial phases in
 (-π/2, π/2), where expRNN's Cayley init puts the orthogonal RNN's eigenphases (on
 permuted MNIST and Fashion-MNIST they end higher than phases in (-π, π):
-docs/results_log.md); the LSTM's forget-gate bias at 1 and its gradient clipped to
+docs/design_decisions.md); the LSTM's forget-gate bias at 1 and its gradient clipped to
 global norm 1; batches of 128, 70 epochs of the 55,000 training images, the last
 5,000 held out for validation.
 
@@ -50,13 +50,13 @@ def get_config():
   c.lambda_phase_range = 1.5708  # π/2 to 4 decimals, as the recorded runs gave it
   # The LSTM's forget gate from a bias of 1 and its gradient scaled to global norm ≤ 1:
   # on pixel Fashion-MNIST it learns faster and no longer collapses mid-run at 1e-3
-  # (docs/results_log.md).
+  # (docs/design_decisions.md).
   c.lstm_forget_bias = 1.0
   c.models.lstm.clip_norm = 1.0
   c.lambda_optimizer = "rmsprop"
   # torch.optim.RMSprop's defaults (expRNN's): decay 0.99, the mean square from 0, eps
   # 1e-8 outside the root; and PyTorch's nn.Linear readout. Together they bring the
-  # first 300 updates level with the PyTorch reference (docs/results_log.md).
+  # first 300 updates level with the PyTorch reference (docs/design_decisions.md).
   c.rmsprop_decay = 0.99
   c.rmsprop_initial_scale = 0.0
   c.rmsprop_eps = 1e-8

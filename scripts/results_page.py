@@ -43,7 +43,7 @@ protocol on a 2-core Intel Xeon CPU, each unit's batch split over both cores (an
 "(unfinished)" row shows its epochs so far); every
 other section, 10 of its 70 epochs on a 2-core AMD EPYC CPU. A row's setting names the
 fields that tell it from the same model's other rows in its table. What was tried and
-why: [results_log.md](results_log.md).
+why: [design_decisions.md](design_decisions.md).
 
 The paper's own experiments (§3 Tables 1-2, §4 Figure 3) are measured in
 [reproduction.md](reproduction.md) and [rnn.md](rnn.md).
