@@ -211,7 +211,8 @@ def _launch(family_name: str, argv) -> int | None:
     try:
       summary = runner.train_and_evaluate(
           family, config, workdir,
-          resume_across_code_change=flag_values.resume_across_code_change)
+          resume_across_code_change=flag_values.resume_across_code_change,
+          restart_lost_units=flag_values.restart_lost_units)
     except runner.ConfigError as e:
       raise app.UsageError(_one_line(e)) from e
     if summary.interrupted:
@@ -266,6 +267,10 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_bool("resume_across_code_change", False, "Resume a checkpoint written by "
                     "other code (its package files or jax/jaxlib/flax/optax versions differ), "
                     "for a change that leaves the numbers alone; refused otherwise.")
+  flags.DEFINE_bool("restart_lost_units", False, "Start again from step 0 an unfinished "
+                    "unit that has records but no checkpoint (lost, e.g. with its machine), "
+                    "replacing its records; refused otherwise, so that no unit's records "
+                    "mix two starts. Finished units are never touched.")
   flags.DEFINE_integer("cpu_devices", 0, "CPU devices to make of this host's cores, set "
                        "before jax starts: 0, one per core (with one process); 1, a single "
                        "device. Ignored where XLA_FLAGS sets "

@@ -13,14 +13,16 @@ A family's `run_unit` reads top to bottom::
 Calls end at every multiple of `every`, at epoch ends and at the target, and last about
 `call_seconds` (sized from the measured rate), so a stop is never more than a call and an
 evaluation away. Checkpoints (orbax) hold the replicates without sharding's padding, so a
-unit stopped on 2 devices resumes on 1 or 3; they are written at most every
-`checkpoint_seconds`, on a stop and at the end, and the two latest are kept: a damaged
-one is reported in a line and set aside, and the previous one (or the unit's start) is
-used instead. Each checkpoint holds the code's fingerprint (`workdir.code_fingerprint`):
-one written by other code is refused, unless the run says to resume across the change. A
-thread prints a line every `progress_seconds`: the step, the epoch, what is running, the
-last validation metrics and the ETA. The first SIGINT/SIGTERM (`handle_signals`) ends the
-current call, checkpoints and raises `Interrupted`.
+unit stopped on 2 devices resumes on 1 or 3; they are written at a unit's start, at most
+every `checkpoint_seconds`, on a stop and at the end, and the two latest are kept: a
+damaged one is reported in a line and set aside, and the previous one (or the unit's
+start) is used instead. A unit with records but no checkpoint left (lost) is refused,
+unless the run says to replace its records and start again. Each checkpoint holds the
+code's fingerprint (`workdir.code_fingerprint`): one written by other code is refused,
+unless the run says to resume across the change. A thread prints a line every
+`progress_seconds`: the step, the epoch, what is running, the last validation metrics and
+the ETA. The first SIGINT/SIGTERM (`handle_signals`) ends the current call, checkpoints
+and raises `Interrupted`.
 """
 
 from __future__ import annotations
@@ -288,14 +290,15 @@ class Loop:
     return self.ctx.stop.requested()
 
   def restore(self, state: Any, history: dict | None = None) -> tuple[Any, dict]:
-    """The checkpointed (state, history), else the fresh ones given; sets `step`,
-    `elapsed` and `resumed_from`. A checkpoint that cannot be read is named in a line
-    and moved aside, and the one before it used (or the fresh state: the unit restarts,
-    its records kept and none written twice).
+    """The checkpointed (state, history), else the fresh ones given (then checkpointed at
+    step 0); sets `step`, `elapsed` and `resumed_from`. A checkpoint that cannot be read
+    is named in a line and moved aside, and the one before it used (or the fresh state).
 
     Raises:
       ConfigError: the checkpoint is beyond the target step, or was written by other code
-        (`workdir.code_changes`) and the context's `resume_across_code_change` is False.
+        (`workdir.code_changes`) and the context's `resume_across_code_change` is False;
+        or no checkpoint is left but the unit has records and the context's
+        `restart_lost_units` is False.
     """
     history = {} if history is None else history
     for step in self._ckpt.steps():
@@ -317,9 +320,29 @@ class Loop:
       state, history = self.replicas.from_host(host, state), dict(meta.get("history", {}))
       self.say(f"resumed at step {self.step} ({format_seconds(self.elapsed)} so far)")
       break
+    else:  # no usable checkpoint: a start from step 0, checkpointed before any record
+      self._start_afresh()
+      self.save(state, history)
     self.resumed_from = self.step
     self._last = self._now()
     return state, history
+
+  def _start_afresh(self) -> None:
+    """A unit without a checkpoint but with records (its checkpoint lost) is refused
+    (ConfigError), so that no unit's records mix two starts; with the context's
+    `restart_lost_units` its records are removed and it starts again."""
+    unit, workdir = self.ctx.unit, self.ctx.workdir
+    count = workdir_lib.unit_records(workdir, unit.id)
+    if not count:
+      return
+    records = f"{count} record{'s' * (count > 1)}"
+    if not getattr(self.ctx, "restart_lost_units", False):
+      raise ConfigError(
+          f"unit {unit.label} ({unit.id}) has {records} but no checkpoint: rerun with "
+          "--restart_lost_units to start it again from step 0, replacing its records.")
+    if jax.process_index() == 0:
+      workdir_lib.remove_unit_records(workdir, unit.id)
+    self.say(f"no checkpoint: its {records} removed, starting again from step 0.")
 
   def _check_code(self, step: int, code: dict | None) -> None:
     """Refuses (ConfigError) a checkpoint written by other code, unless the context allows

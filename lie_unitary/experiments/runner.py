@@ -70,13 +70,15 @@ def get_family(name: str) -> Family:
 @dataclasses.dataclass
 class UnitContext:
   """What a running unit sees of the runner: its workdir, the unit, where progress lines
-  go, the stop request set by the first SIGINT/SIGTERM (`loop.Loop` honours it), and
-  whether a checkpoint written by other code may be resumed."""
+  go, the stop request set by the first SIGINT/SIGTERM (`loop.Loop` honours it),
+  whether a checkpoint written by other code may be resumed, and whether a unit with
+  records but no checkpoint starts again, its records replaced."""
   workdir: str
   unit: Unit
   printer: Callable[[str], None]
   stop: loop.StopRequest
   resume_across_code_change: bool = False
+  restart_lost_units: bool = False
 
   def write(self, recs: Sequence[dict], file: str = workdir_lib.RESULTS) -> None:
     """Appends records, each with the unit's id, name and fields (process 0 only); a
@@ -124,7 +126,8 @@ def _claim(workdir: str, unit: Unit):
 def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
               printer: Callable[[str], None] = print,
               stop: loop.StopRequest | None = None,
-              resume_across_code_change: bool = False) -> RunSummary:
+              resume_across_code_change: bool = False,
+              restart_lost_units: bool = False) -> RunSummary:
   """Runs every unit of `units` not yet finished, in order, each claimed first.
 
   Args:
@@ -136,6 +139,8 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
     stop: a stop request to honour (default: a fresh one).
     resume_across_code_change: resume checkpoints written by other code (`loop.Loop`
       refuses them otherwise).
+    restart_lost_units: start again from step 0 a unit with records but no checkpoint,
+      replacing its records (`loop.Loop` refuses it otherwise); finished units are skipped.
   """
   stop = stop or loop.StopRequest()
   clock = loop.Clock(sum(u.cost for u in units))
@@ -157,7 +162,8 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
       t0 = time.perf_counter()
       try:
         family.run_unit(config, unit, UnitContext(workdir, unit, printer, stop,
-                                                          resume_across_code_change))
+                                                  resume_across_code_change,
+                                                  restart_lost_units))
       except loop.Interrupted:
         printer(f"{unit.label}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
                 "command to resume.")
@@ -180,7 +186,8 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
 def train_and_evaluate(family: Family | str, config, workdir: str, *,
                        printer: Callable[[str], None] = print,
                        handle_signals: bool = True,
-                       resume_across_code_change: bool = False) -> RunSummary:
+                       resume_across_code_change: bool = False,
+                       restart_lost_units: bool = False) -> RunSummary:
   """Validates the config, records the launch, and runs (or resumes) every unit.
 
   Args:
@@ -191,12 +198,16 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
     handle_signals: the first SIGINT/SIGTERM stops at a checkpoint (main thread only).
     resume_across_code_change: resume checkpoints written by other code (refused
       otherwise: a unit's numbers come from one code).
+    restart_lost_units: start again from step 0 an unfinished unit with records but no
+      checkpoint, replacing its records (refused otherwise: a unit's records come from
+      one start).
 
   Returns:
     A `RunSummary`.
 
   Raises:
-    ConfigError: a bad config field, before anything is written.
+    ConfigError: a bad config field, before anything is written; a unit refused when it
+      comes (a checkpoint of other code, or records without a checkpoint).
   """
   family = get_family(family) if isinstance(family, str) else family
   family.validate_config(config)
@@ -216,4 +227,5 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
     printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
             f"{jax.process_count()} process(es) → {workdir}")
     return run_units(family, config, units, workdir, printer=printer, stop=stop,
-                     resume_across_code_change=resume_across_code_change)
+                     resume_across_code_change=resume_across_code_change,
+                     restart_lost_units=restart_lost_units)

@@ -42,13 +42,15 @@ __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_F
            "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
            "mark_finished", "merge", "read", "read_launches", "read_records", "record_key",
-           "to_jsonable", "unit_names", "units", "write_launch"]
+           "remove_unit_records", "to_jsonable", "unit_names", "unit_records", "units",
+           "write_launch"]
 
 RESULTS = "results.jsonl"
 CURVES = "curves.jsonl"
 FINISHED = "finished.jsonl"
 REPORT = "report.md"
 _LAUNCHES, _CLAIMS, _CHECKPOINTS = "launches", "claims", "checkpoints"
+_RECORD_FILES = (RESULTS, CURVES, FINISHED)  # the files whose records name their unit
 # A claim not refreshed for STALE seconds belongs to a dead process (on another host).
 HEARTBEAT_SECONDS, STALE_SECONDS = 10.0, 60.0
 _HAVE_PANDAS = lambda: importlib.util.find_spec("pandas") is not None  # noqa: E731
@@ -97,22 +99,56 @@ def append_records(file: str | os.PathLike, records: Iterable[dict],
   if not records:
     return
   os.makedirs(os.path.dirname(os.path.abspath(file)), exist_ok=True)
-  with open(file, "ab+") as f:
-    fcntl.flock(f, fcntl.LOCK_EX)
-    try:
+  with _locked(file) as f:
+    f.seek(0)
+    text = f.read()
+    if text and not text.endswith(b"\n"):  # a writer killed mid-line
+      text = text[:text.rfind(b"\n") + 1]
+      f.truncate(len(text))
+    if key is not None:
+      have = {key(r) for r in _parse_lines(text.decode("utf-8").splitlines())}
+      records = [r for r in records if key(r) not in have]
+    f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"))
+    f.flush()
+    os.fsync(f.fileno())
+
+
+@contextlib.contextmanager
+def _locked(file: str | os.PathLike) -> Iterator[Any]:
+  """`file` opened "ab+" under an exclusive lock, and still the file at its path: a
+  writer that waited while `remove_unit_records` replaced it opens the new one."""
+  while True:
+    with open(file, "ab+") as f:  # closing it releases the lock
+      fcntl.flock(f, fcntl.LOCK_EX)
+      if os.path.exists(file) and os.path.samestat(os.fstat(f.fileno()), os.stat(file)):
+        yield f
+        return
+
+
+def unit_records(workdir, unit_id: str) -> int:
+  """How many records of unit `unit_id` WORKDIR's record files (results, curves,
+  finished) hold."""
+  return sum(r.get("unit") == unit_id for name in _RECORD_FILES for r in read(workdir, name))
+
+
+def remove_unit_records(workdir, unit_id: str) -> None:
+  """Removes every record of unit `unit_id` from WORKDIR's record files (results, curves,
+  finished): each is rewritten whole to a temporary file that then replaces it, under
+  the lock appends take, so a crash leaves the old file or the new one."""
+  for name in _RECORD_FILES:
+    file = path(workdir, name)
+    if not os.path.exists(file):
+      continue
+    with _locked(file) as f:
       f.seek(0)
-      text = f.read()
-      if text and not text.endswith(b"\n"):  # a writer killed mid-line
-        text = text[:text.rfind(b"\n") + 1]
-        f.truncate(len(text))
-      if key is not None:
-        have = {key(r) for r in _parse_lines(text.decode("utf-8").splitlines())}
-        records = [r for r in records if key(r) not in have]
-      f.write("".join(json.dumps(r, sort_keys=True) + "\n" for r in records).encode("utf-8"))
-      f.flush()
-      os.fsync(f.fileno())
-    finally:
-      fcntl.flock(f, fcntl.LOCK_UN)
+      keep = b"".join(x for x in f.read().splitlines(keepends=True)
+                      if not any(r.get("unit") == unit_id for r in _parse_lines([x])))
+      temporary = f"{file}.{os.getpid()}.tmp"
+      with open(temporary, "wb") as out:
+        out.write(keep)
+        out.flush()
+        os.fsync(out.fileno())
+      os.replace(temporary, file)
 
 
 def _parse_lines(lines: Iterable[str]) -> list[dict]:

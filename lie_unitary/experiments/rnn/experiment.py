@@ -170,7 +170,6 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
             else data.synthetic_source(spec))
   exp = trainer.make_experiment(spec, replicas.sharding, source)
   per_epoch, baseline = source.updates_per_epoch, data.get_task(spec.task).baseline(spec.T)
-  done = ctx.written()  # records of a resumed unit are not written twice
 
   def write(kind, step, elapsed, metrics):
     epoch = {"epoch": round(step / per_epoch, 4)} if per_epoch else {}
@@ -203,6 +202,9 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     # The initial parameters, kept for the drift (the restored state's buffers are donated).
     initial = exp.init(replicas.ids).params if exp.drift is not None else None
     state, history = lp.restore(exp.init(replicas.ids))
+    # Records of a resumed unit are not written twice (read after `restore`: it may
+    # remove a lost unit's records).
+    done = ctx.written()
     if lp.boundary(lp.step) and ("val", 0, lp.step) not in done:  # the initial state's,
       # or one a stop left pending
       validate(lp, state, history)
