@@ -57,3 +57,13 @@ def random_params(init, *args, seed=0):
     return (scale * rng.standard_normal(leaf.shape)).astype(leaf.dtype)
 
   return jax.tree.map(draw, jax.eval_shape(init, *args))
+
+
+def image_records(model, accuracies):
+  """'val' records of a permuted-Fashion unit, accuracies[replicate][epoch] (epoch 0 on)."""
+  fields = dict(unit=f"permuted T=784 {model}-x", unit_name=f"permuted T=784 {model}",
+                task="permuted", dataset="fashion_mnist", model=model, hidden_size=170,
+                batch_size=128)
+  return [dict(fields, kind="val", replicate=rep, step=429 * epoch, epoch=float(epoch),
+               val_accuracy=acc - 0.01, test_accuracy=acc, seconds=10.0 * epoch)
+          for rep, accs in enumerate(accuracies) for epoch, acc in enumerate(accs)]

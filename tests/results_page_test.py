@@ -9,6 +9,8 @@ from lie_unitary.experiments import workdir
 from lie_unitary.experiments.rnn import report
 from scripts import results_page
 
+import helpers
+
 _RESULTS = os.path.join(results_page.ROOT, "results")
 
 
@@ -67,20 +69,10 @@ def test_a_readme_cell_averages_finished_runs_and_counts_the_running_ones():
   assert results_page._cell(None, "best_test") == "not run yet"
 
 
-def _image_records(model, accuracies):
-  """'val' records of a permuted-Fashion unit, accuracies[replicate][epoch] (epoch 0 on)."""
-  fields = dict(unit=f"permuted T=784 {model}-x", unit_name=f"permuted T=784 {model}",
-                task="permuted", dataset="fashion_mnist", model=model, hidden_size=170,
-                batch_size=128)
-  return [dict(fields, kind="val", replicate=rep, step=429 * epoch, epoch=float(epoch),
-               val_accuracy=acc - 0.01, test_accuracy=acc, seconds=10.0 * epoch)
-          for rep, accs in enumerate(accuracies) for epoch, acc in enumerate(accs)]
-
-
 def test_image_summary_gives_each_runs_accuracies_under_both_protocols():
   # Replicate 0: best validation at epoch 2 (val 0.79 > 0.77), its best test at epoch 2;
   # replicate 1: best validation at epoch 1, test there 0.74, best test 0.78 at epoch 2.
-  recs = _image_records("gurnn", [[0.1, 0.78, 0.80], [0.1, 0.74, 0.78]])
+  recs = helpers.image_records("gurnn", [[0.1, 0.78, 0.80], [0.1, 0.74, 0.78]])
   recs[-1]["val_accuracy"] = 0.70  # replicate 1's epoch 2: worse on validation
   recs.append(dict(recs[2], kind="final", step=858))  # replicate 0 finished, 1 not
   (key, models), = results_page.image_summary(recs).items()
@@ -93,7 +85,7 @@ def test_image_summary_gives_each_runs_accuracies_under_both_protocols():
 
 
 def test_image_summary_refuses_two_settings_of_a_model():
-  recs = _image_records("lstm", [[0.1, 0.5]])
-  recs += [dict(r, hidden_size=62) for r in _image_records("lstm", [[0.1, 0.6]])]
+  recs = helpers.image_records("lstm", [[0.1, 0.5]])
+  recs += [dict(r, hidden_size=62) for r in helpers.image_records("lstm", [[0.1, 0.6]])]
   with pytest.raises(ValueError, match="several settings of one model"):
     results_page.image_summary(recs)

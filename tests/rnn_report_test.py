@@ -193,19 +193,9 @@ def test_the_report_names_the_sets_size_and_a_short_run():
   assert "short run" not in report.markdown(long)
 
 
-def _image_records(model, accuracies):
-  """'val' records of a permuted-Fashion unit, accuracies[replicate][epoch] (epoch 0 on)."""
-  fields = dict(unit=f"permuted T=784 {model}-x", unit_name=f"permuted T=784 {model}",
-                task="permuted", dataset="fashion_mnist", model=model, hidden_size=170,
-                batch_size=128)
-  return [dict(fields, kind="val", replicate=rep, step=429 * epoch, epoch=float(epoch),
-               val_accuracy=acc - 0.01, test_accuracy=acc, seconds=10.0 * epoch)
-          for rep, accs in enumerate(accuracies) for epoch, acc in enumerate(accs)]
-
-
 def test_the_image_figure_draws_loss_and_drift_per_epoch():
-  recs = _image_records("gurnn", [[0.1, 0.70, 0.80], [0.1, 0.74, 0.78]])
-  recs += _image_records("lstm", [[0.1, 0.5, 0.6], [0.1, 0.5, 0.6]])
+  recs = helpers.image_records("gurnn", [[0.1, 0.70, 0.80], [0.1, 0.74, 0.78]])
+  recs += helpers.image_records("lstm", [[0.1, 0.5, 0.6], [0.1, 0.5, 0.6]])
   for r in recs:
     r["val_loss"] = 2.0 / (1 + r["epoch"]) + 0.1 * r["replicate"]
     if r["model"] == "gurnn":
@@ -226,7 +216,7 @@ def test_the_image_figure_draws_loss_and_drift_per_epoch():
 
 def test_the_image_figure_draws_the_finished_runs_beside_a_running_one():
   # Replicate 0 finished at epoch 2, replicate 1 has only its step-0 evaluation.
-  recs = _image_records("gurnn", [[0.1, 0.70, 0.80], [0.1]])
+  recs = helpers.image_records("gurnn", [[0.1, 0.70, 0.80], [0.1]])
   recs.append(dict(recs[2], kind="final"))
   by_epoch = report.figures(recs)["images_permuted_fashion_mnist"].axes[0]
   line, = by_epoch.lines
@@ -235,8 +225,8 @@ def test_the_image_figure_draws_the_finished_runs_beside_a_running_one():
 
 
 def test_the_drift_table_gives_each_epochs_mean_and_standard_error():
-  recs = _image_records("gurnn", [[0.1, 0.70], [0.1, 0.74]])
-  recs += _image_records("lstm", [[0.1, 0.5], [0.1, 0.5]])
+  recs = helpers.image_records("gurnn", [[0.1, 0.70], [0.1, 0.74]])
+  recs += helpers.image_records("lstm", [[0.1, 0.5], [0.1, 0.5]])
   for r in recs:
     if r["model"] == "gurnn":
       r["u_drift"] = 0.1 * r["epoch"] + 0.02 * r["replicate"]
@@ -246,12 +236,12 @@ def test_the_drift_table_gives_each_epochs_mean_and_standard_error():
   assert rows[0] == "| epoch | guRNN (modReLU) |"  # the LSTM records none
   # Epoch 1: 0.1 and 0.12: mean 0.11, standard error |a − b| / 2 = 0.01.
   assert rows[1:3] == ["| 0 | 0.0100 ± 0.0100 |", "| 1 | 0.1100 ± 0.0100 |"]
-  assert "‖U − U₀‖" not in report.markdown(_image_records("lstm", [[0.1, 0.5]]))
+  assert "‖U − U₀‖" not in report.markdown(helpers.image_records("lstm", [[0.1, 0.5]]))
 
 
 def test_an_unfinished_image_unit_shows_its_best_so_far():
   # Validation accuracy is test − 0.01: replicate 0 peaks at epoch 1, replicate 1 at 2.
-  recs = _image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70, 0.74]])
+  recs = helpers.image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70, 0.74]])
   row, = [r for r in _rows(report.markdown(recs)) if r.startswith("| orthogonal")]
   # best val (0.79, 0.73), test there (0.80, 0.74), best test (0.80, 0.74), 20 s.
   assert row.endswith("| 0 | 2 | 2 (unfinished) | 76.00 ± 3.00 | 77.00 ± 3.00 | 77.00 ± 3.00 "
@@ -260,7 +250,7 @@ def test_an_unfinished_image_unit_shows_its_best_so_far():
 
 def test_a_row_with_finished_and_running_runs_gives_the_finished_ones_and_counts_the_rest():
   # Replicate 0 finished at epoch 2 (its final record), replicate 1 is at epoch 1.
-  recs = _image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70]])
+  recs = helpers.image_records("orthogonal", [[0.1, 0.80, 0.75], [0.1, 0.70]])
   recs.append(dict(recs[0], kind="final", step=858, epoch=2.0, num_params=16415))
   row, = [r for r in _rows(report.markdown(recs)) if r.startswith("| orthogonal")]
   # Replicate 0 alone: best val 0.79 at epoch 1, test 0.80 there, best test 0.80, 20 s.
@@ -269,13 +259,13 @@ def test_a_row_with_finished_and_running_runs_gives_the_finished_ones_and_counts
 
 
 def test_an_image_unit_evaluated_at_step_0_only_has_a_row():
-  recs = _image_records("gurnn", [[0.1]])  # a run just started: its initial evaluation
+  recs = helpers.image_records("gurnn", [[0.1]])  # a run just started: its initial evaluation
   row, = [r for r in _rows(report.markdown(recs)) if r.startswith("| guRNN")]
   assert "| 0 | 1 | 0 (unfinished) | — | — | — | — |" in row, row
 
 
 def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
-  recs = _image_records("orthogonal", [[0.1, 0.70, 0.80], [0.1, 0.74, 0.78]])
+  recs = helpers.image_records("orthogonal", [[0.1, 0.70, 0.80], [0.1, 0.74, 0.78]])
   # The reference, two seeds; its dataset given as a folder, and a record of another task.
   ref = [dict(seed=s, epoch=e, task="permuted", dataset="/data/fashion_mnist/", hidden=170,
               val_accuracy=v, test_accuracy=t, seconds=100.0 * e)
@@ -315,7 +305,7 @@ def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
 def test_the_block_table_averages_each_runs_epochs_then_the_runs():
   # Replicate 0: test accuracy 0.5 + epoch/100 at epochs 0-20; replicate 1: 0.4 + epoch/100
   # up to epoch 15 (unfinished: it has finished the first block only).
-  recs = _image_records("gurnn", [[0.5 + e / 100 for e in range(21)],
+  recs = helpers.image_records("gurnn", [[0.5 + e / 100 for e in range(21)],
                                   [0.4 + e / 100 for e in range(16)]])
   text = report.markdown(recs)
   table = _rows(text[text.index("averaged over blocks of 10 epochs"):])
@@ -333,7 +323,7 @@ def test_the_block_table_averages_each_runs_epochs_then_the_runs():
   assert table[1:3] == ["| 1-10 | 50.50 ± 5.00 | 70.55 |",
                         "| 11-20 | 65.50 (1 of 2) | 71.55 |"]
   # Ten epochs or fewer (one block): no table.
-  short = _image_records("gurnn", [[0.5 + e / 100 for e in range(11)]])
+  short = helpers.image_records("gurnn", [[0.5 + e / 100 for e in range(11)]])
   assert "averaged over blocks" not in report.markdown(short)
 
 
@@ -344,7 +334,7 @@ def test_the_run_script_gives_each_runs_best_epochs():
   val0[12] = val0[15] = 0.80
   test0 = [0.6] * 21
   test0[12], test0[18] = 0.70, 0.90
-  recs = _image_records("gurnn", [[0.5] * 21, [0.5] * 21])
+  recs = helpers.image_records("gurnn", [[0.5] * 21, [0.5] * 21])
   for r in recs:
     if r["replicate"] == 0:
       e = int(r["epoch"])
@@ -362,7 +352,7 @@ def test_the_run_script_gives_each_runs_best_epochs():
 def test_the_loss_block_tables_average_the_recorded_losses_without_scaling():
   # Training loss 1 / epoch and validation loss 0.1 · replicate + 2 / epoch (epochs 1-20),
   # the PyTorch reference's records have neither: it gets no column in the loss tables.
-  recs = _image_records("gurnn", [[0.5] * 21, [0.5] * 21])
+  recs = helpers.image_records("gurnn", [[0.5] * 21, [0.5] * 21])
   for r in recs:
     if r["epoch"] > 0:
       r["train_loss"] = 1 / r["epoch"]
@@ -380,4 +370,4 @@ def test_the_loss_block_tables_average_the_recorded_losses_without_scaling():
   assert val[1:3] == [f"| 1-10 | {2 * h(1, 10) + 0.05:.3f} ± 0.050 |",
                       f"| 11-20 | {2 * h(11, 20) + 0.05:.3f} ± 0.050 |"]
   # Records without losses (the accuracy-only units above): no loss tables.
-  assert "Training loss" not in report.markdown(_image_records("gurnn", [[0.5] * 21]))
+  assert "Training loss" not in report.markdown(helpers.image_records("gurnn", [[0.5] * 21]))
