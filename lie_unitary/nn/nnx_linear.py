@@ -25,13 +25,14 @@ Initializer = Callable[..., jax.Array]
 def _linear_from(params: dict, precision) -> nnx.Linear:
   """An `nnx.Linear` whose kernel (and bias) are the given arrays."""
   kernel = params["kernel"]
-  linear = nnx.Linear(kernel.shape[0], kernel.shape[1], use_bias="bias" in params,
-                      dtype=kernel.dtype, param_dtype=kernel.dtype, precision=precision,
-                      rngs=nnx.Rngs(0))
-  linear.kernel[...] = kernel
-  if "bias" in params:
-    linear.bias[...] = params["bias"]
-  return linear
+  # The arrays come in through the initializers: nothing is drawn, nothing assigned
+  # (in-place assignment to a Variable differs across flax versions).
+  bias = params.get("bias")
+  return nnx.Linear(kernel.shape[0], kernel.shape[1], use_bias=bias is not None,
+                    dtype=kernel.dtype, param_dtype=kernel.dtype, precision=precision,
+                    kernel_init=lambda *_: kernel,
+                    bias_init=lambda *_: bias,
+                    rngs=nnx.Rngs(0))
 
 
 class UnitaryLinear(nnx.Module):
