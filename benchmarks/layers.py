@@ -24,7 +24,9 @@ init μ ~ N(0, 1): a random point, far from the identity), ours_zero (the same a
 `lambda_init=zeros`: PyTorch's maps start at their chart's origin, exp(0) or
 cayley(0), with the random weight in a fixed base, so this is the point they are timed
 at), ours_full (the same map through the n×n exponential, `thin=False`: the map
-before the thin path), householder, matrix_exp, cayley
+before the thin path), ours_rebased (square shapes: `rebased=True`, W = W₀ · R(μ) with
+the random W₀ drawn as R(μ₀), μ₀ ~ N(0, 1), and μ = 0: PyTorch's point and
+construction), householder, matrix_exp, cayley
 (`torch.nn.utils.parametrizations.orthogonal`).
 PyTorch is not a dependency: without it its rows say so.
 """
@@ -44,8 +46,8 @@ _SHAPES = flags.DEFINE_list(
     "shapes", ["500x50", "1000x50", "2000x50", "3000x50", "30000x50", "20000x64", "64x20000",
                "256x256", "1024x1024", "2048x2048"], "Layer shapes IN x OUT.")
 _IMPLS = flags.DEFINE_list("impls", ["ours", "householder", "matrix_exp", "cayley"],
-                           "Implementations: ours, ours_zero, ours_full, householder, "
-                           "matrix_exp, cayley.")
+                           "Implementations: ours, ours_zero, ours_full, ours_rebased, "
+                           "householder, matrix_exp, cayley.")
 _BATCH = flags.DEFINE_integer("batch", 64, "Inputs per call.")
 _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls after the warm-up; the best counts.")
 _LIMIT = flags.DEFINE_float("limit_s", 120.0, "Seconds one case (all its phases) may run.")
@@ -106,7 +108,7 @@ def main(argv):
   for shape in _SHAPES.value:
     n_in, n_out = (int(s) for s in shape.lower().split("x"))
     for impl in _IMPLS.value:
-      if impl not in ("ours", "ours_zero", "ours_full") + _TORCH_MAPS:
+      if impl not in ("ours", "ours_zero", "ours_full", "ours_rebased") + _TORCH_MAPS:
         raise SystemExit(f"unknown implementation {impl!r}")
       result = _run_case(impl, n_in, n_out)
       row = {"shape": f"{n_in} -> {n_out}", "impl": impl}

@@ -32,7 +32,7 @@ def _best(fn, repeats: int) -> float:
   return best
 
 
-def _ours(n_in, n_out, batch, repeats, full, zero):
+def _ours(n_in, n_out, batch, repeats, full, zero, rebased):
   import jax
   import jax.numpy as jnp
 
@@ -43,7 +43,8 @@ def _ours(n_in, n_out, batch, repeats, full, zero):
   x = jax.random.normal(jax.random.key(0), (batch, n_in), jnp.float32)
   import flax.linen as nn
   layer = lu.OrthogonalLinear(
-      features=n_out, **({"lambda_init": nn.initializers.zeros} if zero else {}))
+      features=n_out, rebased=rebased,
+      **({"lambda_init": nn.initializers.zeros} if zero else {}))
   if full:  # the n×n exponential for every shape: the map before the thin path
     n, k = max(n_in, n_out), min(n_in, n_out)
     weight = lambda mu: (stiefel.semi_orthogonal_from_lambdas(mu, n, k, thin=False)
@@ -56,7 +57,9 @@ def _ours(n_in, n_out, batch, repeats, full, zero):
   params = jax.block_until_ready(layer.init(jax.random.key(1), x))
   _say(phase="init", seconds=time.perf_counter() - start, peak_gib=_peak_gib())
   forward = jax.jit(apply)
-  grad = jax.jit(jax.value_and_grad(lambda p, x: jnp.sum(apply(p, x) ** 2)))
+  # The gradient of the parameters only (a rebased layer's base is state, not trained).
+  grad = jax.jit(jax.value_and_grad(
+      lambda p, x: jnp.sum(apply({**params, "params": p["params"]}, x) ** 2)))
   for phase, fn in (("forward", forward), ("forward+grad", grad)):
     seconds = _best(lambda fn=fn: jax.block_until_ready(fn(params, x)), repeats)
     _say(phase=phase, seconds=seconds, peak_gib=_peak_gib())
@@ -94,7 +97,8 @@ def main(argv) -> None:
   """Runs the case named by argv (see the module docstring)."""
   impl, n_in, n_out, batch, repeats, threads = argv[1], *map(int, argv[2:])
   if impl.startswith("ours"):
-    _ours(n_in, n_out, batch, repeats, full=impl == "ours_full", zero=impl == "ours_zero")
+    _ours(n_in, n_out, batch, repeats, full=impl == "ours_full", zero=impl == "ours_zero",
+          rebased=impl == "ours_rebased")
   else:
     _pytorch(n_in, n_out, batch, repeats, impl, threads)
 

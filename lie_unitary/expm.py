@@ -40,13 +40,27 @@ repeated eigenvalue the result is NaN (λ = 0, where they are exactly equal) or 
 (equal up to rounding). Use method="pade" for second derivatives at or near repeated
 eigenvalues.
 
-The other backend, "pade", is `jax.scipy.linalg.expm` (Padé approximant with scaling
-and squaring) differentiated by JAX in both modes; `choose_method` picks between the
-two for `method="auto"` (docs/benchmarks.md, "Choosing a backend", has the timings).
+The backend "pade" is `jax.scipy.linalg.expm` (Padé approximant with scaling and
+squaring) differentiated by JAX in both modes; `choose_method` picks between it and
+"eigh" for `method="auto"` (docs/benchmarks.md, "Choosing a backend", has the timings).
+
+The backend "taylor" is for matrices near 0, as in a trivialized (rebased) layer
+W = W₀ · expm(A) between rebasings: it picks, at run time from ‖A‖₁, the lowest
+Taylor degree m in (1, 2, 4, 8, 12, 18) whose truncation error is below the unit
+roundoff, and falls back to Padé above the last threshold. For skew-symmetric or
+skew-Hermitian A, ‖A‖₂ ≤ √(‖A‖₁‖A‖∞) = ‖A‖₁ and ‖expm(A)‖₂ = 1, so the remainder
+Σ_{j>m} ‖A‖₁ʲ/j! bounds the error of the degree-m polynomial; the thresholds θ_m solve
+Σ_{j>m} θʲ/j! = u (float32: θ = 3.5e-4, 7.1e-3, 0.093, 0.65, 1.56, 3.27). The
+polynomial costs 0, 1, 2, 4, 5 or 7 products (Paterson–Stockmeyer), against Padé's
+six or more and its solve: at A = 0 the exponential is I + A, no product at all. JAX
+differentiates the branch taken, in both modes. One branch is chosen for a whole batch
+(from the largest norm); under `jax.vmap` over matrices `lax.switch` runs every
+branch, so vmapped sweeps should pass "eigh" or "pade".
 """
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -59,7 +73,7 @@ from lie_unitary.precision import matmul as mm
 __all__ = ["METHODS", "check_method", "choose_method", "expm_skew_hermitian",
            "expm_skew_symmetric", "orthogonal_from_lambdas", "unitary_from_lambdas"]
 
-METHODS = ("auto", "eigh", "pade")
+METHODS = ("auto", "eigh", "pade", "taylor")
 
 # GPU/TPU: Padé for ONE matrix from this size on.
 _ACCELERATOR_PADE_MIN_N = 128
@@ -115,7 +129,7 @@ def check_method(method) -> str:
   """Checks a ``method`` argument of the maps: one of `METHODS`.
 
   Args:
-    method: "auto", "eigh" or "pade".
+    method: "auto", "eigh", "pade" or "taylor".
 
   Returns:
     `method`, unchanged.
@@ -140,6 +154,62 @@ def _pade(skew) -> jax.Array:
   """`jax.scipy.linalg.expm` with full-precision products (see lie_unitary.precision)."""
   with jax.default_matmul_precision("highest"):
     return jax.scipy.linalg.expm(skew)
+
+
+_TAYLOR_DEGREES = (1, 2, 4, 8, 12, 18)
+
+
+@functools.lru_cache(maxsize=None)
+def _taylor_thresholds(dtype_name: str) -> tuple[float, ...]:
+  """θ_m with Σ_{j>m} θʲ/j! = u, the unit roundoff of the dtype, by bisection."""
+  u = float(np.finfo(dtype_name).eps) / 2
+
+  def remainder(t, m):
+    return sum(t**j / math.factorial(j) for j in range(m + 1, m + 60))
+
+  thetas = []
+  for m in _TAYLOR_DEGREES:
+    lo, hi = 0.0, 16.0
+    for _ in range(100):
+      lo, hi = ((lo + hi) / 2, hi) if remainder((lo + hi) / 2, m) < u else (lo, (lo + hi) / 2)
+    thetas.append(lo)
+  return tuple(thetas)
+
+
+def _taylor_polynomial(a, m: int) -> jax.Array:
+  """Σ_{j≤m} aʲ/j! (Paterson–Stockmeyer: powers up to aˢ, s = ⌈√m⌉, then Horner in aˢ)."""
+  eye = jnp.broadcast_to(jnp.eye(a.shape[-1], dtype=a.dtype), a.shape)
+  if m == 1:
+    return eye + a
+  s = math.isqrt(m - 1) + 1
+  powers = [eye, a]
+  for _ in range(s - 1):
+    powers.append(mm(powers[-1], a))
+  coef = [1 / math.factorial(j) for j in range(m + 1)]
+
+  def block(b):  # Σ_i c_{bs+i} aⁱ, i < s
+    return sum(coef[b * s + i] * powers[i] for i in range(s) if b * s + i <= m)
+
+  top = m // s  # the last block; a lone constant term folds into a scalar times aˢ
+  if m % s == 0:
+    result, top = block(top - 1) + coef[m] * powers[s], top - 1
+  else:
+    result = block(top)
+  for b in range(top - 1, -1, -1):
+    result = block(b) + mm(powers[s], result)
+  return result
+
+
+def _taylor(skew) -> jax.Array:
+  """expm of a skew-symmetric or skew-Hermitian batch: the degree its ‖·‖₁ allows, or Padé."""
+  thetas = _taylor_thresholds(np.dtype(jnp.finfo(skew.dtype).dtype).name)
+  norm = jax.lax.stop_gradient(jnp.max(jnp.sum(jnp.abs(skew), axis=-2)))
+  index = jnp.sum(norm > jnp.asarray(thetas, norm.dtype))
+  branches = [functools.partial(_taylor_polynomial, m=m) for m in _TAYLOR_DEGREES] + [_pade]
+  return jax.lax.switch(index, branches, skew)
+
+
+_MATRIX_METHODS = {"pade": _pade, "taylor": _taylor}
 
 
 def _spectral_factors(hermitian, symmetrize):
@@ -232,7 +302,8 @@ def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
   Args:
     skew: array (..., n, n); complex64/complex128, or real (read as a real matrix,
       whose skew-symmetric part is used), float32 -> complex64, float64 -> complex128.
-    method: "eigh" (one eigh, spectral derivative), "pade" (`jax.scipy.linalg.expm`)
+    method: "eigh" (one eigh, spectral derivative), "pade" (`jax.scipy.linalg.expm`),
+      "taylor" (near 0: the Taylor degree ‖K‖₁ allows, Padé beyond; module docstring)
       or "auto": `choose_method(n, batch_size)` at trace time, batch_size being the
       product of the leading axes (under `jax.vmap` that is 1).
 
@@ -244,8 +315,9 @@ def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
       `method` is not one of `METHODS`.
   """
   skew = algebra.as_complex_square(skew, "skew")
-  if _resolve_method(method, skew.shape) == "pade":
-    return _pade(0.5 * (skew - jnp.conj(jnp.matrix_transpose(skew))))
+  method = _resolve_method(method, skew.shape)
+  if method != "eigh":
+    return _MATRIX_METHODS[method](0.5 * (skew - jnp.conj(jnp.matrix_transpose(skew))))
   return _expm_skew_hermitian(skew)
 
 
@@ -257,7 +329,7 @@ def unitary_from_lambdas(lam, method: str = "auto") -> jax.Array:
   Args:
     lam: real array (..., n²) of u(n) coefficients in the order of `basis(n)`, float32
       or float64 (integers are promoted).
-    method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`.
+    method: "eigh", "pade", "taylor" or "auto", as in `expm_skew_hermitian`.
 
   Returns:
     Complex array (..., n, n), unitary; complex64 for float32 λ, complex128 for float64.
@@ -270,8 +342,9 @@ def unitary_from_lambdas(lam, method: str = "auto") -> jax.Array:
   check_method(method)
   lam = algebra.check_lambdas(lam)
   n = algebra.n_from_num_lambdas(lam.shape[-1])
-  if _resolve_method(method, lam.shape[:-1] + (n, n)) == "pade":
-    return _pade(algebra.lambdas_to_skew_hermitian(lam))
+  method = _resolve_method(method, lam.shape[:-1] + (n, n))
+  if method != "eigh":
+    return _MATRIX_METHODS[method](algebra.lambdas_to_skew_hermitian(lam))
   return _unitary_from_lambdas(lam)
 
 
@@ -285,7 +358,7 @@ def orthogonal_from_lambdas(mu, method: str = "auto") -> jax.Array:
   Args:
     mu: real array (..., n(n-1)/2), float32 or float64 (integers are promoted); see
       `lambdas_to_skew_symmetric` for the order.
-    method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`.
+    method: "eigh", "pade", "taylor" or "auto", as in `expm_skew_hermitian`.
 
   Returns:
     Real array (..., n, n) of the same dtype, orthogonal with determinant +1.
@@ -299,8 +372,9 @@ def orthogonal_from_lambdas(mu, method: str = "auto") -> jax.Array:
 
 
 def _expm_real_skew(skew, method):
-  if _resolve_method(method, skew.shape, real=True) == "pade":
-    return _pade(skew)
+  method = _resolve_method(method, skew.shape, real=True)
+  if method != "eigh":
+    return _MATRIX_METHODS[method](skew)
   return jnp.real(_expm_skew_hermitian(algebra.as_complex_square(skew, "skew")))
 
 
@@ -314,7 +388,7 @@ def expm_skew_symmetric(skew, method: str = "auto") -> jax.Array:
 
   Args:
     skew: real array (..., n, n), float32 or float64 (integers become the default float).
-    method: "eigh", "pade" or "auto".
+    method: "eigh", "pade", "taylor" or "auto".
 
   Returns:
     Real array (..., n, n) of the input's float dtype, orthogonal with determinant +1.

@@ -4,7 +4,8 @@ The NNX versions of the linen layers in `lie_unitary.nn.linear` (the same maths,
 `lie_unitary.nn.weights`); see `lie_unitary.nn.nnx_linear`.
 """
 
+from lie_unitary.nn.nnx_linear import Base
 from lie_unitary.nn.nnx_linear import OrthogonalLinear
 from lie_unitary.nn.nnx_linear import UnitaryLinear
 
-__all__ = ["OrthogonalLinear", "UnitaryLinear"]
+__all__ = ["Base", "OrthogonalLinear", "UnitaryLinear"]

@@ -1,6 +1,5 @@
 """Flax layers and recurrent cells built on the unitary and orthogonal maps."""
 
-from lie_unitary.nn.cells import BASE_COLLECTION
 from lie_unitary.nn.cells import GURNN_ACTIVATIONS
 from lie_unitary.nn.cells import H0_INITS
 from lie_unitary.nn.cells import GURNNCell
@@ -21,6 +20,7 @@ from lie_unitary.nn.orthogonal_cell import block_rotation_init
 from lie_unitary.nn.orthogonal_cell import gurnn_num_params
 from lie_unitary.nn.orthogonal_cell import orthogonal_labels
 from lie_unitary.nn.orthogonal_cell import orthogonal_rnn_num_params
+from lie_unitary.nn.rebasing import rebase
 from lie_unitary.nn.recurrence import elementwise_recurrence
 from lie_unitary.nn.recurrence import modrelu
 from lie_unitary.nn.recurrence import modrelu_recurrence
@@ -30,6 +30,7 @@ from lie_unitary.nn.sequence import FastPathCell
 from lie_unitary.nn.sequence import ScanningCell
 from lie_unitary.nn.sequence import SequenceModel
 from lie_unitary.nn.sequence import torch_linear_init
+from lie_unitary.nn.weights import BASE_COLLECTION
 from lie_unitary.nn.weights import num_orthogonal_weight_params
 from lie_unitary.nn.weights import num_unitary_weight_params
 from lie_unitary.nn.weights import orthogonal_weight
@@ -67,6 +68,7 @@ __all__ = [
     "orthogonal_rnn_num_params",
     "orthogonal_weight",
     "real_modrelu",
+    "rebase",
     "real_modrelu_recurrence",
     "torch_linear_init",
     "unitary_weight",

@@ -26,14 +26,13 @@ from lie_unitary import composition
 from lie_unitary import expm
 from lie_unitary import principal_branch
 from lie_unitary.nn import recurrence
+from lie_unitary.nn.weights import BASE_COLLECTION
 
 __all__ = ["BASE_COLLECTION", "GURNN_ACTIVATIONS", "GURNNCell", "H0_INITS", "InputProjection",
            "SimpleRNNCell", "URNNCell", "diagonal_phases_init"]
 
 Initializer = Callable[..., jax.Array]
 
-# The flax variable collection of a rebased GURNNCell's base U₀ (not "params").
-BASE_COLLECTION = "lie_base"
 # GURNNCell's activations: the elementwise ones, and modReLU per complex unit.
 GURNN_ACTIVATIONS = recurrence.ELEMENTWISE_ACTIVATIONS + ("modrelu",)
 # Initial states of the complex-state cells (GURNNCell, URNNCell).

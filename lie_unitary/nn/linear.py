@@ -40,6 +40,10 @@ class UnitaryLinear(nn.Module):
       raises ValueError when W is formed.
     use_bias: add a learned complex bias b.
     bias_init: initializer of the real (2k,) bias; default zeros.
+    rebased: square layers only: W = W₀ · U(λ) (PyTorch's "trivialization"), the base
+      W₀ complex (n, n) in the variable collection `BASE_COLLECTION` (drawn at init as
+      U(λ₀), λ₀ from ``lambda_init``: the same W as without it), λ starting at 0, where
+      the exponential is cheapest; move the base with `lie_unitary.nn.rebase`.
   """
   features: int
   real_pairs: bool = False
@@ -47,14 +51,22 @@ class UnitaryLinear(nn.Module):
   param_dtype: Any = jnp.float32
   use_bias: bool = False
   bias_init: Initializer = nn.initializers.zeros
+  rebased: bool = False
 
   @nn.compact
   def _weight_and_bias(self, in_features: int):
     k = weights.check_features(self.features)
     num = weights.num_unitary_weight_params(in_features, k)
-    lam = self.param("lam", self.lambda_init, (num,), self.param_dtype)
     bias = (self.param("bias", self.bias_init, (2 * k,), self.param_dtype)
             if self.use_bias else None)
+    if self.rebased:
+      weights.check_rebased(in_features, k, "UnitaryLinear")
+      base = self.variable(weights.BASE_COLLECTION, "base", lambda: weights.unitary_weight(
+          self.lambda_init(self.make_rng("params"), (num,), self.param_dtype), k, k))
+      lam = self.param("lam", nn.initializers.zeros, (num,), self.param_dtype)
+      # The base is a constant of the forward pass: only λ carries gradients.
+      return weights.rebased_unitary_weight(jax.lax.stop_gradient(base.value), lam), bias
+    lam = self.param("lam", self.lambda_init, (num,), self.param_dtype)
     return weights.unitary_weight(lam, in_features, k), bias
 
   def matrix(self, in_features: int) -> jax.Array:
@@ -116,19 +128,30 @@ class OrthogonalLinear(nn.Module):
       formed.
     use_bias: add a learned bias b.
     bias_init: initializer of the (k,) bias; default zeros.
+    rebased: square layers only: W = W₀ · R(μ) (PyTorch's "trivialization"), the base
+      W₀ real (n, n) in the variable collection `BASE_COLLECTION` (drawn at init as
+      R(μ₀), μ₀ from ``lambda_init``: the same W as without it), μ starting at 0, where
+      the exponential is cheapest; move the base with `lie_unitary.nn.rebase`.
   """
   features: int
   lambda_init: Initializer = nn.initializers.normal(stddev=1.0)
   param_dtype: Any = jnp.float32
   use_bias: bool = False
   bias_init: Initializer = nn.initializers.zeros
+  rebased: bool = False
 
   @nn.compact
   def _weight_and_bias(self, in_features: int):
     k = weights.check_features(self.features)
     num = weights.num_orthogonal_weight_params(in_features, k)
-    mu = self.param("mu", self.lambda_init, (num,), self.param_dtype)
     bias = self.param("bias", self.bias_init, (k,), self.param_dtype) if self.use_bias else None
+    if self.rebased:
+      weights.check_rebased(in_features, k, "OrthogonalLinear")
+      base = self.variable(weights.BASE_COLLECTION, "base", lambda: weights.orthogonal_weight(
+          self.lambda_init(self.make_rng("params"), (num,), self.param_dtype), k, k))
+      mu = self.param("mu", nn.initializers.zeros, (num,), self.param_dtype)
+      return weights.rebased_orthogonal_weight(jax.lax.stop_gradient(base.value), mu), bias
+    mu = self.param("mu", self.lambda_init, (num,), self.param_dtype)
     return weights.orthogonal_weight(mu, in_features, k), bias
 
   def matrix(self, in_features: int) -> jax.Array:

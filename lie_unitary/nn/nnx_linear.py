@@ -15,11 +15,42 @@ import jax
 import jax.numpy as jnp
 
 from lie_unitary import algebra
+from lie_unitary import principal_branch
 from lie_unitary.nn import weights
 
-__all__ = ["OrthogonalLinear", "UnitaryLinear"]
+__all__ = ["Base", "OrthogonalLinear", "UnitaryLinear"]
 
 Initializer = Callable[..., jax.Array]
+
+
+class Base(nnx.Variable):
+  """The base W₀ of a rebased square layer: state, not a parameter (an optimizer over
+  `nnx.Param` leaves it alone; only `rebase` moves it)."""
+
+
+def _rebased_parts(in_features, out_features, rebased, layer, draw, num, param_dtype):
+  """(coefficients, base or None): the base drawn as the map at ``draw``, coefficients 0."""
+  coeffs = draw()
+  if not rebased:
+    return nnx.Param(coeffs), None
+  n = weights.check_rebased(in_features, out_features, layer)
+  to_matrix = weights.orthogonal_weight if layer == "OrthogonalLinear" else weights.unitary_weight
+  return nnx.Param(jnp.zeros((num,), param_dtype)), Base(to_matrix(coeffs, n, n))
+
+
+def _rebased_matrix(layer, coeffs):
+  weight = (weights.rebased_orthogonal_weight if isinstance(layer, OrthogonalLinear)
+            else weights.rebased_unitary_weight)
+  return weight(jax.lax.stop_gradient(layer.base[...]), coeffs)
+
+
+def _rebase(layer, name: str) -> None:
+  if layer.base is None:
+    raise ValueError(f"rebase() is for layers made with rebased=True; this "
+                     f"{type(layer).__name__} is not.")
+  coeffs = getattr(layer, name)[...]
+  layer.base = Base(principal_branch.reunitarize(layer.matrix()))
+  setattr(layer, name, nnx.Param(jnp.zeros_like(coeffs)))
 
 
 def _linear_from(params: dict, precision) -> nnx.Linear:
@@ -51,7 +82,7 @@ class UnitaryLinear(nnx.Module):
                real_pairs: bool = False, use_bias: bool = False,
                lambda_init: Initializer = jax.nn.initializers.normal(stddev=1.0),
                bias_init: Initializer = jax.nn.initializers.zeros,
-               param_dtype: Any = jnp.float32):
+               param_dtype: Any = jnp.float32, rebased: bool = False):
     """Creates λ (and b) from ``rngs.params()``.
 
     Args:
@@ -63,23 +94,40 @@ class UnitaryLinear(nnx.Module):
       lambda_init: initializer of λ, called (key, shape, dtype); default N(0, 1).
       bias_init: initializer of the real (2k,) bias; default zeros.
       param_dtype: float32 (W complex64) or float64 (W complex128).
+      rebased: square layers only: W = W₀ · U(λ), the base W₀ a `Base` variable drawn
+        as U(λ₀) with λ₀ from ``lambda_init`` (the same W as without it), λ starting at
+        0, where the exponential is cheapest; `rebase` moves the base to W.
 
     Raises:
-      ValueError: if a size is not an integer ≥ 1, or param_dtype is not float32 or
-        float64 (half precision included).
+      ValueError: if a size is not an integer ≥ 1, param_dtype is not float32 or
+        float64 (half precision included), or the layer is rebased and not square.
     """
     self.in_features = weights.check_features(in_features, "in_features")
     self.out_features = weights.check_features(out_features, "out_features")
     param_dtype = algebra.check_real_dtype(param_dtype, "param_dtype")
     self.real_pairs = bool(real_pairs)
     num = weights.num_unitary_weight_params(self.in_features, self.out_features)
-    self.lam = nnx.Param(lambda_init(rngs.params(), (num,), param_dtype))
+    self.lam, self.base = _rebased_parts(
+        self.in_features, self.out_features, rebased, "UnitaryLinear",
+        lambda: lambda_init(rngs.params(), (num,), param_dtype), num, param_dtype)
     self.bias = (nnx.Param(bias_init(rngs.params(), (2 * self.out_features,), param_dtype))
                  if use_bias else None)
 
   def matrix(self) -> jax.Array:
-    """W, the complex (k, n) matrix."""
+    """W, the complex (k, n) matrix (W₀ · U(λ) when rebased)."""
+    if self.base is not None:
+      return _rebased_matrix(self, self.lam[...])
     return weights.unitary_weight(self.lam[...], self.in_features, self.out_features)
+
+  def rebase(self) -> None:
+    """Rebased layers: W₀ ← W (re-orthonormalized), λ ← 0, in place; W is unchanged.
+
+    Reset the optimizer's moments of λ after it: they refer to the old chart.
+
+    Raises:
+      ValueError: if the layer is not rebased.
+    """
+    _rebase(self, "lam")
 
   def dense_params(self) -> dict:
     """W formed once, as the parameters of `as_linear`'s `nnx.Linear` (jittable).
@@ -132,7 +180,7 @@ class OrthogonalLinear(nnx.Module):
                use_bias: bool = False,
                lambda_init: Initializer = jax.nn.initializers.normal(stddev=1.0),
                bias_init: Initializer = jax.nn.initializers.zeros,
-               param_dtype: Any = jnp.float32):
+               param_dtype: Any = jnp.float32, rebased: bool = False):
     """Creates μ (and b) from ``rngs.params()``.
 
     Args:
@@ -143,22 +191,39 @@ class OrthogonalLinear(nnx.Module):
       lambda_init: initializer of μ, called (key, shape, dtype); default N(0, 1).
       bias_init: initializer of the (k,) bias; default zeros.
       param_dtype: float32 or float64.
+      rebased: square layers only: W = W₀ · R(μ), the base W₀ a `Base` variable drawn
+        as R(μ₀) with μ₀ from ``lambda_init`` (the same W as without it), μ starting at
+        0, where the exponential is cheapest; `rebase` moves the base to W.
 
     Raises:
-      ValueError: if a size is not an integer ≥ 1, or param_dtype is not float32 or
-        float64 (half precision included).
+      ValueError: if a size is not an integer ≥ 1, param_dtype is not float32 or
+        float64 (half precision included), or the layer is rebased and not square.
     """
     self.in_features = weights.check_features(in_features, "in_features")
     self.out_features = weights.check_features(out_features, "out_features")
     param_dtype = algebra.check_real_dtype(param_dtype, "param_dtype")
     num = weights.num_orthogonal_weight_params(self.in_features, self.out_features)
-    self.mu = nnx.Param(lambda_init(rngs.params(), (num,), param_dtype))
+    self.mu, self.base = _rebased_parts(
+        self.in_features, self.out_features, rebased, "OrthogonalLinear",
+        lambda: lambda_init(rngs.params(), (num,), param_dtype), num, param_dtype)
     self.bias = (nnx.Param(bias_init(rngs.params(), (self.out_features,), param_dtype))
                  if use_bias else None)
 
   def matrix(self) -> jax.Array:
-    """W, the real (k, n) matrix."""
+    """W, the real (k, n) matrix (W₀ · R(μ) when rebased)."""
+    if self.base is not None:
+      return _rebased_matrix(self, self.mu[...])
     return weights.orthogonal_weight(self.mu[...], self.in_features, self.out_features)
+
+  def rebase(self) -> None:
+    """Rebased layers: W₀ ← W (re-orthonormalized), μ ← 0, in place; W is unchanged.
+
+    Reset the optimizer's moments of μ after it: they refer to the old chart.
+
+    Raises:
+      ValueError: if the layer is not rebased.
+    """
+    _rebase(self, "mu")
 
   def dense_params(self) -> dict:
     """W formed once: ``{"kernel": Wᵀ (n, k), "bias": b (k,)}`` (no "bias" without

@@ -13,13 +13,65 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lie_unitary import expm
 from lie_unitary import stiefel
 from lie_unitary.precision import matmul as mm
 
-__all__ = ["apply_orthogonal", "apply_unitary", "check_features", "orthogonal_dense_params",
+__all__ = ["BASE_COLLECTION", "apply_orthogonal", "check_rebased", "rebased_orthogonal_weight",
+           "rebased_unitary_weight", "apply_unitary", "check_features", "orthogonal_dense_params",
            "unitary_dense_params", "num_orthogonal_weight_params",
            "num_unitary_weight_params", "orthogonal_in_features", "orthogonal_weight",
            "unitary_in_features", "unitary_weight"]
+
+
+# The flax variable collection of a rebased layer's or cell's base W₀ (not "params").
+BASE_COLLECTION = "lie_base"
+
+
+def check_rebased(in_features: int, out_features: int, layer: str) -> int:
+  """n, for a rebased layer, which must be square.
+
+  Raises:
+    ValueError: naming `layer`, if in_features ≠ out_features.
+  """
+  n, k = _sizes(in_features, out_features)
+  if n != k:
+    raise ValueError(
+        f"{layer}(rebased=True) is for square layers (W = W₀ · expm(A), both n × n); this one "
+        f"maps {n} -> {k}. Tall and wide layers are cheap without it (cost O(n·k²)).")
+  return n
+
+
+def rebased_orthogonal_weight(base, mu) -> jax.Array:
+  """W = W₀ · R(μ), the trivialized square map: real (n, n) from a base W₀ (n, n) and μ.
+
+  R(μ) by the "taylor" exponential (`lie_unitary.expm`): near μ = 0, where a rebased
+  layer lives between rebasings, it costs a few products or none (μ = 0: R = I).
+  Gradients reach μ only; hold W₀ constant (``jax.lax.stop_gradient``).
+
+  Raises:
+    ValueError: as `lie_unitary.orthogonal_from_lambdas`, or if base is not (n, n).
+  """
+  r = expm.orthogonal_from_lambdas(mu, method="taylor")
+  return mm(_check_base(base, r), r)
+
+
+def rebased_unitary_weight(base, lam) -> jax.Array:
+  """W = W₀ · U(λ), complex (n, n) from a complex base W₀ (n, n) and λ (n²,); as
+  `rebased_orthogonal_weight`.
+
+  Raises:
+    ValueError: as `lie_unitary.unitary_from_lambdas`, or if base is not (n, n).
+  """
+  u = expm.unitary_from_lambdas(lam, method="taylor")
+  return mm(_check_base(base, u), u)
+
+
+def _check_base(base, w):
+  if jnp.shape(base)[-2:] != w.shape[-2:]:
+    raise ValueError(f"the base must be {w.shape[-2:]} for these coefficients; got "
+                     f"{jnp.shape(base)}.")
+  return jnp.asarray(base).astype(w.dtype)
 
 
 def check_features(features, what: str = "features") -> int:
