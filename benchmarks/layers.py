@@ -1,7 +1,7 @@
 r"""Orthogonal layers at the sizes people use, beside PyTorch's three maps, with peak memory.
 
   layers [--shapes=30000x50,1024x1024] [--impls=ours,householder,matrix_exp,cayley]
-         [--limit_s=120] [--memory_gib=6] [--repeats=3] [--batch=64]
+         [--limit_s=120] [--memory_gib=6] [--repeats=3] [--batch=64] [--rebased_mu_std=0]
 
 For every shape IN x OUT and implementation, one fresh subprocess times, on a batch of
 float32 inputs:
@@ -26,7 +26,8 @@ cayley(0), with the random weight in a fixed base, so this is the point they are
 at), ours_full (the same map through the n×n exponential, `thin=False`: the map
 before the thin path), ours_rebased (square shapes: `rebased=True`, W = W₀ · R(μ) with
 the random W₀ drawn as R(μ₀), μ₀ ~ N(0, 1), and μ = 0: PyTorch's point and
-construction), householder, matrix_exp, cayley
+construction; with --rebased_mu_std=σ at μ ~ N(0, σ²), a point between rebasings,
+where ‖A(μ)‖₁ ≈ 0.8 σ N sets the Taylor degree), householder, matrix_exp, cayley
 (`torch.nn.utils.parametrizations.orthogonal`).
 PyTorch is not a dependency: without it its rows say so.
 """
@@ -53,6 +54,9 @@ _REPEATS = flags.DEFINE_integer("repeats", 3, "Timed calls after the warm-up; th
 _LIMIT = flags.DEFINE_float("limit_s", 120.0, "Seconds one case (all its phases) may run.")
 _MEMORY = flags.DEFINE_float("memory_gib", 6.0, "Resident GiB a case may reach.")
 _TORCH_THREADS = flags.DEFINE_integer("torch_threads", 2, "torch.set_num_threads.")
+_MU_STD = flags.DEFINE_float("rebased_mu_std", 0.0,
+                             "ours_rebased at μ ~ N(0, this²) instead of μ = 0: a point "
+                             "between rebasings.")
 
 _PHASES = ("init", "forward", "forward+grad")
 _TORCH_MAPS = ("householder", "matrix_exp", "cayley")
@@ -70,7 +74,8 @@ def _rss_gib(pid: int) -> float:
 def _run_case(impl, n_in, n_out) -> dict:
   """Runs one case in a subprocess under the time and memory limits; its records."""
   command = [sys.executable, "-m", "benchmarks.layers_case", impl, str(n_in), str(n_out),
-             str(_BATCH.value), str(_REPEATS.value), str(_TORCH_THREADS.value)]
+             str(_BATCH.value), str(_REPEATS.value), str(_TORCH_THREADS.value),
+             str(_MU_STD.value)]
   proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
   start, stopped = time.perf_counter(), None
   while proc.poll() is None:

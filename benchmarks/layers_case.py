@@ -1,6 +1,6 @@
 """One case of `python -m benchmarks layers` in a fresh process (its peak memory is its own).
 
-`python -m benchmarks.layers_case IMPL IN OUT BATCH REPEATS THREADS` prints one JSON line
+`python -m benchmarks.layers_case IMPL IN OUT BATCH REPEATS THREADS [MU_STD]` prints one JSON line
 per record: the resident memory after the imports, then each phase's seconds and the
 process's peak resident memory so far. Only the implementation's own library is imported.
 """
@@ -32,7 +32,7 @@ def _best(fn, repeats: int) -> float:
   return best
 
 
-def _ours(n_in, n_out, batch, repeats, full, zero, rebased):
+def _ours(n_in, n_out, batch, repeats, full, zero, rebased, mu_std=0.0):
   import jax
   import jax.numpy as jnp
 
@@ -56,6 +56,9 @@ def _ours(n_in, n_out, batch, repeats, full, zero, rebased):
   start = time.perf_counter()
   params = jax.block_until_ready(layer.init(jax.random.key(1), x))
   _say(phase="init", seconds=time.perf_counter() - start, peak_gib=_peak_gib())
+  if rebased and mu_std:  # a point between rebasings: μ ~ N(0, mu_std²)
+    mu = params["params"]["mu"]
+    params = {**params, "params": {"mu": mu_std * jax.random.normal(jax.random.key(2), mu.shape)}}
   forward = jax.jit(apply)
   # The gradient of the parameters only (a rebased layer's base is state, not trained).
   grad = jax.jit(jax.value_and_grad(
@@ -95,10 +98,11 @@ def _pytorch(n_in, n_out, batch, repeats, orthogonal_map, threads):
 
 def main(argv) -> None:
   """Runs the case named by argv (see the module docstring)."""
-  impl, n_in, n_out, batch, repeats, threads = argv[1], *map(int, argv[2:])
+  impl, n_in, n_out, batch, repeats, threads = argv[1], *map(int, argv[2:7])
+  mu_std = float(argv[7]) if len(argv) > 7 else 0.0
   if impl.startswith("ours"):
     _ours(n_in, n_out, batch, repeats, full=impl == "ours_full", zero=impl == "ours_zero",
-          rebased=impl == "ours_rebased")
+          rebased=impl == "ours_rebased", mu_std=mu_std)
   else:
     _pytorch(n_in, n_out, batch, repeats, impl, threads)
 
