@@ -19,9 +19,9 @@ from lie_unitary import expm
 from lie_unitary import nnx as lnnx
 from lie_unitary.nn import nnx_linear
 
-# ‖A‖₁ scales reaching each branch in float32 (θ = 3.5e-4, 7.1e-3, 0.093, 0.65, 1.56,
-# 3.27) and the Padé fallback beyond.
-_SCALES = (0.0, 1e-4, 3e-3, 0.05, 0.4, 1.2, 2.5, 8.0)
+# ‖A‖₁ scales reaching each branch in float32 (θ = 6e-8, 3.5e-4, 0.035, 0.19, 0.47,
+# 1.31, 2.97) and the Padé fallback beyond.
+_SCALES = (0.0, 1e-4, 0.01, 0.1, 0.3, 1.0, 2.0, 8.0)
 
 
 def _skew(n, norm, seed=0, complex_=False):
@@ -31,15 +31,16 @@ def _skew(n, norm, seed=0, complex_=False):
   return a * (norm / max(np.abs(a).sum(0).max(), 1e-300))
 
 
-def test_thresholds_bound_the_series_remainder():
+def test_thresholds_bound_the_remainders_of_value_and_derivative():
   for dtype in ("float32", "float64"):
     u = np.finfo(dtype).eps / 2
     for m, theta in zip(expm._TAYLOR_DEGREES, expm._taylor_thresholds(dtype)):
-      remainder = sum(theta**j / math.factorial(j) for j in range(m + 1, m + 60))
+      # The derivative drops Σ_{j≥m} (its bound); the value Σ_{j>m}, smaller.
+      remainder = sum(theta**j / math.factorial(j) for j in range(m, m + 60))
       assert remainder <= u and remainder > u / 2, (dtype, m)
 
 
-@pytest.mark.parametrize("m", [1, 2, 4, 8, 12, 18])
+@pytest.mark.parametrize("m", [1, 2, 4, 6, 8, 12, 18])
 def test_polynomial_is_the_truncated_series(m):
   a = np.random.default_rng(m).normal(size=(2, 5, 5)) * 0.4
   want = sum(np.linalg.matrix_power(a, j) / math.factorial(j) for j in range(m + 1))
@@ -83,6 +84,24 @@ def test_derivatives_both_modes_at_every_branch(x64):
     np.testing.assert_allclose(jvp(mu, v), fd, atol=1e-8, err_msg=str(scale))
     # ⟨g, J v⟩ = ⟨Jᵀ g, v⟩
     np.testing.assert_allclose(np.vdot(vjp(mu, g), v), np.vdot(g, fd), rtol=1e-7, atol=1e-9)
+
+
+def test_float32_derivatives_at_every_branch_against_float64_expm(x64):
+  """The float32 jvp against JAX's derivative of `jax.scipy.linalg.expm` in float64:
+  exact to float32 rounding at every branch (the thresholds bound the derivative's
+  truncation too)."""
+  n = 6
+  rng = np.random.default_rng(4)
+  f32 = jax.jit(lambda a, e: jax.jvp(lambda m: expm.expm_skew_symmetric(m, method="taylor"),
+                                     (a,), (e,))[1])
+  ref = jax.jit(lambda a, e: jax.jvp(jax.scipy.linalg.expm, (a,), (e,))[1])
+  for scale in _SCALES:
+    a = _skew(n, scale)
+    e = rng.normal(size=(n, n))
+    e = (e - e.T) / 2
+    got = f32(jnp.asarray(a, jnp.float32), jnp.asarray(e, jnp.float32))
+    want = ref(jnp.asarray(a), jnp.asarray(e))
+    np.testing.assert_allclose(got, want, atol=2e-6 * np.abs(want).max(), err_msg=str(scale))
 
 
 def test_a_batch_takes_the_branch_of_its_largest_norm():
