@@ -157,7 +157,7 @@ def unitary_from_basis(coefficients, basis_matrix, method: str = "auto") -> jax.
     coefficients: real array (..., k), float32 or float64 (integers are promoted).
     basis_matrix: real array (k, n²), k ≤ n², float32 or float64; row a holds the
       coefficients of G_a in the basis of `lie_unitary.algebra.basis(n)`.
-    method: "eigh", "pade" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`
+    method: "eigh", "pade", "taylor" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`
       ("auto" decides from the batch size of `coefficients`).
 
   Returns:
@@ -184,7 +184,7 @@ def orthogonal_from_basis(coefficients, basis_matrix, method: str = "auto") -> j
     coefficients: real array (..., k), float32 or float64 (integers are promoted).
     basis_matrix: real array (k, n(n-1)/2), n ≥ 2, k ≤ n(n-1)/2; rows are so(n)
       coefficient vectors in the order of `lie_unitary.algebra.lambdas_to_skew_symmetric`.
-    method: "eigh", "pade" or "auto", as in `lie_unitary.expm.expm_skew_symmetric`.
+    method: "eigh", "pade", "taylor" or "auto", as in `lie_unitary.expm.expm_skew_symmetric`.
 
   Returns:
     Real array (..., n, n) of the common dtype, orthogonal with determinant +1.
@@ -207,7 +207,7 @@ def special_unitary_from_basis(coefficients, basis_matrix, method: str = "auto")
     coefficients: real array (..., k), float32 or float64 (integers are promoted).
     basis_matrix: real array (k, n² - 1), n ≥ 2, k ≤ n² - 1; rows are su(n) coefficient
       vectors in the order of `lie_unitary.special_unitary.su_basis`.
-    method: "eigh", "pade" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`.
+    method: "eigh", "pade", "taylor" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`.
 
   Returns:
     Complex array (..., n, n), unitary with determinant 1 (to rounding).

@@ -250,7 +250,7 @@ def rebased_unitary(base, lam, method: str = "auto") -> jax.Array:
   Args:
     base: complex array (..., n, n), unitary.
     lam: real array (..., n²), float32 or float64, of the matching precision.
-    method: "eigh", "pade" or "auto", as `lie_unitary.unitary_from_lambdas`.
+    method: "eigh", "pade", "taylor" or "auto", as `lie_unitary.unitary_from_lambdas`.
 
   Returns:
     Complex array (..., n, n).

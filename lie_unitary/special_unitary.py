@@ -164,7 +164,7 @@ def special_unitary_from_lambdas(mu, method: str = "auto") -> jax.Array:
   Args:
     mu: real array (..., n² - 1) of su(n) coefficients in the order of `su_basis(n)`,
       float32 or float64 (integers are promoted).
-    method: "eigh", "pade" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`.
+    method: "eigh", "pade", "taylor" or "auto", as in `lie_unitary.expm.expm_skew_hermitian`.
 
   Returns:
     Complex array (..., n, n), unitary with determinant 1 (to rounding); complex64 for

@@ -247,7 +247,7 @@ def semi_unitary_from_lambdas(lam, n: int, k: int, method: str = "auto",
       batch axes. float32 or float64 (integers are promoted).
     n: rows, an integer ≥ 1.
     k: orthonormal columns, 1 ≤ k ≤ n.
-    method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`, for the n×n
+    method: "eigh", "pade", "taylor" or "auto", as in `expm_skew_hermitian`, for the n×n
       exponential (the thin path always runs Padé on its 2k×2k matrix).
     thin: None (default) takes the thin O(nk²) path when 2k < n, else the n×n
       exponential; True or False forces it (True is ignored for k = n).
@@ -286,7 +286,7 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto",
       axes are batch axes. float32 or float64 (integers are promoted).
     n: rows, an integer ≥ 1.
     k: orthonormal columns, 1 ≤ k ≤ n.
-    method: "eigh", "pade" or "auto", as in `expm_skew_hermitian`, for the n×n
+    method: "eigh", "pade", "taylor" or "auto", as in `expm_skew_hermitian`, for the n×n
       exponential (the thin path always runs Padé on its 2k×2k matrix).
     thin: None (default) takes the thin O(nk²) path when 2k < n, else the n×n
       exponential; True or False forces it (True is ignored for k = n).

@@ -309,7 +309,7 @@ def test_procrustes_real_and_batched(x64):
     (lambda: lu.unitary_from_basis(np.ones(2, complex), np.ones((2, 9))), "REAL"),
     (lambda: lu.unitary_from_basis(np.ones(2), np.ones((2, 9), np.float16)), "Half precision"),
     (lambda: lu.unitary_from_basis(np.ones(2, jnp.bfloat16), np.ones((2, 9))), "float32"),
-    (lambda: lu.unitary_from_basis(np.ones(2), np.ones((2, 9)), "taylor"), "method"),
+    (lambda: lu.unitary_from_basis(np.ones(2), np.ones((2, 9)), "cayley"), "method"),
     (lambda: lu.orthogonal_from_basis(np.ones(2), np.ones((2, 9))), r"n\(n-1\)/2"),
     (lambda: lu.special_unitary_from_basis(np.ones(2), np.ones((2, 9))), "n² - 1"),
     (lambda: lu.random_basis(jax.random.key(0), 3, 10), "1 ≤ k ≤ 9"),

@@ -68,8 +68,8 @@ __all__ = [
     "orthogonal_rnn_num_params",
     "orthogonal_weight",
     "real_modrelu",
-    "rebase",
     "real_modrelu_recurrence",
+    "rebase",
     "torch_linear_init",
     "unitary_weight",
 ]
