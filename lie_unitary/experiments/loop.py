@@ -286,11 +286,12 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
   try:
     state, history = task.init()
     state, meta = _restore(task, ctx, replicas, ckpt, code, state, say)
+    written = ctx.written()  # read after `_restore` (it may remove a lost unit's records)
     step, elapsed, owed = 0, 0.0, True  # owed: the evaluation at `step` is still to run
     if meta is not None:
       history, step, elapsed = dict(meta.get("history", {})), meta["step"], meta["elapsed"]
       owed = meta.get("owed", validation_point(task, step) and not any(
-          s == step for _, _, s in ctx.written()))
+          s == step for _, _, s in written))
     progress.step, start = step, now()
     seconds = lambda: elapsed + now() - start  # the unit's, across resumes
 
@@ -302,9 +303,10 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
           "code": code, "owed": owed})
       last_save = now()
 
-    def write(records, file=workdir_lib.RESULTS) -> None:
+    def write(records, file=workdir_lib.RESULTS) -> None:  # those of a resumed unit once
       if file == workdir_lib.RESULTS:
-        records = [{**r, "seconds": round(seconds(), 3)} for r in records]
+        records = [{**r, "seconds": round(seconds(), 3)} for r in records
+                   if (r.get("kind"), r.get("replicate"), r.get("step")) not in written]
       ctx.write(records, file)
 
     def evaluate() -> None:
@@ -321,7 +323,8 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
     while step < task.target:
       num, t0 = call_length(task, step, progress.rate), now()
       progress.call = (step, num, t0)
-      progress.doing("training" if progress.rate else "compiling and running the first call")
+      progress.doing("compiling and running the first call" if progress.rate is None
+                      else "training")
       state, history = task.train(state, history, step, num)
       jax.block_until_ready(state)
       if progress.rate is None:
