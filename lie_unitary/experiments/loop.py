@@ -1,24 +1,21 @@
 """One unit's training, read top to bottom: `train_unit(task, ctx, replicas)`.
 
-A family declares a unit's training as a `Task` of pure functions (init, train a chunk,
-evaluate, finish); `train_unit` does the rest: it restores the unit's checkpoint, then
-calls `task.train` until the target step, evaluating at each validation point (a
-multiple of `every`, an epoch's end, the target), writing the evaluation's records and
-checkpointing; then `task.finish`'s records.
+A family declares a unit's training as a `Task` of pure functions (init, train a call's
+steps, evaluate, finish); `train_unit` restores the unit's checkpoint, then trains call
+by call to the target, evaluating at each validation point (0, every `every` steps, an
+epoch's end, the target), writing the records and checkpointing; then the final records.
 
-Calls end at the validation points and last about `call_seconds` (sized from the
-measured rate; the first, which compiles, is one step), so a stop is never more than a
-call and an evaluation away. Checkpoints (orbax) hold the replicates without sharding's
-padding, so a unit stopped on 2 devices resumes on 1 or 3; they are written at a unit's
-start, at most every `checkpoint_seconds`, on a stop and at the end, and the two latest
-are kept: a damaged one is reported in a line and set aside, and the previous one (or
-the unit's start) is used instead. A unit with records but no checkpoint left (lost) is
-refused, unless the run says to replace its records and start again. Each checkpoint
-holds the code's fingerprint (`workdir.code_fingerprint`): one written by other code is
-refused, unless the run says to resume across the change. A thread prints a line every
-`progress_seconds`: the step, the epoch, what is running, the last validation metrics and
-the ETA. The first SIGINT/SIGTERM (`handle_signals`) ends the current call, checkpoints
-and raises `Interrupted`.
+Calls end at validation points and last about `call_seconds` (sized from the measured
+rate; the first, which compiles, is one step), so a stop is never more than a call and an
+evaluation away. Checkpoints (orbax) hold the replicates without sharding's padding (a
+unit stopped on 2 devices resumes on 1 or 3), are written at the start, at most every
+`checkpoint_seconds`, on a stop and at the end; the two latest are kept, and a damaged
+one is named in a line, set aside and the one before it used. A unit with records but no
+checkpoint (lost) is refused unless the run says to replace its records; one checkpointed
+by other code (`workdir.code_fingerprint`) unless it says to resume across the change. A
+thread prints a line every `progress_seconds` (step, epoch, what runs, the last metrics,
+ETA). The first SIGINT/SIGTERM (`handle_signals`) ends the call, checkpoints and raises
+`Interrupted`.
 """
 
 from __future__ import annotations
@@ -42,163 +39,6 @@ from lie_unitary.experiments.fields import ConfigError
 __all__ = ["Checkpointer", "Clock", "Interrupted", "StopRequest", "Task", "call_length",
            "format_seconds", "handle_signals", "median", "nonfinite_note", "train_unit",
            "validation_point"]
-
-
-class Interrupted(Exception):
-  """Raised by a loop that stopped on request, after checkpointing."""
-
-
-class StopRequest:
-  """A flag set by the first SIGINT/SIGTERM (or by `request()`)."""
-
-  def __init__(self):
-    self._event = threading.Event()
-    self.signal_name = ""
-
-  def request(self, why: str = "requested") -> None:
-    self.signal_name = why
-    self._event.set()
-
-  def requested(self) -> bool:
-    return self._event.is_set()
-
-
-@contextlib.contextmanager
-def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) -> Iterator[None]:
-  """Within the block the first SIGINT/SIGTERM sets `stop` and a second aborts
-  (KeyboardInterrupt / SystemExit). Outside the main thread it does nothing."""
-  if threading.current_thread() is not threading.main_thread():
-    yield
-    return
-  previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
-  def handler(signum, frame):
-    if stop.requested():
-      for s, h in previous.items():
-        signal.signal(s, h)
-      if signum == signal.SIGINT:
-        raise KeyboardInterrupt
-      raise SystemExit(128 + signum)
-    stop.request(signal.Signals(signum).name)
-    printer(f"{stop.signal_name}: stopping after the current call (checkpointed); send it "
-            "again to abort now.")
-
-  for s in previous:
-    signal.signal(s, handler)
-  try:
-    yield
-  finally:
-    for s, h in previous.items():
-      signal.signal(s, h)
-
-
-def format_seconds(seconds: float) -> str:
-  """'7s', '3m05s', '2h01m00s'."""
-  h, rem = divmod(int(round(seconds)), 3600)
-  m, s = divmod(rem, 60)
-  return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
-
-
-class Clock:
-  """The ETA of the work left at the rate measured since `start(done)` (called after the
-  work that should not set the pace, such as a compiling first call)."""
-
-  def __init__(self, total: float, now: Callable[[], float] | None = None):
-    self.total, self._t0, self._w0 = float(total), None, 0.0
-    self._now = now or time.perf_counter
-
-  @property
-  def started(self) -> bool:
-    return self._t0 is not None
-
-  def start(self, done: float) -> None:
-    self._t0, self._w0 = self._now(), float(done)
-
-  def eta(self, done: float) -> str:
-    """', ETA 3m05s', or '' before a rate is known or when nothing is left."""
-    if self._t0 is None or done <= self._w0 or done >= self.total:
-      return ""
-    rate = (self._now() - self._t0) / (done - self._w0)
-    return f", ETA {format_seconds(rate * (self.total - done))}"
-
-
-def median(values) -> float:
-  """The NaN-safe median of a replicate array (for progress lines)."""
-  return float(np.nanmedian(np.asarray(values, np.float64)))
-
-
-def nonfinite_note(values, what: str = "loss") -> str:
-  """'; K of N replicates have a nan/inf <what>', or '' when all are finite."""
-  bad = int(np.sum(~np.isfinite(np.asarray(values, np.float64))))
-  return f"; {bad} of {np.size(values)} replicates have a nan/inf {what}" if bad else ""
-
-
-class Checkpointer:
-  """One unit's (state, JSON metadata) at integer steps, with orbax; the two latest kept.
-
-  Args:
-    directory: the unit's checkpoint folder (created on the first save).
-  """
-
-  def __init__(self, directory: str):
-    import orbax.checkpoint as ocp
-    self._ocp = ocp
-    self.directory = os.path.abspath(directory)
-    self._manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
-        max_to_keep=2, create=True, enable_async_checkpointing=False))
-
-  def steps(self) -> list[int]:
-    """The steps of the complete checkpoints, newest first."""
-    return sorted(self._manager.all_steps(), reverse=True)
-
-  def latest_step(self) -> int | None:
-    """The step of the newest complete checkpoint, or None."""
-    return self._manager.latest_step()
-
-  def save(self, step: int, state: Any, metadata: dict) -> None:
-    """Writes `state` (a pytree of arrays) and `metadata` at `step`; on disk on return."""
-    args = self._ocp.args
-    self._manager.save(int(step), args=args.Composite(
-        state=args.StandardSave(state), meta=args.JsonSave(dict(metadata))), force=True)
-    self._manager.wait_until_finished()
-
-  def restore(self, like: Any, step: int | None = None) -> tuple[Any, dict]:
-    """The (state, metadata) at `step` (default: the latest), shaped like `like` (None:
-    as saved, numpy).
-
-    Raises:
-      FileNotFoundError: no checkpoint.
-      ValueError: the stored shapes differ from `like`'s; orbax's errors for a damaged one.
-    """
-    step = self.latest_step() if step is None else step
-    if step is None:
-      raise FileNotFoundError(f"no checkpoint in {self.directory}.")
-    args = self._ocp.args
-    if like is None:
-      out = self._manager.restore(step, args=args.Composite(
-          state=args.StandardRestore(), meta=args.JsonRestore()))
-      return jax.tree.map(np.asarray, out["state"]), dict(out["meta"])
-    abstract = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=getattr(x, "sharding", None)),
-        like)
-    out = self._manager.restore(step, args=args.Composite(
-        state=args.StandardRestore(abstract), meta=args.JsonRestore()))
-    got, want = ([np.shape(x) for x in jax.tree.leaves(t)] for t in (out["state"], like))
-    if got != want:
-      raise ValueError(f"checkpoint in {self.directory} has shapes {got}, expected {want}.")
-    return out["state"], dict(out["meta"])
-
-  def set_aside(self, step: int) -> str:
-    """Moves the checkpoint at `step` out of the manager's sight (kept, for a look);
-    returns its new path."""
-    old = os.path.join(self.directory, str(step))
-    new = os.path.join(self.directory, f"damaged-{step}-{int(time.time())}")
-    os.rename(old, new)
-    self._manager.reload()
-    return new
-
-  def close(self) -> None:
-    self._manager.close()
 
 
 class Task(NamedTuple):
@@ -230,24 +70,6 @@ class Task(NamedTuple):
   epoch_steps: int = 0
   call_seconds: float | None = 10.0
   target_field: str = "the target"
-
-
-def validation_point(task: Task, step: int) -> bool:
-  """Whether `step` is 0, the target, a multiple of `task.every` or an epoch's end."""
-  return step in (0, task.target) or any(p and step % p == 0
-                                         for p in (task.every, task.epoch_steps))
-
-
-def call_length(task: Task, step: int, seconds_per_step: float | None) -> int:
-  """The steps of the call from `step`: up to the next validation point and, with
-  `task.call_seconds`, about that long at `seconds_per_step`; None (no rate yet: the
-  call compiles) gives one step."""
-  end = min([task.target] + [(step // p + 1) * p for p in (task.every, task.epoch_steps) if p])
-  if task.call_seconds is None:
-    return end - step
-  if seconds_per_step is None:
-    return 1
-  return min(end - step, max(1, int(task.call_seconds / seconds_per_step)))
 
 
 def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None = None,
@@ -352,6 +174,24 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
     ckpt.close()
 
 
+def validation_point(task: Task, step: int) -> bool:
+  """Whether `step` is 0, the target, a multiple of `task.every` or an epoch's end."""
+  return step in (0, task.target) or any(p and step % p == 0
+                                         for p in (task.every, task.epoch_steps))
+
+
+def call_length(task: Task, step: int, seconds_per_step: float | None) -> int:
+  """The steps of the call from `step`: up to the next validation point and, with
+  `task.call_seconds`, about that long at `seconds_per_step`; None (no rate yet: the
+  call compiles) gives one step."""
+  end = min([task.target] + [(step // p + 1) * p for p in (task.every, task.epoch_steps) if p])
+  if task.call_seconds is None:
+    return end - step
+  if seconds_per_step is None:
+    return 1
+  return min(end - step, max(1, int(task.call_seconds / seconds_per_step)))
+
+
 class _Progress:
   """What the progress line says (`line`), updated by `train_unit` as the unit runs."""
 
@@ -443,3 +283,156 @@ def _check_code(ctx, step: int, saved: dict | None, code: dict,
       "wrote it (WORKDIR/launches/*.json name its commit), or run it afresh in another "
       "workdir; --resume_across_code_change resumes anyway, for a change that leaves the "
       "numbers alone.")
+
+
+class Checkpointer:
+  """One unit's (state, JSON metadata) at integer steps, with orbax; the two latest kept.
+
+  Args:
+    directory: the unit's checkpoint folder (created on the first save).
+  """
+
+  def __init__(self, directory: str):
+    import orbax.checkpoint as ocp
+    self._ocp = ocp
+    self.directory = os.path.abspath(directory)
+    self._manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
+        max_to_keep=2, create=True, enable_async_checkpointing=False))
+
+  def steps(self) -> list[int]:
+    """The steps of the complete checkpoints, newest first."""
+    return sorted(self._manager.all_steps(), reverse=True)
+
+  def latest_step(self) -> int | None:
+    """The step of the newest complete checkpoint, or None."""
+    return self._manager.latest_step()
+
+  def save(self, step: int, state: Any, metadata: dict) -> None:
+    """Writes `state` (a pytree of arrays) and `metadata` at `step`; on disk on return."""
+    args = self._ocp.args
+    self._manager.save(int(step), args=args.Composite(
+        state=args.StandardSave(state), meta=args.JsonSave(dict(metadata))), force=True)
+    self._manager.wait_until_finished()
+
+  def restore(self, like: Any, step: int | None = None) -> tuple[Any, dict]:
+    """The (state, metadata) at `step` (default: the latest), shaped like `like` (None:
+    as saved, numpy).
+
+    Raises:
+      FileNotFoundError: no checkpoint.
+      ValueError: the stored shapes differ from `like`'s; orbax's errors for a damaged one.
+    """
+    step = self.latest_step() if step is None else step
+    if step is None:
+      raise FileNotFoundError(f"no checkpoint in {self.directory}.")
+    args = self._ocp.args
+    if like is None:
+      out = self._manager.restore(step, args=args.Composite(
+          state=args.StandardRestore(), meta=args.JsonRestore()))
+      return jax.tree.map(np.asarray, out["state"]), dict(out["meta"])
+    abstract = jax.tree.map(
+        lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=getattr(x, "sharding", None)),
+        like)
+    out = self._manager.restore(step, args=args.Composite(
+        state=args.StandardRestore(abstract), meta=args.JsonRestore()))
+    got, want = ([np.shape(x) for x in jax.tree.leaves(t)] for t in (out["state"], like))
+    if got != want:
+      raise ValueError(f"checkpoint in {self.directory} has shapes {got}, expected {want}.")
+    return out["state"], dict(out["meta"])
+
+  def set_aside(self, step: int) -> str:
+    """Moves the checkpoint at `step` out of the manager's sight (kept, for a look);
+    returns its new path."""
+    old = os.path.join(self.directory, str(step))
+    new = os.path.join(self.directory, f"damaged-{step}-{int(time.time())}")
+    os.rename(old, new)
+    self._manager.reload()
+    return new
+
+  def close(self) -> None:
+    self._manager.close()
+
+
+class Interrupted(Exception):
+  """Raised by a loop that stopped on request, after checkpointing."""
+
+
+class StopRequest:
+  """A flag set by the first SIGINT/SIGTERM (or by `request()`)."""
+
+  def __init__(self):
+    self._event = threading.Event()
+    self.signal_name = ""
+
+  def request(self, why: str = "requested") -> None:
+    self.signal_name = why
+    self._event.set()
+
+  def requested(self) -> bool:
+    return self._event.is_set()
+
+
+@contextlib.contextmanager
+def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) -> Iterator[None]:
+  """Within the block the first SIGINT/SIGTERM sets `stop` and a second aborts
+  (KeyboardInterrupt / SystemExit). Outside the main thread it does nothing."""
+  if threading.current_thread() is not threading.main_thread():
+    yield
+    return
+  previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+  def handler(signum, frame):
+    if stop.requested():
+      for s, h in previous.items():
+        signal.signal(s, h)
+      if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+      raise SystemExit(128 + signum)
+    stop.request(signal.Signals(signum).name)
+    printer(f"{stop.signal_name}: stopping after the current call (checkpointed); send it "
+            "again to abort now.")
+
+  for s in previous:
+    signal.signal(s, handler)
+  try:
+    yield
+  finally:
+    for s, h in previous.items():
+      signal.signal(s, h)
+
+
+class Clock:
+  """The ETA of the work left at the rate measured since `start(done)` (called after the
+  work that should not set the pace, such as a compiling first call)."""
+
+  def __init__(self, total: float, now: Callable[[], float] | None = None):
+    self.total, self._t0, self._w0 = float(total), None, 0.0
+    self._now = now or time.perf_counter
+
+  def start(self, done: float) -> None:
+    self._t0, self._w0 = self._now(), float(done)
+
+  def eta(self, done: float) -> str:
+    """', ETA 3m05s', or '' before a rate is known or when nothing is left."""
+    if self._t0 is None or done <= self._w0 or done >= self.total:
+      return ""
+    rate = (self._now() - self._t0) / (done - self._w0)
+    return f", ETA {format_seconds(rate * (self.total - done))}"
+
+
+def format_seconds(seconds: float) -> str:
+  """'7s', '3m05s', '2h01m00s'."""
+  h, rem = divmod(int(round(seconds)), 3600)
+  m, s = divmod(rem, 60)
+  return f"{h}h{m:02d}m{s:02d}s" if h else (f"{m}m{s:02d}s" if m else f"{s}s")
+
+
+def median(values) -> float:
+  """The NaN-safe median of a replicate array (for progress lines)."""
+  return float(np.nanmedian(np.asarray(values, np.float64)))
+
+
+def nonfinite_note(values, what: str = "loss") -> str:
+  """'; K of N replicates have a nan/inf <what>', or '' when all are finite."""
+  bad = int(np.sum(~np.isfinite(np.asarray(values, np.float64))))
+  return f"; {bad} of {np.size(values)} replicates have a nan/inf {what}" if bad else ""
