@@ -48,9 +48,12 @@ class Family(Protocol):
   def units(self, config) -> list[Unit]:
     """The units of a validated config, in the order to run them."""
 
+  def make_task(self, config, unit: Unit, replicas) -> loop.Task:
+    """A trained unit's training as pure functions, for `loop.train_unit`."""
+
   def run_unit(self, config, unit: Unit, ctx: "UnitContext") -> None:
-    """Computes (or resumes) one unit, writing its records through `ctx` (a trained unit:
-    `loop.train_unit` over the family's `loop.Task`); raises loop.Interrupted after a
+    """Computes (or resumes) one unit, writing its records through `ctx`: a trained unit
+    by `loop.train_unit(make_task(...), ctx, replicas)`; raises loop.Interrupted after a
     checkpoint when a stop was requested."""
 
   def write_report(self, workdir: str) -> list[str]:
@@ -58,7 +61,7 @@ class Family(Protocol):
 
 
 def get_family(name: str) -> Family:
-  """The family module `name` ('operators' or 'rnn').
+  """The family module `name` ('basis', 'operators' or 'rnn').
 
   Raises:
     ValueError: another name.
