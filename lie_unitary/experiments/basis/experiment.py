@@ -10,8 +10,9 @@ Pair p of operator i comes from fold_in(fold_in(key, i), p): cells that differ i
 
 A unit is one (cell, approach), its replicates one vmapped program (`replicas`). Trained
 approaches fit U_i = expm(L(c_i @ M)) by full-batch Adam from c = 0 (U = I), one run per
-learning rate in the same program; each replicate keeps the rate of least validation
-loss. `run_unit` writes one "final" record per replicate: its test, training and
+learning rate in the same program, in calls of the shared loop (`loop.train_unit`:
+checkpoints, progress, stops); each replicate keeps the rate of least validation loss.
+`run_unit` writes one "final" record per replicate: its test, training and
 validation losses (means over operators of the mean over pairs of ‖Û_i x − y‖²), the
 chosen rate, and for approaches with a k-dim basis the principal angles between span(M)
 and span(G*).
