@@ -144,7 +144,8 @@ def test_smoke_runs_through_the_runner_and_writes_records_and_a_report(tmp_path)
   assert [os.path.basename(p) for p in paths] == ["report.md", "loss_vs_pairs.png"]
   text = open(paths[0], encoding="utf-8").read()
   assert "## Test loss against pairs (n = 3, k = 2, m = 4" in text
-  assert not os.path.exists(os.path.join(workdir, "checkpoints"))
+  # The trained units ran in the loop: each left its trained state's checkpoint.
+  assert len(os.listdir(os.path.join(workdir, "checkpoints"))) == 8
   again = experiment.train_and_evaluate(_smoke(), workdir, **_QUIET)
   assert again.computed == 0 and again.skipped == 10
   assert jnp.asarray(0).dtype == jnp.int32  # x64 left off after the run
@@ -163,3 +164,25 @@ def test_the_committed_report_is_what_its_records_give():
   with open(os.path.join(path, "report.md"), encoding="utf-8") as f:
     assert f.read() == text, ("stale: python -m lie_unitary.experiments.basis "
                               "--workdir=results/learned_basis --report_only")
+
+
+@pytest.mark.slow
+def test_a_stopped_learned_unit_resumes_to_the_uninterrupted_numbers(tmp_path):
+  from lie_unitary.experiments import loop
+  config = _smoke(sweeps=(), approaches=("learned",), num_steps=6)
+  whole, parts = str(tmp_path / "whole"), str(tmp_path / "parts")
+  experiment.train_and_evaluate(config, whole, **_QUIET)
+  stop = loop.StopRequest()
+  stop.request("SIGINT")  # as if Ctrl-C came during the first call (one step)
+  units = experiment.units(config)
+  assert runner.run_units(experiment, config, units, parts, printer=lambda *_: None,
+                          stop=stop).interrupted
+  assert workdir_lib.read(parts) == []
+  lines = []
+  experiment.train_and_evaluate(config, parts, printer=lines.append, handle_signals=False)
+  assert any("resumed at step 1" in x for x in lines), lines
+  got, want = (sorted(workdir_lib.read(w), key=lambda r: r["replicate"]) for w in (parts, whole))
+  assert len(got) == len(want) == config.num_replicates
+  for a, b in zip(got, want):
+    for field in ("test_loss", "train_loss", "val_loss", "angle_max", "learning_rate"):
+      np.testing.assert_allclose(a[field], b[field], rtol=1e-6, err_msg=field)

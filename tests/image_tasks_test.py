@@ -196,14 +196,14 @@ def test_a_stop_during_an_evaluation_checkpoints_after_it_and_resumes_alike(fold
                                                                            monkeypatch):
   quiet = dict(printer=lambda *_: None, handle_signals=False)
   rnn.train_and_evaluate(_config(folder), str(tmp_path / "whole"), **quiet)
-  stop, doing = loop.StopRequest(), loop.Loop.doing
+  stop, write = loop.StopRequest(), runner.UnitContext.write
 
-  def ctrl_c_while_evaluating(self, activity):  # as if Ctrl-C came during the evaluation
-    doing(self, activity)
-    if activity == "evaluating" and self.step == 6:
+  def ctrl_c_while_evaluating(self, records, *args):  # as if Ctrl-C came during step 6's
+    write(self, records, *args)
+    if any(r.get("kind") == "val" and r["step"] == 6 for r in records):
       stop.request("SIGINT")
 
-  monkeypatch.setattr(loop.Loop, "doing", ctrl_c_while_evaluating)
+  monkeypatch.setattr(runner.UnitContext, "write", ctrl_c_while_evaluating)
   config, parts = _config(folder), str(tmp_path / "parts")
   lines = []
   summary = runner.run_units(rnn, config, rnn.units(config), parts, printer=lines.append,
@@ -211,7 +211,7 @@ def test_a_stop_during_an_evaluation_checkpoints_after_it_and_resumes_alike(fold
   assert summary.interrupted and any("stopped at a checkpoint (SIGINT)" in x for x in lines)
   # The evaluation under way finished and was recorded; nothing after it ran.
   assert max(r["step"] for r in workdir_lib.read(parts)) == 6
-  monkeypatch.setattr(loop.Loop, "doing", doing)
+  monkeypatch.setattr(runner.UnitContext, "write", write)
   rnn.train_and_evaluate(config, parts, printer=lines.append, handle_signals=False)
   assert any("resumed at step 6" in line for line in lines), lines
   whole, resumed = _losses(tmp_path / "whole"), _losses(parts)

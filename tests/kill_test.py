@@ -77,9 +77,10 @@ _CONFIGS = {
 _KILLS = {
     # The baselines unit: killed within its records, then after them (before its
     # finished line); the trained unit: within its final records, between them and its
-    # curves, and after both.
+    # curves, and after both (the rerun writes only the curves: the records it has are
+    # not passed again).
     "operators": [("record", 1), ("after_record", 1), ("finished", 1), ("record", 2),
-                  ("after_record", 1), ("after_record", 2), ("finished", 1)],
+                  ("after_record", 1), ("after_record", 1), ("finished", 1)],
     # Within a validation's records, between them and the final checkpoint, and between
     # the final records and the finished line.
     "rnn": [("record", 2), ("checkpoint", 1), ("record", 1), ("finished", 1)],

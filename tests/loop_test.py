@@ -1,5 +1,6 @@
-"""The loop's bookkeeping: calls sized by time within validation points and epochs, the
-progress line of a long call, resume, and a damaged checkpoint."""
+"""The unit loop (`loop.train_unit`): calls sized by an injected clock within validation
+points and epochs, the progress line of a long call, a stop and its resume (an owed
+evaluation too), a damaged checkpoint, and checkpoints of other code."""
 
 import glob
 import os
@@ -7,91 +8,141 @@ import time
 
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from lie_unitary.experiments import fields
 from lie_unitary.experiments import loop
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
+from lie_unitary.experiments import workdir as workdir_lib
+
+_UNIT = fields.Unit("u", {"seed": 0}, 10)
 
 
-def _context(tmp_path, lines, stop=None):
-  return runner.UnitContext(str(tmp_path), fields.Unit("u", {"seed": 0}, 10), lines.append,
-                            stop or loop.StopRequest())
+def _context(tmp_path, lines, stop=None, **flags):
+  return runner.UnitContext(str(tmp_path), _UNIT, lines.append, stop or loop.StopRequest(),
+                            **flags)
 
 
-def test_calls_end_at_validation_points_epoch_ends_and_the_target(tmp_path):
-  state = {"x": jnp.zeros((1, 2))}
-  with loop.Loop(_context(tmp_path, []), replicas_lib.Replicas(1), 10, every=4,
-                 epoch_steps=6, call_seconds=None) as lp:
-    state, _ = lp.restore(state)
-    seen = [(step, num, end) for step, num, end in lp.calls() if not lp.after_call(
-        state, step + num, {})]
-  assert seen == [(0, 4, True), (4, 2, True), (6, 2, True), (8, 2, True)]
-  assert [s for s in range(11) if lp.boundary(s)] == [0, 4, 6, 8, 10]
+def _task(target=10, *, calls=None, seen=None, on_train=None, on_evaluate=None, **kwargs):
+  """A counter: the state (R, 3) adds each call's steps, the history counts them; each
+  validation point writes a record; `seen` gets the finished state and history."""
+  def init():
+    return {"x": jnp.zeros((replicas_lib.Replicas(1).padded, 3))}, {"steps": 0}
+
+  def train(state, history, step, num):
+    if calls is not None:
+      calls.append((step, num))
+    if on_train:
+      on_train(step, num)
+    return {"x": state["x"] + num}, {"steps": history["steps"] + num}
+
+  def evaluate(state, history, step):
+    if on_evaluate:
+      on_evaluate(step)
+    return [{"kind": "val", "replicate": 0, "step": step}], history, f"val accuracy 0.{step}"
+
+  def finish(state, history):
+    if seen is not None:
+      seen.update(x=replicas_lib.Replicas(1).gather(state)["x"], history=history)
+    return {workdir_lib.RESULTS: [{"kind": "final", "replicate": 0, "step": target}]}
+
+  return loop.Task(init, train, evaluate, finish, target, **kwargs)
+
+
+def _steps(tmp_path):
+  return [r["step"] for r in workdir_lib.read(tmp_path)]
+
+
+def test_calls_end_at_validation_points_epoch_ends_and_the_target():
+  task = _task(10, every=4, epoch_steps=6, call_seconds=None)
+  calls, step = [], 0
+  while step < 10:
+    calls.append((step, loop.call_length(task, step, None)))
+    step += calls[-1][1]
+  assert calls == [(0, 4), (4, 2), (6, 2), (8, 2)]
+  assert [s for s in range(11) if loop.validation_point(task, s)] == [0, 4, 6, 8, 10]
 
 
 def test_the_first_call_is_one_step_then_calls_last_about_call_seconds(tmp_path):
-  # The loop's clock, advanced by the test (binary fractions: exact sums): the first
+  # The loop's clock, advanced by the task (binary fractions: exact sums): the first
   # call (it compiles) takes 1/8 s, then every step 1/32 s.
-  now = [0.0]
-  state = {"x": jnp.zeros((1, 2))}
-  with loop.Loop(_context(tmp_path, []), replicas_lib.Replicas(1), 100, every=50,
-                 call_seconds=0.25, clock=lambda: now[0]) as lp:
-    state, _ = lp.restore(state)
-    seen = []
-    for step, num, end in lp.calls():
-      now[0] += num / 32 if step else 1 / 8
-      seen.append((step, num, end))
-      lp.after_call(state, step + num, {})
+  now, calls = [0.0], []
+
+  def advance(step, num):
+    now[0] += num / 32 if step else 1 / 8
+
+  task = _task(100, every=50, call_seconds=0.25, calls=calls, on_train=advance)
+  loop.train_unit(task, _context(tmp_path, []), replicas_lib.Replicas(1),
+                  clock=lambda: now[0])
   # One step, then 0.25 s at the first call's rate (2 steps), then at 1/32 s a step (8),
   # each call cut short at the validation points 50 and 100.
-  assert seen == [(0, 1, False), (1, 2, False), (3, 8, False), (11, 8, False),
-                  (19, 8, False), (27, 8, False), (35, 8, False), (43, 7, True),
-                  (50, 8, False), (58, 8, False), (66, 8, False), (74, 8, False),
-                  (82, 8, False), (90, 8, False), (98, 2, True)], seen
+  assert calls == [(0, 1), (1, 2), (3, 8), (11, 8), (19, 8), (27, 8), (35, 8), (43, 7),
+                   (50, 8), (58, 8), (66, 8), (74, 8), (82, 8), (90, 8), (98, 2)], calls
+  assert _steps(tmp_path) == [0, 50, 100, 100]  # the evaluations', then the final record
+
+
+def _wait_for(lines, test):
+  """Waits (10 s at most) for the progress thread to print a line that passes `test`."""
+  for _ in range(1000):
+    if any(test(x) for x in list(lines)):
+      return
+    time.sleep(0.01)
+  raise AssertionError(lines[-5:])
 
 
 def test_a_call_longer_than_the_progress_period_shows_its_progress(tmp_path):
-  lines = []
-  with loop.Loop(_context(tmp_path, lines), replicas_lib.Replicas(1), 40, every=20,
-                 epoch_steps=10, call_seconds=1.0, progress_seconds=0.25) as lp:
-    state, _ = lp.restore({"x": jnp.zeros((1, 2))})
-    for step, num, end in lp.calls():
-      time.sleep(0.05 * num)  # 50 ms a step: a call of about 1 s after the first
-      if end:
-        lp.doing("evaluating")
-        time.sleep(0.6)
-        lp.show(f"val accuracy 0.{step + num}")
-      lp.after_call(state, step + num, {})
-  training = [x for x in lines if ", training" in x]
-  # Within a call the step is an estimate from the rate, with the epoch and the ETA.
-  assert any("u seed=0: step ≈" in x and "(epoch " in x and "ETA" in x for x in training)
-  # After the first validation every line shows its metrics, the evaluation's too.
-  assert any("evaluating for" in x and "val accuracy 0.20" in x for x in lines), lines
-  assert any(", training;" in x and "val accuracy 0.20" in x for x in lines), lines
+  now, lines = [0.0], []
+
+  def train(step, num):  # a clock step of 1 a step; the line is waited for mid-call
+    now[0] += num / 2
+    if step:
+      _wait_for(lines, lambda x: f"step ≈{step + num // 2}/40 (epoch " in x and "ETA" in x)
+    now[0] += num / 2
+
+  def evaluate(step):
+    if step == 40:  # the line during an evaluation shows the last one's metrics
+      _wait_for(lines, lambda x: "evaluating for" in x and "val accuracy 0.30" in x)
+
+  task = _task(40, every=20, epoch_steps=10, call_seconds=4.0, on_train=train,
+               on_evaluate=evaluate)
+  loop.train_unit(task, _context(tmp_path, lines), replicas_lib.Replicas(1),
+                  clock=lambda: now[0], progress_seconds=0.01)
   first = [x for x in lines if "compiling" in x]
   assert not first or first[0].startswith("u seed=0: step 0/40 (epoch 0.00), compiling")
   # What the first call (compiling the training program) cost, said once.
-  assert sum(x.startswith("u seed=0: first call took ") for x in lines) == 1, lines
+  assert [x for x in lines if "first call took" in x] == [
+      "u seed=0: first call took 1.0s: compile and 1 update"], lines
 
 
-def test_resume_restores_step_elapsed_and_history(tmp_path):
-  replicas = replicas_lib.Replicas(2)
-  fresh = {"x": jnp.zeros((2, 3))}
-  with loop.Loop(_context(tmp_path, []), replicas, 10, every=3, call_seconds=None) as lp:
-    state, history = lp.restore(fresh, {"curve": [0.0]})
-    for step, num, _ in lp.calls():
-      state = {"x": state["x"] + 1}
-      history["curve"].append(float(step + num))
-      lp.after_call(state, step + num, history)
-      if lp.step == 6:
-        lp.save(state, history)
-        break
-  with loop.Loop(_context(tmp_path, []), replicas, 10, every=3) as lp:
-    state, history = lp.restore(fresh, {"curve": [0.0]})
-    assert lp.step == lp.resumed_from == 6 and lp.elapsed > 0
-    assert history == {"curve": [0.0, 3.0, 6.0]}
-    np.testing.assert_array_equal(replicas.gather(state)["x"], np.full((2, 3), 2.0))
+def test_a_stop_checkpoints_owes_the_evaluation_and_the_resume_makes_it(tmp_path):
+  stop, lines, seen = loop.StopRequest(), [], {}
+  stopping = lambda step, num: stop.request("SIGINT") if step + num == 6 else None
+  with pytest.raises(loop.Interrupted):
+    loop.train_unit(_task(every=3, call_seconds=None, on_train=stopping),
+                    _context(tmp_path, lines, stop), replicas_lib.Replicas(1))
+  assert _steps(tmp_path) == [0, 3]  # step 6's evaluation is owed
+  calls = []
+  loop.train_unit(_task(every=3, call_seconds=None, calls=calls, seen=seen),
+                  _context(tmp_path, lines), replicas_lib.Replicas(1))
+  assert any(x.startswith("u seed=0: resumed at step 6 (") for x in lines), lines
+  assert calls == [(6, 3), (9, 1)] and seen["history"] == {"steps": 10}
+  np.testing.assert_array_equal(seen["x"], np.full((1, 3), 10.0))
+  assert _steps(tmp_path) == [0, 3, 6, 9, 10, 10]
+
+
+def _save(tmp_path, step, code=None, value=None):
+  """A checkpoint of the counter at `step` (`code`: its fingerprint, default this code's;
+  "none": without one)."""
+  replicas = replicas_lib.Replicas(1)
+  ckpt = loop.Checkpointer(workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug))
+  meta = {"step": step, "elapsed": 1.0, "history": {"steps": step}, "owed": False}
+  if code != "none":
+    meta["code"] = code or workdir_lib.code_fingerprint()
+  x = jnp.full((replicas.padded, 3), float(step if value is None else value))
+  ckpt.save(step, replicas.gather({"x": x}), meta)
+  ckpt.close()
+  return ckpt.directory
 
 
 def _damage(directory, step):
@@ -105,32 +156,24 @@ def _damage(directory, step):
 
 
 def test_a_damaged_checkpoint_falls_back_to_the_previous_one_or_the_start(tmp_path):
-  replicas, fresh = replicas_lib.Replicas(1), {"x": jnp.zeros((1, 3))}
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
-    state, _ = lp.restore(fresh)
-    for step in (3, 6):
-      lp.step, state = step, {"x": jnp.full((1, 3), float(step))}
-      lp.save(state, {"at": step})
-    directory = lp._ckpt.directory
+  _save(tmp_path, 3)
+  directory = _save(tmp_path, 6)
   _damage(directory, 6)
-  lines = []
-  with loop.Loop(_context(tmp_path, lines), replicas, 10) as lp:
-    state, history = lp.restore(fresh)
-    assert (lp.step, history) == (3, {"at": 3})
-    np.testing.assert_array_equal(replicas.gather(state)["x"], np.full((1, 3), 3.0))
+  lines, calls = [], []
+  loop.train_unit(_task(7, calls=calls), _context(tmp_path, lines), replicas_lib.Replicas(1))
+  assert calls == [(3, 1), (4, 3)]  # from step 3 (one step, then to the target)
   said, = [x for x in lines if "could not be read" in x]
   assert "step 6" in said and "the previous one is used" in said and "\n" not in said
   assert any(f.startswith("damaged-6-") for f in os.listdir(directory))  # kept aside
-  _damage(directory, 3)
+  other = tmp_path / "other"
+  _damage(_save(other, 3), 3)
   lines.clear()
-  with loop.Loop(_context(tmp_path, lines), replicas, 10) as lp:
-    state, history = lp.restore(fresh)
-    assert (lp.step, history) == (0, {})
-  assert any("step 3" in x and "restarting" in x for x in lines), lines
+  calls.clear()
+  loop.train_unit(_task(2, calls=calls), _context(other, lines), replicas_lib.Replicas(1))
+  assert calls == [(0, 1), (1, 1)] and any("step 3" in x and "restarting" in x for x in lines)
 
 
 def test_the_fingerprint_names_each_file_that_can_change_a_number(tmp_path):
-  from lie_unitary.experiments import workdir as workdir_lib
   package = tmp_path / "pkg"
   (package / "nn").mkdir(parents=True)
   for name, text in [("core.py", "x = 1\n"), ("nn/cell.py", "y = 2\n"), ("report.py", "z\n"),
@@ -152,36 +195,30 @@ def test_the_fingerprint_names_each_file_that_can_change_a_number(tmp_path):
 
 
 def test_a_checkpoint_of_other_code_is_refused_unless_asked_and_an_old_one_is_said(
-    tmp_path, monkeypatch):
-  from lie_unitary.experiments import workdir as workdir_lib
-  replicas, fresh = replicas_lib.Replicas(1), {"x": jnp.zeros((1, 3))}
+    tmp_path):
   this = workdir_lib.code_fingerprint()
   other = {"files": {**this["files"], "lie_unitary/nn/cells.py": "0" * 16},
            "versions": this["versions"]}
-  monkeypatch.setattr(workdir_lib, "code_fingerprint", lambda: other)
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
-    lp.restore(fresh)
-    lp.step = 4
-    lp.save({"x": jnp.ones((1, 3))}, {})
-  monkeypatch.setattr(workdir_lib, "code_fingerprint", lambda: this)
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
-    with np.testing.assert_raises_regex(fields.ConfigError,
-                                        "step 4 was written by other code .*cells.py changed"):
-      lp.restore(fresh)
-  lines = []
-  ctx = _context(tmp_path, lines)
-  ctx.resume_across_code_change = True
-  with loop.Loop(ctx, replicas, 10) as lp:
-    state, _ = lp.restore(fresh)
-    assert lp.step == 4
-    np.testing.assert_array_equal(replicas.gather(state)["x"], np.ones((1, 3)))
+  _save(tmp_path, 4, code=other, value=1.0)
+  with pytest.raises(fields.ConfigError, match="step 4 was written by other code .*cells.py "
+                     "changed"):
+    loop.train_unit(_task(), _context(tmp_path, []), replicas_lib.Replicas(1))
+  lines, seen = [], {}
+  loop.train_unit(_task(seen=seen), _context(tmp_path, lines, resume_across_code_change=True),
+                  replicas_lib.Replicas(1))
+  np.testing.assert_array_equal(seen["x"], np.full((1, 3), 7.0))  # 1 at step 4, 6 steps
   assert any("across a code change (lie_unitary/nn/cells.py changed)" in x for x in lines), lines
   # A checkpoint saved before fingerprints existed resumes, and a line says it was unchecked.
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
-    lp._ckpt.save(7, replicas.gather({"x": jnp.full((1, 3), 7.0)}),
-                  {"step": 7, "elapsed": 1.0, "history": {}})
+  _save(tmp_path / "old", 7, code="none")
   lines.clear()
-  with loop.Loop(_context(tmp_path, lines), replicas, 10) as lp:
-    lp.restore(fresh)
-    assert lp.step == 7
+  loop.train_unit(_task(), _context(tmp_path / "old", lines), replicas_lib.Replicas(1))
+  assert any("resumed at step 7" in x for x in lines)
   assert any("predates code fingerprints" in x for x in lines), lines
+
+
+def test_a_checkpoint_beyond_the_target_is_refused(tmp_path):
+  _save(tmp_path, 12)
+  with pytest.raises(fields.ConfigError, match="checkpoint is at step 12, beyond num_updates "
+                     "= 10; ask for at least 12"):
+    loop.train_unit(_task(target_field="num_updates"), _context(tmp_path, []),
+                    replicas_lib.Replicas(1))

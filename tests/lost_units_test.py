@@ -9,6 +9,7 @@ import os
 import shutil
 
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from lie_unitary.experiments import fields
@@ -64,46 +65,52 @@ def test_removing_a_units_records_leaves_every_other_line_as_it_was(tmp_path):
   assert workdir_lib.read(tmp_path)[-1] == {"unit": "x"}
 
 
+def _task(seen):
+  """A unit of 10 steps that writes no record; `seen` gets the steps of its calls."""
+  fresh = {"x": jnp.zeros((replicas_lib.Replicas(1).padded, 3))}
+  return loop.Task(lambda: (fresh, {}),
+                   lambda state, history, step, num: (seen.append(step) or state, history),
+                   lambda state, history, step: ([], history, ""), lambda *_: {}, 10,
+                   call_seconds=None)
+
+
+def _checkpoints(tmp_path):
+  return loop.Checkpointer(workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug)).steps()
+
+
 def test_a_unit_with_records_but_no_checkpoint_is_refused_then_restarted_on_request(tmp_path):
   _write_records(tmp_path, _UNIT.id)
-  before = _texts(tmp_path)
-  replicas, fresh = replicas_lib.Replicas(1), {"x": jnp.zeros((1, 3))}
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
-    with pytest.raises(fields.ConfigError) as refused:
-      lp.restore(fresh)
-    assert lp._ckpt.steps() == []  # nothing written: no checkpoint either
+  before, seen = _texts(tmp_path), []
+  with pytest.raises(fields.ConfigError) as refused:
+    loop.train_unit(_task(seen), _context(tmp_path, []), replicas_lib.Replicas(1))
   assert str(refused.value) == _MESSAGE
-  assert _texts(tmp_path) == before
+  assert _texts(tmp_path) == before and _checkpoints(tmp_path) == [] and seen == []
   lines = []
-  with loop.Loop(_context(tmp_path, lines, restart=True), replicas, 10) as lp:
-    lp.restore(fresh)
-    assert lp.step == 0 and lp._ckpt.steps() == [0]  # checkpointed before any record
-  assert lines == ["u seed=0: no checkpoint: its 3 records removed, starting again from "
+  loop.train_unit(_task(seen), _context(tmp_path, lines, restart=True), replicas_lib.Replicas(1))
+  assert seen == [0]  # from step 0
+  assert lines[:1] == ["u seed=0: no checkpoint: its 3 records removed, starting again from "
                    "step 0."]
   assert workdir_lib.unit_records(tmp_path, _UNIT.id) == 0
   assert workdir_lib.unit_records(tmp_path, "other") == 5
 
 
 def test_a_unit_with_a_readable_checkpoint_resumes_its_records_untouched(tmp_path):
-  replicas, fresh = replicas_lib.Replicas(1), {"x": jnp.zeros((1, 3))}
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
-    lp.restore(fresh)
-    lp.step = 4
-    lp.save({"x": jnp.ones((1, 3))}, {})
-    directory = lp._ckpt.directory
+  replicas, seen = replicas_lib.Replicas(1), []
+  ckpt = loop.Checkpointer(workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug))
+  ckpt.save(4, {"x": np.ones((1, 3), np.float32)}, {
+      "step": 4, "elapsed": 1.0, "history": {}, "code": workdir_lib.code_fingerprint()})
+  ckpt.close()
   _write_records(tmp_path, _UNIT.id)
   before = _texts(tmp_path)
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
-    lp.restore(fresh)
-    assert lp.step == 4
+  loop.train_unit(_task(seen), _context(tmp_path, []), replicas)
+  assert seen == [4]
   assert _texts(tmp_path) == before
   # With every checkpoint unreadable, no checkpoint is left: refused as above.
-  for f in glob.glob(os.path.join(directory, "*", "**", "d", "*"), recursive=True):
+  for f in glob.glob(os.path.join(ckpt.directory, "*", "**", "d", "*"), recursive=True):
     with open(f, "r+b") as fh:
       fh.write(b"\0" * max(1, os.path.getsize(f)))
-  with loop.Loop(_context(tmp_path, []), replicas, 10) as lp:
-    with pytest.raises(fields.ConfigError, match="has 3 records but no checkpoint"):
-      lp.restore(fresh)
+  with pytest.raises(fields.ConfigError, match="has 3 records but no checkpoint"):
+    loop.train_unit(_task(seen), _context(tmp_path, []), replicas)
   assert _texts(tmp_path) == before
 
 

@@ -205,8 +205,8 @@ def test_a_stop_after_the_last_step_resumes_to_the_records(smoke_run, tmp_path):
   workdir, _, _ = smoke_run
   config = _smoke(approaches=("lie_algebra",))
   stopped = runner.run_units(experiment, config, experiment.units(config), str(tmp_path),
-                             printer=lambda *_: None, stop=_StopAfter(3))
-  assert stopped.interrupted and stopped.computed == 0
+                             printer=lambda *_: None, stop=_StopAfter(7))
+  assert stopped.interrupted and stopped.computed == 0  # 4 calls, 2 checks each
   lines = []
   summary = experiment.train_and_evaluate(config, str(tmp_path), printer=lines.append,
                                           handle_signals=False)

@@ -48,16 +48,20 @@ class Family(Protocol):
   def units(self, config) -> list[Unit]:
     """The units of a validated config, in the order to run them."""
 
+  def make_task(self, config, unit: Unit, replicas) -> loop.Task:
+    """A trained unit's training as pure functions, for `loop.train_unit`."""
+
   def run_unit(self, config, unit: Unit, ctx: "UnitContext") -> None:
-    """Computes (or resumes) one unit, writing its records through `ctx`; raises
-    loop.Interrupted after a checkpoint when a stop was requested."""
+    """Computes (or resumes) one unit, writing its records through `ctx`: a trained unit
+    by `loop.train_unit(make_task(...), ctx, replicas)`; raises loop.Interrupted after a
+    checkpoint when a stop was requested."""
 
   def write_report(self, workdir: str) -> list[str]:
     """Writes WORKDIR's report; returns the paths written."""
 
 
 def get_family(name: str) -> Family:
-  """The family module `name` ('operators' or 'rnn').
+  """The family module `name` ('basis', 'operators' or 'rnn').
 
   Raises:
     ValueError: another name.
@@ -70,7 +74,7 @@ def get_family(name: str) -> Family:
 @dataclasses.dataclass
 class UnitContext:
   """What a running unit sees of the runner: its workdir, the unit, where progress lines
-  go, the stop request set by the first SIGINT/SIGTERM (`loop.Loop` honours it),
+  go, the stop request set by the first SIGINT/SIGTERM (`loop.train_unit` honours it),
   whether a checkpoint written by other code may be resumed, and whether a unit with
   records but no checkpoint starts again, its records replaced."""
   workdir: str
@@ -137,10 +141,7 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
     workdir: the run's folder.
     printer: progress lines.
     stop: a stop request to honour (default: a fresh one).
-    resume_across_code_change: resume checkpoints written by other code (`loop.Loop`
-      refuses them otherwise).
-    restart_lost_units: start again from step 0 a unit with records but no checkpoint,
-      replacing its records (`loop.Loop` refuses it otherwise); finished units are skipped.
+    resume_across_code_change, restart_lost_units: as `train_and_evaluate`.
   """
   stop = stop or loop.StopRequest()
   clock = loop.Clock(sum(u.cost for u in units))

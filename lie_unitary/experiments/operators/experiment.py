@@ -30,8 +30,8 @@ from lie_unitary.experiments.operators import data
 from lie_unitary.experiments.operators import report
 from lie_unitary.experiments.operators import trainer as trainer_lib
 
-__all__ = ["NAME", "Setting", "epochs_for", "run_unit", "task_spec", "train_and_evaluate",
-           "train_spec", "units", "validate_config", "write_report"]
+__all__ = ["NAME", "Setting", "epochs_for", "make_task", "run_unit", "task_spec",
+           "train_and_evaluate", "train_spec", "units", "validate_config", "write_report"]
 
 NAME = "operators"
 _CHUNKS_PER_RUN = 20  # jitted calls per unit (bounded below by one validation interval)
@@ -165,71 +165,89 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   """
   # complex128 needs x64 for this unit only: a context, not a global switch.
   with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
-    start = time.perf_counter()
-    s, gens, num = unit.spec, tuple(config.generators), config.num_replicates
-    replicas = replicas_lib.Replicas(num)
-    task = task_spec(config, s.n)
-    key = _setting_key(s)
-    common = dict(kind="final", step=unit.target_step)
-    if s.approach == "baselines":
-      baselines = replicas.map(lambda r, k: data.make_baselines(task)(k, r), (0, None))
-      out = replicas.gather(baselines(replicas.ids, key))
-      seconds = time.perf_counter() - start
-      ctx.write([dict(common, approach=a, optimizer="none", replicate=r, learning_rate=0.0,
-                      num_epochs=0, basis_scale=0.0, generator=gens[r % len(gens)],
-                      test_loss=float(out[a]["test_loss"][r]),
-                      final_val_loss=float(out[a]["final_val_loss"][r]),
-                      seconds=round(seconds, 3))
-                 for a in unit.fields["baselines"] for r in range(num)])
-      return
-    t = trainer_lib.make_trainer(task, train_spec(config, s), _change_of_basis(config, s, task))
-    val_every, per_epoch = config.val_every, t.intervals_per_epoch
-    # Validation intervals per call: about 1/_CHUNKS_PER_RUN of the run, dividing an epoch.
-    want = max(1, math.ceil(per_epoch * t.num_epochs / _CHUNKS_PER_RUN))
-    per_call = max(d for d in range(1, min(want, per_epoch) + 1) if per_epoch % d == 0)
-    init = replicas.map(lambda r, k: t.init(k, r), (0, None))
-    epoch_data = replicas.map(lambda r, st, k, e: t.epoch_data(k, r, e, st), (0, 0, None, None))
+    replicas = replicas_lib.Replicas(config.num_replicates)
+    if unit.spec.approach == "baselines":
+      _run_baselines(config, unit, ctx, replicas)
+    else:
+      loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
 
-    @functools.cache  # one program per number of validation intervals in a call
-    def chunk(num_intervals):
-      return replicas.map(
-          lambda r, st, d, k, e, first: t.chunk(st, d, k, r, e, first, num_intervals),
-          (0, 0, 0, None, None, None))
 
-    with loop.Loop(ctx, replicas, unit.target_step, every=per_call * val_every,
-                   epoch_steps=per_epoch * val_every, call_seconds=None) as lp:
-      state, initial = init(replicas.ids, key)
-      initial = replicas.gather(initial)
-      state, history = lp.restore(state, {"curves": {
-          k: [np.asarray(v, np.float64).tolist()] for k, v in initial.items()}})
-      curves, this_epoch, data_epoch = history["curves"], None, None
-      for step, num_steps, _ in lp.calls():
-        epoch, first = divmod(step // val_every, per_epoch)
-        if epoch != data_epoch:  # the epoch's pair order: once per epoch, never stored
-          this_epoch, data_epoch = epoch_data(replicas.ids, state, key, jnp.int32(epoch)), epoch
-        state, points = chunk(num_steps // val_every)(replicas.ids, state, this_epoch, key,
-                                                      jnp.int32(epoch), jnp.int32(first))
-        points = replicas.gather(points)
-        for k, v in points.items():
-          curves[k].extend(np.asarray(v, np.float64).T.tolist())
-        last = {k: np.asarray(v)[:, -1] for k, v in points.items()}
-        spread = (f", θ spread median {loop.median(last['theta_spread']):.3g}"
-                  if "theta_spread" in last else "")
-        lp.show(f"val loss median {loop.median(last['val_loss']):.4g}{spread}")
-        lp.after_call(state, step + num_steps, history)
-      elapsed = lp.finish(state, history)
-      finish = replicas.map(lambda r, st, k: t.finish(st, k, r), (0, 0, None))
-      out = replicas.gather(finish(replicas.ids, state, key))
-    seconds = elapsed + time.perf_counter() - start
-    ctx.write([dict(common, approach=s.approach, replicate=r, generator=gens[r % len(gens)],
-                    test_loss=float(out["test_loss"][r]),
-                    final_val_loss=float(out["final_val_loss"][r]), seconds=round(seconds, 3))
-               for r in range(num)])
+def _run_baselines(config, unit: Unit, ctx: runner.UnitContext, replicas) -> None:
+  """The baselines unit: one program, no training (so no checkpoint)."""
+  start, s, num = time.perf_counter(), unit.spec, config.num_replicates
+  gens = tuple(config.generators)
+  baselines = replicas.map(lambda r, k: data.make_baselines(task_spec(config, s.n))(k, r),
+                           (0, None))
+  out = replicas.gather(baselines(replicas.ids, _setting_key(s)))
+  ctx.write([dict(kind="final", step=unit.target_step, approach=a, optimizer="none",
+                  replicate=r, learning_rate=0.0, num_epochs=0, basis_scale=0.0,
+                  generator=gens[r % len(gens)], test_loss=float(out[a]["test_loss"][r]),
+                  final_val_loss=float(out[a]["final_val_loss"][r]),
+                  seconds=round(time.perf_counter() - start, 3))
+             for a in unit.fields["baselines"] for r in range(num)])
+
+
+def make_task(config, unit: Unit, replicas) -> loop.Task:
+  """A trained unit's `loop.Task`: calls of whole validation intervals (about
+  1/_CHUNKS_PER_RUN of the run, dividing an epoch); the history holds the validation
+  curves, whose points the calls return; "final" and "curve" records at the end."""
+  s, gens, num = unit.spec, tuple(config.generators), config.num_replicates
+  task = task_spec(config, s.n)
+  key = _setting_key(s)
+  t = trainer_lib.make_trainer(task, train_spec(config, s), _change_of_basis(config, s, task))
+  val_every, per_epoch = config.val_every, t.intervals_per_epoch
+  want = max(1, math.ceil(per_epoch * t.num_epochs / _CHUNKS_PER_RUN))
+  per_call = max(d for d in range(1, min(want, per_epoch) + 1) if per_epoch % d == 0)
+  v_init = replicas.map(lambda r, k: t.init(k, r), (0, None))
+  v_epoch_data = replicas.map(lambda r, st, k, e: t.epoch_data(k, r, e, st), (0, 0, None, None))
+  v_finish = replicas.map(lambda r, st, k: t.finish(st, k, r), (0, 0, None))
+
+  @functools.cache  # one program per number of validation intervals in a call
+  def v_chunk(num_intervals):
+    return replicas.map(lambda r, st, d, k, e, first: t.chunk(st, d, k, r, e, first,
+                                                               num_intervals),
+                        (0, 0, 0, None, None, None))
+
+  def init():
+    state, initial = v_init(replicas.ids, key)
+    return state, {"curves": {k: [np.asarray(v, np.float64).tolist()]
+                              for k, v in replicas.gather(initial).items()}}
+
+  epoch_data = {}  # {epoch: its pair order}: once per epoch, never stored
+
+  def train(state, history, step, num_steps):
+    epoch, first = divmod(step // val_every, per_epoch)
+    if epoch not in epoch_data:
+      epoch_data.clear()
+      epoch_data[epoch] = v_epoch_data(replicas.ids, state, key, jnp.int32(epoch))
+    state, points = v_chunk(num_steps // val_every)(
+        replicas.ids, state, epoch_data[epoch], key, jnp.int32(epoch), jnp.int32(first))
+    for k, v in replicas.gather(points).items():
+      history["curves"][k].extend(np.asarray(v, np.float64).T.tolist())
+    return state, history
+
+  def evaluate(state, history, step):  # the calls computed the points: the line's only
+    last = {k: np.asarray(c[-1]) for k, c in history["curves"].items()}
+    spread = (f", θ spread median {loop.median(last['theta_spread']):.3g}"
+              if "theta_spread" in last else "")
+    return [], history, f"val loss median {loop.median(last['val_loss']):.4g}{spread}"
+
+  def finish(state, history):
+    out = replicas.gather(v_finish(replicas.ids, state, key))
+    curves = {k: np.asarray(c, np.float64) for k, c in history["curves"].items()}
     val_steps = np.arange(0, unit.target_step + 1, val_every)  # the curves' steps
-    ctx.write([dict(kind="curve", step=unit.target_step, approach=s.approach, replicate=r,
-                    generator=gens[r % len(gens)], val_steps=val_steps,
-                    **{k: np.asarray(c, np.float64)[:, r] for k, c in curves.items()})
-               for r in range(num)], file=workdir_lib.CURVES)
+    common = lambda r: dict(step=unit.target_step, approach=s.approach, replicate=r,
+                            generator=gens[r % len(gens)])
+    return {workdir_lib.RESULTS: [dict(common(r), kind="final",
+                                       test_loss=float(out["test_loss"][r]),
+                                       final_val_loss=float(out["final_val_loss"][r]))
+                                  for r in range(num)],
+            workdir_lib.CURVES: [dict(common(r), kind="curve", val_steps=val_steps,
+                                      **{k: c[:, r] for k, c in curves.items()})
+                                 for r in range(num)]}
+
+  return loop.Task(init, train, evaluate, finish, unit.target_step, every=per_call * val_every,
+                   epoch_steps=per_epoch * val_every, call_seconds=None)
 
 
 write_report = report.write_report  # WORKDIR/report.md and figures; the paths written

@@ -12,7 +12,6 @@ the full validation and test losses, or for images a summary of the "val" record
 from __future__ import annotations
 
 import sys
-import time
 
 import jax
 import ml_collections
@@ -22,6 +21,7 @@ from lie_unitary.experiments import fields as F
 from lie_unitary.experiments import loop
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
+from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.rnn import config as config_lib
 from lie_unitary.experiments.rnn import data
@@ -29,8 +29,8 @@ from lie_unitary.experiments.rnn import images
 from lie_unitary.experiments.rnn import report
 from lie_unitary.experiments.rnn import trainer
 
-__all__ = ["NAME", "budget_hidden_size", "make_unit", "run_unit", "train_and_evaluate", "units",
-           "validate_config", "write_report"]
+__all__ = ["NAME", "budget_hidden_size", "make_task", "make_unit", "run_unit",
+           "train_and_evaluate", "units", "validate_config", "write_report"]
 
 NAME = "rnn"
 
@@ -161,76 +161,73 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     runner.ConfigError: a checkpoint beyond the target step, or image files that do not
       fit the config.
   """
+  replicas = replicas_lib.Replicas(unit.spec.num_replicates, replicas_lib.replicate_sharding(
+      data_parallel=unit.spec.data_parallel))
+  loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
+
+
+def make_task(config, unit: Unit, replicas) -> loop.Task:
+  """A unit's `loop.Task`: calls within a validation interval and an epoch; the history
+  holds the interval's summed training metrics. Records of kind "val" at each validation
+  point, "final" at the end (module docstring)."""
   spec, num = unit.spec, unit.spec.num_replicates
-  replicas = replicas_lib.Replicas(num, replicas_lib.replicate_sharding(
-      data_parallel=spec.data_parallel))
   image_task = spec.task in data.IMAGE_TASKS
   arrays = _load_sets(config, spec, replicas.mesh) if image_task else None
   source = (data.image_source(spec, arrays.train_y.shape[0]) if image_task
             else data.synthetic_source(spec))
   exp = trainer.make_experiment(spec, replicas.sharding, source)
   per_epoch, baseline = source.updates_per_epoch, data.get_task(spec.task).baseline(spec.T)
+  # The initial parameters, kept for the drift (the restored state's buffers are donated).
+  initial = exp.init(replicas.ids).params if exp.drift is not None else None
+  epoch = (lambda step: {"epoch": round(step / per_epoch, 4)}) if per_epoch else (
+      lambda step: {})
 
-  def write(kind, step, elapsed, metrics):
-    epoch = {"epoch": round(step / per_epoch, 4)} if per_epoch else {}
-    ctx.write([{"kind": kind, "replicate": r, "step": step, "seconds": round(elapsed, 3),
-                **epoch, **{k: float(v[r]) for k, v in metrics.items()}}
-               for r in range(num) if (kind, r, step) not in done])
-
-  def evaluate(state, sets):
+  def evaluate_sets(state, sets):
     return {f"{name}_{k}": v for name, s in sets.items()
             for k, v in replicas.gather(exp.evaluate(state.params, s)).items()}
 
-  def validate(lp, state, history):
-    """The "val" record of the step reached, its line's metrics; the interval's training
-    sums start again."""
-    lp.doing("evaluating")
+  epoch_data = {}  # {epoch: its image order}: once per epoch, never stored
+
+  def train(state, history, step, num_steps):
+    e = step // per_epoch if per_epoch else 0
+    if e not in epoch_data:
+      epoch_data.clear()
+      epoch_data[e] = exp.epoch_data(replicas.ids, e)
+    state, per_update = exp.train_chunk(state, replicas.ids, step, num_steps, epoch_data[e],
+                                        arrays)
+    sums = history.setdefault("train_sums", {})
+    for k, v in replicas.gather(per_update).items():  # exact: float32 summed in float64
+      sums[k] = np.asarray(sums.get(k, 0.0)) + v[:, :num_steps].sum(axis=1, dtype=np.float64)
+    history["train_steps"] = history.get("train_steps", 0) + num_steps
+    return state, history
+
+  def evaluate(state, history, step):
+    """The "val" records of `step` and their line; the interval's sums start again."""
     sums, count = history.pop("train_sums", {}), history.pop("train_steps", 0)
-    val = {**evaluate(state, source.val_sets(arrays)),
+    val = {**evaluate_sets(state, source.val_sets(arrays)),
            **{f"train_{k}": np.asarray(v) / count for k, v in sums.items()}}
     if exp.spectrum is not None:
       val.update(replicas.gather(exp.spectrum(state.params)))
     if exp.drift is not None:
       val.update(replicas.gather(exp.drift(state.params, initial)))
-    write("val", lp.step, lp.seconds(), val)
-    lp.show(", ".join(f"{k.replace('_', ' ')} {loop.median(v):.4g}" for k, v in val.items()
+    text = (", ".join(f"{k.replace('_', ' ')} {loop.median(v):.4g}" for k, v in val.items()
                       if k.startswith("val_")) + f" (median; loss baseline {baseline:.4g})"
             + loop.nonfinite_note(sums.get("loss", []), "training loss"))
+    return [{"kind": "val", "replicate": r, "step": step, **epoch(step),
+             **{k: float(v[r]) for k, v in val.items()}} for r in range(num)], history, text
 
-  with loop.Loop(ctx, replicas, unit.target_step, every=spec.val_every, epoch_steps=per_epoch,
-                 target_field="num_updates") as lp:
-    # The initial parameters, kept for the drift (the restored state's buffers are donated).
-    initial = exp.init(replicas.ids).params if exp.drift is not None else None
-    state, history = lp.restore(exp.init(replicas.ids))
-    # Records of a resumed unit are not written twice (read after `restore`: it may
-    # remove a lost unit's records).
-    done = ctx.written()
-    if lp.boundary(lp.step) and ("val", 0, lp.step) not in done:  # the initial state's,
-      # or one a stop left pending
-      validate(lp, state, history)
-    this_epoch, data_epoch = None, None
-    for step, num_steps, boundary in lp.calls():
-      epoch = step // per_epoch if per_epoch else 0
-      if epoch != data_epoch:  # the epoch's data (image order): once per epoch, never stored
-        this_epoch, data_epoch = exp.epoch_data(replicas.ids, epoch), epoch
-      state, per_update = exp.train_chunk(state, replicas.ids, step, num_steps, this_epoch,
-                                          arrays)
-      sums = {k: v[:, :num_steps].sum(axis=1, dtype=np.float64)  # exact: float32 in float64
-              for k, v in replicas.gather(per_update).items()}
-      history["train_sums"] = {k: np.asarray(history.get("train_sums", {}).get(k, 0.0)) + v
-                               for k, v in sums.items()}
-      history["train_steps"] = history.get("train_steps", 0) + num_steps
-      lp.step = step + num_steps
-      if boundary and not lp.stopping():  # at a stop the evaluation runs after the resume
-        validate(lp, state, history)
-      lp.after_call(state, step + num_steps, history)
-    elapsed = lp.finish(state, history)
-    t0 = time.perf_counter()
-    final = evaluate(state, source.final_sets(arrays))
+  def finish(state, history):
+    final = evaluate_sets(state, source.final_sets(arrays))
     if image_task:  # trainable reals (for the report's table)
       count = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(state.params["params"]))
       final["num_params"] = np.full(num, count)
-    write("final", unit.target_step, elapsed + time.perf_counter() - t0, final)
+    return {workdir_lib.RESULTS: [
+        {"kind": "final", "replicate": r, "step": unit.target_step, **epoch(unit.target_step),
+         **{k: float(v[r]) for k, v in final.items()}} for r in range(num)]}
+
+  return loop.Task(lambda: (exp.init(replicas.ids), {}), train, evaluate, finish,
+                   unit.target_step, every=spec.val_every, epoch_steps=per_epoch,
+                   target_field="num_updates")
 
 
 def _load_sets(config, spec, mesh) -> data.ImageSets:
