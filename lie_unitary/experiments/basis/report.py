@@ -5,8 +5,8 @@ named in its heading, fixed). A cell of a table: mean ± standard error
 (`lie_unitary.experiments.report.SE`) over the replicates of a replicate's test loss
 (itself the mean over its m operators of the mean over test pairs of ‖Û_i x − y‖²);
 `runs` is the number of replicates. Angles: the principal angles (radians) between
-span(M) and span(G*). Figures are `matplotlib.figure.Figure`s (no pyplot). Importing this
-module loads numpy only.
+span(M) and span(G*). Figures are `matplotlib.figure.Figure`s (no pyplot). Where the
+learned basis failed, and how: `scripts/detail_tables.py`.
 """
 
 from __future__ import annotations
@@ -127,29 +127,9 @@ def _targets(by_cell) -> list[str]:
   return lines + [""]
 
 
-def _failures(by_cell) -> list[str]:
-  """Per cell, the learned replicates that did not recover span(G*): stuck (training loss
-  above twice the noise floor: the optimiser's failure, visible without test data) or
-  fitting their training pairs with a wrong span; and how many have an operator whose
-  generator has an eigenvalue of modulus > π."""
-  rows = []
-  for c, recs in sorted(by_cell.items()):
-    learned = [r for r in recs if r["approach"] == "learned"]
-    failed = [r for r in learned if r["angle_max"] >= RECOVERED]
-    if failed:
-      stuck = sum(r["train_loss"] > 2 * r["noise_floor"] for r in failed)
-      rows.append([*c, f"{len(failed)} of {len(learned)}", stuck, len(failed) - stuck,
-                   sum(r.get("wrapped", 0) > 0 for r in failed)])
-  if not rows:
-    return []
-  return ([f"## Where the learned basis did not recover span(G*) (largest angle ≥ {RECOVERED})",
-           ""] + common.table([*CELL_FIELDS, "failed", "stuck (train loss > 2 × floor)",
-                      "fit the training pairs", "with an operator beyond ±π"], rows))
-
-
 def markdown(results: Any, figure_files: dict | None = None, source: str | None = None,
              launches: Sequence[dict] = ()) -> str:
-  """The report: targets, a test-loss and an angle table per sweep, the failures.
+  """The report: targets, a test-loss and an angle table per sweep.
 
   Args:
     results: the "final" records (list of dicts or a DataFrame); of one written twice,
@@ -178,7 +158,6 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
     if angles:
       lines += [f"Principal angles (radians) between span(M) and span(G*) against {field}:",
                 ""] + angles
-  lines += _failures(by_cell)
   return "\n".join(lines).rstrip() + "\n"
 
 
