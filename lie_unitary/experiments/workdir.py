@@ -41,7 +41,7 @@ from typing import Sequence
 __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
            "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
-           "mark_finished", "merge", "read", "read_launches", "read_records", "record_key",
+           "mark_finished", "read", "read_launches", "read_records", "record_key",
            "remove_unit_records", "to_jsonable", "unit_names", "unit_records", "units",
            "write_launch"]
 
@@ -478,54 +478,6 @@ def load_unit(workdir, which: str) -> LoadedUnit:
                 if any(x["id"] == uid for x in la["units"]))
   return LoadedUnit(uid, unit.name, step, state, dict(unit.fields), config,
                     (uid, unit.target_step) in finished_units(workdir))
-
-
-def merge(destination, source, keep: Callable[[dict], bool] | None = None,
-          reference: bool = True) -> int:
-  """Adds the units of workdir `source` to workdir `destination`: their records (results,
-  curves, finished), the launches that list them (each renumbered after the
-  destination's, the others' units left out) and, with `reference`, the PyTorch
-  reference's records (torch_*.jsonl) not already there. Checkpoints are not copied.
-  How several seeds' folders become one experiment's.
-
-  Args:
-    destination, source: workdirs (`destination` is created).
-    keep: which units to take, given a launch's entry of a unit ({"id", "name",
-      "fields", ...}); default every unit.
-    reference: whether to take the reference's records too.
-
-  Returns:
-    The number of records added.
-
-  Raises:
-    ValueError: an unreadable launch file.
-  """
-  launches = read_launches(source)
-  wanted = {u["id"] for la in launches for u in la["units"] if keep is None or keep(u)}
-  added = 0
-  for name in (RESULTS, CURVES, FINISHED):
-    have = {json.dumps(r, sort_keys=True) for r in read(destination, name)}
-    new = [r for r in read(source, name) if r.get("unit") in wanted
-           and json.dumps(r, sort_keys=True) not in have]
-    append_records(path(destination, name), new)
-    added += len(new)
-  folder = path(destination, _LAUNCHES)
-  os.makedirs(folder, exist_ok=True)
-  have = {json.dumps(la, sort_keys=True) for la in read_launches(destination)}
-  for launch in launches:
-    units = [u for u in launch["units"] if u["id"] in wanted]
-    if units and json.dumps({**launch, "units": units}, sort_keys=True) not in have:
-      number = len([f for f in os.listdir(folder) if f.endswith(".json")])
-      stamp = launch.get("provenance", {}).get("time", "").replace("-", "").replace(":", "")
-      with open(os.path.join(folder, f"{number:04d}-{stamp[:15]}.json"), "x",
-                encoding="utf-8") as f:
-        json.dump({**launch, "units": units}, f, indent=1, sort_keys=True)
-  for name in sorted(os.listdir(source)) if reference else ():
-    if name.startswith("torch_") and name.endswith(".jsonl"):
-      have = {json.dumps(r, sort_keys=True) for r in read(destination, name)}
-      append_records(path(destination, name), [r for r in read(source, name)
-                                               if json.dumps(r, sort_keys=True) not in have])
-  return added
 
 
 # Claims ---------------------------------------------------------------------------------
