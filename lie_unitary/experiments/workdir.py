@@ -155,8 +155,7 @@ def _parse_lines(lines: Iterable[str]) -> list[dict]:
   out = []
   for line in lines:
     with contextlib.suppress(json.JSONDecodeError):
-      if line.strip():
-        out.append(json.loads(line))
+      out += [json.loads(line)] if line.strip() else []
   return out
 
 
@@ -167,10 +166,9 @@ def record_key(record: dict) -> tuple:
 
 def read_records(file: str | os.PathLike) -> list[dict]:
   """Every complete record of a JSONL file ([] when it does not exist)."""
-  if not os.path.exists(file):
-    return []
-  with open(file, encoding="utf-8") as f:
+  with contextlib.suppress(FileNotFoundError), open(file, encoding="utf-8") as f:
     return _parse_lines(f)
+  return []
 
 
 def read(workdir, name: str = RESULTS) -> list[dict]:
@@ -230,13 +228,6 @@ def _cpu_model() -> str | None:
   return platform.processor() or None
 
 
-def _numerics_env() -> dict:
-  """The environment variables that can change a unit's numbers or speed: XLA's and JAX's
-  (JAX_DISABLE_MOST_OPTIMIZATIONS among them) and OpenBLAS's thread count."""
-  return {k: v for k, v in sorted(os.environ.items())
-          if k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS") or k.startswith("JAX_")}
-
-
 def _provenance() -> dict:
   import jax
   return {
@@ -246,7 +237,9 @@ def _provenance() -> dict:
       "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
       "process_index": jax.process_index(), "process_count": jax.process_count(),
       "cpu_model": _cpu_model(), "device_kind": jax.devices()[0].device_kind,
-      "argv": list(sys.argv), "env": _numerics_env(),
+      "argv": list(sys.argv), "env": {  # what can change a unit's numbers or speed
+          k: v for k, v in sorted(os.environ.items())
+          if k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS") or k.startswith("JAX_")},
       "git": _git_commit()}
 
 
@@ -257,18 +250,11 @@ _NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax")
 
 
 def code_fingerprint(root: str | None = None) -> dict:
-  """What a unit's numbers are computed by: each Python file of the package and the
-  versions of the packages it computes with, for a checkpoint to be resumed only by the
-  code that wrote it (`code_changes`).
-
-  Args:
-    root: the package's folder (default: this installed `lie_unitary`).
-
-  Returns:
-    {"files": {path relative to root's parent: the first 16 hex digits of its sha256},
-    "versions": {package: version}} over every *.py below root except reports and the
-    downloader (they cannot change a number), with jax, jaxlib, flax and optax's versions.
-  """
+  """What a unit's numbers are computed by, for a checkpoint to be resumed only by the
+  code that wrote it (`code_changes`): {"files": {path relative to `root`'s parent: the
+  first 16 hex digits of its sha256}} over every *.py below `root` (default: this
+  `lie_unitary`) but reports and the downloader, and {"versions": {package: version}} of
+  jax, jaxlib, flax and optax."""
   import hashlib
   root = os.path.abspath(root or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   files = {}
@@ -355,13 +341,9 @@ def units(workdir) -> dict[str, dict]:
 
 def unit_names(workdir) -> list[str]:
   """The labels of `workdir`'s units ("name", or "name seed=S"), in launch order."""
-  labels = []
-  for u in units(workdir).values():
-    seed = u["fields"].get("seed")
-    label = u["name"] if seed is None else f"{u['name']} seed={seed}"
-    if label not in labels:
-      labels.append(label)
-  return labels
+  from lie_unitary.experiments import fields
+  return list(dict.fromkeys(fields.Unit(u["name"], u["fields"], 0).label
+                            for u in units(workdir).values()))
 
 
 def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) -> Any:
@@ -488,8 +470,8 @@ def _alive(pid: int) -> bool:
     os.kill(pid, 0)
   except ProcessLookupError:
     return False
-  except PermissionError:
-    return True
+  except PermissionError:  # alive, another user's
+    pass
   return True
 
 
