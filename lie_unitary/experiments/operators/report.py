@@ -53,11 +53,8 @@ def _losses(results, key=lambda r: (r["n"], r["approach"])):
 
 
 def _fmt(x: float) -> str:
-  if x == 0:
-    return "0"
-  if abs(x) >= 100:
-    return f"{x:.0f}"
-  return f"{x:.3g}" if abs(x) >= 0.01 else f"{x:.3e}"
+  return "0" if x == 0 else f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}" if abs(
+      x) >= 0.01 else f"{x:.3e}"
 
 
 def _cell(values, paper=None) -> str:
@@ -76,11 +73,7 @@ _TASK_FIELDS = ("field", "generators", "num_replicates", "dtype", "num_train", "
 
 
 def _task(r) -> tuple:
-  return tuple((k, _hashable(r.get(k))) for k in _TASK_FIELDS)
-
-
-def _hashable(v):
-  return tuple(v) if isinstance(v, list) else v
+  return tuple((k, tuple(v) if isinstance(v := r.get(k), list) else v) for k in _TASK_FIELDS)
 
 
 def _differences(task: tuple, tasks) -> str:
@@ -218,14 +211,9 @@ def _basis_grid(curves):
 def figures(results: Any, curves: Any = ()) -> dict:
   """The report's figures, ``{name: matplotlib.figure.Figure}`` (no pyplot), those that
   can be drawn: "figure2" (standard basis, rand and a trained approach), "basis_change"
-  (a λ approach at two or more basis scales). The λ chart's spectrum during training:
-  `scripts/spectrum_figure.py`.
-
-  Args:
-    results: the "final" records (a list of dicts or a DataFrame); of a record written
-      twice the last counts.
-    curves: the "curve" records; may be empty.
-  """
+  (a λ approach at two or more basis scales, from the "curve" records `curves`);
+  `results`: the "final" records (a list of dicts or a DataFrame; of a record written
+  twice the last counts). The λ chart's spectrum: `scripts/spectrum_figure.py`."""
   results = common.latest(results, "final", _IDENTITY)
   curves = common.latest(curves, "curve", _IDENTITY)
   standard = results and not any(r.get("basis_scale") for r in results)
@@ -236,10 +224,8 @@ def figures(results: Any, curves: Any = ()) -> dict:
 
 def markdown(results: Any, *, figure_files: dict | None = None,
              source: str | None = None, launches: Sequence[dict] = ()) -> str:
-  """The Markdown report: test-loss tables beside the paper's, appendix B, SO(n) components.
-
-  A cell is the mean ± standard error over the runs (`common.SE`: every seed's
-  replicates), the paper's value in parentheses.
+  """The Markdown report: test-loss tables beside the paper's (a cell: mean ± standard
+  error over every seed's replicates, the paper's value in parentheses), appendix B.
 
   Args:
     results: as `figures`.
@@ -264,9 +250,9 @@ def markdown(results: Any, *, figure_files: dict | None = None,
               "the paper's 10⁶): too short to learn; it checks that everything runs. Its "
               "losses are not results, and the paper's values beside them show the tables' "
               "shape only.**", ""]
-  paper = {n: dict(row) for n, row in PAPER_TABLE1.items()}
-  for n, row in PAPER_TABLE2.items():
-    paper.setdefault(n, {})["lie_restricted"] = row["lie_restricted"]
+  paper = {n: {**PAPER_TABLE1.get(n, {}), **{k: v for k, v in PAPER_TABLE2.get(n, {}).items()
+                                              if k == "lie_restricted"}}
+           for n in {*PAPER_TABLE1, *PAPER_TABLE2}}
   if any(r.get("field") == "real" for r in results):
     paper = {}  # SO(n) targets: the paper has no numbers for them
   groups = _groups(results)
@@ -291,19 +277,12 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 
 def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it.
-
-  Args:
-    workdir: the experiment's folder; the files are written there.
-    results: the "final" records; default: WORKDIR/results.jsonl's.
-    curves: the "curve" records; default: WORKDIR/curves.jsonl's, if any.
-
-  Returns:
-    The paths written, report.md first.
+  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it, from
+  `results` and `curves` (default: WORKDIR's results.jsonl and curves.jsonl, if any);
+  returns the paths, report.md first.
 
   Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no results
-      (`workdir.load_results`).
+    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
   """
   if results is None:
     results = workdir_lib.load_results(workdir, as_frame=False)
