@@ -146,10 +146,7 @@ def _fmt(x) -> str:
 
 
 def _loss_table(task: str, T: int, rows: list) -> list[str]:
-  lines = [f"### {task}, T = {T} (random baseline {data.get_task(task).baseline(T):.4g})", "",
-           "| model | setting | seeds | runs | final val (median) | final val (best) | "
-           "test (median) | original run (val) | steps | wall time (s) |",
-           "|---|---|---|---|---|---|---|---|---|---|"]
+  body = []
   for row in rows:
     runs = row["runs"].values()
     finals = [run["final"] for run in runs if run["final"]]
@@ -163,11 +160,13 @@ def _loss_table(task: str, T: int, rows: list) -> list[str]:
       cells = [np.median(last), np.min(last), None] if last else [None] * 3
       steps, secs = max((max(run["val"]) for run in runs if run["val"]), default=0), None
     cells.append(ORIGINAL_FINAL_VAL.get((task, row["model"])) if T == 100 else None)
-    lines.append(f"| {row['label']}{'' if finals else ' (unfinished, subsample)'} | "
-                 f"{row['setting'] or '—'} | {_seeds(row['seeds'])} | {len(row['runs'])} | "
-                 f"{' | '.join(map(_fmt, cells))} | {steps} | "
-                 f"{'—' if secs is None else f'{float(secs):.0f}'} |")
-  return lines + [""]
+    body.append([row["label"] + ("" if finals else " (unfinished, subsample)"),
+                 row["setting"] or "—", _seeds(row["seeds"]), len(row["runs"]),
+                 *map(_fmt, cells), steps, "—" if secs is None else f"{float(secs):.0f}"])
+  return [f"### {task}, T = {T} (random baseline {data.get_task(task).baseline(T):.4g})",
+          ""] + common.table(["model", "setting", "seeds", "runs", "final val (median)",
+                              "final val (best)", "test (median)", "original run (val)",
+                              "steps", "wall time (s)"], body)
 
 
 def _image_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
@@ -183,10 +182,8 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
            "epoch (chosen on the validation split), and the best test accuracy over the "
            "epochs (the published anchors' protocol, which has no validation split). Where some "
            "of a row's runs have finished, the row is theirs and says how many more are "
-           "running.", "",
-           "| model | setting | hidden | parameters | seeds | n | epochs | best val | test at "
-           "best val | best test over epochs | wall time per unit (s) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|"]
+           "running.", ""]
+  body = []
   last = lambda p: max(p, key=lambda r: r["step"]).get("epoch", 0) if p else 0  # noqa: E731
   for row in rows:
     # The finished runs once there are any (a running one joins when it finishes); else
@@ -206,21 +203,22 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
     finals = [run["final"] for run, _ in finished.values()]
     params = f"{int(finals[0]['num_params']):,}" if finals and "num_params" in finals[0] else "—"
     secs = [max(r["seconds"] for r in p) for p in points if p]
-    lines.append(f"| {row['label']} | {row['setting'] or '—'} | {row['fields']['hidden_size']} "
-                 f"| {params} | {_seeds({seed for seed, _ in shown})} | {len(shown)} | "
-                 f"{epochs} | " + " | ".join(_image_cells(points))
-                 + f" | {f'{np.median(secs):.0f}' if secs else '—'} |")
+    body.append([row["label"], row["setting"] or "—", row["fields"]["hidden_size"], params,
+                 _seeds({seed for seed, _ in shown}), len(shown), epochs, *_image_cells(points),
+                 f"{np.median(secs):.0f}" if secs else "—"])
   if runs:
     hidden = {r.get("hidden") for run in runs.values() for r in run.values()}
     wall = np.median([max(r["seconds"] for r in run.values()) for run in runs.values()])
-    lines.append(f"| {REFERENCE_LABEL} | — | {'/'.join(map(str, sorted(hidden)))} | — | "
-                 f"{_seeds(runs)} | {len(runs)} | {max(max(run) for run in runs.values())} | "
-                 + " | ".join(_image_cells([list(run.values()) for run in runs.values()]))
-                 + f" | {wall:.0f} |")
+    body.append([REFERENCE_LABEL, "—", "/".join(map(str, sorted(hidden))), "—", _seeds(runs),
+                 len(runs), max(max(run) for run in runs.values()),
+                 *_image_cells([list(run.values()) for run in runs.values()]), f"{wall:.0f}"])
+  lines += common.table(["model", "setting", "hidden", "parameters", "seeds", "n", "epochs",
+                         "best val", "test at best val", "best test over epochs",
+                         "wall time per unit (s)"], body)
   if any("=—" in row["setting"] for row in rows):
-    lines += ["", "A setting's field given as — is absent from that unit's records: the unit "
-              "was recorded before the field existed or entered a unit's identity."]
-  return lines + [""]
+    lines += ["A setting's field given as — is absent from that unit's records: the unit "
+              "was recorded before the field existed or entered a unit's identity.", ""]
+  return lines
 
 
 def published_table() -> list[str]:
