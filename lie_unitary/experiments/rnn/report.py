@@ -328,10 +328,9 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
   Returns:
     ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, each
     row's median over runs and every run faintly, the random baseline dotted;
-    ``{"images_{task}_{dataset}": Figure}``: validation accuracy, validation loss and
-    ‖U − U₀‖_F / √n (where recorded) against epochs, mean over the finished runs (over
-    all while none has finished) with a ± 1 s.e. band; validation accuracy against
-    wall-clock seconds.
+    ``{"images_{task}_{dataset}": Figure}``: validation accuracy, loss and ‖U − U₀‖_F / √n
+    (where recorded) against epochs, mean over the finished runs (all while none has)
+    with a ± 1 s.e. band; validation accuracy against wall-clock seconds.
 
   Raises:
     ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
@@ -348,13 +347,10 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
 def markdown(results: Any, *, figure_files: dict | None = None,
              reference: Sequence[dict] = (), anchors: bool = True,
              launches: Sequence[dict] = ()) -> str:
-  """The report's Markdown: a section per (task, T) or image task and dataset.
-
-  A synthetic task's row: seeds, runs, the median and best final validation loss, the
-  median test loss, the original code's (T = 100), steps and wall time. An image task's
-  row: hidden size, parameters, seeds, n runs, epochs, and, mean ± standard error over
-  the runs, the best validation accuracy, the test accuracy there and the best test
-  accuracy over epochs. An unfinished unit shows the same over its points so far.
+  """The report's Markdown: a section per (task, T) (a row: the median and best final
+  validation loss, the median test loss, the original code's at T = 100) or image task
+  and dataset (a row: mean ± s.e. of the best validation accuracy, the test accuracy
+  there and the best over epochs); an unfinished unit, its points so far.
 
   Args:
     results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
@@ -403,14 +399,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and a PNG per figure of `figures` (WORKDIR/{key}.png).
-
-  Args:
-    workdir: the experiment's working directory.
-    results: the records; default: WORKDIR/results.jsonl's (`workdir.load_results`).
-
-  Returns:
-    The paths written: report.md first, then the PNGs.
+  """Writes WORKDIR/report.md and a PNG per figure of `figures` (WORKDIR/{key}.png) from
+  `results` (default: WORKDIR/results.jsonl's); returns the paths, report.md first.
 
   Raises:
     FileNotFoundError, ValueError: no results given and none in the workdir.
