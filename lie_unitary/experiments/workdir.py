@@ -89,12 +89,9 @@ def to_jsonable(value: Any) -> Any:
 def append_records(file: str | os.PathLike, records: Iterable[dict],
                    key: Callable[[dict], Any] | None = None) -> None:
   """Appends records as JSON lines under an exclusive lock (processes share the file),
-  then fsyncs, so they survive a crash right after.
-
-  A line a killed writer left unfinished is cut off first. With `key`, a record whose
-  key a complete line of the file already has is not written again: a unit rerun after
-  a kill between its records and its finished line writes each record once.
-  """
+  fsynced; a line a killed writer left unfinished is cut off first. With `key`, a record
+  whose key a line of the file has is not written again (a unit rerun after a kill
+  between its records and its finished line writes each record once)."""
   records = [to_jsonable(r) for r in records]
   if not records:
     return
@@ -326,11 +323,7 @@ def read_launches(workdir) -> list[dict]:
 
 def units(workdir) -> dict[str, dict]:
   """{unit id: {"name", "fields", "target_step"}} of every unit a launch listed, in launch
-  order (a unit launched again: its latest target step).
-
-  Raises:
-    ValueError: an unreadable launch file.
-  """
+  order (a unit launched again: its latest target step); ValueError: an unreadable launch."""
   out = {}
   for launch in read_launches(workdir):
     for u in launch["units"]:
@@ -347,17 +340,10 @@ def unit_names(workdir) -> list[str]:
 
 
 def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) -> Any:
-  """The records of WORKDIR/<file>: every unit's, each seed's and setting's alike; of a
-  unit extended to a later target step, the "final" and "curve" records of its furthest.
-
-  Args:
-    workdir: an experiment's workdir.
-    file: "results.jsonl" (both families) or "curves.jsonl" (operators' curves).
-    as_frame: True: a pandas DataFrame (NaN where a record lacks a field); False: a
-      list of dicts; None: a DataFrame when pandas is importable.
-
-  Returns:
-    The records in file order.
+  """The records of WORKDIR/<file> ("results.jsonl", or the operators' "curves.jsonl") in
+  file order, every unit's alike; of a unit extended to a later target step, the "final"
+  and "curve" records of its furthest. `as_frame`: True, a pandas DataFrame (NaN where a
+  record lacks a field); False, a list of dicts; None, a DataFrame if pandas imports.
 
   Raises:
     FileNotFoundError: no such workdir or file.
@@ -406,18 +392,11 @@ def as_records(results: Any) -> list[dict]:
 
 @dataclasses.dataclass(frozen=True)
 class LoadedUnit:
-  """A unit's saved state and what produced it.
-
-  Attributes:
-    id, name: the unit's id (name and fields' hash) and name.
-    step: the training step of the saved state.
-    state: nested dicts of numpy arrays, each with a leading replicate axis
-      (operators: {"train": {"params", "opt_state"}, "target", "constants", "mask"};
-      RNNs: {"params", "opt_state"}).
-    fields: every setting that computed the unit.
-    config: the config (JSON) of the latest launch that listed it.
-    finished: whether it reached its target step.
-  """
+  """A unit's saved state and what produced it: its `id`, `name`, the `step` of the
+  `state` (nested dicts of numpy arrays, a leading replicate axis each: operators
+  {"train": {"params", "opt_state"}, "target", "constants", "mask"}, RNNs {"params",
+  "opt_state"}), its `fields`, the `config` (JSON) of the latest launch listing it, and
+  whether it is `finished`."""
   id: str
   name: str
   step: int
@@ -501,12 +480,10 @@ def claim_owner(workdir, slug: str) -> str:
 @contextlib.contextmanager
 def claim(workdir, slug: str) -> Iterator[bool]:
   """Takes the unit `slug` for this process: yields True, or False when another live
-  process (a second launch, another host) is computing it.
-
-  The claim, WORKDIR/claims/<slug>, is created exclusively, refreshed by a heartbeat
-  thread and removed on exit. A crashed owner's claim is taken over at once when its pid
-  is gone from this host, else after STALE_SECONDS without a heartbeat.
-  """
+  process (a second launch, another host) is computing it. The claim, WORKDIR/claims/<slug>,
+  is created exclusively, refreshed by a heartbeat thread and removed on exit; a crashed
+  owner's is taken over at once when its pid is gone from this host, else after
+  STALE_SECONDS without a heartbeat."""
   folder = path(workdir, _CLAIMS)
   os.makedirs(folder, exist_ok=True)
   file = os.path.join(folder, slug)
