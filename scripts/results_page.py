@@ -35,10 +35,11 @@ SECTIONS = (
 _INTRO = """# Results
 
 Made by `python scripts/results_page.py` from the records in [results/](../results/README.md),
-by the code that writes each folder's `report.md` (where the per-epoch tables and figures
-are); edit neither by hand. Every "±" is the standard error of the mean over the n runs
-of a row (ddof = 1; a run: one seed's replicate; the seeds are listed). All runs: 16K parameters,
-batches of 128. The two "70 epochs" sections run the field's whole
+by the code that writes each folder's `report.md` (where the figures are; the tables over
+epochs: `python scripts/detail_tables.py results/FOLDER`); edit neither by hand. Every "±"
+is the standard error of the mean over the n runs of a row (ddof = 1; a run: one seed's
+replicate; the seeds are listed). All runs: 16K parameters, batches of 128. The two "70
+epochs" sections run the field's whole
 protocol on a 2-core Intel Xeon CPU, each unit's batch split over both cores (an
 "(unfinished)" row shows its epochs so far); every
 other section, 10 of its 70 epochs on a 2-core AMD EPYC CPU. A row's setting names the
@@ -51,12 +52,12 @@ The paper's own experiments (§3 Tables 1-2, §4 Figure 3) are measured in
 
 
 def section(folder: str) -> str:
-  """One experiment's tables (no per-epoch table, no published table), headings one level
-  down, from its records."""
+  """One experiment's tables (no published table), headings one level down, from its
+  records."""
   from lie_unitary.experiments import workdir
   from lie_unitary.experiments.rnn import report
   path = os.path.join(ROOT, "results", folder)
-  text = report.markdown(workdir.load_results(path, as_frame=False), per_epoch=False,
+  text = report.markdown(workdir.load_results(path, as_frame=False),
                          anchors=False, reference=workdir.read(path, report.REFERENCE),
                          launches=workdir.read_launches(path))
   body = text.split("\n", 2)[2]  # after "# RNN results"

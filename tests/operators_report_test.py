@@ -11,6 +11,7 @@ import pytest
 
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.operators import report
+from scripts import detail_tables
 
 import helpers
 
@@ -135,16 +136,24 @@ def test_a_record_written_twice_counts_once():
   assert report.markdown(recs + recs[:5]) == once
 
 
-def test_orthogonal_components_for_real_targets():
+def test_the_script_counts_orthogonal_components_for_real_targets():
   u = _unit(3, "projection_orthogonal")
   base = _unit(3, "baselines")
   recs = [_final(3, "projection_orthogonal", r, v, unit=u, field="real")
           for r, v in enumerate((4.0006, 0.0006, 0.0007))]
   recs += [_final(3, "rand", r, 12.0, unit=base, optimizer="none", field="real")
            for r in range(3)]
-  text = report.markdown(recs)
-  assert "- n = 3: 1 of 3 (their mean test loss 4.001)" in text
-  assert "(12.5 ± 0.4)" not in text  # no paper values for SO(n) targets
+  assert "(12.5 ± 0.4)" not in report.markdown(recs)  # no paper values for SO(n) targets
+  assert "- n = 3: 1 of 3 (their mean test loss 4.001)" in detail_tables.operators_lines(recs)
+
+
+def test_the_script_divides_each_trained_loss_by_the_noise_floor():
+  u, base = _unit(3, "lie_algebra"), _unit(3, "baselines")
+  recs = [_final(3, "lie_algebra", r, v, unit=u) for r, v in enumerate((0.0012, 0.0018))]
+  recs += [_final(3, "true", r, 6e-4, unit=base, optimizer="none") for r in range(2)]
+  table = detail_tables.operators_lines(recs)
+  assert table[0].startswith("Test loss over the noise floor") and "sgd, lr 0.001" in table[0]
+  assert table[2:5] == ["| n | lie_algebra |", "|---|---|", "| 3 | 2.5 |"]  # 0.0015 / 0.0006
 
 
 def test_appendix_b_grid_and_figure():

@@ -7,6 +7,7 @@ import sys
 import pytest
 
 from lie_unitary.experiments import workdir as workdir_lib
+from scripts import merge_workdirs
 
 import helpers
 
@@ -131,8 +132,8 @@ def test_merge_gathers_chosen_units_of_several_workdirs_once(tmp_path):
     workdir_lib.append_records(os.path.join(wd, "torch_reference.jsonl"),
                                [{"seed": 0, "epoch": 1, "test_accuracy": 0.5}])
   gurnn = lambda u: u["fields"]["model"] == "gurnn"
-  assert workdir_lib.merge(dest, a, gurnn) == 1 and workdir_lib.merge(dest, b, gurnn) == 1
-  assert workdir_lib.merge(dest, b, gurnn) == 0  # nothing twice
+  assert merge_workdirs.merge(dest, a, gurnn) == 1 and merge_workdirs.merge(dest, b, gurnn) == 1
+  assert merge_workdirs.merge(dest, b, gurnn) == 0  # nothing twice
   assert sorted(r["unit"] for r in workdir_lib.read(dest)) == ["u-0", "u-1"]
   assert list(workdir_lib.units(dest)) == ["u-0", "u-1"]  # v left out of the launch copy
   assert len(workdir_lib.read_launches(dest)) == 2  # each source's launch, once

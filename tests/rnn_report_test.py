@@ -9,6 +9,7 @@ import pytest
 
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import report
+from scripts import detail_tables
 from scripts import run_table
 
 import helpers
@@ -230,13 +231,15 @@ def test_the_drift_table_gives_each_epochs_mean_and_standard_error():
   for r in recs:
     if r["model"] == "gurnn":
       r["u_drift"] = 0.1 * r["epoch"] + 0.02 * r["replicate"]
-  text = report.markdown(recs)
+  text = "\n".join(detail_tables.rnn_lines(recs))
+  assert "‖U − U₀‖" not in report.markdown(recs)  # a table of the script, not the report
   table = text[text.index("‖U − U₀‖_F / √n (0 at"):]
   rows = _rows(table)
   assert rows[0] == "| epoch | guRNN (modReLU) |"  # the LSTM records none
   # Epoch 1: 0.1 and 0.12: mean 0.11, standard error |a − b| / 2 = 0.01.
   assert rows[1:3] == ["| 0 | 0.0100 ± 0.0100 |", "| 1 | 0.1100 ± 0.0100 |"]
-  assert "‖U − U₀‖" not in report.markdown(helpers.image_records("lstm", [[0.1, 0.5]]))
+  assert "‖U − U₀‖" not in "\n".join(
+      detail_tables.rnn_lines(helpers.image_records("lstm", [[0.1, 0.5]])))
 
 
 def test_an_unfinished_image_unit_shows_its_best_so_far():
@@ -280,9 +283,11 @@ def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
   # accuracy; and the best test accuracy of each seed; mean ± s.e. of two: (a+b)/2 ± |a-b|/2.
   assert "| PyTorch expRNN reference | — | 170 | — | 0, 1 | 2 | 2 | 73.50 ± 1.50 | " \
          "74.50 ± 1.50 | 76.00 ± 3.00 | 200 |" in rows
-  assert "| 0 | 10.00 ± 0.00 | — |" in rows
-  assert "| 1 | 72.00 ± 2.00 | 73.50 ± 2.50 |" in rows
-  assert "| 2 | 79.00 ± 1.00 | 76.00 ± 3.00 |" in rows
+  # The script's test accuracy at every epoch: ours and the reference's.
+  epochs = _rows("\n".join(detail_tables.rnn_lines(recs, ref)))
+  assert "| 0 | 10.00 ± 0.00 | — |" in epochs
+  assert "| 1 | 72.00 ± 2.00 | 73.50 ± 2.50 |" in epochs
+  assert "| 2 | 79.00 ± 1.00 | 76.00 ± 3.00 |" in epochs
   assert "11.00" not in "\n".join(rows)  # the pixel task's record is not this task's
   # The published table: size, epochs, protocol and source beside each number.
   text = (tmp_path / "report.md").read_text()
@@ -303,11 +308,12 @@ def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
 
 
 def test_the_block_table_averages_each_runs_epochs_then_the_runs():
+  md = lambda recs, **kw: "\n".join(detail_tables.rnn_lines(recs, **kw))  # noqa: E731
   # Replicate 0: test accuracy 0.5 + epoch/100 at epochs 0-20; replicate 1: 0.4 + epoch/100
   # up to epoch 15 (unfinished: it has finished the first block only).
   recs = helpers.image_records("gurnn", [[0.5 + e / 100 for e in range(21)],
                                   [0.4 + e / 100 for e in range(16)]])
-  text = report.markdown(recs)
+  text = md(recs)
   table = _rows(text[text.index("averaged over blocks of 10 epochs"):])
   assert table[0] == "| epochs | guRNN (modReLU) |"
   # Block 1-10: run means 0.555 and 0.455 (epoch 0 is outside every block): 50.50 ± 5.00.
@@ -317,14 +323,14 @@ def test_the_block_table_averages_each_runs_epochs_then_the_runs():
   # The PyTorch reference is a column of its own, its epochs its records'.
   ref = [dict(seed=0, epoch=e, task="permuted", dataset="fashion_mnist", hidden=170,
               val_accuracy=0.7, test_accuracy=0.7 + e / 1000, seconds=e) for e in range(1, 21)]
-  text = report.markdown(recs, reference=ref)
+  text = md(recs, reference=ref)
   table = _rows(text[text.index("averaged over blocks of 10 epochs"):])
   assert table[0] == "| epochs | guRNN (modReLU) | PyTorch expRNN reference |"
   assert table[1:3] == ["| 1-10 | 50.50 ± 5.00 | 70.55 |",
                         "| 11-20 | 65.50 (1 of 2) | 71.55 |"]
   # Ten epochs or fewer (one block): no table.
   short = helpers.image_records("gurnn", [[0.5 + e / 100 for e in range(11)]])
-  assert "averaged over blocks" not in report.markdown(short)
+  assert "averaged over blocks" not in md(short)
 
 
 def test_the_run_script_gives_each_runs_best_epochs():
@@ -350,6 +356,7 @@ def test_the_run_script_gives_each_runs_best_epochs():
 
 
 def test_the_loss_block_tables_average_the_recorded_losses_without_scaling():
+  md = lambda recs, **kw: "\n".join(detail_tables.rnn_lines(recs, **kw))  # noqa: E731
   # Training loss 1 / epoch and validation loss 0.1 · replicate + 2 / epoch (epochs 1-20),
   # the PyTorch reference's records have neither: it gets no column in the loss tables.
   recs = helpers.image_records("gurnn", [[0.5] * 21, [0.5] * 21])
@@ -359,7 +366,7 @@ def test_the_loss_block_tables_average_the_recorded_losses_without_scaling():
       r["val_loss"] = 0.1 * r["replicate"] + 2 / r["epoch"]
   ref = [dict(seed=0, epoch=e, task="permuted", dataset="fashion_mnist", hidden=170,
               val_accuracy=0.7, test_accuracy=0.7, seconds=e) for e in range(1, 21)]
-  text = report.markdown(recs, reference=ref)
+  text = md(recs, reference=ref)
   h = lambda a, b: sum(1 / e for e in range(a, b + 1)) / (b - a + 1)  # noqa: E731
   train = _rows(text[text.index("Training loss (each epoch's mean over its batches) averaged"):])
   assert train[0] == "| epochs | guRNN (modReLU) |"
@@ -370,4 +377,4 @@ def test_the_loss_block_tables_average_the_recorded_losses_without_scaling():
   assert val[1:3] == [f"| 1-10 | {2 * h(1, 10) + 0.05:.3f} ± 0.050 |",
                       f"| 11-20 | {2 * h(11, 20) + 0.05:.3f} ± 0.050 |"]
   # Records without losses (the accuracy-only units above): no loss tables.
-  assert "Training loss" not in report.markdown(helpers.image_records("gurnn", [[0.5] * 21]))
+  assert "Training loss" not in md(helpers.image_records("gurnn", [[0.5] * 21]))

@@ -1,17 +1,10 @@
-"""Config fields, config files and units of work: one table says everything about a field.
+"""Config fields, config files and units of work.
 
-A family's `config.py` lists its fields once, as `Field`s: the default, what it means,
-what it accepts (a `Check`) and whether it enters a unit's identity. From the table come
-the default config (`defaults`), `validate` (unknown, missing and bad fields, each named
-in one line) and `identity`. Config files (one small file per experiment, jax-free) start
-from a family's defaults or from a sibling file (`sibling`).
-
-A `Unit` is the smallest piece of an experiment that is computed, recorded and resumed
-as a whole. Its id hashes every setting that changes what it computes, so a changed field
-gives a new unit and nothing is reused across settings; its `target_step` is not part of
-it, so a run can be extended. A field added after units were recorded names the value
-that reproduces what they computed (`Field.before`); at that value it stays out of the
-identity, so their ids hold.
+A family's `config.py` lists its fields once, as `Field`s (default, meaning, `Check`,
+identity rule); from the table come the default config, `validate` (one-line errors) and
+`identity`. A `Unit` is what is computed, recorded and resumed as a whole: its id hashes
+every setting that changes what it computes, not its `target_step` (a run can be
+extended); a field added later stays out of the identity at its `before` value.
 """
 
 from __future__ import annotations
@@ -44,13 +37,8 @@ class ConfigError(ValueError):
 
 @dataclasses.dataclass(frozen=True)
 class Check:
-  """A test of a field's value and the words of what it accepts.
-
-  Attributes:
-    accepts: value -> bool.
-    words: what it accepts, e.g. "an integer ≥ 1", or a function giving them (for
-      choices read off a registry only when a config is checked).
-  """
+  """A test of a field's value, `accepts` (value -> bool), and the `words` of what it
+  accepts (e.g. "an integer ≥ 1"; or a function giving them, read when checking)."""
   accepts: Callable[[Any], bool]
   words: str | Callable[[], str]
 
@@ -65,39 +53,31 @@ class Check:
       return False
 
 
-def _is_int(v) -> bool:
-  return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_number(v) -> bool:
-  return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
 def integer(minimum: int = 1) -> Check:
   """Integers ≥ `minimum` (bool excluded)."""
-  return Check(lambda v: _is_int(v) and v >= minimum, f"an integer ≥ {minimum}")
+  return Check(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
+               f"an integer ≥ {minimum}")
 
 
 def number(minimum: float = 0.0, positive: bool = False, below: float | None = None) -> Check:
   """Finite numbers ≥ `minimum` (> 0 when `positive`; < `below` when given)."""
   words = "a finite number " + ("> 0" if positive else f"≥ {minimum:g}")
-  if below is not None:
-    words += f" and < {below:g}"
-  return Check(lambda v: _is_number(v) and v >= minimum and (not positive or v > 0)
+  words += "" if below is None else f" and < {below:g}"
+  return Check(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+               and math.isfinite(v) and v >= minimum and (not positive or v > 0)
                and (below is None or v < below), words)
 
 
 def one_of(choices: Iterable[Any] | Callable[[], Iterable[Any]]) -> Check:
-  """One of `choices`, or of what `choices()` returns (a registry read when checking, so
-  that a config table imports no jax)."""
+  """One of `choices`, or of what `choices()` returns when checking (a `registry`)."""
   get = (lambda: tuple(choices())) if callable(choices) else (lambda c=tuple(choices): c)
   return Check(lambda v: any(v == c and type(v) is type(c) for c in get()),
                lambda: f"one of {get()}")
 
 
 def registry(module: str, name: str) -> Callable[[], Any]:
-  """A function giving `module`'s attribute `name` (e.g. a tuple of choices): a field table
-  names the choices of a jax module without importing it (`one_of(registry(...))`)."""
+  """A function giving `module`'s attribute `name`: a config table names a jax module's
+  choices without importing it (`one_of(registry(...))`)."""
   return lambda: getattr(importlib.import_module(module), name)
 
 
@@ -143,15 +123,14 @@ IdentityRule = bool | Callable[..., bool]
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-  """One config field: everything about it, in one place.
+  """One config field.
 
   Attributes:
-    default: its value in the family's default config (a ConfigDict for a nested table).
+    default: its default (a ConfigDict for a nested table).
     help: what it means.
-    check: what values it accepts (None: the family checks it, e.g. a nested table).
-    identity: whether it enters a unit's identity: True (every unit), False (it only says
-      what to run or where to stop), or a rule `(config, unit) -> bool` (where it changes
-      the numbers, e.g. only for the models that read it).
+    check: what it accepts (None: the family checks it, e.g. a nested table).
+    identity: whether it enters a unit's identity: True, False (it says what to run or
+      where to stop), or a rule `(config, unit) -> bool` (e.g. the models that read it).
     before: for a field added after units were recorded, the value that computes what
       they computed: at that value it stays out of the identity (their ids hold).
   """
@@ -184,12 +163,8 @@ def unknown_field(name: str, known: Iterable[str], prefix: str = "") -> ConfigEr
 
 
 def validate(config, table: Mapping[str, Field], prefix: str = "") -> None:
-  """Checks a config against a field table: every field known, present and accepted.
-
-  Args:
-    config: a ConfigDict (or mapping).
-    table: the field table.
-    prefix: the config path of `config` within the whole (for messages), e.g. "models.gurnn.".
+  """Checks `config` (a mapping) against a field table: every field known, present and
+  accepted; `prefix`: its path in the whole config, for messages ("models.gurnn.").
 
   Raises:
     ConfigError: naming the first unknown, missing or bad field and what it may be.
@@ -205,16 +180,9 @@ def validate(config, table: Mapping[str, Field], prefix: str = "") -> None:
 
 
 def identity(values, table: Mapping[str, Field], unit=None, config=None) -> dict:
-  """The fields of `table` that enter the identity of `unit`: those whose rule holds
-  (`Field.identity`, called with `config` (default: `values`) and `unit`), except a
-  field at its `before` value.
-
-  Args:
-    values: the fields' values (a config, or a unit's resolved spec).
-    table: the field table.
-    unit: what a rule is asked about (a model, an operators setting).
-    config: what a rule reads; default `values`.
-  """
+  """{name: value} of the fields of `table` that enter `unit`'s identity: those whose
+  rule holds (`Field.identity(config, unit)`, `config` default `values`: a config or a
+  unit's spec), but a field at its `before` value."""
   config = values if config is None else config
   out = {}
   for name, f in table.items():
@@ -227,9 +195,8 @@ def identity(values, table: Mapping[str, Field], unit=None, config=None) -> dict
   return out
 
 
-# Config files ---------------------------------------------------------------------------
-# One small file per experiment, in the repository's configs/ folder; an installed
-# package carries it as lie_unitary/configs (pyproject.toml maps the folder).
+# Config files: one small jax-free file per experiment, in configs/ (lie_unitary/configs
+# when installed), starting from a family's defaults or a `sibling`.
 
 
 def named_configs(family: str) -> dict:
@@ -238,8 +205,7 @@ def named_configs(family: str) -> dict:
 
 
 def config_dir() -> str:
-  """The config files' folder: the installed package's lie_unitary/configs, else the
-  checkout's configs/ beside the package.
+  """The config files' folder: lie_unitary/configs installed, else a checkout's configs/.
 
   Raises:
     FileNotFoundError: neither exists (a broken installation).
@@ -266,11 +232,7 @@ def config_path(family: str, name: str) -> str:
 
 
 def load_file(file: str) -> ml_collections.ConfigDict:
-  """``get_config()`` of the config file at `file`.
-
-  Raises:
-    FileNotFoundError: no such file.
-  """
+  """``get_config()`` of the config file at `file` (FileNotFoundError: none)."""
   if not os.path.isfile(file):
     raise FileNotFoundError(f"no config file {file}.")
   name = os.path.splitext(os.path.basename(file))[0]
@@ -315,11 +277,8 @@ def _canonical(value: Any) -> Any:
 
 def fingerprint(fields: Mapping[str, Any]) -> str:
   """A 12-hex-digit SHA-256 prefix of the fields as canonical JSON (sorted keys, tuples
-  as lists, integral floats as ints): stable across processes, hosts and Pythons.
-
-  Raises:
-    TypeError: a value that is not JSON-like.
-  """
+  as lists, integral floats as ints), stable across processes and hosts (TypeError: a
+  value that is not JSON-like)."""
   text = json.dumps(_canonical(fields), sort_keys=True, separators=(",", ":"))
   return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -334,14 +293,13 @@ class Unit:
   """One unit of work.
 
   Attributes:
-    name: a short label of what it computes, e.g. "n=6 lie_algebra epochs=1 lr=0.001";
-      the units of one setting share it, one per seed (`label` tells them apart).
+    name: what it computes, e.g. "n=6 lie_algebra epochs=1 lr=0.001", shared by its
+      seeds' units (`label` tells them apart).
     fields: every setting that changes the computation (JSON-like), its seed among them:
-      hashed into `id` and written into each of the unit's records.
-    target_step: the step at which the unit is finished.
-    cost: relative cost, the unit's weight in the launch's ETA.
-    spec: every setting the unit computes with, resolved (`resolved`): one type for
-      every family, read as `unit.spec.n`, `unit.spec.approach`, ...
+      hashed into `id` and written into each of its records.
+    target_step: the step at which it is finished.
+    cost: its weight in the launch's ETA.
+    spec: every setting it computes with (`resolved`), read as `unit.spec.n`.
   """
   name: str
   fields: Mapping[str, Any]

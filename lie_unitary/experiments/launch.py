@@ -4,17 +4,12 @@
     python -m lie_unitary.experiments.FAMILY --config=path/file.py --workdir=DIR
     python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
 
-A bare NAME is one of the family's config files in configs/ (`config_path`). A bad flag,
-config name or field ends the program with one line on stderr (exit status 2); the first
-SIGINT/SIGTERM stops at the next checkpoint and the same command resumes. A stopped run
-exits with status 128 + the signal's number (130 SIGINT, 143 SIGTERM), as a shell reports
-a process the signal ended, so a script or a scheduler tells it from a finished one (0).
-
-Before jax starts, XLA is asked for one CPU device per core (`--cpu_devices`; 1: a single
-device), and OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS,
-whose thread pool fights XLA's on few cores. --coordinator_address, --num_processes and
---process_id run one process of a multi-process run (``jax.distributed.initialize``,
-CPU collectives over gloo); such processes keep one device each unless --cpu_devices says.
+A bare NAME is one of the family's config files in configs/. A bad flag, config name or
+field ends the program with one line on stderr (exit status 2); the first SIGINT/SIGTERM
+stops at the next checkpoint and the same command resumes, the exit status 128 + the
+signal's number (as a shell reports a process the signal ended). Before jax starts, XLA
+is asked for one CPU device per core (`--cpu_devices`) and OPENBLAS_NUM_THREADS defaults
+to 1 (jaxlib's CPU eigh runs on OpenBLAS, whose thread pool fights XLA's on few cores).
 """
 
 from __future__ import annotations
@@ -26,8 +21,7 @@ from typing import Sequence
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-__all__ = ["cpu_cores", "default_compilation_cache", "interrupted_status", "main",
-           "use_compilation_cache", "use_cpu_devices"]
+__all__ = ["cpu_cores", "interrupted_status", "main", "use_cpu_devices"]
 
 
 def _split_comma_lists(config) -> None:
@@ -42,49 +36,37 @@ def _split_comma_lists(config) -> None:
       config[key] = tuple(p for v in value for p in pieces(v) if p != "")
 
 
-def _one_line(error) -> str:
-  return " ".join(str(error).split())
-
-
-def _fail(message: str):
-  print(f"error: {_one_line(message)}", file=sys.stderr)
+def _fail(message) -> None:
+  print(f"error: {' '.join(str(message).split())}", file=sys.stderr)
   sys.exit(2)
 
 
 def _parse_flags(argv):
   from absl import flags
+
+  from lie_unitary.experiments import fields
   given = [a.split("=", 1)[0] for a in argv[1:] if a.startswith("--config.")]
   twice = sorted({a for a in given if given.count(a) > 1})
   if twice:  # ml_collections would append to a tuple field: one value per field
-    _fail(f"{twice[0]} is given more than once; give it once (a tuple as "
-          f"{twice[0]}=a,b).")
+    _fail(f"{twice[0]} is given more than once; give it once (a tuple as {twice[0]}=a,b).")
   try:
     return flags.FLAGS(argv)
   except (AttributeError, KeyError) as e:  # an override of a field the config lacks
-    loaded = flags.FLAGS["config"].parser.loaded
-    missing = [_missing_field(loaded, a[len("--config."):]) for a in given]
-    _fail(str(next((m for m in missing if m), e)))
+    for flag in given:
+      config, parts = flags.FLAGS["config"].parser.loaded, flag[len("--config."):].split(".")
+      for i, part in enumerate(parts):
+        if not hasattr(config, "keys") or part not in config:
+          _fail(fields.unknown_field(part, config.keys() if hasattr(config, "keys") else (),
+                                     "".join(p + "." for p in parts[:i])))
+        config = config[part]
+    _fail(e)
   except (flags.Error, TypeError, ValueError) as e:
-    _fail(str(e))
-
-
-def _missing_field(config, path: str):
-  """The ConfigError naming the first field of dotted `path` that `config` lacks, or None."""
-  from lie_unitary.experiments import fields
-  parts = path.split(".")
-  for i, part in enumerate(parts):
-    if not hasattr(config, "keys") or part not in config:
-      prefix = "".join(p + "." for p in parts[:i])
-      return fields.unknown_field(part, config.keys() if hasattr(config, "keys") else (),
-                                  prefix)
-    config = config[part]
-  return None
+    _fail(e)
 
 
 def _named_configs(family_name: str, inner):
-  """Wraps ml_collections' config file parser `inner`: it also takes a bare NAME, the
-  family's config file of that name (`fields.config_path`), and keeps the config it
-  loaded (for `_missing_field`)."""
+  """ml_collections' config file parser `inner`, taking a bare NAME too (the family's
+  config file of that name) and keeping the config it loaded (for `_parse_flags`)."""
   from absl import flags
 
   from lie_unitary.experiments import fields
@@ -106,23 +88,6 @@ def _named_configs(family_name: str, inner):
   return Parser()
 
 
-def _initialize_distributed(flag_values) -> None:
-  from absl import app
-  import jax
-  address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
-                           flag_values.process_id)
-  if not address and count is None and index is None:
-    return
-  if not address or count is None or index is None:
-    raise app.UsageError("--coordinator_address, --num_processes and --process_id go "
-                         "together (all or none).")
-  # Collectives across CPU processes (gathering results) need an implementation;
-  # accelerators bring their own.
-  jax.config.update("jax_cpu_collectives_implementation", "gloo")
-  jax.distributed.initialize(coordinator_address=address, num_processes=count,
-                             process_id=index)
-
-
 def cpu_cores() -> int:
   """The CPU cores this process may run on."""
   try:
@@ -132,13 +97,9 @@ def cpu_cores() -> int:
 
 
 def use_cpu_devices(count: int) -> int:
-  """Asks XLA for `count` CPU devices (0: `cpu_cores()`), in XLA_FLAGS, unless XLA_FLAGS
-  already sets a count. XLA reads the variable when jax starts its CPU backend, so this
-  must run before anything calls into jax.
-
-  Returns:
-    The count asked for (0 when XLA_FLAGS had one: then XLA_FLAGS decides).
-  """
+  """Asks XLA for `count` CPU devices (0: `cpu_cores()`) in XLA_FLAGS, unless XLA_FLAGS
+  sets a count already; XLA reads it when jax starts its CPU backend, so this runs before
+  anything calls into jax. Returns the count asked for (0 when XLA_FLAGS decides)."""
   flags = os.environ.get("XLA_FLAGS", "")
   if "xla_force_host_platform_device_count" in flags:
     return 0
@@ -148,28 +109,32 @@ def use_cpu_devices(count: int) -> int:
   return count
 
 
-def default_compilation_cache() -> str:
-  """$XDG_CACHE_HOME/lie_unitary/xla, else ~/.cache/lie_unitary/xla."""
-  root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-  return os.path.join(root, "lie_unitary", "xla")
-
-
-def use_compilation_cache(folder: str) -> str | None:
-  """Keeps compiled programs in `folder` (jax's persistent compilation cache), so that a
-  resumed or repeated unit loads them; every program, not only those that compiled for
-  over a second (unless JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS is set). A cache
-  already set (JAX_COMPILATION_CACHE_DIR, jax's config) wins; '' uses none.
-
-  Returns:
-    The cache folder in use, or None.
-  """
+def _start_jax(flag_values) -> None:
+  """XLA's CPU devices, jax.distributed for one process of several, and the persistent
+  compilation cache (every program, so a resumed or repeated unit loads them; one set
+  already, by JAX_COMPILATION_CACHE_DIR or jax's config, wins)."""
+  from absl import app
+  address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
+                           flag_values.process_id)
+  if flag_values.cpu_devices < 0:
+    raise app.UsageError(f"--cpu_devices={flag_values.cpu_devices}: expected 0 (one device "
+                         "per core) or a count ≥ 1.")
+  if flag_values["cpu_devices"].present or not address:  # processes of a run keep one each
+    use_cpu_devices(flag_values.cpu_devices)
   import jax
-  if jax.config.jax_compilation_cache_dir or not folder:
-    return jax.config.jax_compilation_cache_dir or None
-  jax.config.update("jax_compilation_cache_dir", os.path.expanduser(folder))
-  if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-  return jax.config.jax_compilation_cache_dir
+  if address or count is not None or index is not None:
+    if not address or count is None or index is None:
+      raise app.UsageError("--coordinator_address, --num_processes and --process_id go "
+                           "together (all or none).")
+    # Collectives across CPU processes need an implementation; accelerators bring theirs.
+    jax.config.update("jax_cpu_collectives_implementation", "gloo")
+    jax.distributed.initialize(coordinator_address=address, num_processes=count,
+                               process_id=index)
+  if flag_values.compilation_cache and not jax.config.jax_compilation_cache_dir:
+    jax.config.update("jax_compilation_cache_dir",
+                      os.path.expanduser(flag_values.compilation_cache))
+    if "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS" not in os.environ:
+      jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def _launch(family_name: str, argv) -> int | None:
@@ -181,20 +146,12 @@ def _launch(family_name: str, argv) -> int | None:
     logging.set_verbosity(logging.WARNING)
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {argv[1:]}")
-  several_processes = bool(flag_values.coordinator_address)
-  if flag_values.cpu_devices < 0:
-    raise app.UsageError(f"--cpu_devices={flag_values.cpu_devices}: expected 0 (one device "
-                         "per core) or a count ≥ 1.")
-  if flag_values["cpu_devices"].present or not several_processes:
-    use_cpu_devices(flag_values.cpu_devices)
-  _initialize_distributed(flag_values)
+  _start_jax(flag_values)
   import jax
-  use_compilation_cache(flag_values.compilation_cache)
 
   from lie_unitary.experiments import runner
   from lie_unitary.experiments import workdir as workdir_lib
-  family = runner.get_family(family_name)
-  workdir = flag_values.workdir
+  family, workdir = runner.get_family(family_name), flag_values.workdir
   if flag_values.report_only:
     if not os.path.isdir(workdir):
       raise app.UsageError(f"--workdir={workdir}: no such folder.")
@@ -214,7 +171,7 @@ def _launch(family_name: str, argv) -> int | None:
           resume_across_code_change=flag_values.resume_across_code_change,
           restart_lost_units=flag_values.restart_lost_units)
     except runner.ConfigError as e:
-      raise app.UsageError(_one_line(e)) from e
+      raise app.UsageError(str(e)) from e
     if summary.interrupted:
       return interrupted_status(summary.stopped_by)
     if summary.elsewhere:
@@ -232,7 +189,7 @@ def _main(family_name: str, argv) -> int | None:
   try:
     return _launch(family_name, argv)
   except app.UsageError as e:
-    _fail(str(e))
+    _fail(e)
 
 
 def interrupted_status(stopped_by: str) -> int:
@@ -249,7 +206,7 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   """Defines the flags and runs the launcher of `family_name` (a family's ``__main__``).
 
   Args:
-    family_name: 'rnn' or 'operators'.
+    family_name: 'rnn', 'operators' or 'basis'.
     argv: the command line (default `sys.argv`).
   """
   from absl import app
@@ -275,16 +232,18 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
                        "before jax starts: 0, one per core (with one process); 1, a single "
                        "device. Ignored where XLA_FLAGS sets "
                        "--xla_force_host_platform_device_count.")
-  flags.DEFINE_string("compilation_cache", default_compilation_cache(), "Folder of jax's "
-                      "persistent compilation cache: a resumed or repeated unit loads its "
-                      "programs instead of compiling them ('': none). "
-                      "JAX_COMPILATION_CACHE_DIR, where set, wins.")
+  cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                       "lie_unitary", "xla")
+  flags.DEFINE_string("compilation_cache", cache, "Folder of jax's persistent compilation "
+                      "cache: a resumed or repeated unit loads its programs instead of "
+                      "compiling them ('': none). JAX_COMPILATION_CACHE_DIR, where set, wins.")
   flags.DEFINE_string("coordinator_address", "", "host:port of process 0, for a run over "
-                      "several processes/hosts (jax.distributed); empty: one process.")
+                      "several processes/hosts (jax.distributed, CPU collectives over gloo); "
+                      "empty: one process.")
   flags.DEFINE_integer("num_processes", None, "Number of processes (with --coordinator_address).")
   flags.DEFINE_integer("process_id", None, "This process's index (with --coordinator_address).")
   flags.mark_flag_as_required("workdir")
   config_flag = flags.FLAGS["config"]
   config_flag.parser = _named_configs(family_name, config_flag.parser)  # --config=NAME too
-  argv = list(sys.argv if argv is None else argv)
-  app.run(functools.partial(_main, family_name), argv=argv, flags_parser=_parse_flags)
+  app.run(functools.partial(_main, family_name),
+          argv=list(sys.argv if argv is None else argv), flags_parser=_parse_flags)

@@ -26,15 +26,9 @@ SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replic
 
 
 def mean_se(values: Iterable[Any]) -> tuple[float, float, int]:
-  """(mean, standard error, n) of `values`, the entries that are None skipped.
-
-  Args:
-    values: numbers (anything `float` takes: the records' "nan" strings too).
-
-  Returns:
-    The mean, the standard error std(ddof=1) / √n (nan for fewer than two values) and
-    n; (nan, nan, 0) for none.
-  """
+  """(mean, standard error std(ddof=1) / √n, n) of `values` (anything `float` takes, the
+  records' "nan" strings too; None skipped): the s.e. nan for one value; all nan, 0 for
+  none."""
   v = np.asarray([float(x) for x in values if x is not None], np.float64)
   if not len(v):
     return float("nan"), float("nan"), 0
@@ -56,20 +50,11 @@ def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
 
 
 def se_band(ax, x, values, color, **plot_kw):
-  """Draws on `ax` the mean over runs and a band of ± one standard error around it.
-
-  Args:
-    ax: a matplotlib Axes.
-    x: the points' abscissae, shape (p,).
-    values: shape (p, runs): each point's value in each run.
-    color: the line's and the band's colour; `plot_kw` go to `ax.plot`.
-
-  Returns:
-    The means, shape (p,) float64 (no band where there is one run).
-  """
+  """Draws on matplotlib Axes `ax` the mean over runs of `values` (p, runs) against `x`
+  (p,) and a band of ± one standard error (none for one run), in `color`; `plot_kw` go to
+  `ax.plot`. Returns the means, (p,) float64."""
   values = np.asarray(values, np.float64)
-  mean = values.mean(axis=1)
-  runs = values.shape[1]
+  mean, runs = values.mean(axis=1), values.shape[1]
   se = values.std(axis=1, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros_like(mean)
   ax.plot(x, mean, color=color, **plot_kw)
   ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.2, lw=0)
@@ -83,16 +68,10 @@ def _published() -> dict:
 
 
 def published(name: str) -> tuple[dict, list[dict]]:
-  """A published table shipped with the package (`published.json`).
-
-  Args:
-    name: the table's key ("operators_table1", "operators_table2", "mnist").
-
-  Returns:
-    Its description ``{"what", "protocol", "source"}`` and its rows (dicts), each row
-    with its "protocol" (the table's unless the row has its own) and its "source": a
-    dict ``{"cite", "where", "read_from_a_copy"}``, "where" saying which copy when the
-    numbers were read from one rather than from the paper.
+  """The published table `name` of `published.json` ("operators_table1", "mnist", ...):
+  its description ``{"what", "protocol", "source"}`` and its rows (dicts), each with its
+  "protocol" (the table's unless its own) and its "source" ``{"cite", "where",
+  "read_from_a_copy"}`` ("where": which copy, when read from one).
 
   Raises:
     KeyError: no table `name` (the message lists those there are).
@@ -120,16 +99,10 @@ def _machine(launch: dict) -> tuple:
 
 
 def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
-  """A warning (a line and an empty one) when the launches naming `units` differ in
-  machine or device layout, each group of units with what differs; [] when they agree
-  or no launch names them. A launch names the units it may run, so a unit finished by
-  one launch and named again by another on another machine counts under both.
-
-  Args:
-    launches: launch files' contents (`workdir.read_launches`), their "units" and
-      "provenance" read.
-    units: the unit ids of one table.
-  """
+  """A warning (a line and an empty one) when the launches (`workdir.read_launches`)
+  naming `units` (one table's ids) differ in machine or device layout, each group of
+  units with what differs; [] when they agree or none names them. A unit named by two
+  launches on two machines counts under both."""
   units, by = set(units), {}
   for launch in launches:
     mine = {u["id"] for u in launch.get("units", ())} & units

@@ -41,7 +41,7 @@ from typing import Sequence
 __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
            "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
-           "mark_finished", "merge", "read", "read_launches", "read_records", "record_key",
+           "mark_finished", "read", "read_launches", "read_records", "record_key",
            "remove_unit_records", "to_jsonable", "unit_names", "unit_records", "units",
            "write_launch"]
 
@@ -89,12 +89,9 @@ def to_jsonable(value: Any) -> Any:
 def append_records(file: str | os.PathLike, records: Iterable[dict],
                    key: Callable[[dict], Any] | None = None) -> None:
   """Appends records as JSON lines under an exclusive lock (processes share the file),
-  then fsyncs, so they survive a crash right after.
-
-  A line a killed writer left unfinished is cut off first. With `key`, a record whose
-  key a complete line of the file already has is not written again: a unit rerun after
-  a kill between its records and its finished line writes each record once.
-  """
+  fsynced; a line a killed writer left unfinished is cut off first. With `key`, a record
+  whose key a line of the file has is not written again (a unit rerun after a kill
+  between its records and its finished line writes each record once)."""
   records = [to_jsonable(r) for r in records]
   if not records:
     return
@@ -155,8 +152,7 @@ def _parse_lines(lines: Iterable[str]) -> list[dict]:
   out = []
   for line in lines:
     with contextlib.suppress(json.JSONDecodeError):
-      if line.strip():
-        out.append(json.loads(line))
+      out += [json.loads(line)] if line.strip() else []
   return out
 
 
@@ -167,10 +163,9 @@ def record_key(record: dict) -> tuple:
 
 def read_records(file: str | os.PathLike) -> list[dict]:
   """Every complete record of a JSONL file ([] when it does not exist)."""
-  if not os.path.exists(file):
-    return []
-  with open(file, encoding="utf-8") as f:
+  with contextlib.suppress(FileNotFoundError), open(file, encoding="utf-8") as f:
     return _parse_lines(f)
+  return []
 
 
 def read(workdir, name: str = RESULTS) -> list[dict]:
@@ -230,13 +225,6 @@ def _cpu_model() -> str | None:
   return platform.processor() or None
 
 
-def _numerics_env() -> dict:
-  """The environment variables that can change a unit's numbers or speed: XLA's and JAX's
-  (JAX_DISABLE_MOST_OPTIMIZATIONS among them) and OpenBLAS's thread count."""
-  return {k: v for k, v in sorted(os.environ.items())
-          if k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS") or k.startswith("JAX_")}
-
-
 def _provenance() -> dict:
   import jax
   return {
@@ -246,7 +234,9 @@ def _provenance() -> dict:
       "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
       "process_index": jax.process_index(), "process_count": jax.process_count(),
       "cpu_model": _cpu_model(), "device_kind": jax.devices()[0].device_kind,
-      "argv": list(sys.argv), "env": _numerics_env(),
+      "argv": list(sys.argv), "env": {  # what can change a unit's numbers or speed
+          k: v for k, v in sorted(os.environ.items())
+          if k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS") or k.startswith("JAX_")},
       "git": _git_commit()}
 
 
@@ -257,18 +247,11 @@ _NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax")
 
 
 def code_fingerprint(root: str | None = None) -> dict:
-  """What a unit's numbers are computed by: each Python file of the package and the
-  versions of the packages it computes with, for a checkpoint to be resumed only by the
-  code that wrote it (`code_changes`).
-
-  Args:
-    root: the package's folder (default: this installed `lie_unitary`).
-
-  Returns:
-    {"files": {path relative to root's parent: the first 16 hex digits of its sha256},
-    "versions": {package: version}} over every *.py below root except reports and the
-    downloader (they cannot change a number), with jax, jaxlib, flax and optax's versions.
-  """
+  """What a unit's numbers are computed by, for a checkpoint to be resumed only by the
+  code that wrote it (`code_changes`): {"files": {path relative to `root`'s parent: the
+  first 16 hex digits of its sha256}} over every *.py below `root` (default: this
+  `lie_unitary`) but reports and the downloader, and {"versions": {package: version}} of
+  jax, jaxlib, flax and optax."""
   import hashlib
   root = os.path.abspath(root or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   files = {}
@@ -340,11 +323,7 @@ def read_launches(workdir) -> list[dict]:
 
 def units(workdir) -> dict[str, dict]:
   """{unit id: {"name", "fields", "target_step"}} of every unit a launch listed, in launch
-  order (a unit launched again: its latest target step).
-
-  Raises:
-    ValueError: an unreadable launch file.
-  """
+  order (a unit launched again: its latest target step); ValueError: an unreadable launch."""
   out = {}
   for launch in read_launches(workdir):
     for u in launch["units"]:
@@ -355,27 +334,16 @@ def units(workdir) -> dict[str, dict]:
 
 def unit_names(workdir) -> list[str]:
   """The labels of `workdir`'s units ("name", or "name seed=S"), in launch order."""
-  labels = []
-  for u in units(workdir).values():
-    seed = u["fields"].get("seed")
-    label = u["name"] if seed is None else f"{u['name']} seed={seed}"
-    if label not in labels:
-      labels.append(label)
-  return labels
+  from lie_unitary.experiments import fields
+  return list(dict.fromkeys(fields.Unit(u["name"], u["fields"], 0).label
+                            for u in units(workdir).values()))
 
 
 def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) -> Any:
-  """The records of WORKDIR/<file>: every unit's, each seed's and setting's alike; of a
-  unit extended to a later target step, the "final" and "curve" records of its furthest.
-
-  Args:
-    workdir: an experiment's workdir.
-    file: "results.jsonl" (both families) or "curves.jsonl" (operators' curves).
-    as_frame: True: a pandas DataFrame (NaN where a record lacks a field); False: a
-      list of dicts; None: a DataFrame when pandas is importable.
-
-  Returns:
-    The records in file order.
+  """The records of WORKDIR/<file> ("results.jsonl", or the operators' "curves.jsonl") in
+  file order, every unit's alike; of a unit extended to a later target step, the "final"
+  and "curve" records of its furthest. `as_frame`: True, a pandas DataFrame (NaN where a
+  record lacks a field); False, a list of dicts; None, a DataFrame if pandas imports.
 
   Raises:
     FileNotFoundError: no such workdir or file.
@@ -424,18 +392,11 @@ def as_records(results: Any) -> list[dict]:
 
 @dataclasses.dataclass(frozen=True)
 class LoadedUnit:
-  """A unit's saved state and what produced it.
-
-  Attributes:
-    id, name: the unit's id (name and fields' hash) and name.
-    step: the training step of the saved state.
-    state: nested dicts of numpy arrays, each with a leading replicate axis
-      (operators: {"train": {"params", "opt_state"}, "target", "constants", "mask"};
-      RNNs: {"params", "opt_state"}).
-    fields: every setting that computed the unit.
-    config: the config (JSON) of the latest launch that listed it.
-    finished: whether it reached its target step.
-  """
+  """A unit's saved state and what produced it: its `id`, `name`, the `step` of the
+  `state` (nested dicts of numpy arrays, a leading replicate axis each: operators
+  {"train": {"params", "opt_state"}, "target", "constants", "mask"}, RNNs {"params",
+  "opt_state"}), its `fields`, the `config` (JSON) of the latest launch listing it, and
+  whether it is `finished`."""
   id: str
   name: str
   step: int
@@ -480,54 +441,6 @@ def load_unit(workdir, which: str) -> LoadedUnit:
                     (uid, unit.target_step) in finished_units(workdir))
 
 
-def merge(destination, source, keep: Callable[[dict], bool] | None = None,
-          reference: bool = True) -> int:
-  """Adds the units of workdir `source` to workdir `destination`: their records (results,
-  curves, finished), the launches that list them (each renumbered after the
-  destination's, the others' units left out) and, with `reference`, the PyTorch
-  reference's records (torch_*.jsonl) not already there. Checkpoints are not copied.
-  How several seeds' folders become one experiment's.
-
-  Args:
-    destination, source: workdirs (`destination` is created).
-    keep: which units to take, given a launch's entry of a unit ({"id", "name",
-      "fields", ...}); default every unit.
-    reference: whether to take the reference's records too.
-
-  Returns:
-    The number of records added.
-
-  Raises:
-    ValueError: an unreadable launch file.
-  """
-  launches = read_launches(source)
-  wanted = {u["id"] for la in launches for u in la["units"] if keep is None or keep(u)}
-  added = 0
-  for name in (RESULTS, CURVES, FINISHED):
-    have = {json.dumps(r, sort_keys=True) for r in read(destination, name)}
-    new = [r for r in read(source, name) if r.get("unit") in wanted
-           and json.dumps(r, sort_keys=True) not in have]
-    append_records(path(destination, name), new)
-    added += len(new)
-  folder = path(destination, _LAUNCHES)
-  os.makedirs(folder, exist_ok=True)
-  have = {json.dumps(la, sort_keys=True) for la in read_launches(destination)}
-  for launch in launches:
-    units = [u for u in launch["units"] if u["id"] in wanted]
-    if units and json.dumps({**launch, "units": units}, sort_keys=True) not in have:
-      number = len([f for f in os.listdir(folder) if f.endswith(".json")])
-      stamp = launch.get("provenance", {}).get("time", "").replace("-", "").replace(":", "")
-      with open(os.path.join(folder, f"{number:04d}-{stamp[:15]}.json"), "x",
-                encoding="utf-8") as f:
-        json.dump({**launch, "units": units}, f, indent=1, sort_keys=True)
-  for name in sorted(os.listdir(source)) if reference else ():
-    if name.startswith("torch_") and name.endswith(".jsonl"):
-      have = {json.dumps(r, sort_keys=True) for r in read(destination, name)}
-      append_records(path(destination, name), [r for r in read(source, name)
-                                               if json.dumps(r, sort_keys=True) not in have])
-  return added
-
-
 # Claims ---------------------------------------------------------------------------------
 
 
@@ -536,8 +449,8 @@ def _alive(pid: int) -> bool:
     os.kill(pid, 0)
   except ProcessLookupError:
     return False
-  except PermissionError:
-    return True
+  except PermissionError:  # alive, another user's
+    pass
   return True
 
 
@@ -567,12 +480,10 @@ def claim_owner(workdir, slug: str) -> str:
 @contextlib.contextmanager
 def claim(workdir, slug: str) -> Iterator[bool]:
   """Takes the unit `slug` for this process: yields True, or False when another live
-  process (a second launch, another host) is computing it.
-
-  The claim, WORKDIR/claims/<slug>, is created exclusively, refreshed by a heartbeat
-  thread and removed on exit. A crashed owner's claim is taken over at once when its pid
-  is gone from this host, else after STALE_SECONDS without a heartbeat.
-  """
+  process (a second launch, another host) is computing it. The claim, WORKDIR/claims/<slug>,
+  is created exclusively, refreshed by a heartbeat thread and removed on exit; a crashed
+  owner's is taken over at once when its pid is gone from this host, else after
+  STALE_SECONDS without a heartbeat."""
   folder = path(workdir, _CLAIMS)
   os.makedirs(folder, exist_ok=True)
   file = os.path.join(folder, slug)

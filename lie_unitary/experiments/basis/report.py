@@ -1,12 +1,12 @@
-"""Report of the hidden-subalgebra runs: tables per sweep, the targets, figures.
+"""Report of the hidden-subalgebra runs: the targets, a table per sweep, figures.
 
 A table is made for every group of cells that differ in one field alone (the others,
 named in its heading, fixed). A cell of a table: mean ± standard error
 (`lie_unitary.experiments.report.SE`) over the replicates of a replicate's test loss
 (itself the mean over its m operators of the mean over test pairs of ‖Û_i x − y‖²);
 `runs` is the number of replicates. Angles: the principal angles (radians) between
-span(M) and span(G*). Figures are `matplotlib.figure.Figure`s (no pyplot). Importing this
-module loads numpy only.
+span(M) and span(G*). Figures are `matplotlib.figure.Figure`s (no pyplot). Where the
+learned basis failed, and how: `scripts/detail_tables.py`.
 """
 
 from __future__ import annotations
@@ -33,12 +33,8 @@ def _cell(r) -> tuple:
   return tuple(r[f] for f in CELL_FIELDS)
 
 
-def _fmt(x: float) -> str:
-  return f"{x:.3g}" if np.isfinite(x) else "—"
-
-
 def _pm(values) -> str:
-  return common.pm(values, _fmt)
+  return common.pm(values, lambda x: f"{x:.3g}" if np.isfinite(x) else "—")
 
 
 def _by(results, key) -> dict:
@@ -48,78 +44,65 @@ def _by(results, key) -> dict:
   return out
 
 
+def _of(recs, approach, key="test_loss") -> list:
+  return [r[key] for r in recs if r["approach"] == approach]
+
+
 def _groups(results) -> list[tuple[str, dict, list]]:
   """(swept field, the fixed fields, its cells sorted) of every group of ≥ 2 cells that
   differ in that field alone."""
-  cells = sorted({_cell(r) for r in results})
-  out = []
+  cells, out = sorted({_cell(r) for r in results}), []
   for i, field in enumerate(CELL_FIELDS):
-    rest = lambda c, i=i: c[:i] + c[i + 1:]  # noqa: E731
-    for fixed, members in sorted(_by(cells, rest).items()):
+    for fixed, members in sorted(_by(cells, lambda c, i=i: c[:i] + c[i + 1:]).items()):
       if len(members) > 1:
-        names = [f for f in CELL_FIELDS if f != field]
-        out.append((field, dict(zip(names, fixed)), sorted(members, key=lambda c: c[i])))
+        out.append((field, dict(zip([f for f in CELL_FIELDS if f != field], fixed)),
+                    sorted(members, key=lambda c, i=i: c[i])))
   return out
 
 
-def _fixed_words(fixed: dict) -> str:
+def _words(fixed: dict) -> str:
   return ", ".join(f"{k} = {v}" for k, v in fixed.items())
 
 
-def _loss_table(field, cells, by_cell) -> list[str]:
-  approaches = [a for a in _ORDER if any(r["approach"] == a for c in cells
-                                         for r in by_cell[c])]
+def _tables(field, cells, by_cell) -> list[str]:
+  """The test-loss table of a sweep, then its angle table if it has learned runs."""
   i = CELL_FIELDS.index(field)
-  rows = []
-  for c in cells:
-    recs = _by(by_cell[c], lambda r: r["approach"])
-    runs = max(len(v) for v in recs.values())
-    floor = by_cell[c][0]["noise_floor"]
-    rows.append([c[i], runs, _fmt(floor)]
-                + [_pm([r["test_loss"] for r in recs.get(a, [])]) for a in approaches])
-  return common.table([field, "runs", "noise floor"] + approaches, rows)
-
-
-def _angle_table(field, cells, by_cell) -> list[str]:
-  i = CELL_FIELDS.index(field)
-  rows = []
-  for c in cells:
-    learned = [r for r in by_cell[c] if r["approach"] == "learned"]
-    rand = [r["angle_max"] for r in by_cell[c] if r["approach"] == "random_fixed"]
-    if not learned:
-      continue
-    ok = sum(r["angle_max"] < RECOVERED for r in learned)
-    rows.append([c[i], len(learned), _pm([r["angle_max"] for r in learned]),
-                 _pm([r["angle_mean"] for r in learned]), f"{ok} of {len(learned)}",
-                 _pm(rand)])
-  if not rows:
-    return []
-  return common.table([field, "runs", "learned: max angle", "learned: mean angle",
-              f"recovered (max < {RECOVERED})", "random_fixed: max angle"], rows)
+  approaches = [a for a in _ORDER if any(_of(by_cell[c], a) for c in cells)]
+  lines = common.table([field, "runs", "noise floor"] + approaches, [
+      [c[i], max(len(v) for v in _by(by_cell[c], lambda r: r["approach"]).values()),
+       f"{by_cell[c][0]['noise_floor']:.3g}"] + [_pm(_of(by_cell[c], a)) for a in approaches]
+      for c in cells])
+  rows = [[c[i], len(learned), _pm([r["angle_max"] for r in learned]),
+           _pm([r["angle_mean"] for r in learned]),
+           f"{sum(r['angle_max'] < RECOVERED for r in learned)} of {len(learned)}",
+           _pm(_of(by_cell[c], "random_fixed", "angle_max"))]
+          for c in cells if (learned := [r for r in by_cell[c] if r["approach"] == "learned"])]
+  if rows:
+    lines += [f"Principal angles (radians) between span(M) and span(G*) against {field}:", ""]
+    lines += common.table([field, "runs", "learned: max angle", "learned: mean angle",
+                           f"recovered (max < {RECOVERED})", "random_fixed: max angle"], rows)
+  return lines
 
 
 def _targets(by_cell) -> list[str]:
-  """The stated targets at `TARGET_CELL`, and the angles' at the largest m beside it."""
+  """The stated targets at `TARGET_CELL`, and the angles at the largest m beside it."""
   c = tuple(TARGET_CELL[f] for f in CELL_FIELDS)
   if c not in by_cell:
     return []
-  mean = {a: common.mean_se([r["test_loss"] for r in rs])[0]
-          for a, rs in _by(by_cell.get(c, []), lambda r: r["approach"]).items()}
-  lines = [f"## Targets ({_fixed_words(TARGET_CELL)})", ""]
+  mean = {a: np.mean(_of(by_cell[c], a)) for a in {r["approach"] for r in by_cell[c]}}
+  lines = [f"## Targets ({_words(TARGET_CELL)})", ""]
   if {"learned", "oracle", "full"} <= set(mean):
     lo, fl = mean["learned"] / mean["oracle"], mean["full"] / mean["learned"]
-    learned = [r for r in by_cell[c] if r["approach"] == "learned"]
-    med = float(np.median([r["test_loss"] for r in learned]))
-    oracle = float(np.median([r["test_loss"] for r in by_cell[c] if r["approach"] == "oracle"]))
+    medians = np.median(_of(by_cell[c], "learned")) / np.median(_of(by_cell[c], "oracle"))
     lines += [f"- learned / oracle test loss (means): {lo:.3g} (target ≤ 2: "
-              f"{'met' if lo <= 2 else 'not met'}); of the medians: {med / oracle:.3g}.",
+              f"{'met' if lo <= 2 else 'not met'}); of the medians: {medians:.3g}.",
               f"- full / learned test loss (means): {fl:.3g} (target ≥ 10: "
               f"{'met' if fl >= 10 else 'not met'})."]
   by_m = {cm[2]: rs for cm, rs in by_cell.items() if cm[:2] == c[:2] and cm[3:] == c[3:]
-          and any(r["approach"] == "learned" for r in rs)}
+          and _of(rs, "learned")}
   if len(by_m) > 1:
     top = max(by_m)
-    worst = [r["angle_max"] for r in by_m[top] if r["approach"] == "learned"]
+    worst = _of(by_m[top], "learned", "angle_max")
     lines += [f"- principal angles falling below {RECOVERED} rad as m grows: at m = {top} the "
               f"learned basis' largest angle averages {np.mean(worst):.3g} rad; "
               f"{sum(w < RECOVERED for w in worst)} of {len(worst)} replicates below "
@@ -127,29 +110,9 @@ def _targets(by_cell) -> list[str]:
   return lines + [""]
 
 
-def _failures(by_cell) -> list[str]:
-  """Per cell, the learned replicates that did not recover span(G*): stuck (training loss
-  above twice the noise floor: the optimiser's failure, visible without test data) or
-  fitting their training pairs with a wrong span; and how many have an operator whose
-  generator has an eigenvalue of modulus > π."""
-  rows = []
-  for c, recs in sorted(by_cell.items()):
-    learned = [r for r in recs if r["approach"] == "learned"]
-    failed = [r for r in learned if r["angle_max"] >= RECOVERED]
-    if failed:
-      stuck = sum(r["train_loss"] > 2 * r["noise_floor"] for r in failed)
-      rows.append([*c, f"{len(failed)} of {len(learned)}", stuck, len(failed) - stuck,
-                   sum(r.get("wrapped", 0) > 0 for r in failed)])
-  if not rows:
-    return []
-  return ([f"## Where the learned basis did not recover span(G*) (largest angle ≥ {RECOVERED})",
-           ""] + common.table([*CELL_FIELDS, "failed", "stuck (train loss > 2 × floor)",
-                      "fit the training pairs", "with an operator beyond ±π"], rows))
-
-
 def markdown(results: Any, figure_files: dict | None = None, source: str | None = None,
              launches: Sequence[dict] = ()) -> str:
-  """The report: targets, a test-loss and an angle table per sweep, the failures.
+  """The report: targets, a test-loss and an angle table per sweep.
 
   Args:
     results: the "final" records (list of dicts or a DataFrame); of one written twice,
@@ -167,39 +130,32 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
            "noise floor is 2nσ², the loss of the true operators. Each trained replicate keeps "
            "the (start, learning rate) of least validation loss; the test pairs choose "
            "nothing.", ""]
-  lines += common.machines_note(launches, {r["unit"] for r in results})
-  lines += _targets(by_cell)
+  lines += common.machines_note(launches, {r["unit"] for r in results}) + _targets(by_cell)
   if figure_files:
     lines += ["## Figures", ""] + [f"![{k}]({v})" for k, v in figure_files.items()] + [""]
   for field, fixed, cells in _groups(results):
-    lines += [f"## Test loss against {field} ({_fixed_words(fixed)})", ""]
-    lines += _loss_table(field, cells, by_cell)
-    angles = _angle_table(field, cells, by_cell)
-    if angles:
-      lines += [f"Principal angles (radians) between span(M) and span(G*) against {field}:",
-                ""] + angles
-  lines += _failures(by_cell)
+    lines += [f"## Test loss against {field} ({_words(fixed)})", ""]
+    lines += _tables(field, cells, by_cell)
   return "\n".join(lines).rstrip() + "\n"
 
 
 def _figure(results, field, cells, curves, hline, **axes):
-  """A Figure of `curves` [(label, approach, record -> value)] against `field` over
-  `cells` (mean ± s.e. bars), a dotted line at `hline` (value, label), `axes` set."""
+  """A Figure of `curves` [(label, approach, key)] against `field` over `cells` (mean ±
+  s.e. bars), a dotted line at `hline` (value, label), `axes` set."""
   from matplotlib.figure import Figure
-
   i = CELL_FIELDS.index(field)
   fig = Figure(figsize=(5.5, 4))
   ax = fig.subplots()
   for label, approach, key in curves:
-    pts = np.array([(c[i], *common.mean_se(v)[:2]) for c in cells if (v := [
-        key(r) for r in results if _cell(r) == c and r["approach"] == approach])])
+    pts = np.array([(c[i], *common.mean_se(v)[:2]) for c in cells if (v := _of(
+        [r for r in results if _cell(r) == c], approach, key))])
     if len(pts):
       ax.errorbar(pts[:, 0], pts[:, 1], yerr=pts[:, 2], marker="o", capsize=3, label=label)
   ax.axhline(hline[0], ls=":", color="k", label=hline[1])
-  fixed = [f"{f} = {v}" for f, v in zip(CELL_FIELDS, cells[0]) if f != field]
   ax.set(xscale="log", xticks=[c[i] for c in cells], **axes)
   ax.set_xticklabels([c[i] for c in cells])
-  ax.set_title(", ".join(fixed), fontsize=8)
+  ax.set_title(", ".join(f"{f} = {v}" for f, v in zip(CELL_FIELDS, cells[0]) if f != field),
+               fontsize=8)
   ax.legend(fontsize=8)
   fig.tight_layout()
   return fig
@@ -216,25 +172,22 @@ def figures(results: Any) -> dict:
     cells = biggest["pairs"][2]
     floor = next(r["noise_floor"] for r in results if _cell(r) == cells[0])
     figs["loss_vs_pairs"] = _figure(
-        results, "pairs", cells, [(a, a, lambda r: r["test_loss"]) for a in _ORDER],
+        results, "pairs", cells, [(a, a, "test_loss") for a in _ORDER],
         (floor, "noise floor 2nσ²"), yscale="log", xlabel="training pairs per operator",
         ylabel="test loss (mean ± s.e.)")
-  if biggest["m"] and any(r["approach"] == "learned" for r in results):
+  if biggest["m"] and _of(results, "learned"):
     figs["angles_vs_m"] = _figure(
         results, "m", biggest["m"][2],
-        [("learned: max", "learned", lambda r: r["angle_max"]),
-         ("learned: mean", "learned", lambda r: r["angle_mean"]),
-         ("random_fixed: max", "random_fixed", lambda r: r["angle_max"])],
+        [("learned: max", "learned", "angle_max"), ("learned: mean", "learned", "angle_mean"),
+         ("random_fixed: max", "random_fixed", "angle_max")],
         (RECOVERED, f"{RECOVERED} rad"), xlabel="operators m",
         ylabel="principal angle (rad, mean ± s.e.)")
   return figs
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it.
-
-  Returns:
-    The paths written, report.md first.
+  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it; returns
+  the paths, report.md first.
 
   Raises:
     FileNotFoundError, ValueError: `results` is None and the workdir has no results.

@@ -1,10 +1,8 @@
-"""Report of the operator-learning runs (paper §3): tables beside the paper's, figures.
-
-`markdown(results)` is WORKDIR/report.md's text: a test-loss table per (optimizer,
-learning rate, schedule) with the paper's values beside, Table 2, SO(n) components,
-appendix B's grid. `figures(results, curves)` builds the figures (matplotlib, no pyplot);
-`write_report(workdir)` writes both. Every seed's runs are pooled in one table; every
-"±" is `lie_unitary.experiments.report.SE`'s standard error.
+"""Report of the operator-learning runs (paper §3): a test-loss table per (optimizer,
+learning rate, schedule) with the paper's values beside, Table 2, appendix B's grid, and
+figures (matplotlib, no pyplot). Every seed's runs are pooled; every "±" is
+`lie_unitary.experiments.report.SE`'s. The losses over the noise floor and the SO(n)
+wrong-component count: `scripts/detail_tables.py`.
 """
 
 from __future__ import annotations
@@ -19,7 +17,6 @@ from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 
 __all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "figures", "markdown", "write_report"]
-
 
 
 def _paper(name: str) -> dict:
@@ -56,11 +53,8 @@ def _losses(results, key=lambda r: (r["n"], r["approach"])):
 
 
 def _fmt(x: float) -> str:
-  if x == 0:
-    return "0"
-  if abs(x) >= 100:
-    return f"{x:.0f}"
-  return f"{x:.3g}" if abs(x) >= 0.01 else f"{x:.3e}"
+  return "0" if x == 0 else f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}" if abs(
+      x) >= 0.01 else f"{x:.3e}"
 
 
 def _cell(values, paper=None) -> str:
@@ -79,11 +73,7 @@ _TASK_FIELDS = ("field", "generators", "num_replicates", "dtype", "num_train", "
 
 
 def _task(r) -> tuple:
-  return tuple((k, _hashable(r.get(k))) for k in _TASK_FIELDS)
-
-
-def _hashable(v):
-  return tuple(v) if isinstance(v, list) else v
+  return tuple((k, tuple(v) if isinstance(v := r.get(k), list) else v) for k in _TASK_FIELDS)
 
 
 def _differences(task: tuple, tasks) -> str:
@@ -121,37 +111,6 @@ def _table(results, paper, approaches=_ORDER, title="") -> list[str]:
           + [_cell(vals[(n, a)], paper.get(n, {}).get(a)) for a in cols]
           for n in sorted({r["n"] for r in results})]
   return [title, ""] + common.table(["n", "epochs"] + cols, rows)
-
-
-def _floor_ratios(results) -> list[str]:
-  """Mean test loss of each trained approach over the true U's (the noise floor)."""
-  true = _losses([r for r in results if r["approach"] == "true"], lambda r: r["n"])
-  trained = _losses([r for r in results if r["optimizer"] != "none" and r["n"] in true])
-  cols = [a for a in _ORDER if any(k[1] == a for k in trained)]
-  if not cols:
-    return []
-  rows = [[str(n)] + [f"{np.mean(trained[(n, a)]) / np.mean(true[n]):.3g}"
-                      if (n, a) in trained else "—" for a in cols]
-          for n in sorted({n for n, _ in trained})]
-  return (["Test loss over the noise floor (the true U's loss), means over replicates:", ""]
-          + common.table(["n"] + cols, rows))
-
-
-def _orthogonal_components(results) -> list[str]:
-  """How many projection_orthogonal replicates ended in the det = -1 component (test
-  loss > 2: from there the best reachable is U with one direction reflected, loss 4)."""
-  runs = [r for r in results if r["approach"] == "projection_orthogonal"]
-  if not runs:
-    return []
-  lines = ["Real SO(n) targets (the paper has none). projection_orthogonal cannot leave "
-           "the component of O(n) it starts in: from det = −1 the best it reaches is the "
-           "target with one direction reflected, test loss 4 + noise. Replicates that "
-           "ended there (test loss > 2):", ""]
-  for n, losses in sorted(_losses(runs, lambda r: r["n"]).items()):
-    stuck = [v for v in losses if v > 2]
-    lines.append(f"- n = {n}: {len(stuck)} of {len(losses)}"
-                 + (f" (their mean test loss {np.mean(stuck):.3f})" if stuck else ""))
-  return lines + [""]
 
 
 def _basis_tables(results) -> list[str]:
@@ -252,14 +211,9 @@ def _basis_grid(curves):
 def figures(results: Any, curves: Any = ()) -> dict:
   """The report's figures, ``{name: matplotlib.figure.Figure}`` (no pyplot), those that
   can be drawn: "figure2" (standard basis, rand and a trained approach), "basis_change"
-  (a λ approach at two or more basis scales). The λ chart's spectrum during training:
-  `scripts/spectrum_figure.py`.
-
-  Args:
-    results: the "final" records (a list of dicts or a DataFrame); of a record written
-      twice the last counts.
-    curves: the "curve" records; may be empty.
-  """
+  (a λ approach at two or more basis scales, from the "curve" records `curves`);
+  `results`: the "final" records (a list of dicts or a DataFrame; of a record written
+  twice the last counts). The λ chart's spectrum: `scripts/spectrum_figure.py`."""
   results = common.latest(results, "final", _IDENTITY)
   curves = common.latest(curves, "curve", _IDENTITY)
   standard = results and not any(r.get("basis_scale") for r in results)
@@ -270,10 +224,8 @@ def figures(results: Any, curves: Any = ()) -> dict:
 
 def markdown(results: Any, *, figure_files: dict | None = None,
              source: str | None = None, launches: Sequence[dict] = ()) -> str:
-  """The Markdown report: test-loss tables beside the paper's, appendix B, SO(n) components.
-
-  A cell is the mean ± standard error over the runs (`common.SE`: every seed's
-  replicates), the paper's value in parentheses.
+  """The Markdown report: test-loss tables beside the paper's (a cell: mean ± standard
+  error over every seed's replicates, the paper's value in parentheses), appendix B.
 
   Args:
     results: as `figures`.
@@ -298,13 +250,11 @@ def markdown(results: Any, *, figure_files: dict | None = None,
               "the paper's 10⁶): too short to learn; it checks that everything runs. Its "
               "losses are not results, and the paper's values beside them show the tables' "
               "shape only.**", ""]
-  paper = {n: dict(row) for n, row in PAPER_TABLE1.items()}
-  for n, row in PAPER_TABLE2.items():
-    paper.setdefault(n, {})["lie_restricted"] = row["lie_restricted"]
-  real = [r for r in results if r.get("field") == "real"]
-  if real:  # SO(n) targets: the paper has no numbers for them
-    paper = {}
-    lines += _orthogonal_components(real)
+  paper = {n: {**PAPER_TABLE1.get(n, {}), **{k: v for k, v in PAPER_TABLE2.get(n, {}).items()
+                                              if k == "lie_restricted"}}
+           for n in {*PAPER_TABLE1, *PAPER_TABLE2}}
+  if any(r.get("field") == "real" for r in results):
+    paper = {}  # SO(n) targets: the paper has no numbers for them
   groups = _groups(results)
   tasks = sorted({k[0] for k in groups}, key=repr)
   for (task, opt, lr, sched), group in sorted(groups.items(), key=repr):
@@ -312,7 +262,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
         f"## Test loss ({opt}, lr {lr:g}" + ("" if sched == "constant" else
                                             f", {sched} schedule") + ")")
     title += _differences(task, tasks).replace(" (", " — ", 1).rstrip(")")
-    lines += _table(group, paper, title=title) + _floor_ratios(group)
+    lines += _table(group, paper, title=title)
     if any(r["approach"] == "lie_restricted" for r in group):
       lines += _table([r for r in group if r["n"] in PAPER_TABLE2], PAPER_TABLE2,
                       ("arjovsky", "lie_restricted", "lie_algebra"),
@@ -327,19 +277,12 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 
 def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it.
-
-  Args:
-    workdir: the experiment's folder; the files are written there.
-    results: the "final" records; default: WORKDIR/results.jsonl's.
-    curves: the "curve" records; default: WORKDIR/curves.jsonl's, if any.
-
-  Returns:
-    The paths written, report.md first.
+  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it, from
+  `results` and `curves` (default: WORKDIR's results.jsonl and curves.jsonl, if any);
+  returns the paths, report.md first.
 
   Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no results
-      (`workdir.load_results`).
+    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
   """
   if results is None:
     results = workdir_lib.load_results(workdir, as_frame=False)
