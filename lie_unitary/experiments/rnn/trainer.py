@@ -115,19 +115,9 @@ def optimizer_for(spec) -> optax.GradientTransformation:
 
 
 def recurrent_matrix(spec, variables) -> jax.Array:
-  """The recurrent matrix of a unit's model from its flax variables.
-
-  Args:
-    spec: the unit's spec (its `model` and the model's settings).
-    variables: one replicate's flax variables (a TrainState's `params`).
-
-  Returns:
-    The guRNN's U(λ) (U₀ U(λ) when rebased), complex (n, n); the orthogonal RNN's
-    W = expm(A(μ)), real (n, n) of the parameters' dtype.
-
-  Raises:
-    ValueError: a model without such a matrix (`DRIFT_MODELS` lists those with one).
-  """
+  """The recurrent matrix of one replicate's flax variables (a TrainState's `params`):
+  the guRNN's U(λ) (U₀ U(λ) when rebased), complex (n, n); the orthogonal RNN's
+  W = expm(A(μ)), real (n, n). Raises ValueError: a model not in `DRIFT_MODELS`."""
   if spec.model not in DRIFT_MODELS:
     raise ValueError(f"model {spec.model!r} has no recurrent matrix of its own; models "
                      f"with one: {DRIFT_MODELS}.")
@@ -279,18 +269,17 @@ def drift(spec, params, initial) -> dict:
 
 
 class Experiment(NamedTuple):
-  """The functions above of one unit mapped over its replicates (`make_experiment`): each
-  argument named `replicate`, `state` or `params` (and an epoch's data) gains a leading
-  replicate axis R, as do the outputs; `train_chunk` donates its state; `spectrum`,
-  `refresh` (`refresh_state`) and `drift` are None for models without them, `epoch_data`
-  gives None for a source without epochs."""
+  """The functions of the same names (`init`: `init_state`) of one unit, mapped over its
+  replicates by `make_experiment`: arguments named `replicate`, `state`, `params` or
+  `initial` (and an epoch's data) gain a leading replicate axis R, as do the outputs;
+  `train_chunk` donates its state; `spectrum` and `drift` are None for models without
+  them; `epoch_data` gives None for a source without epochs."""
   init: Callable
   epoch_data: Callable
   train_chunk: Callable
   evaluate: Callable
   source: data.Source
   spectrum: Callable | None = None
-  refresh: Callable | None = None
   drift: Callable | None = None
 
 
@@ -329,7 +318,6 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
                                                       None), donate_argnums=(0,)),
       program(evaluate, spec, source, split, axes=(0, None)), source,
       program(spectrum, axes=(0,)) if spec.model in LAMBDA_MODELS else None,
-      program(refresh_state, spec, axes=(0,)) if _refresh(spec)[0] != "none" else None,
       program(drift, spec, axes=(0, 0)) if spec.model in DRIFT_MODELS else None)
 
 
