@@ -206,8 +206,12 @@ def test_val_records_hold_the_spectrum(tmp_path):
     assert 0 < start["wide_share"] <= 1 and 0 <= start["min_sinc"] < 0.5
     # Re-based before update 0: after three small steps from λ = 0 all gaps are small.
     assert later["theta_spread"] < 1 and later["wide_share"] == 0 and later["min_sinc"] > 0.9
-  assert rnn_training.make_experiment(
-      rnn.make_unit(config, "lstm", 10, 0).spec, replicas_lib.replicate_sharding()).spectrum is None
+  lstm = rnn.make_unit(config, "lstm", 10, 0).spec
+  assert rnn_training.make_experiment(lstm, replicas_lib.replicate_sharding()).spectrum is None
+  with pytest.raises(ValueError, match="'lstm' has no λ;"):
+    rnn_training.spectrum(lstm, {})
+  with pytest.raises(ValueError, match="'lstm' with lambda_refresh = .* has no λ refresh"):
+    rnn_training.refresh_state(lstm, None)
 
 
 @pytest.mark.parametrize("lambda_optimizer", ["sgd", "rmsprop"])

@@ -160,8 +160,12 @@ def init_state(spec, replicate) -> optimizers.TrainState:
 def refresh_state(spec, state: optimizers.TrainState) -> optimizers.TrainState:
   """A guRNN state with λ refreshed by `spec.lambda_refresh`, U unchanged: "recentre"
   (λ ← the principal logarithm's coefficients) or "rebase" (U₀ ← U₀ U(λ), λ ← 0); λ's
-  optimizer state reset when `lambda_refresh_state` is "reset"."""
+  optimizer state reset when `lambda_refresh_state` is "reset". Raises ValueError: a
+  spec without a λ refresh."""
   refresh, _, rule = _refresh(spec)
+  if refresh == "none":
+    raise ValueError(f"model {spec.model!r} with lambda_refresh = "
+                     f"{spec.get('lambda_refresh')!r} has no λ refresh to apply.")
   variables, cell = dict(state.params), state.params["params"]["cell"]
   lam = cell["lam"]
   if refresh == "recentre":
@@ -256,8 +260,11 @@ def evaluate(spec, source: data.Source, split: int, params, eval_set) -> dict:
   return {k: v / count for k, v in sums.items()}
 
 
-def spectrum(params) -> dict:
-  """{`SPECTRUM_METRICS` name: float32 scalar}: the spectrum diagnostics of a guRNN's λ."""
+def spectrum(spec, params) -> dict:
+  """{`SPECTRUM_METRICS` name: float32 scalar}: the spectrum diagnostics of a guRNN's λ.
+  Raises ValueError: a model without λ."""
+  if spec.model not in LAMBDA_MODELS:
+    raise ValueError(f"model {spec.model!r} has no λ; models with one: {LAMBDA_MODELS}.")
   return dict(zip(SPECTRUM_METRICS, principal_branch.spectrum_stats(
       params["params"]["cell"]["lam"])))
 
@@ -317,7 +324,7 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
       program(train_chunk, spec, source, split, axes=(0, 0, None, None, 0 if epochs else None,
                                                       None), donate_argnums=(0,)),
       program(evaluate, spec, source, split, axes=(0, None)), source,
-      program(spectrum, axes=(0,)) if spec.model in LAMBDA_MODELS else None,
+      program(spectrum, spec, axes=(0,)) if spec.model in LAMBDA_MODELS else None,
       program(drift, spec, axes=(0, 0)) if spec.model in DRIFT_MODELS else None)
 
 
