@@ -1,6 +1,7 @@
 """The guRNN's rebased cell (U = U₀ · U(λ)) and the RNN family's λ inits, refreshes
 (re-centring, re-basing) and spectrum diagnostics, at smoke sizes."""
 
+import functools
 import os
 
 import jax
@@ -122,7 +123,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
   u_before = np.asarray(_unitary(state.params))
   assert np.abs(u_before - base).max() > 1e-3  # three updates moved U
   # Update 3 starts with a refresh: the base moves to U(update 3's start), λ = 0 then.
-  after = exp.refresh(state)
+  after = jax.vmap(functools.partial(rnn_training.refresh_state, spec))(state)
   np.testing.assert_allclose(_unitary(after.params), u_before, atol=2e-5)
   np.testing.assert_array_equal(after.params["params"]["cell"]["lam"], 0)
   new_base = np.asarray(after.params[lnn.BASE_COLLECTION]["cell"]["base"])
@@ -148,7 +149,7 @@ def test_recentre_keeps_u_and_wraps_the_spectrum():
   params = {"cell": {"lam": lam}}
   state = optimizers.TrainState({"params": params}, jax.vmap(optimizer.init)({"params": params}))
   assert np.all(exp.spectrum(state.params)["theta_max_abs"] > np.pi)
-  after = exp.refresh(state)
+  after = jax.vmap(functools.partial(rnn_training.refresh_state, spec))(state)
   np.testing.assert_allclose(_unitary(after.params), _unitary(state.params), atol=2e-5)
   theta = np.linalg.eigvalsh(np.asarray(jax.vmap(algebra.lambdas_to_hermitian)(
       after.params["params"]["cell"]["lam"])))
@@ -205,8 +206,12 @@ def test_val_records_hold_the_spectrum(tmp_path):
     assert 0 < start["wide_share"] <= 1 and 0 <= start["min_sinc"] < 0.5
     # Re-based before update 0: after three small steps from λ = 0 all gaps are small.
     assert later["theta_spread"] < 1 and later["wide_share"] == 0 and later["min_sinc"] > 0.9
-  assert rnn_training.make_experiment(
-      rnn.make_unit(config, "lstm", 10, 0).spec, replicas_lib.replicate_sharding()).spectrum is None
+  lstm = rnn.make_unit(config, "lstm", 10, 0).spec
+  assert rnn_training.make_experiment(lstm, replicas_lib.replicate_sharding()).spectrum is None
+  with pytest.raises(ValueError, match="'lstm' has no λ;"):
+    rnn_training.spectrum(lstm, {})
+  with pytest.raises(ValueError, match="'lstm' with lambda_refresh = .* has no λ refresh"):
+    rnn_training.refresh_state(lstm, None)
 
 
 @pytest.mark.parametrize("lambda_optimizer", ["sgd", "rmsprop"])

@@ -1,10 +1,9 @@
-"""The RNN family's model, optimizer and one unit's jitted, replicate-mapped programs.
+"""The RNN family's model and optimizer, one replicate's training as plain functions of
+the unit's spec, and `make_experiment`, those functions mapped over the replicates.
 
 Replicate r starts from fold_in(key(seed), r), computed inside the programs, so its
 numbers depend neither on the replicates beside it nor on the devices. With
 `data_parallel` = d > 1 each replicate's batch is split over d devices (`lax.pmean`).
-The guRNN's λ can be refreshed before every `lambda_refresh_every`-th update, U unchanged:
-"recentre" (λ ← the principal logarithm's coefficients) or "rebase" (U₀ ← U₀ U(λ), λ ← 0).
 """
 
 from __future__ import annotations
@@ -30,8 +29,10 @@ from lie_unitary.experiments.rnn.config import LAMBDA_MODELS
 from lie_unitary.experiments.rnn.config import MODELS
 from lie_unitary.experiments.rnn.config import ORTHOGONAL_MODELS
 
-__all__ = ["DRIFT_METRIC", "DRIFT_MODELS", "SPECTRUM_METRICS", "Experiment", "make_experiment",
-           "make_model", "matrix_drift", "num_params", "optimizer_for", "recurrent_matrix"]
+__all__ = ["DRIFT_METRIC", "DRIFT_MODELS", "SPECTRUM_METRICS", "Experiment", "drift",
+           "epoch_data", "evaluate", "init_state", "make_experiment", "make_model",
+           "matrix_drift", "num_params", "optimizer_for", "recurrent_matrix", "refresh_state",
+           "replicate_keys", "spectrum", "train_chunk"]
 
 SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS  # λ's spectrum diagnostics in "val" records
 DRIFT_METRIC = workdir.DRIFT_FIELD  # the recurrent matrix's distance from its initial value
@@ -113,48 +114,10 @@ def optimizer_for(spec) -> optax.GradientTransformation:
   return optax.multi_transform({"rest": rest, label: own}, labels)
 
 
-class Experiment(NamedTuple):
-  """One unit's programs over replicates (leading axis R). A TrainState's `params` are the
-  flax variables: "params" and, for a rebased guRNN, U₀ in `lnn.BASE_COLLECTION`.
-
-  Attributes:
-    init: replicate indices (R,) int32 -> TrainState_R.
-    epoch_data: (replicate indices, epoch) -> the epoch's data ((R, N) int32 image
-      orders), None without epochs.
-    train_chunk: (state, replicate indices, first update u0, number of updates num, epoch
-      data, arrays) -> (state, {metric: (R, val_every) float32, update u0 + i's at i < num,
-      0 after}); the state donated; num ≤ val_every, within one epoch.
-    evaluate: (params_R, a set of the source's) -> {metric: (R,) mean over its batches}.
-    source: the unit's `data.Source`.
-    spectrum: params_R -> {SPECTRUM_METRICS name: (R,)}; None for models without λ.
-    refresh: TrainState_R -> TrainState_R, the λ refresh; None without one.
-    drift: (params_R, initial params_R) -> {DRIFT_METRIC: (R,)}, how far the recurrent
-      matrix has moved (`recurrent_matrix`); None for models without one.
-  """
-  init: Callable
-  epoch_data: Callable
-  train_chunk: Callable
-  evaluate: Callable
-  source: data.Source
-  spectrum: Callable | None = None
-  refresh: Callable | None = None
-  drift: Callable | None = None
-
-
 def recurrent_matrix(spec, variables) -> jax.Array:
-  """The recurrent matrix of a unit's model from its flax variables.
-
-  Args:
-    spec: the unit's spec (its `model` and the model's settings).
-    variables: one replicate's flax variables (a TrainState's `params`).
-
-  Returns:
-    The guRNN's U(λ) (U₀ U(λ) when rebased), complex (n, n); the orthogonal RNN's
-    W = expm(A(μ)), real (n, n) of the parameters' dtype.
-
-  Raises:
-    ValueError: a model without such a matrix (`DRIFT_MODELS` lists those with one).
-  """
+  """The recurrent matrix of one replicate's flax variables (a TrainState's `params`):
+  the guRNN's U(λ) (U₀ U(λ) when rebased), complex (n, n); the orthogonal RNN's
+  W = expm(A(μ)), real (n, n). Raises ValueError: a model not in `DRIFT_MODELS`."""
   if spec.model not in DRIFT_MODELS:
     raise ValueError(f"model {spec.model!r} has no recurrent matrix of its own; models "
                      f"with one: {DRIFT_MODELS}.")
@@ -169,15 +132,168 @@ def matrix_drift(matrix, initial) -> jax.Array:
   return jnp.sqrt(jnp.sum(jnp.abs(matrix - initial) ** 2, axis=(-2, -1)) / matrix.shape[-1])
 
 
+def replicate_keys(spec, replicate) -> list[jax.Array]:
+  """Replicate r's four keys, fold_in(fold_in(key(spec.seed), r), i): i = 0 the
+  parameters, 1 the initial state at init, 2 the data, 3 training's initial states."""
+  root = jax.random.fold_in(jax.random.key(spec.seed), replicate)
+  return [jax.random.fold_in(root, i) for i in range(4)]
+
+
+def _trainable(variables):  # the optimizer sees "params" only (not a rebased guRNN's base)
+  return {"params": variables["params"]}
+
+
+def init_state(spec, replicate) -> optimizers.TrainState:
+  """Replicate `replicate`'s (int32 scalar) fresh state: its flax variables ("params"
+  and, for a rebased guRNN, U₀ in `lnn.BASE_COLLECTION`) and the optimizer's state."""
+  params_key, carry_key, _, _ = replicate_keys(spec, replicate)
+  task = data.get_task(spec.task)
+  x = jnp.zeros((1, task.length(spec.T), task.input_size), jnp.float32)
+  variables = make_model(spec).init(params_key, x, carry_key)
+  if spec.model == "lstm" and spec.lstm_forget_bias:  # flax's zeros otherwise
+    cell = variables["params"]["cell"]
+    forget = {**cell["hf"], "bias": jnp.full_like(cell["hf"]["bias"], spec.lstm_forget_bias)}
+    variables = {**variables, "params": {**variables["params"], "cell": {**cell, "hf": forget}}}
+  return optimizers.TrainState(variables, optimizer_for(spec).init(_trainable(variables)))
+
+
+def refresh_state(spec, state: optimizers.TrainState) -> optimizers.TrainState:
+  """A guRNN state with λ refreshed by `spec.lambda_refresh`, U unchanged: "recentre"
+  (λ ← the principal logarithm's coefficients) or "rebase" (U₀ ← U₀ U(λ), λ ← 0); λ's
+  optimizer state reset when `lambda_refresh_state` is "reset". Raises ValueError: a
+  spec without a λ refresh."""
+  refresh, _, rule = _refresh(spec)
+  if refresh == "none":
+    raise ValueError(f"model {spec.model!r} with lambda_refresh = "
+                     f"{spec.get('lambda_refresh')!r} has no λ refresh to apply.")
+  variables, cell = dict(state.params), state.params["params"]["cell"]
+  lam = cell["lam"]
+  if refresh == "recentre":
+    lam = principal_branch.principal_lambdas(lam)
+  else:
+    col = variables[lnn.BASE_COLLECTION]
+    base, lam = principal_branch.rebase(col["cell"]["base"], lam)
+    variables[lnn.BASE_COLLECTION] = {**col, "cell": {**col["cell"], "base": base}}
+  variables["params"] = {**variables["params"], "cell": {**cell, "lam": lam}}
+  opt_state = state.opt_state
+  if rule == "reset":
+    params = _trainable(variables)
+    is_lam = jax.tree_util.tree_map_with_path(lambda path, _: _key(path) == "lam", params)
+    opt_state = principal_branch.reset_optimizer_state(optimizer_for(spec), opt_state,
+                                                       params, is_lam)
+  return optimizers.TrainState(variables, opt_state)
+
+
+def epoch_data(spec, source: data.Source, replicate, epoch):
+  """Replicate `replicate`'s data of epoch `epoch` (an image order, (N,) int32)."""
+  return source.epoch_data(replicate_keys(spec, replicate)[2], epoch)
+
+
+def _shard(rows, key, parts):  # this device's share of the batch rows, its own key
+  i = jax.lax.axis_index(replicas.DATA_AXIS)
+  share = lambda a: jax.lax.dynamic_slice_in_dim(a, i * (a.shape[0] // parts),
+                                                 a.shape[0] // parts)
+  return jax.tree.map(share, rows), jax.random.fold_in(key, i)
+
+
+def train_chunk(spec, source: data.Source, split: int, state, replicate, start, num,
+                this_epoch, arrays):
+  """Updates start, ..., start + num - 1 of one replicate (num ≤ `spec.val_every`, within
+  one epoch), λ refreshed before every `lambda_refresh_every`-th. Batches come from the
+  replicate's key and the update index, so a resumed run makes the uninterrupted run's
+  steps. With `split` = d > 1 (inside a shard_map over `replicas.DATA_AXIS`) each device
+  takes its d-th of the batch's rows and the key fold_in(key, device); gradients and
+  metrics are their mean.
+
+  Returns:
+    (state, {metric: (val_every,) float32: update start + i's at i < num, 0 after}).
+  """
+  _, _, data_key, carry_key = replicate_keys(spec, replicate)
+  model, optimizer = make_model(spec), optimizer_for(spec)
+  refresh, refresh_every, _ = _refresh(spec)
+
+  def step(u, carry):
+    state, per_update = carry
+    if refresh != "none":
+      # u is the same for every replicate (not vmapped): a real branch, not a select.
+      state = jax.lax.cond(u % refresh_every == 0, functools.partial(refresh_state, spec),
+                           lambda s: s, state)
+    rows = source.train_batch(data_key, u, this_epoch, arrays)
+    step_key = jax.random.fold_in(carry_key, u)
+    if split > 1:  # the mean of the shards' means is the whole batch's
+      rows, step_key = _shard(rows, step_key, split)
+    params = _trainable(state.params)
+
+    def loss(p):  # other collections (a rebased guRNN's base) are constants of it
+      out = source.metrics(model.apply({**state.params, **p}, rows[0], step_key), rows[1])
+      return out["loss"], out
+
+    (_, out), grads = jax.value_and_grad(loss, has_aux=True)(params)
+    if split > 1:
+      out, grads = jax.lax.pmean((out, grads), replicas.DATA_AXIS)
+    updates, opt_state = optimizer.update(grads, state.opt_state, params)
+    variables = {**state.params, **optax.apply_updates(params, updates)}
+    per_update = {k: v.at[u - start].set(out[k]) for k, v in per_update.items()}
+    return optimizers.TrainState(variables, opt_state), per_update
+
+  # Each update's metrics, summed on the host: the same sums however calls are split.
+  blank = {k: jnp.zeros((spec.val_every,), jnp.float32) for k in source.names}
+  return jax.lax.fori_loop(start, start + num, step, (state, blank))
+
+
+def evaluate(spec, source: data.Source, split: int, params, eval_set) -> dict:
+  """{metric: float32 scalar}, one replicate's mean over the batches of `eval_set` (a set
+  of `source`'s); split over the data axis when `source.split_eval` (as `train_chunk`)."""
+  count, carry_key, batch = source.eval_batches(eval_set)
+  parts, model = split if source.split_eval else 1, make_model(spec)
+
+  def one_batch(j, sums):
+    (inputs, targets), key = batch(j), carry_key
+    if parts > 1:
+      (inputs, targets), key = _shard((inputs, targets), key, parts)
+    return jax.tree.map(jnp.add, sums, source.metrics(model.apply(params, inputs, key),
+                                                      targets))
+
+  sums = jax.lax.fori_loop(0, count, one_batch, {k: jnp.float32(0) for k in source.names})
+  if parts > 1:
+    sums = jax.lax.pmean(sums, replicas.DATA_AXIS)
+  return {k: v / count for k, v in sums.items()}
+
+
+def spectrum(spec, params) -> dict:
+  """{`SPECTRUM_METRICS` name: float32 scalar}: the spectrum diagnostics of a guRNN's λ.
+  Raises ValueError: a model without λ."""
+  if spec.model not in LAMBDA_MODELS:
+    raise ValueError(f"model {spec.model!r} has no λ; models with one: {LAMBDA_MODELS}.")
+  return dict(zip(SPECTRUM_METRICS, principal_branch.spectrum_stats(
+      params["params"]["cell"]["lam"])))
+
+
+def drift(spec, params, initial) -> dict:
+  """{`DRIFT_METRIC`: real scalar}: `matrix_drift` of the recurrent matrix from `initial`'s."""
+  return {DRIFT_METRIC: matrix_drift(recurrent_matrix(spec, params),
+                                     recurrent_matrix(spec, initial))}
+
+
+class Experiment(NamedTuple):
+  """The functions of the same names (`init`: `init_state`) of one unit, mapped over its
+  replicates by `make_experiment`: arguments named `replicate`, `state`, `params` or
+  `initial` (and an epoch's data) gain a leading replicate axis R, as do the outputs;
+  `train_chunk` donates its state; `spectrum` and `drift` are None for models without
+  them; `epoch_data` gives None for a source without epochs."""
+  init: Callable
+  epoch_data: Callable
+  train_chunk: Callable
+  evaluate: Callable
+  source: data.Source
+  spectrum: Callable | None = None
+  drift: Callable | None = None
+
+
 @functools.lru_cache(maxsize=16)
 def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
                     source: data.Source | None = None) -> Experiment:
-  """A unit's jitted, replicate-mapped `Experiment` (cached per spec, sharding, source).
-
-  Batches are made inside the programs from the replicate's key and the update index, so
-  a resumed run makes the uninterrupted run's steps. A data axis of d > 1 devices gives
-  each its d-th of a batch's rows (evaluation too with `source.split_eval`) and its own
-  initial-state key, fold_in(key, shard).
+  """A unit's `Experiment`, jitted (cached per spec, sharding and source: one compile).
 
   Args:
     spec: the unit's frozen spec.
@@ -190,8 +306,6 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
   """
   source = data.synthetic_source(spec) if source is None else source
   sharding = replicas.replicate_sharding() if sharding is None else sharding
-  program = functools.partial(replicas.map_replicates, sharding=sharding)
-  task, model, optimizer = data.get_task(spec.task), make_model(spec), optimizer_for(spec)
   split = sharding.mesh.shape.get(replicas.DATA_AXIS, 1)
   if spec.data_parallel not in (1, split):
     raise ValueError(f"data_parallel = {spec.data_parallel} needs a sharding whose mesh has "
@@ -200,114 +314,18 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
     raise ValueError(f"a data axis of {split} devices must divide batch_size = "
                      f"{spec.batch_size}" + (f" and eval_batch_size = {spec.eval_batch_size}"
                                              if source.split_eval else "") + ".")
-  refresh, refresh_every, refresh_rule = _refresh(spec)
-  zeros = lambda: {k: jnp.float32(0) for k in source.names}
-  # The optimizer sees the collection "params" only (not a rebased guRNN's base).
-  trainable = lambda variables: {"params": variables["params"]}
-
-  def keys(replicate):  # parameters, initial state at init, data, training initial states
-    root = jax.random.fold_in(jax.random.key(spec.seed), replicate)
-    return [jax.random.fold_in(root, i) for i in range(4)]
-
-  def metrics(params, rows, carry_key):
-    inputs, targets = rows
-    return source.metrics(model.apply(params, inputs, carry_key), targets)
-
-  def shard(rows, key, parts):  # this device's share of the batch rows, its own key
-    i = jax.lax.axis_index(replicas.DATA_AXIS)
-    share = lambda a: jax.lax.dynamic_slice_in_dim(a, i * (a.shape[0] // parts),
-                                                   a.shape[0] // parts)
-    return jax.tree.map(share, rows), jax.random.fold_in(key, i)
-
-  def init(replicate):
-    params_key, carry_key, _, _ = keys(replicate)
-    x = jnp.zeros((1, task.length(spec.T), task.input_size), jnp.float32)
-    variables = model.init(params_key, x, carry_key)
-    if spec.model == "lstm" and spec.lstm_forget_bias:  # flax's zeros otherwise
-      cell = variables["params"]["cell"]
-      forget = {**cell["hf"], "bias": jnp.full_like(cell["hf"]["bias"], spec.lstm_forget_bias)}
-      variables = {**variables, "params": {**variables["params"], "cell": {**cell, "hf": forget}}}
-    return optimizers.TrainState(variables, optimizer.init(trainable(variables)))
-
-  def refresh_state(state):  # λ re-centred or re-based, the same U
-    variables, cell = dict(state.params), state.params["params"]["cell"]
-    lam = cell["lam"]
-    if refresh == "recentre":
-      lam = principal_branch.principal_lambdas(lam)
-    else:
-      col = variables[lnn.BASE_COLLECTION]
-      base, lam = principal_branch.rebase(col["cell"]["base"], lam)
-      variables[lnn.BASE_COLLECTION] = {**col, "cell": {**col["cell"], "base": base}}
-    variables["params"] = {**variables["params"], "cell": {**cell, "lam": lam}}
-    opt_state = state.opt_state
-    if refresh_rule == "reset":
-      params = trainable(variables)
-      is_lam = jax.tree_util.tree_map_with_path(lambda path, _: _key(path) == "lam", params)
-      opt_state = principal_branch.reset_optimizer_state(optimizer, opt_state, params, is_lam)
-    return optimizers.TrainState(variables, opt_state)
-
-  def train_chunk(state, replicate, start, num, this_epoch, arrays):
-    _, _, data_key, carry_key = keys(replicate)
-
-    def step(u, carry):
-      state, per_update = carry
-      if refresh != "none":
-        # u is the same for every replicate (not vmapped): a real branch, not a select.
-        state = jax.lax.cond(u % refresh_every == 0, refresh_state, lambda s: s, state)
-      rows = source.train_batch(data_key, u, this_epoch, arrays)
-      step_key = jax.random.fold_in(carry_key, u)
-      if split > 1:  # the mean of the shards' means is the whole batch's
-        rows, step_key = shard(rows, step_key, split)
-      params = trainable(state.params)
-
-      def loss(p):  # other collections (a rebased guRNN's base) are constants of it
-        out = metrics({**state.params, **p}, rows, step_key)
-        return out["loss"], out
-
-      (_, out), grads = jax.value_and_grad(loss, has_aux=True)(params)
-      if split > 1:
-        out, grads = jax.lax.pmean((out, grads), replicas.DATA_AXIS)
-      updates, opt_state = optimizer.update(grads, state.opt_state, params)
-      variables = {**state.params, **optax.apply_updates(params, updates)}
-      per_update = {k: v.at[u - start].set(out[k]) for k, v in per_update.items()}
-      return optimizers.TrainState(variables, opt_state), per_update
-
-    # Each update's metrics, summed on the host: the same sums however calls are split.
-    blank = {k: jnp.zeros((spec.val_every,), jnp.float32) for k in source.names}
-    return jax.lax.fori_loop(start, start + num, step, (state, blank))
-
-  def evaluate(params, eval_set):
-    count, carry_key, batch = source.eval_batches(eval_set)
-    parts = split if source.split_eval else 1
-
-    def one_batch(j, sums):
-      rows, key = batch(j), carry_key
-      if parts > 1:
-        rows, key = shard(rows, key, parts)
-      return jax.tree.map(jnp.add, sums, metrics(params, rows, key))
-
-    sums = jax.lax.fori_loop(0, count, one_batch, zeros())
-    if parts > 1:
-      sums = jax.lax.pmean(sums, replicas.DATA_AXIS)
-    return {k: v / count for k, v in sums.items()}
-
+  program = lambda fn, *args, axes, **kw: replicas.map_replicates(
+      functools.partial(fn, *args), axes, sharding, **kw)
   # The state, epoch data and arrays are replicated along a data row.
-  v_epoch = (program(lambda r, epoch: source.epoch_data(keys(r)[2], epoch), (0, None))
-             if source.epoch_data else lambda replicate, epoch: None)
-  v_train = program(train_chunk, (0, 0, None, None, 0 if source.epoch_data else None, None),
-                    donate_argnums=(0,))
-  v_spectrum = None
-  if spec.model in LAMBDA_MODELS:
-    v_stats = program(lambda params: principal_branch.spectrum_stats(
-        params["params"]["cell"]["lam"]), (0,))
-    v_spectrum = lambda params: dict(zip(SPECTRUM_METRICS, v_stats(params)))
-  v_refresh = None if refresh == "none" else program(refresh_state, (0,))
-  v_drift = None
-  if spec.model in DRIFT_MODELS:
-    v_drift = program(lambda params, initial: {DRIFT_METRIC: matrix_drift(
-        recurrent_matrix(spec, params), recurrent_matrix(spec, initial))}, (0, 0))
-  return Experiment(program(init, (0,)), v_epoch, v_train, program(evaluate, (0, None)),
-                    source, v_spectrum, v_refresh, v_drift)
+  epochs = source.epoch_data is not None
+  return Experiment(
+      program(init_state, spec, axes=(0,)),
+      program(epoch_data, spec, source, axes=(0, None)) if epochs else lambda r, e: None,
+      program(train_chunk, spec, source, split, axes=(0, 0, None, None, 0 if epochs else None,
+                                                      None), donate_argnums=(0,)),
+      program(evaluate, spec, source, split, axes=(0, None)), source,
+      program(spectrum, spec, axes=(0,)) if spec.model in LAMBDA_MODELS else None,
+      program(drift, spec, axes=(0, 0)) if spec.model in DRIFT_MODELS else None)
 
 
 def num_params(model: str, hidden_size: int, input_size: int, output_size: int,
