@@ -58,11 +58,12 @@ def rebase(variables: dict[str, Any]) -> dict[str, Any]:
                            "beside it in 'params'.")
         c = found[0]
         coeffs = param_tree[c]
-        exp = (expm.orthogonal_from_lambdas(coeffs) if c == "mu"
-               else expm.unitary_from_lambdas(coeffs))
-        base_tree["base"] = principal_branch.reunitarize(
-            mm(jnp.asarray(sub).astype(exp.dtype), exp)).astype(jnp.asarray(sub).dtype)
-        param_tree[c] = jnp.zeros_like(coeffs)
+        if c == "lam":  # U(n): the cells' own rebase
+          base_tree["base"], param_tree[c] = principal_branch.rebase(sub, coeffs)
+        else:
+          r = expm.orthogonal_from_lambdas(coeffs)
+          base_tree["base"] = principal_branch.reunitarize(mm(jnp.asarray(sub).astype(r.dtype), r))
+          param_tree[c] = jnp.zeros_like(coeffs)
       else:
         base_tree[name] = dict(sub)
         param_tree[name] = dict(param_tree[name])
