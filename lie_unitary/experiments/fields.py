@@ -1,10 +1,11 @@
 """Config fields, config files and units of work.
 
-A family's `config.py` lists its fields once, as `Field`s (default, meaning, `Check`,
-identity rule); from the table come the default config, `validate` (one-line errors) and
-`identity`. A `Unit` is what is computed, recorded and resumed as a whole: its id hashes
-every setting that changes what it computes, not its `target_step` (a run can be
-extended); a field added later stays out of the identity at its `before` value.
+A family's `config.py` lists its fields once, as `Field`s. Its defaults type the config:
+ml_collections refuses a value of another type as it is set (an assignment, a
+``--config.FIELD`` flag). `validate` adds, in one-line errors, what that typing lets
+through (None, True for an integer, a misspelt field of an unlocked config) and each
+field's check: a plain function of the value. A `Unit` is what is computed, recorded and
+resumed as a whole; its id hashes every setting that changes what it computes.
 """
 
 from __future__ import annotations
@@ -25,95 +26,72 @@ from typing import Mapping
 
 import ml_collections
 
-__all__ = ["Check", "ConfigError", "Field", "Unit", "boolean", "config_dir", "config_path",
-           "defaults", "fail", "fingerprint", "identity", "integer", "load_config", "load_file",
-           "named_configs", "number", "one_of", "pairs", "registry", "resolved", "sibling",
-           "string", "tuple_of", "unknown_field", "validate"]
+__all__ = ["ConfigError", "Field", "Unit", "boolean", "config_dir", "config_path", "defaults",
+           "fail", "fingerprint", "identity", "integer", "load_config", "load_file",
+           "named_configs", "number", "one_of", "registry", "resolved", "sibling", "string",
+           "tuple_of", "unknown_field", "validate"]
 
 
 class ConfigError(ValueError):
   """A config field that does not exist or has a bad value; the message names it."""
 
 
-@dataclasses.dataclass(frozen=True)
-class Check:
-  """A test of a field's value, `accepts` (value -> bool), and the `words` of what it
-  accepts (e.g. "an integer ≥ 1"; or a function giving them, read when checking)."""
-  accepts: Callable[[Any], bool]
-  words: str | Callable[[], str]
+# A check: a function of a field's value giving None (accepted) or what it expects.
+Check = Callable[[Any], "str | None"]
+_NOTHING = object()  # a value every check refuses: `check(_NOTHING)` is what it expects
 
-  @property
-  def expected(self) -> str:
-    return self.words() if callable(self.words) else self.words
 
-  def __call__(self, value) -> bool:
-    try:
-      return bool(self.accepts(value))
-    except (TypeError, ValueError):
-      return False
+def _int(v) -> bool:
+  return isinstance(v, int) and not isinstance(v, bool)
 
 
 def integer(minimum: int = 1) -> Check:
   """Integers ≥ `minimum` (bool excluded)."""
-  return Check(lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= minimum,
-               f"an integer ≥ {minimum}")
+  return lambda v: None if _int(v) and v >= minimum else f"an integer ≥ {minimum}"
 
 
 def number(minimum: float = 0.0, positive: bool = False, below: float | None = None) -> Check:
   """Finite numbers ≥ `minimum` (> 0 when `positive`; < `below` when given)."""
   words = "a finite number " + ("> 0" if positive else f"≥ {minimum:g}")
   words += "" if below is None else f" and < {below:g}"
-  return Check(lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
-               and math.isfinite(v) and v >= minimum and (not positive or v > 0)
-               and (below is None or v < below), words)
+  return lambda v: None if ((_int(v) or isinstance(v, float)) and math.isfinite(v)
+                            and v >= minimum and (v > 0 or not positive)
+                            and (below is None or v < below)) else words
 
 
 def one_of(choices: Iterable[Any] | Callable[[], Iterable[Any]]) -> Check:
-  """One of `choices`, or of what `choices()` returns when checking (a `registry`)."""
-  get = (lambda: tuple(choices())) if callable(choices) else (lambda c=tuple(choices): c)
-  return Check(lambda v: any(v == c and type(v) is type(c) for c in get()),
-               lambda: f"one of {get()}")
+  """One of `choices`, or of `choices()` read when checking (a `registry`)."""
+  def check(v):
+    options = tuple(choices() if callable(choices) else choices)
+    return None if any(v == c and type(v) is type(c) for c in options) else f"one of {options}"
+  return check
 
 
 def registry(module: str, name: str) -> Callable[[], Any]:
-  """A function giving `module`'s attribute `name`: a config table names a jax module's
-  choices without importing it (`one_of(registry(...))`)."""
+  """`module`'s attribute `name`, imported when called: a config table names a jax
+  module's choices without importing it (`one_of(registry(...))`)."""
   return lambda: getattr(importlib.import_module(module), name)
 
 
-def boolean() -> Check:
-  return Check(lambda v: isinstance(v, bool), "True or False")
+def boolean(v) -> str | None:
+  return None if isinstance(v, bool) else "True or False"
 
 
-def string() -> Check:
-  return Check(lambda v: isinstance(v, str), "a string")
+def string(v) -> str | None:
+  return None if isinstance(v, str) else "a string"
 
 
 def tuple_of(item: Check, nonempty: bool = True, unique: bool = False,
              example: str = "") -> Check:
   """A tuple (or list) of values that `item` accepts."""
-  def accepts(v):
-    if not isinstance(v, (tuple, list)) or (nonempty and not v):
-      return False
-    if unique and len({repr(x) for x in v}) != len(v):
-      return False
-    return all(item(x) for x in v)
-
-  def words():
-    out = (f"a {'non-empty ' if nonempty else ''}tuple of {item.expected.removeprefix('an ')}"
-           .replace("tuple of a ", "tuple of ").replace("tuple of one of", "tuple from"))
-    return out + (", each once" if unique else "") + (f", e.g. {example}" if example else "")
-  return Check(accepts, words)
-
-
-def pairs(first: Check, second: Check, example: str) -> Check:
-  """A non-empty tuple of pairs (a, b) with `first(a)` and `second(b)`."""
-  def accepts(v):
-    return (isinstance(v, (tuple, list)) and bool(v)
-            and all(isinstance(p, (tuple, list)) and len(p) == 2 and first(p[0])
-                    and second(p[1]) for p in v))
-  return Check(accepts, lambda: f"a non-empty tuple of pairs ({first.expected}, "
-               f"{second.expected}), e.g. {example}")
+  def check(v):
+    if (isinstance(v, (tuple, list)) and (v or not nonempty) and not any(map(item, v))
+        and not (unique and len({repr(x) for x in v}) != len(v))):
+      return None
+    of = item(_NOTHING).removeprefix("an ").removeprefix("a ").replace("one of", "from")
+    return (f"a {'non-empty ' * nonempty}tuple {'' if of.startswith('from') else 'of '}{of}"
+            + ", each once" * unique + (f", e.g. {example}" if example else ""))
+  return check
 
 
 _UNSET = object()
@@ -126,11 +104,11 @@ class Field:
   """One config field.
 
   Attributes:
-    default: its default (a ConfigDict for a nested table).
+    default: its default (a ConfigDict for a nested table); its type is the field's.
     help: what it means.
-    check: what it accepts (None: the family checks it, e.g. a nested table).
+    check: a `Check` of its value (None: the family checks it, e.g. a nested table).
     identity: whether it enters a unit's identity: True, False (it says what to run or
-      where to stop), or a rule `(config, unit) -> bool` (e.g. the models that read it).
+      where to stop), or a rule `(config, unit) -> bool`.
     before: for a field added after units were recorded, the value that computes what
       they computed: at that value it stays out of the identity (their ids hold).
   """
@@ -175,8 +153,9 @@ def validate(config, table: Mapping[str, Field], prefix: str = "") -> None:
   for name, f in table.items():
     if name not in config:
       raise ConfigError(f"config field {prefix + name!r} is missing.")
-    if f.check is not None and not f.check(config[name]):
-      fail(prefix + name, config[name], f.check.expected)
+    expected = f.check and f.check(config[name])
+    if expected:
+      fail(prefix + name, config[name], expected)
 
 
 def identity(values, table: Mapping[str, Field], unit=None, config=None) -> dict:
@@ -205,11 +184,8 @@ def named_configs(family: str) -> dict:
 
 
 def config_dir() -> str:
-  """The config files' folder: lie_unitary/configs installed, else a checkout's configs/.
-
-  Raises:
-    FileNotFoundError: neither exists (a broken installation).
-  """
+  """The config files' folder: lie_unitary/configs installed, else a checkout's configs/
+  (FileNotFoundError: neither, a broken installation)."""
   package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   for folder in (os.path.join(package, "configs"),
                  os.path.join(os.path.dirname(package), "configs")):
@@ -219,11 +195,7 @@ def config_dir() -> str:
 
 
 def config_path(family: str, name: str) -> str:
-  """The path of the config file that `family` ('operators', 'rnn') calls `name`.
-
-  Raises:
-    ValueError: `name` is not one of the family's named configs.
-  """
+  """The path of `family`'s config file `name` (ValueError: not one of its named configs)."""
   named = named_configs(family)
   if name not in named:
     raise ValueError(f"unknown {family} config {name!r}; expected one of {sorted(named)} "
@@ -248,8 +220,8 @@ def load_config(family: str, name: str) -> ml_collections.ConfigDict:
 
 
 def sibling(file: str, name: str) -> ml_collections.ConfigDict:
-  """``get_config()`` of config file `name` beside `file` (a config file's own
-  ``__file__``): how one experiment builds on another, wherever the folder was copied."""
+  """``get_config()`` of config file `name` beside `file` (a config file's ``__file__``):
+  how one experiment builds on another, wherever the folder was copied."""
   return load_file(os.path.join(os.path.dirname(os.path.abspath(file)), name + ".py"))
 
 

@@ -35,28 +35,27 @@ def _learned(config, approach) -> bool:
   return approach == "learned"
 
 
-def _sweep_item(item) -> bool:
-  """(field, values) with values that field's, or ((fields...), (tuples of their values))."""
-  if not (isinstance(item, (tuple, list)) and len(item) == 2):
-    return False
-  names, values = item
-  if isinstance(names, str):
-    return names in CELL_FIELDS and F.tuple_of(FIELDS[names].check, unique=True)(values)
-  return (isinstance(names, (tuple, list)) and bool(names)
-          and all(f in CELL_FIELDS for f in names) and isinstance(values, (tuple, list))
-          and bool(values) and all(
-              isinstance(v, (tuple, list)) and len(v) == len(names)
-              and all(FIELDS[f].check(x) for f, x in zip(names, v)) for v in values))
+def _sweeps(value) -> str | None:
+  """(field, values) pairs, or ((fields...), (tuples of their values)) for fields set together."""
+  def item(names, values):
+    if isinstance(names, str):
+      return names in CELL_FIELDS and not F.tuple_of(FIELDS[names].check, unique=True)(values)
+    return (isinstance(names, (tuple, list)) and names and set(names) <= set(CELL_FIELDS)
+            and isinstance(values, (tuple, list)) and values
+            and all(isinstance(v, (tuple, list)) and len(v) == len(names)
+                    and not any(FIELDS[f].check(x) for f, x in zip(names, v)) for v in values))
 
+  if isinstance(value, (tuple, list)) and all(
+      isinstance(i, (tuple, list)) and len(i) == 2 and item(*i) for i in value):
+    return None
+  return (f"a tuple of (field, values) pairs: field one of {CELL_FIELDS} and values a tuple "
+          "of that field's values, or a tuple of fields and a tuple of their values' tuples, "
+          "e.g. (('pairs', (1, 2)), (('n', 'm'), ((20, 64),)))")
 
-_SWEEP_WORDS = ("a tuple of (field, values) pairs: field one of " + str(CELL_FIELDS)
-                + " and values a tuple of that field's values, or a tuple of fields and a "
-                "tuple of their values' tuples, e.g. (('pairs', (1, 2)), (('n', 'm'), "
-                "((20, 64),)))")
 
 FIELDS = {
     "variant": F.Field("", "the experiment's name (recorded in the launch file only)",
-                       F.string(), identity=False),
+                       F.string, identity=False),
     "n": F.Field(6, "the centre cell's matrix size n", F.integer(2), identity=False),
     "k": F.Field(3, "the centre cell's number of hidden generators (≤ n² general, ≤ n "
                  "commuting)", F.integer(1), identity=False),
@@ -72,9 +71,7 @@ FIELDS = {
     "sweeps": F.Field((("pairs", (1, 2, 4, 8, 32)), ("m", (1, 4, 16, 64))),
                       "the cells beside the centre: for each (field, values), the centre "
                       "with that field set to each value (several fields: set together)",
-                      F.Check(lambda v: isinstance(v, (tuple, list))
-                              and all(_sweep_item(i) for i in v), _SWEEP_WORDS),
-                      identity=False),
+                      _sweeps, identity=False),
     "approaches": F.Field(APPROACHES, "what to fit, units each: " + ", ".join(APPROACHES),
                           F.tuple_of(F.one_of(APPROACHES), unique=True), identity=False),
     "seeds": F.Field((0,), "root seeds, units each: replicate r of a cell uses "

@@ -37,11 +37,6 @@ def approaches(field: str) -> tuple[str, ...]:
                if p.is_orthogonal == (field == "real"))
 
 
-def _generators():
-  from lie_unitary import generators
-  return tuple(generators.GENERATORS) + REAL_GENERATORS
-
-
 def _trained(config, setting) -> bool:
   return setting.approach != "baselines"
 
@@ -52,12 +47,20 @@ def _refreshes(config, setting) -> bool:
           and parametrizations.get_parametrization(setting.approach).refresh is not None)
 
 
+def _epochs(value) -> str | None:
+  pair = lambda p: (isinstance(p, (tuple, list)) and len(p) == 2 and not F.integer(0)(p[0])
+                    and not F.integer(1)(p[1]))
+  if isinstance(value, (tuple, list)) and value and all(map(pair, value)):
+    return None
+  return "a non-empty tuple of pairs (n ≥ 0, epochs ≥ 1), e.g. ((0, 1), (8, 3))"
+
+
 _POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
 _OPTIMIZERS = "lie_unitary.experiments.optimizers"
 
 FIELDS = {
     "variant": F.Field("", "the experiment's name (recorded in the launch file only)",
-                       F.string(), identity=False),
+                       F.string, identity=False),
     "field": F.Field("complex", "'complex': U(n) targets, complex x and noise; 'real': "
                      "SO(n) targets, real x and noise", F.one_of(("complex", "real"))),
     "n_values": F.Field((6,), "matrix sizes n, units each",
@@ -69,13 +72,12 @@ FIELDS = {
                           "(`lie_unitary.PARAMETRIZATIONS`) and the baselines true (the "
                           "target), rand (another draw), lstsq (unconstrained least squares), "
                           "procrustes (the least-squares unitary, orthogonal for field='real')",
-                          F.tuple_of(F.one_of(lambda: approaches("complex")
-                                              + approaches("real") + BASELINES), unique=True),
+                          F.tuple_of(F.string, unique=True),  # the field's: experiment.py
                           identity=False),
     "generators": F.Field(("lie", "qr", "composition"), "target generators, cycled over "
                           "replicates (replicate r uses generators[r % len]): qr, haar, lie, "
                           "composition (complex); haar, lie (real)",
-                          F.tuple_of(F.one_of(_generators))),
+                          F.tuple_of(F.string)),
     "seeds": F.Field((0,), "root seeds, units each: replicate r at size n uses "
                      "fold_in(fold_in(key(seed), n), r), the same target and data for every "
                      "approach", F.tuple_of(F.integer(0), unique=True, example="(0, 1)"),
@@ -85,8 +87,7 @@ FIELDS = {
     "num_epochs": F.Field(((0, 1),), "epochs per n as (n, epochs) pairs; (0, e) is the "
                           "default for every n not listed. Each epoch visits the num_train "
                           "pairs in a fresh order",
-                          F.pairs(F.integer(0), F.integer(1), "((0, 1), (8, 3))"),
-                          identity=False),
+                          _epochs, identity=False),
     "batch_size": F.Field(20, "pairs per step", _POSITIVE, identity=_trained),
     "optimizer": F.Field("sgd", "'sgd' (as the paper ran it) or 'rmsprop' (no momentum)",
                          F.one_of(F.registry(_OPTIMIZERS, "OPTIMIZERS")), identity=_trained),

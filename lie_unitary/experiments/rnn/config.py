@@ -112,7 +112,7 @@ _images = lambda c, m: c.task in IMAGE_TASKS
 
 FIELDS = {
     "variant": F.Field("", "the experiment's name (recorded, not used by the computation)",
-                       F.string(), identity=False),
+                       F.string, identity=False),
     "task": F.Field("adding", "'adding', 'memory' ('copy'), or the image tasks 'pixel' and "
                     "'permuted'; set `models` with it",
                     F.one_of(("adding", "memory", "copy") + IMAGE_TASKS), identity=False),
@@ -187,7 +187,7 @@ FIELDS = {
     "rmsprop_decay": F.Field(0.9, "RMSProp's decay (no momentum)", F.number(0.0, below=1.0)),
     "rmsprop_eps": F.Field(1e-10, "RMSProp's epsilon", _NONNEGATIVE),
     "rmsprop_eps_in_sqrt": F.Field(True, "epsilon under the square root (TensorFlow's, "
-                                   "optax's) or outside (PyTorch's)", F.boolean()),
+                                   "optax's) or outside (PyTorch's)", F.boolean),
     "rmsprop_initial_scale": F.Field(1.0, "RMSProp's initial mean square: 1 TensorFlow's, "
                                      "0 optax's and PyTorch's", _NONNEGATIVE),
     "num_train": F.Field(100_000, "training sequences per replicate, the same each epoch; "
@@ -202,13 +202,13 @@ FIELDS = {
     "unroll": F.Field(1, "time steps per loop iteration: speed, but part of a unit (XLA "
                       "rounding)", _POSITIVE),
     "dataset": F.Field("mnist", "image tasks: 'mnist', 'fashion_mnist', 'kmnist', or a "
-                       "folder of the four IDX files", F.string(), identity=_images),
+                       "folder of the four IDX files", F.string, identity=_images),
     "data_dir": F.Field("", "image tasks: the IDX files' folder; '': "
                         "$LIE_UNITARY_DATA_DIR/<dataset> (unset: ~/.cache/lie_unitary/"
                         "<dataset>), or Debian's /usr/share/datasets/fashion-mnist",
-                        F.string(), identity=False),
+                        F.string, identity=False),
     "download": F.Field(False, "image tasks: fetch a missing dataset (md5-checked) first",
-                        F.boolean(), identity=False),
+                        F.boolean, identity=False),
     "permutation_seed": F.Field(92916, "the permuted task's pixel order (expRNN's)",
                                 F.integer(0), identity=lambda c, m: c.task == "permuted"),
     "num_validation": F.Field(5000, "image tasks: the last this many training images "
