@@ -1,15 +1,13 @@
 """The command line of every experiment family: flags → `runner.train_and_evaluate` → report.
 
     python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR [--config.FIELD=VALUE]
-    python -m lie_unitary.experiments.FAMILY --config=path/file.py --workdir=DIR
     python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
 
-A bare NAME is one of the family's config files in configs/. A bad flag, config name or
-field ends the program with one line on stderr (exit status 2); the first SIGINT/SIGTERM
-stops at the next checkpoint and the same command resumes, the exit status 128 + the
-signal's number (as a shell reports a process the signal ended). Before jax starts, XLA
-is asked for one CPU device per core (`--cpu_devices`) and OPENBLAS_NUM_THREADS defaults
-to 1 (jaxlib's CPU eigh runs on OpenBLAS, whose thread pool fights XLA's on few cores).
+NAME: a config file of configs/, or a file's path. A bad flag, config name or field ends
+the program with one line on stderr (exit status 2); the first SIGINT/SIGTERM stops at
+the next checkpoint (exit status 128 + the signal), and the same command resumes.
+OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS, whose threads
+fight XLA's on few cores.
 """
 
 from __future__ import annotations
@@ -65,8 +63,7 @@ def _parse_flags(argv):
 
 
 def _named_configs(family_name: str, inner):
-  """ml_collections' config file parser `inner`, taking a bare NAME too (the family's
-  config file of that name) and keeping the config it loaded (for `_parse_flags`)."""
+  """ml_collections' config file parser `inner`, taking a family's config NAME too."""
   from absl import flags
 
   from lie_unitary.experiments import fields
@@ -97,9 +94,8 @@ def cpu_cores() -> int:
 
 
 def use_cpu_devices(count: int) -> int:
-  """Asks XLA for `count` CPU devices (0: `cpu_cores()`) in XLA_FLAGS, unless XLA_FLAGS
-  sets a count already; XLA reads it when jax starts its CPU backend, so this runs before
-  anything calls into jax. Returns the count asked for (0 when XLA_FLAGS decides)."""
+  """Asks XLA for `count` CPU devices (0: `cpu_cores()`) in XLA_FLAGS before jax starts,
+  unless XLA_FLAGS sets a count; returns the count asked for (0: XLA_FLAGS decides)."""
   flags = os.environ.get("XLA_FLAGS", "")
   if "xla_force_host_platform_device_count" in flags:
     return 0
@@ -110,22 +106,19 @@ def use_cpu_devices(count: int) -> int:
 
 
 def _start_jax(flag_values) -> None:
-  """XLA's CPU devices, jax.distributed for one process of several, and the persistent
-  compilation cache (every program, so a resumed or repeated unit loads them; one set
-  already, by JAX_COMPILATION_CACHE_DIR or jax's config, wins)."""
-  from absl import app
+  """XLA's CPU devices, jax.distributed, and the persistent compilation cache."""
   address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
                            flag_values.process_id)
   if flag_values.cpu_devices < 0:
-    raise app.UsageError(f"--cpu_devices={flag_values.cpu_devices}: expected 0 (one device "
-                         "per core) or a count ≥ 1.")
+    _fail(f"--cpu_devices={flag_values.cpu_devices}: expected 0 (one device per core) or a "
+          "count ≥ 1.")
   if flag_values["cpu_devices"].present or not address:  # processes of a run keep one each
     use_cpu_devices(flag_values.cpu_devices)
   import jax
   if address or count is not None or index is not None:
     if not address or count is None or index is None:
-      raise app.UsageError("--coordinator_address, --num_processes and --process_id go "
-                           "together (all or none).")
+      _fail("--coordinator_address, --num_processes and --process_id go together (all or "
+            "none).")
     # Collectives across CPU processes need an implementation; accelerators bring theirs.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=address, num_processes=count,
@@ -138,14 +131,14 @@ def _start_jax(flag_values) -> None:
 
 
 def _launch(family_name: str, argv) -> int | None:
-  from absl import app
+  """Runs the launch the parsed flags ask for; a bad one ends it in one line (`_fail`)."""
   from absl import flags
   from absl import logging
   flag_values = flags.FLAGS
   if not flag_values["verbosity"].present:  # orbax logs every checkpoint step at INFO
     logging.set_verbosity(logging.WARNING)
   if len(argv) > 1:
-    raise app.UsageError(f"unexpected arguments: {argv[1:]}")
+    _fail(f"unexpected arguments: {argv[1:]}")
   _start_jax(flag_values)
   import jax
 
@@ -154,16 +147,16 @@ def _launch(family_name: str, argv) -> int | None:
   family, workdir = runner.get_family(family_name), flag_values.workdir
   if flag_values.report_only:
     if not os.path.isdir(workdir):
-      raise app.UsageError(f"--workdir={workdir}: no such folder.")
+      _fail(f"--workdir={workdir}: no such folder.")
     if not any(la.get("family") == family_name for la in workdir_lib.read_launches(workdir)):
-      raise app.UsageError(f"{workdir} holds no {family_name} results "
-                           f"(no WORKDIR/launches/*.json of family {family_name!r}).")
+      _fail(f"{workdir} holds no {family_name} results (no WORKDIR/launches/*.json of family "
+            f"{family_name!r}).")
     if not workdir_lib.read(workdir):
-      raise app.UsageError(f"{workdir} holds no records yet (WORKDIR/results.jsonl).")
+      _fail(f"{workdir} holds no records yet (WORKDIR/results.jsonl).")
   else:
     config = flag_values.config
     if config is None:
-      raise app.UsageError("--config is required unless --report_only.")
+      _fail("--config is required unless --report_only.")
     _split_comma_lists(config)
     try:
       summary = runner.train_and_evaluate(
@@ -171,7 +164,7 @@ def _launch(family_name: str, argv) -> int | None:
           resume_across_code_change=flag_values.resume_across_code_change,
           restart_lost_units=flag_values.restart_lost_units)
     except runner.ConfigError as e:
-      raise app.UsageError(str(e)) from e
+      _fail(e)
     if summary.interrupted:
       return interrupted_status(summary.stopped_by)
     if summary.elsewhere:
@@ -184,17 +177,8 @@ def _launch(family_name: str, argv) -> int | None:
       print(f"wrote {path}")
 
 
-def _main(family_name: str, argv) -> int | None:
-  from absl import app
-  try:
-    return _launch(family_name, argv)
-  except app.UsageError as e:
-    _fail(e)
-
-
 def interrupted_status(stopped_by: str) -> int:
-  """The exit status of a run stopped by `stopped_by` (a `RunSummary.stopped_by`): 128 +
-  the signal's number for a signal's name ("SIGINT": 130, "SIGTERM": 143), else 1."""
+  """The exit status of a run stopped by `stopped_by`: 128 + a signal's number, else 1."""
   import signal
   try:
     return 128 + int(signal.Signals[stopped_by])
@@ -218,32 +202,24 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
       "config", None, f"A named config ({', '.join(sorted(fields.named_configs(family_name)))})"
       " or the path of a config file; fields overridable as --config.FIELD=VALUE.",
       lock_config=True)
-  flags.DEFINE_string("workdir", None, "Folder of the results, checkpoints, launches and "
-                      "the report (created).")
+  flags.DEFINE_string("workdir", None, "Folder of the results, checkpoints and report.")
   flags.DEFINE_bool("report_only", False, "Only (re)write the report of WORKDIR's results.")
-  flags.DEFINE_bool("resume_across_code_change", False, "Resume a checkpoint written by "
-                    "other code (its package files or jax/jaxlib/flax/optax versions differ), "
-                    "for a change that leaves the numbers alone; refused otherwise.")
-  flags.DEFINE_bool("restart_lost_units", False, "Start again from step 0 an unfinished "
-                    "unit that has records but no checkpoint (lost, e.g. with its machine), "
-                    "replacing its records; refused otherwise, so that no unit's records "
-                    "mix two starts. Finished units are never touched.")
-  flags.DEFINE_integer("cpu_devices", 0, "CPU devices to make of this host's cores, set "
-                       "before jax starts: 0, one per core (with one process); 1, a single "
-                       "device. Ignored where XLA_FLAGS sets "
-                       "--xla_force_host_platform_device_count.")
+  flags.DEFINE_bool("resume_across_code_change", False, "Resume a checkpoint that other code "
+                    "wrote (package files or jax/jaxlib/flax/optax versions differ).")
+  flags.DEFINE_bool("restart_lost_units", False, "Restart from step 0, replacing its "
+                    "records, an unfinished unit with records but no checkpoint.")
+  flags.DEFINE_integer("cpu_devices", 0, "CPU devices of this host (0: one per core); "
+                       "XLA_FLAGS' --xla_force_host_platform_device_count wins.")
   cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                        "lie_unitary", "xla")
-  flags.DEFINE_string("compilation_cache", cache, "Folder of jax's persistent compilation "
-                      "cache: a resumed or repeated unit loads its programs instead of "
-                      "compiling them ('': none). JAX_COMPILATION_CACHE_DIR, where set, wins.")
-  flags.DEFINE_string("coordinator_address", "", "host:port of process 0, for a run over "
-                      "several processes/hosts (jax.distributed, CPU collectives over gloo); "
-                      "empty: one process.")
+  flags.DEFINE_string("compilation_cache", cache, "jax's persistent compilation cache ('': "
+                      "none); JAX_COMPILATION_CACHE_DIR wins.")
+  flags.DEFINE_string("coordinator_address", "", "host:port of process 0 of a run over "
+                      "several processes (jax.distributed); empty: one process.")
   flags.DEFINE_integer("num_processes", None, "Number of processes (with --coordinator_address).")
   flags.DEFINE_integer("process_id", None, "This process's index (with --coordinator_address).")
   flags.mark_flag_as_required("workdir")
   config_flag = flags.FLAGS["config"]
   config_flag.parser = _named_configs(family_name, config_flag.parser)  # --config=NAME too
-  app.run(functools.partial(_main, family_name),
+  app.run(functools.partial(_launch, family_name),
           argv=list(sys.argv if argv is None else argv), flags_parser=_parse_flags)

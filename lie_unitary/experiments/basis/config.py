@@ -1,10 +1,9 @@
-"""The hidden-subalgebra family's fields: each one's default, meaning, check and identity.
+"""The hidden-subalgebra family's fields, one table.
 
-m operators U_i = expm(Σ_j c_ij G*_j) share k hidden generators G* (k elements of u(n),
-drawn once per replicate); each operator has its own few noisy pairs y = U_i x + ε (paper
-§3's data). A cell is (n, k, m, pairs, subalgebra, coef_std); the sweep is a centre cell and, per
-field, the cells that change that field alone (`cells`). A unit is one (cell, approach)
-with all its replicates. Importing this module loads ml_collections only.
+m operators U_i = expm(Σ_j c_ij G*_j) share k hidden generators G* of u(n), drawn per
+replicate; each has its own few noisy pairs y = U_i x + ε (paper §3's data). A cell is
+(n, k, m, pairs, subalgebra, coef_std); the sweep is a centre cell and, per field, the
+cells that change that field alone (`cells`). A unit is one (cell, approach).
 """
 
 from __future__ import annotations
@@ -27,12 +26,9 @@ SUBALGEBRAS = ("general", "commuting")
 CELL_FIELDS = ("n", "k", "m", "pairs", "subalgebra", "coef_std")
 
 
-def _trained(config, approach) -> bool:
-  return approach in TRAINED
-
-
-def _learned(config, approach) -> bool:
-  return approach == "learned"
+# Identity rules: (config, approach) -> whether the field enters the unit's identity.
+_trained = lambda c, a: a in TRAINED
+_learned = lambda c, a: a == "learned"
 
 
 def _sweeps(value) -> str | None:
@@ -74,9 +70,9 @@ FIELDS = {
                       _sweeps, identity=False),
     "approaches": F.Field(APPROACHES, "what to fit, units each: " + ", ".join(APPROACHES),
                           F.tuple_of(F.one_of(APPROACHES), unique=True), identity=False),
-    "seeds": F.Field((0,), "root seeds, units each: replicate r of a cell uses "
-                     "fold_in(key(seed), (n, k, subalgebra, r)); its first m operators and first "
-                     "P pairs are the same for every m and P, and every approach",
+    "seeds": F.Field((0,), "root seeds, units each: replicate r of a cell uses fold_in(key("
+                     "seed), (n, k, subalgebra, r)), its first m operators and P pairs the "
+                     "same for every m, P and approach",
                      F.tuple_of(F.integer(0), unique=True), identity=False),
     "num_replicates": F.Field(8, "replicates (G*, coefficients, data, init) per unit, one "
                               "vmapped program", F.integer(1)),
@@ -87,9 +83,8 @@ FIELDS = {
     "num_test": F.Field(256, "test pairs per operator", F.integer(1)),
     "num_steps": F.Field(3000, "full-batch optimizer steps (trained approaches)",
                          F.integer(1), identity=_trained),
-    "learning_rates": F.Field((3e-3, 1e-2, 3e-2), "Adam's peak rates (cosine decay to 0 "
-                              "over num_steps), all trained in one program; each replicate "
-                              "keeps the rate of least validation loss",
+    "learning_rates": F.Field((3e-3, 1e-2, 3e-2), "Adam's peak rates (cosine decay to 0), "
+                              "trained in one program; a replicate keeps its best on validation",
                               F.tuple_of(F.number(positive=True), unique=True),
                               identity=_trained),
     "restarts": F.Field(4, "learned: random initial bases, each trained at every rate; the "
@@ -107,8 +102,7 @@ def defaults() -> ml_collections.ConfigDict:
 
 
 def get_config(name: str = "basis") -> ml_collections.ConfigDict:
-  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`); ValueError for an
-  unknown name."""
+  """The named config `name` (`NAMED_CONFIGS`); ValueError for another name."""
   return F.load_config("basis", name)
 
 

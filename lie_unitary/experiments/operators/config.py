@@ -1,12 +1,8 @@
-"""The operator-learning family's fields (paper §3, Tables 1-2, app. B): each one's
-default, meaning, check and identity rule, in one table; config files start from
-`defaults()`.
+"""The operator-learning family's fields (paper §3, Tables 1-2, app. B), one table.
 
-Importing this module loads ml_collections only (config files import it): choices kept in
-jax modules (parametrizations, generators) are read when a config is checked. A unit's
-identity: its n, approach, epochs, learning rate, basis scale and seed, and the fields
-whose rule holds (training fields for trained units, refresh fields for refreshing
-approaches).
+A unit's identity: its n, approach, epochs, learning rate, basis scale and seed, and the
+fields whose rule holds (training fields when trained, refresh fields when refreshing).
+Importing this module loads ml_collections only.
 """
 
 from __future__ import annotations
@@ -61,73 +57,62 @@ _OPTIMIZERS = "lie_unitary.experiments.optimizers"
 FIELDS = {
     "variant": F.Field("", "the experiment's name (recorded in the launch file only)",
                        F.string, identity=False),
-    "field": F.Field("complex", "'complex': U(n) targets, complex x and noise; 'real': "
-                     "SO(n) targets, real x and noise", F.one_of(("complex", "real"))),
+    "field": F.Field("complex", "'complex': U(n) targets, complex x and noise; 'real': SO(n), "
+                     "real", F.one_of(("complex", "real"))),
     "n_values": F.Field((6,), "matrix sizes n, units each",
-                        F.tuple_of(F.integer(1), unique=True, example="(3, 6)"),
-                        identity=False),
+                        F.tuple_of(F.integer(1), unique=True, example="(3, 6)"), identity=False),
     "approaches": F.Field(("true", "rand", "lstsq", "procrustes", "projection", "arjovsky",
-                           "lie_algebra"),
-                          "what to fit: parametrizations of the field "
+                           "lie_algebra"), "what to fit: the field's parametrizations "
                           "(`lie_unitary.PARAMETRIZATIONS`) and the baselines true (the "
-                          "target), rand (another draw), lstsq (unconstrained least squares), "
-                          "procrustes (the least-squares unitary, orthogonal for field='real')",
-                          F.tuple_of(F.string, unique=True),  # the field's: experiment.py
-                          identity=False),
-    "generators": F.Field(("lie", "qr", "composition"), "target generators, cycled over "
-                          "replicates (replicate r uses generators[r % len]): qr, haar, lie, "
-                          "composition (complex); haar, lie (real)",
-                          F.tuple_of(F.string)),
-    "seeds": F.Field((0,), "root seeds, units each: replicate r at size n uses "
-                     "fold_in(fold_in(key(seed), n), r), the same target and data for every "
-                     "approach", F.tuple_of(F.integer(0), unique=True, example="(0, 1)"),
-                     identity=False),
+                          "target), rand (another draw), lstsq (least squares), procrustes "
+                          "(the least-squares unitary or orthogonal)",
+                          F.tuple_of(F.string, unique=True), identity=False),
+    "generators": F.Field(("lie", "qr", "composition"), "target generators, replicate r uses "
+                          "generators[r % len]: qr, haar, lie, composition (complex); haar, "
+                          "lie (real)", F.tuple_of(F.string)),
+    "seeds": F.Field((0,), "root seeds, units each: replicate r at size n uses fold_in(fold_in("
+                     "key(seed), n), r), one target and data for every approach",
+                     F.tuple_of(F.integer(0), unique=True, example="(0, 1)"), identity=False),
     "num_replicates": F.Field(18, "replicates (target, data, init) per unit, one vmapped "
                               "program", _POSITIVE),
-    "num_epochs": F.Field(((0, 1),), "epochs per n as (n, epochs) pairs; (0, e) is the "
-                          "default for every n not listed. Each epoch visits the num_train "
-                          "pairs in a fresh order",
+    "num_epochs": F.Field(((0, 1),), "epochs per n as (n, epochs) pairs, (0, e) for every n "
+                          "not listed; each epoch visits the num_train pairs in a fresh order",
                           _epochs, identity=False),
     "batch_size": F.Field(20, "pairs per step", _POSITIVE, identity=_trained),
     "optimizer": F.Field("sgd", "'sgd' (as the paper ran it) or 'rmsprop' (no momentum)",
                          F.one_of(F.registry(_OPTIMIZERS, "OPTIMIZERS")), identity=_trained),
-    "learning_rate": F.Field(1e-3, "step size; each unit's: learning_rate / d for d in "
+    "learning_rate": F.Field(1e-3, "step size; a unit's: learning_rate / d for d in "
                              "lr_divisors", F.number(positive=True), identity=False),
     "rmsprop_decay": F.Field(0.9, "RMSProp's decay of the mean square",
                              F.number(0.0, below=1.0), identity=_trained),
-    "dtype": F.Field("complex64", "'complex64' (float32 parameters) or 'complex128' "
-                     "(float64; the unit runs with x64 enabled); for field='real' the "
-                     "matching real dtype", F.one_of(("complex64", "complex128"))),
-    "num_train": F.Field(1_000_000, "training pairs per replicate (the paper: 10⁶ = "
-                         "50,000 × 20)", _POSITIVE),
-    "num_val": F.Field(100_000, "validation pairs (the whole set is evaluated at the end)",
-                       _POSITIVE),
+    "dtype": F.Field("complex64", "'complex64' or 'complex128' (float64, with x64 enabled); "
+                     "field='real': the real dtype", F.one_of(("complex64", "complex128"))),
+    "num_train": F.Field(1_000_000, "training pairs per replicate (the paper: 10⁶ = 50,000 × "
+                         "20)", _POSITIVE),
+    "num_val": F.Field(100_000, "validation pairs (all evaluated at the end)", _POSITIVE),
     "num_test": F.Field(100_000, "test pairs", _POSITIVE),
     "val_every": F.Field(250, "steps between validation points (the paper: 250); divides "
                          "num_train // batch_size", _POSITIVE, identity=_trained),
-    "val_subsample": F.Field(10_000, "validation pairs of the curve (the first ones of the "
-                             "set)", _POSITIVE),
-    "noise_std": F.Field(0.01, "standard deviation of each real component of the noise ε",
-                         _NONNEGATIVE),
-    "lie_target_std": F.Field(1.0, "std of the 'lie' generator's target λ (1 in §3; 0.01 "
-                              "in app. B)", _NONNEGATIVE),
-    "basis_scales": F.Field((0.0,), "appendix B: c of the change of basis M ~ U(-c, c) "
-                            "(n² × n²), units each; 0 = standard basis. c > 0 needs "
-                            "approaches lie_algebra, lie_zero_init or lie_rebased (and "
-                            "baselines)", F.tuple_of(_NONNEGATIVE), identity=False),
-    "lr_divisors": F.Field((1.0,), "appendix B: a unit per learning rate learning_rate / d",
+    "val_subsample": F.Field(10_000, "validation pairs of the curve (the set's first)",
+                             _POSITIVE),
+    "noise_std": F.Field(0.01, "std of each real component of the noise ε", _NONNEGATIVE),
+    "lie_target_std": F.Field(1.0, "std of the 'lie' generator's λ (1 in §3; 0.01 in app. B)",
+                              _NONNEGATIVE),
+    "basis_scales": F.Field((0.0,), "app. B: c of the change of basis M ~ U(-c, c) (n² × n²), "
+                            "units each; 0: the standard basis; c > 0 needs approaches from "
+                            "`BASIS_CHANGE_APPROACHES`", F.tuple_of(_NONNEGATIVE),
+                            identity=False),
+    "lr_divisors": F.Field((1.0,), "app. B: a unit per learning rate learning_rate / d",
                            F.tuple_of(F.number(positive=True)), identity=False),
-    "lr_schedule": F.Field("constant", "'constant' or 'cosine' (the rate decays to 0 over "
-                           "the run)", F.one_of(F.registry(_OPTIMIZERS, "SCHEDULES")),
-                           identity=_trained),
-    "refresh_every": F.Field(100, "approaches that refresh their chart (lie_recentred, "
-                             "lie_rebased, ...): before every step s with s % refresh_every "
-                             "== 0, s = 0 included; 0 = never", F.integer(0),
+    "lr_schedule": F.Field("constant", "'constant' or 'cosine' (decays to 0 over the run)",
+                           F.one_of(F.registry(_OPTIMIZERS, "SCHEDULES")), identity=_trained),
+    "refresh_every": F.Field(100, "refreshing approaches (lie_recentred, lie_rebased, ...): "
+                             "before each step s with s % refresh_every == 0, s = 0 included; "
+                             "0: never", F.integer(0), identity=_refreshes),
+    "refresh_state": F.Field("keep", "a refresh's optimizer moments: 'keep' or 'reset' (step "
+                             "counts and schedule kept)", F.one_of(F.registry(
+                                 "lie_unitary.principal_branch", "REFRESH_STATES")),
                              identity=_refreshes),
-    "refresh_state": F.Field("keep", "what a refresh does to the optimizer's moments: "
-                             "'keep' or 'reset' (step counts, and so the schedule, are kept)",
-                             F.one_of(F.registry("lie_unitary.principal_branch",
-                                                 "REFRESH_STATES")), identity=_refreshes),
 }
 
 
@@ -137,8 +122,7 @@ def defaults() -> ml_collections.ConfigDict:
 
 
 def get_config(name: str = "table1") -> ml_collections.ConfigDict:
-  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`); ValueError for an
-  unknown name."""
+  """The named config `name` (`NAMED_CONFIGS`); ValueError for another name."""
   return F.load_config("operators", name)
 
 

@@ -1,11 +1,9 @@
-"""The RNN family's fields (paper §4 and sequential images): each one's default, meaning,
-check and identity rule, in one table; config files start from `defaults()`.
+"""The RNN family's fields (paper §4 and sequential images), one table.
 
-Importing this module loads ml_collections only (config files import it): choices kept in
-jax modules (activations, tasks, optimizers) are read when a config is checked. A unit's
-identity: its task, model, T and seed, the model's entry of `models`, and the fields whose
-rule holds for the model (h0 only for complex states, λ fields only for the guRNNs,
-refresh fields only with a refresh on, image fields only for the image tasks).
+A unit's identity: its task, model, T and seed, the model's entry of `models`, and the
+fields whose rule holds for the model (h0 for complex states, λ fields for the guRNNs,
+refresh fields with a refresh on, image fields for the image tasks). Importing this
+module loads ml_collections only: choices kept in jax modules are read when checking.
 """
 
 from __future__ import annotations
@@ -111,110 +109,100 @@ _refresh = lambda c, m: _lambda(c, m) and c.lambda_refresh != "none"
 _images = lambda c, m: c.task in IMAGE_TASKS
 
 FIELDS = {
-    "variant": F.Field("", "the experiment's name (recorded, not used by the computation)",
-                       F.string, identity=False),
-    "task": F.Field("adding", "'adding', 'memory' ('copy'), or the image tasks 'pixel' and "
+    "variant": F.Field("", "the experiment's name (recorded, not computed with)", F.string,
+                       identity=False),
+    "task": F.Field("adding", "'adding', 'memory' ('copy') or the image tasks 'pixel', "
                     "'permuted'; set `models` with it",
                     F.one_of(("adding", "memory", "copy") + IMAGE_TASKS), identity=False),
-    "model": F.Field(("gurnn_beta",), "models to train, a unit each: gurnn (β = 1), "
-                     "gurnn_beta, urnn (ruRNN), lstm, irnn, tanh, free (the guRNN with an "
-                     "unconstrained 2n×2n matrix), orthogonal (expRNN's)",
-                     F.tuple_of(F.one_of(MODELS), unique=True,
-                                example="('gurnn', 'lstm') or --config.model=gurnn,lstm"),
-                     identity=False),
-    "T": F.Field((100,), "sequence lengths, a unit each (memory: T - 1 blanks, length "
-                 "T + 20; images: the pixels)",
-                 F.tuple_of(F.integer(1), unique=True, example="(100, 200)"), identity=False),
-    "seeds": F.Field((0,), "seeds, a unit each (initialisation and training data); a unit's "
-                     "replicate r starts from fold_in(key(seed), r)",
-                     F.tuple_of(F.integer(0), unique=True, example="(0, 1, 2) or "
-                                "--config.seeds=0,1,2"), identity=False),
+    "model": F.Field(("gurnn_beta",), "models, a unit each: gurnn (β = 1), gurnn_beta, urnn "
+                     "(ruRNN), lstm, irnn, tanh, free (an unconstrained 2n×2n guRNN), "
+                     "orthogonal (expRNN's)", F.tuple_of(F.one_of(MODELS), unique=True, example=
+                         "('gurnn', 'lstm') or --config.model=gurnn,lstm"), identity=False),
+    "T": F.Field((100,), "sequence lengths, a unit each (memory: T - 1 blanks, length T + 20; "
+                 "images: the pixels)", F.tuple_of(F.integer(1), unique=True,
+                                                  example="(100, 200)"), identity=False),
+    "seeds": F.Field((0,), "seeds, a unit each (init and training data); replicate r starts "
+                     "from fold_in(key(seed), r)", F.tuple_of(F.integer(0), unique=True,
+                         example="(0, 1, 2) or --config.seeds=0,1,2"), identity=False),
     "models": F.Field(paper_models("adding"), "per-model settings (`paper_models`, "
-                      "`image_models`): an entry per model, its fields `MODEL_FIELDS`",
-                      identity=False),
-    "h0": F.Field("random", "guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), "
-                  "redrawn each update) or 'zeros'",
-                  F.one_of(F.registry("lie_unitary.nn", "H0_INITS")),
+                      "`image_models`), fields `MODEL_FIELDS`", identity=False),
+    "h0": F.Field("random", "guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), redrawn "
+                  "each update) or 'zeros'", F.one_of(F.registry("lie_unitary.nn", "H0_INITS")),
                   identity=lambda c, m: m in H0_MODELS),
-    "lambda_init_std": F.Field(1.0, "std of the guRNN's λ at init (the paper: 1)",
-                               _NONNEGATIVE, identity=_lambda),
-    "lambda_init": F.Field("normal", "guRNN λ init: 'normal' (N(0, lambda_init_std²)), "
-                           "'phases' (U = diag(e^{iθ}), θ ~ U(-r, r), Henaff et al.'s), "
-                           "'zeros' (U = I) or 'haar' (log of a Haar U)",
-                           F.one_of(LAMBDA_INITS), identity=_lambda),
-    "lambda_phase_range": F.Field(math.pi, "r of 'phases' (π/2: expRNN's Cayley init's "
-                                  "phases)", F.number(positive=True),
-                                  identity=lambda c, m: _lambda(c, m)
-                                  and c.lambda_init == "phases"),
-    "readout_init": F.Field("lecun_normal", "the readout's init: 'lecun_normal' (flax's "
-                            "Dense) or 'torch' (PyTorch's nn.Linear)",
-                            F.one_of(READOUT_INITS), before="lecun_normal"),
-    "orthogonal_expm": F.Field("eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster on "
-                               "vmapped batches) or 'pade' (as PyTorch's matrix_exp)",
+    "lambda_init_std": F.Field(1.0, "std of the guRNN's λ at init (the paper: 1)", _NONNEGATIVE,
+                               identity=_lambda),
+    "lambda_init": F.Field("normal", "guRNN λ init: 'normal' (N(0, lambda_init_std²)), 'phases' "
+                           "(U = diag(e^{iθ}), θ ~ U(-r, r), Henaff et al.'s), 'zeros' (U = I) "
+                           "or 'haar' (log of a Haar U)", F.one_of(LAMBDA_INITS),
+                           identity=_lambda),
+    "lambda_phase_range": F.Field(math.pi, "r of 'phases' (π/2: expRNN's Cayley init's)",
+                                  F.number(positive=True), identity=lambda c, m:
+                                  _lambda(c, m) and c.lambda_init == "phases"),
+    "readout_init": F.Field("lecun_normal", "the readout's init: 'lecun_normal' (flax's Dense) "
+                            "or 'torch' (PyTorch's nn.Linear)", F.one_of(READOUT_INITS),
+                            before="lecun_normal"),
+    "orthogonal_expm": F.Field("eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster "
+                               "vmapped) or 'pade' (PyTorch's matrix_exp)",
                                F.one_of(ORTHOGONAL_EXPMS),
                                identity=lambda c, m: m in ORTHOGONAL_MODELS, before="eigh"),
-    "lstm_forget_bias": F.Field(0.0, "the LSTM's forget-gate bias at init (1: Jozefowicz "
-                                "et al. 2015's; 0: flax's zeros)", _NONNEGATIVE,
+    "lstm_forget_bias": F.Field(0.0, "the LSTM's forget-gate bias at init (1: Jozefowicz et "
+                                "al. 2015's; 0: flax's)", _NONNEGATIVE,
                                 identity=lambda c, m: m == "lstm", before=0.0),
-    "lambda_refresh": F.Field("none", "guRNN λ refresh before update u when u % "
-                              "lambda_refresh_every == 0, U unchanged: 'none', 'recentre' (λ ← "
-                              "the principal log's coefficients) or 'rebase' (U₀ ← U₀ U(λ), "
-                              "λ ← 0)", F.one_of(LAMBDA_REFRESHES), identity=_refresh),
+    "lambda_refresh": F.Field("none", "guRNN λ refresh before update u with u % "
+                              "lambda_refresh_every == 0, U kept: 'none', 'recentre' (λ ← the "
+                              "principal log's) or 'rebase' (U₀ ← U₀ U(λ), λ ← 0)",
+                              F.one_of(LAMBDA_REFRESHES), identity=_refresh),
     "lambda_refresh_every": F.Field(100, "updates between refreshes", _POSITIVE,
                                     identity=_refresh),
-    "lambda_refresh_state": F.Field("keep", "λ's optimizer statistics at a refresh: 'keep' "
-                                    "or 'reset'", F.one_of(F.registry(
+    "lambda_refresh_state": F.Field("keep", "λ's optimizer statistics at a refresh: 'keep' or "
+                                    "'reset'", F.one_of(F.registry(
                                         "lie_unitary.principal_branch", "REFRESH_STATES")),
                                     identity=_refresh),
-    "lambda_optimizer": F.Field("sgd", "the guRNN's λ optimizer: 'sgd' (the original "
-                                "code's) or 'rmsprop'",
-                                F.one_of(F.registry("lie_unitary.experiments.optimizers",
-                                                   "OPTIMIZERS")),
+    "lambda_optimizer": F.Field("sgd", "the guRNN's λ optimizer: 'sgd' (the original code's) "
+                                "or 'rmsprop'", F.one_of(F.registry(
+                                    "lie_unitary.experiments.optimizers", "OPTIMIZERS")),
                                 identity=_lambda),
-    "lr_drops": F.Field((), "updates from which every learning rate gets one more "
-                        "lr_drop_factor", F.tuple_of(F.integer(0), nonempty=False,
-                                                     example="(45000, 65000)")),
+    "lr_drops": F.Field((), "updates from which every rate gets one more lr_drop_factor",
+                        F.tuple_of(F.integer(0), nonempty=False, example="(45000, 65000)")),
     "lr_drop_factor": F.Field(0.1, "the factor of each drop", _NONNEGATIVE),
-    "num_updates": F.Field(50_000, "updates per replicate (50,000: the paper's 10 epochs of "
-                           "100,000 sequences); a larger value extends finished units",
-                           _POSITIVE, identity=False),
-    "num_replicates": F.Field(3, "replicates per unit, one vmapped program (replicate r: "
-                              "fold_in(key(seed), r))", _POSITIVE),
+    "num_updates": F.Field(50_000, "updates per replicate (the paper's 10 epochs of 100,000 "
+                           "sequences); a larger value extends finished units", _POSITIVE,
+                           identity=False),
+    "num_replicates": F.Field(3, "replicates per unit, one vmapped program", _POSITIVE),
     "batch_size": F.Field(20, "sequences per update", _POSITIVE),
-    "data_parallel": F.Field(0, "devices that split each replicate's batch (image tasks: "
-                             "evaluation batches too); 0: the most that divide the batches. "
-                             "Part of a unit: its float sums differ", F.integer(0)),
+    "data_parallel": F.Field(0, "devices splitting each replicate's batch (image tasks: the "
+                             "evaluation's too); 0: the most that divide the batches. Part of "
+                             "a unit: its float sums differ", F.integer(0)),
     "rmsprop_decay": F.Field(0.9, "RMSProp's decay (no momentum)", F.number(0.0, below=1.0)),
     "rmsprop_eps": F.Field(1e-10, "RMSProp's epsilon", _NONNEGATIVE),
     "rmsprop_eps_in_sqrt": F.Field(True, "epsilon under the square root (TensorFlow's, "
                                    "optax's) or outside (PyTorch's)", F.boolean),
-    "rmsprop_initial_scale": F.Field(1.0, "RMSProp's initial mean square: 1 TensorFlow's, "
-                                     "0 optax's and PyTorch's", _NONNEGATIVE),
-    "num_train": F.Field(100_000, "training sequences per replicate, the same each epoch; "
-                         "0: fresh", F.integer(0)),
+    "rmsprop_initial_scale": F.Field(1.0, "RMSProp's initial mean square: 1 TensorFlow's, 0 "
+                                     "optax's and PyTorch's", _NONNEGATIVE),
+    "num_train": F.Field(100_000, "training sequences per replicate, the same each epoch; 0: "
+                         "fresh", F.integer(0)),
     "val_every": F.Field(150, "updates between validations (the paper: 150)", _POSITIVE),
     "val_size": F.Field(1_000, "validation sequences of the curve", _POSITIVE),
     "eval_size": F.Field(10_000, "validation and test sequences at the end", _POSITIVE),
-    "eval_batch_size": F.Field(1_000, "divides val_size and eval_size; it sets the sets' "
+    "eval_batch_size": F.Field(1_000, "divides val_size and eval_size; sets the sets' "
                                "sequences", _POSITIVE),
     "eval_seed": F.Field(1234, "the validation and test sets, shared by all units",
                          F.integer(0)),
     "unroll": F.Field(1, "time steps per loop iteration: speed, but part of a unit (XLA "
                       "rounding)", _POSITIVE),
-    "dataset": F.Field("mnist", "image tasks: 'mnist', 'fashion_mnist', 'kmnist', or a "
-                       "folder of the four IDX files", F.string, identity=_images),
-    "data_dir": F.Field("", "image tasks: the IDX files' folder; '': "
-                        "$LIE_UNITARY_DATA_DIR/<dataset> (unset: ~/.cache/lie_unitary/"
-                        "<dataset>), or Debian's /usr/share/datasets/fashion-mnist",
-                        F.string, identity=False),
+    "dataset": F.Field("mnist", "image tasks: 'mnist', 'fashion_mnist', 'kmnist', or a folder "
+                       "of the four IDX files", F.string, identity=_images),
+    "data_dir": F.Field("", "image tasks: the IDX files' folder; '': $LIE_UNITARY_DATA_DIR/"
+                        "<dataset> (unset: ~/.cache/lie_unitary/<dataset>), or Debian's "
+                        "/usr/share/datasets/fashion-mnist", F.string, identity=False),
     "download": F.Field(False, "image tasks: fetch a missing dataset (md5-checked) first",
                         F.boolean, identity=False),
     "permutation_seed": F.Field(92916, "the permuted task's pixel order (expRNN's)",
                                 F.integer(0), identity=lambda c, m: c.task == "permuted"),
     "num_validation": F.Field(5000, "image tasks: the last this many training images "
                               "validate", F.integer(1), identity=_images),
-    "param_budget": F.Field("", "image tasks: '' or '16k', '69k', '137k' (sizes from "
-                            "`BUDGETS`)", F.one_of(("",) + tuple(BUDGETS)), identity=False),
+    "param_budget": F.Field("", "image tasks: '' or '16k', '69k', '137k' (`BUDGETS`)",
+                            F.one_of(("",) + tuple(BUDGETS)), identity=False),
 }
 
 
@@ -224,5 +212,5 @@ def defaults() -> ml_collections.ConfigDict:
 
 
 def get_config(name: str = "adding") -> ml_collections.ConfigDict:
-  """The config of a named experiment of ``configs/`` (`NAMED_CONFIGS`); ValueError if none."""
+  """The named config `name` (`NAMED_CONFIGS`); ValueError for another name."""
   return F.load_config("rnn", name)
