@@ -85,3 +85,38 @@ def test_tuple_overrides_of_unquoted_names_are_split():
   launch._split_comma_lists(config)
   assert config.model == ("orthogonal",) and config.inner.model == ("gurnn", "lstm")
   assert config.T == (100, 200)
+
+
+@pytest.mark.parametrize("field,value,expected", [
+    ("num_updates", True, "an integer ≥ 1"),   # bool is an int to ml_collections
+    ("num_updates", None, "an integer ≥ 1"),   # None is accepted by any typed field
+    ("variant", 3, "a string"),
+    ("download", None, "True or False"),
+    ("rmsprop_decay", 1.0, "a finite number ≥ 0 and < 1"),
+    ("lambda_optimizer", "adam", "one of ('sgd', 'rmsprop')"),
+    ("seeds", (0, 0), "a non-empty tuple of integer ≥ 0, each once, e.g. (0, 1, 2)"),
+    ("model", (), "a non-empty tuple from ('gurnn', "),
+    ("lr_drops", (-1,), "a tuple of integer ≥ 0, e.g. (45000, 65000)"),
+])
+def test_validate_refuses_in_one_line_what_typing_lets_through(field, value, expected):
+  import ml_collections
+
+  from lie_unitary.experiments.rnn import config
+  values = ml_collections.ConfigDict(config.defaults().to_dict(), type_safe=False)
+  values[field] = value
+  with pytest.raises(fields.ConfigError) as e:
+    fields.validate(values, config.FIELDS)
+  message = str(e.value)
+  assert message.startswith(f"config.{field} = {value!r}: expected {expected}"), message
+  assert "\n" not in message
+
+
+def test_a_config_is_typed_by_its_defaults():
+  from lie_unitary.experiments.rnn import config
+  values = config.defaults()
+  with pytest.raises(TypeError):
+    values.num_updates = "many"
+  values.num_update = 5  # the launcher locks the config; `validate` names such a field
+  with pytest.raises(fields.ConfigError, match=r"no field 'num_update' \(did you mean "
+                     r"'num_updates'\?\)"):
+    fields.validate(values, config.FIELDS)

@@ -1,11 +1,9 @@
 """Config fields, config files and units of work.
 
-A family's `config.py` lists its fields once, as `Field`s. Its defaults type the config:
-ml_collections refuses a value of another type as it is set (an assignment, a
-``--config.FIELD`` flag). `validate` adds, in one-line errors, what that typing lets
-through (None, True for an integer, a misspelt field of an unlocked config) and each
-field's check: a plain function of the value. A `Unit` is what is computed, recorded and
-resumed as a whole; its id hashes every setting that changes what it computes.
+A family's `config.py` lists its fields once, as `Field`s; their defaults type the config,
+so ml_collections refuses a value of another type as it is set. `validate` adds, in
+one-line errors, what that lets through (None, True for an integer, an unknown field) and
+each field's check. A `Unit`'s id hashes every setting that changes what it computes.
 """
 
 from __future__ import annotations
@@ -14,11 +12,11 @@ import dataclasses
 import difflib
 import hashlib
 import importlib
-import importlib.util
 import json
 import math
 import os
 import re
+import runpy
 from typing import Any
 from typing import Callable
 from typing import Iterable
@@ -68,8 +66,7 @@ def one_of(choices: Iterable[Any] | Callable[[], Iterable[Any]]) -> Check:
 
 
 def registry(module: str, name: str) -> Callable[[], Any]:
-  """`module`'s attribute `name`, imported when called: a config table names a jax
-  module's choices without importing it (`one_of(registry(...))`)."""
+  """`module`'s attribute `name`, imported when called (a jax module's choices)."""
   return lambda: getattr(importlib.import_module(module), name)
 
 
@@ -101,17 +98,10 @@ IdentityRule = bool | Callable[..., bool]
 
 @dataclasses.dataclass(frozen=True)
 class Field:
-  """One config field.
-
-  Attributes:
-    default: its default (a ConfigDict for a nested table); its type is the field's.
-    help: what it means.
-    check: a `Check` of its value (None: the family checks it, e.g. a nested table).
-    identity: whether it enters a unit's identity: True, False (it says what to run or
-      where to stop), or a rule `(config, unit) -> bool`.
-    before: for a field added after units were recorded, the value that computes what
-      they computed: at that value it stays out of the identity (their ids hold).
-  """
+  """One config field: its `default` (and so its type), `help`, a `check` of its value
+  (None: the family checks it), whether it enters a unit's `identity` (True, False, or a
+  rule `(config, unit) -> bool`) and, for a field added after units were recorded, the
+  value `before` that computes what they did: there it stays out of the identity."""
   default: Any
   help: str
   check: Check | None = None
@@ -141,12 +131,8 @@ def unknown_field(name: str, known: Iterable[str], prefix: str = "") -> ConfigEr
 
 
 def validate(config, table: Mapping[str, Field], prefix: str = "") -> None:
-  """Checks `config` (a mapping) against a field table: every field known, present and
-  accepted; `prefix`: its path in the whole config, for messages ("models.gurnn.").
-
-  Raises:
-    ConfigError: naming the first unknown, missing or bad field and what it may be.
-  """
+  """Checks that every field of `config` is in `table`, present and accepted (ConfigError
+  naming the first that is not); `prefix`: its path in messages ("models.gurnn.")."""
   for name in config.keys():
     if name not in table:
       raise unknown_field(name, table.keys(), prefix)
@@ -174,8 +160,7 @@ def identity(values, table: Mapping[str, Field], unit=None, config=None) -> dict
   return out
 
 
-# Config files: one small jax-free file per experiment, in configs/ (lie_unitary/configs
-# when installed), starting from a family's defaults or a `sibling`.
+# Config files: one jax-free file per experiment, in configs/ (lie_unitary/configs installed).
 
 
 def named_configs(family: str) -> dict:
@@ -207,11 +192,7 @@ def load_file(file: str) -> ml_collections.ConfigDict:
   """``get_config()`` of the config file at `file` (FileNotFoundError: none)."""
   if not os.path.isfile(file):
     raise FileNotFoundError(f"no config file {file}.")
-  name = os.path.splitext(os.path.basename(file))[0]
-  spec = importlib.util.spec_from_file_location(f"_lie_unitary_config_{name}", file)
-  module = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(module)
-  return module.get_config()
+  return runpy.run_path(file)["get_config"]()
 
 
 def load_config(family: str, name: str) -> ml_collections.ConfigDict:
@@ -248,9 +229,8 @@ def _canonical(value: Any) -> Any:
 
 
 def fingerprint(fields: Mapping[str, Any]) -> str:
-  """A 12-hex-digit SHA-256 prefix of the fields as canonical JSON (sorted keys, tuples
-  as lists, integral floats as ints), stable across processes and hosts (TypeError: a
-  value that is not JSON-like)."""
+  """A 12-hex-digit SHA-256 prefix of the fields as canonical JSON, stable across hosts
+  (TypeError: a value that is not JSON-like)."""
   text = json.dumps(_canonical(fields), sort_keys=True, separators=(",", ":"))
   return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
 
@@ -262,13 +242,11 @@ def resolved(settings: Mapping[str, Any] = (), **more) -> ml_collections.FrozenC
 
 @dataclasses.dataclass(frozen=True)
 class Unit:
-  """One unit of work.
+  """One unit of work: what is computed, recorded and resumed as a whole.
 
   Attributes:
-    name: what it computes, e.g. "n=6 lie_algebra epochs=1 lr=0.001", shared by its
-      seeds' units (`label` tells them apart).
-    fields: every setting that changes the computation (JSON-like), its seed among them:
-      hashed into `id` and written into each of its records.
+    name: what it computes, e.g. "n=6 lie_algebra epochs=1 lr=0.001" (its seeds' too).
+    fields: every setting that changes the computation, its seed among them (JSON-like).
     target_step: the step at which it is finished.
     cost: its weight in the launch's ETA.
     spec: every setting it computes with (`resolved`), read as `unit.spec.n`.
