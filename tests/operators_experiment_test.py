@@ -299,11 +299,11 @@ def test_the_report_says_a_short_run_is_not_a_result_and_pools_seeds():
 
 
 def test_every_named_config_is_valid_and_documented():
-  for name, file in cfg_lib.NAMED_CONFIGS.items():
+  for name in cfg_lib.NAMED_CONFIGS:
     config = cfg_lib.get_config(name)
     experiment.validate_config(config)
     assert experiment.units(config)
-    path = os.path.join(fields.config_dir(), file + ".py")
+    path = os.path.join(fields.config_dir(), name + ".py")
     assert ast.get_docstring(ast.parse(open(path, encoding="utf-8").read())), path
   assert json.loads(cfg_lib.get_config("table1").to_json())["num_replicates"] == 18
   with pytest.raises(ValueError, match="unknown operators config 'nope'"):

@@ -163,8 +163,8 @@ def identity(values, table: Mapping[str, Field], unit=None, config=None) -> dict
 # Config files: one jax-free file per experiment, in configs/ (lie_unitary/configs installed).
 
 
-def named_configs(family: str) -> dict:
-  """The named configs of `family`: {NAME: file name in configs/}."""
+def named_configs(family: str) -> tuple[str, ...]:
+  """The names of `family`'s config files in configs/."""
   return importlib.import_module(f"lie_unitary.experiments.{family}.config").NAMED_CONFIGS
 
 
@@ -185,7 +185,7 @@ def config_path(family: str, name: str) -> str:
   if name not in named:
     raise ValueError(f"unknown {family} config {name!r}; expected one of {sorted(named)} "
                      "(or the path of a config file).")
-  return os.path.join(config_dir(), named[name] + ".py")
+  return os.path.join(config_dir(), name + ".py")
 
 
 def load_file(file: str) -> ml_collections.ConfigDict:

@@ -15,7 +15,7 @@ from lie_unitary.experiments import fields as F
 __all__ = ["APPROACHES", "CELL_FIELDS", "FIELDS", "SUBALGEBRAS", "NAMED_CONFIGS", "TRAINED",
            "cells", "defaults", "get_config"]
 
-NAMED_CONFIGS = {"basis": "basis", "basis_smoke": "basis_smoke"}
+NAMED_CONFIGS = ("basis", "basis_smoke")  # the files configs/NAME.py
 # learned: M and every c_i trained; full: per-operator λ in the standard basis (n² each);
 # random_fixed: a fixed random k-dim basis (learned's initial M), c_i trained; oracle:
 # M = G*, c_i trained; procrustes: the least-squares unitary per operator, closed form.

@@ -14,10 +14,9 @@ from lie_unitary.experiments import fields as F
 __all__ = ["BASELINES", "BASIS_CHANGE_APPROACHES", "FIELDS", "NAMED_CONFIGS",
            "REAL_GENERATORS", "approaches", "defaults", "get_config", "real_dtype"]
 
-# The experiments of configs/ that ``--config=NAME`` knows: NAME -> file name.
-NAMED_CONFIGS = {"table1": "table1", "table1_rmsprop": "table1_rmsprop", "table2": "table2",
-                 "basis_change": "basis_change", "large": "large",
-                 "orthogonal": "orthogonal", "operators_smoke": "operators_smoke"}
+# The experiments that ``--config=NAME`` knows: the files configs/NAME.py.
+NAMED_CONFIGS = ("table1", "table1_rmsprop", "table2", "basis_change", "large", "orthogonal",
+                 "operators_smoke")
 # What the family fits: a parametrization, or a baseline (`data.make_baselines`).
 BASELINES = ("true", "rand", "lstsq", "procrustes")
 # Generators of SO(n) targets (U(n) targets: `lie_unitary.GENERATORS`).

@@ -18,10 +18,9 @@ __all__ = ["BUDGETS", "FIELDS", "GURNN_MODELS", "H0_MODELS", "IMAGE_MODELS", "IM
            "LAMBDA_MODELS", "MODELS", "MODEL_FIELDS", "NAMED_CONFIGS", "ORTHOGONAL_MODELS",
            "defaults", "get_config", "image_models", "paper_models"]
 
-# The experiments of configs/ that ``--config=NAME`` knows: NAME -> file name.
-NAMED_CONFIGS = {"adding": "adding", "memory": "memory", "copy_long": "copy_long",
-                 "adding_long": "adding_long", "rnn_smoke": "rnn_smoke",
-                 "pixel_mnist": "pixel_mnist", "permuted_mnist": "permuted_mnist"}
+# The experiments that ``--config=NAME`` knows: the files configs/NAME.py.
+NAMED_CONFIGS = ("adding", "memory", "copy_long", "adding_long", "rnn_smoke", "pixel_mnist",
+                 "permuted_mnist")
 
 MODELS = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free", "orthogonal")
 # GURNNCell's models; `free` has an unconstrained 2n×2n matrix in place of U(λ), so no λ.
