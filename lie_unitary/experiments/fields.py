@@ -8,6 +8,7 @@ each field's check. A `Unit`'s id hashes every setting that changes what it comp
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import difflib
 import hashlib
@@ -111,10 +112,7 @@ class Field:
 
 def defaults(table: Mapping[str, Field]) -> ml_collections.ConfigDict:
   """A fresh config holding every field of `table` at its default."""
-  return ml_collections.ConfigDict({
-      name: (f.default.copy_and_resolve_references()
-             if isinstance(f.default, ml_collections.ConfigDict) else f.default)
-      for name, f in table.items()})
+  return ml_collections.ConfigDict(copy.deepcopy({n: f.default for n, f in table.items()}))
 
 
 def fail(field: str, value, expected: str):
@@ -152,11 +150,9 @@ def identity(values, table: Mapping[str, Field], unit=None, config=None) -> dict
   out = {}
   for name, f in table.items():
     rule, value = f.identity, values[name]
-    if not (rule is True or (callable(rule) and rule(config, unit))):
-      continue
-    if f.before is not _UNSET and value == f.before:
-      continue
-    out[name] = tuple(value) if isinstance(value, list) else value
+    if ((rule is True or (callable(rule) and rule(config, unit)))
+        and (f.before is _UNSET or value != f.before)):
+      out[name] = tuple(value) if isinstance(value, list) else value
   return out
 
 
