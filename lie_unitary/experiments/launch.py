@@ -205,9 +205,9 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_string("workdir", None, "Folder of the results, checkpoints and report.")
   flags.DEFINE_bool("report_only", False, "Only (re)write the report of WORKDIR's results.")
   flags.DEFINE_bool("resume_across_code_change", False, "Resume a checkpoint that other code "
-                    "wrote (package files or jax/jaxlib/flax/optax versions differ).")
-  flags.DEFINE_bool("restart_lost_units", False, "Restart from step 0, replacing its "
-                    "records, an unfinished unit with records but no checkpoint.")
+                    "wrote (package files or jax/jaxlib/flax/optax versions); else refused.")
+  flags.DEFINE_bool("restart_lost_units", False, "Restart from step 0, replacing its records, "
+                    "an unfinished unit with records but no checkpoint; else refused.")
   flags.DEFINE_integer("cpu_devices", 0, "CPU devices of this host (0: one per core); "
                        "XLA_FLAGS' --xla_force_host_platform_device_count wins.")
   cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
