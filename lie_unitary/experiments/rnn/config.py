@@ -115,14 +115,15 @@ FIELDS = {
                     F.one_of(("adding", "memory", "copy") + IMAGE_TASKS), identity=False),
     "model": F.Field(("gurnn_beta",), "models, a unit each: gurnn (β = 1), gurnn_beta, urnn "
                      "(ruRNN), lstm, irnn, tanh, free (an unconstrained 2n×2n guRNN), "
-                     "orthogonal (expRNN's)", F.tuple_of(F.one_of(MODELS), unique=True, example=
-                         "('gurnn', 'lstm') or --config.model=gurnn,lstm"), identity=False),
+                     "orthogonal (expRNN's)", identity=False, check=F.tuple_of(
+                         F.one_of(MODELS), unique=True,
+                         example="('gurnn', 'lstm') or --config.model=gurnn,lstm")),
     "T": F.Field((100,), "sequence lengths, a unit each (memory: T - 1 blanks, length T + 20; "
-                 "images: the pixels)", F.tuple_of(F.integer(1), unique=True,
-                                                  example="(100, 200)"), identity=False),
+                 "images: the pixels)", identity=False,
+                 check=F.tuple_of(F.integer(1), unique=True, example="(100, 200)")),
     "seeds": F.Field((0,), "seeds, a unit each (init and training data); replicate r starts "
-                     "from fold_in(key(seed), r)", F.tuple_of(F.integer(0), unique=True,
-                         example="(0, 1, 2) or --config.seeds=0,1,2"), identity=False),
+                     "from fold_in(key(seed), r)", identity=False, check=F.tuple_of(
+                         F.integer(0), unique=True, example="(0, 1, 2) or --config.seeds=0,1,2")),
     "models": F.Field(paper_models("adding"), "per-model settings (`paper_models`, "
                       "`image_models`), fields `MODEL_FIELDS`", identity=False),
     "h0": F.Field("random", "guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), redrawn "
