@@ -36,7 +36,7 @@ def _sweeps(value) -> str | None:
   def item(names, values):
     if isinstance(names, str):
       return names in CELL_FIELDS and not F.tuple_of(FIELDS[names].check, unique=True)(values)
-    return (isinstance(names, (tuple, list)) and names and set(names) <= set(CELL_FIELDS)
+    return (isinstance(names, (tuple, list)) and names and all(f in CELL_FIELDS for f in names)
             and isinstance(values, (tuple, list)) and values
             and all(isinstance(v, (tuple, list)) and len(v) == len(names)
                     and not any(FIELDS[f].check(x) for f, x in zip(names, v)) for v in values))
