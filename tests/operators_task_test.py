@@ -7,7 +7,7 @@ import pytest
 
 import lie_unitary as lu
 from lie_unitary.experiments.operators import data as ol_data
-from lie_unitary.experiments.operators import trainer as ol_trainer
+from lie_unitary.experiments.operators import experiment
 
 # Compile-bound (each test builds its own training or baseline program): measured
 # 62 s -> 41 s for this file, cold compilation cache, most XLA optimisations skipped.
@@ -137,10 +137,10 @@ def test_training_loss_orders_lstsq_procrustes_true_and_test_loss_true_procruste
 @pytest.mark.slow
 def test_restricted_training_moves_only_the_masked_coefficients():
   task = ol_data.TaskSpec(n=4, generators=("lie",), **_SMALL)
-  train = ol_trainer.TrainSpec("lie_restricted", optimizer="rmsprop", learning_rate=1e-2,
+  train = experiment.TrainSpec("lie_restricted", optimizer="rmsprop", learning_rate=1e-2,
                        val_every=25)
   key = jax.random.key(0)
-  out = jax.jit(lambda r: ol_trainer.make_train(task, train)(key, r))(jnp.int32(0))
+  out = jax.jit(lambda r: experiment.make_train(task, train)(key, r))(jnp.int32(0))
   init_key = jax.random.split(jax.random.fold_in(key, 0), 7)[5]  # _Keys.init
   params, constants = lu.get_parametrization("lie_restricted").init(init_key, 4)
   moved = np.asarray(out["params"]["lam"] != params["lam"])
@@ -154,9 +154,9 @@ def test_training_learns_and_projection_stays_unitary():
   task = ol_data.TaskSpec(n=3, generators=("haar",), **_SMALL)
   key = jax.random.key(4)
   for approach in ("lie_algebra", "projection"):
-    train = ol_trainer.TrainSpec(approach, optimizer="rmsprop", learning_rate=1e-2, num_epochs=2,
+    train = experiment.TrainSpec(approach, optimizer="rmsprop", learning_rate=1e-2, num_epochs=2,
                          val_every=25)
-    out = jax.jit(lambda r, a=train: ol_trainer.make_train(task, a)(key, r))(jnp.int32(1))
+    out = jax.jit(lambda r, a=train: experiment.make_train(task, a)(key, r))(jnp.int32(1))
     curve = np.asarray(out["val_curve"])
     assert curve.shape == (1 + 2 * 100 // 25,)
     assert curve[-1] < 0.1 * curve[0] and float(out["test_loss"]) < 0.5
@@ -168,19 +168,19 @@ def test_training_learns_and_projection_stays_unitary():
 def test_change_of_basis_needs_lie_algebra_and_steps_must_divide():
   task = ol_data.TaskSpec(n=3, **_SMALL)
   with pytest.raises(ValueError, match="change of basis"):
-    ol_trainer.make_train(task, ol_trainer.TrainSpec("arjovsky", val_every=25), jnp.eye(9))
+    experiment.make_train(task, experiment.TrainSpec("arjovsky", val_every=25), jnp.eye(9))
   with pytest.raises(ValueError, match="val_every"):
-    ol_trainer.make_train(task, ol_trainer.TrainSpec("arjovsky", val_every=33))
+    experiment.make_train(task, experiment.TrainSpec("arjovsky", val_every=33))
   with pytest.raises(ValueError, match="field"):
-    ol_trainer.make_train(task, ol_trainer.TrainSpec("so_algebra", val_every=25))
+    experiment.make_train(task, experiment.TrainSpec("so_algebra", val_every=25))
 
 
 @pytest.mark.slow
 def test_orthogonal_training_on_real_data():
   task = ol_data.TaskSpec(n=3, field="real", generators=("haar", "lie"), **_SMALL)
-  train = ol_trainer.TrainSpec("so_algebra", optimizer="rmsprop", learning_rate=5e-2, num_epochs=2,
+  train = experiment.TrainSpec("so_algebra", optimizer="rmsprop", learning_rate=5e-2, num_epochs=2,
                        val_every=25)
-  out = jax.jit(lambda r: ol_trainer.make_train(task, train)(jax.random.key(2), r))(jnp.int32(0))
+  out = jax.jit(lambda r: experiment.make_train(task, train)(jax.random.key(2), r))(jnp.int32(0))
   curve = np.asarray(out["val_curve"])
   assert curve[-1] < 0.2 * curve[0]
   r = np.asarray(lu.orthogonal_from_lambdas(out["params"]["mu"]), np.float64)

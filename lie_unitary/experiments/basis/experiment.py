@@ -1,17 +1,13 @@
-"""The hidden-subalgebra family of the runner: config → units → records.
+"""The hidden-subalgebra family: config → units → records.
 
-Replicate r of a cell draws k orthonormal hidden generators G* (k, n²) ('random' for
-subalgebra general, 'toroidal' for commuting), m operators U_i = expm(L(c_i @ G*)) with
-c_ij ~ N(0, s²), and per operator the pairs of paper §3 (`operators.data.example_pairs`
-under fold_in(key, i)): cells that differ in m or `pairs` alone share their first operators
-and pairs. Trained approaches fit U_i = expm(L(c_i @ M)) by full-batch Adam from c = 0, one
-fit per (start, learning rate), in calls of the shared loop; each replicate keeps the fit of
-least validation loss. One "final" record per replicate: losses (means over operators of
-the mean over pairs of ‖Û_i x − y‖²), the chosen rate, the principal angles between span(M)
-and span(G*).
+Replicate r of a cell draws k orthonormal hidden generators G* (k, n²), m operators
+U_i = expm(L(c_i @ G*)), c_ij ~ N(0, s²), and per operator the pairs of paper §3
+(`operators.data.example_pairs` under fold_in(key, i): cells that differ in m or `pairs`
+alone share their first operators and pairs). Trained approaches fit U_i = expm(L(c_i @ M))
+by full-batch Adam from c = 0, one fit per (start, learning rate); a replicate keeps the fit
+of least validation loss. A "final" record per replicate: the losses, the chosen rate and
+the principal angles between span(M) and span(G*).
 """
-
-from __future__ import annotations
 
 import sys
 import time
@@ -33,10 +29,6 @@ from lie_unitary.experiments.basis import report
 from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.operators.data import example_pairs
 from lie_unitary.sequencing import after as _after
-
-__all__ = ["NAME", "Fit", "Task", "fit_results", "fit_steps", "init_fits", "make_data",
-           "make_task", "run_unit", "solve_replicate", "train_and_evaluate", "units",
-           "validate_config", "write_report"]
 
 NAME = "basis"
 
@@ -121,8 +113,8 @@ def _adam(lr, num_steps: int):  # cosine decay from lr to 0
 
 def init_fits(key, replicate, task: Task, fit: Fit):
   """A trained approach's fits at step 0, one per (start, rate), start-major: c = 0, the
-  initial basis M (learned: start s from fold_in(init key, s), the first also
-  random_fixed's; full: the standard basis; oracle: G*), and Adam's state.
+  basis M (learned: start s from fold_in(init key, s), the first random_fixed's too; full:
+  the standard basis; oracle: G*), Adam's state.
 
   Returns:
     ({"coef": (F, m, k), "basis": (F, k, n²)}, Adam states), F = starts · rates.
@@ -199,16 +191,6 @@ def fit_results(fits, key, replicate, task: Task, fit: Fit) -> dict:
   return out
 
 
-def solve_replicate(key, replicate, task: Task, fit: Fit) -> dict:
-  """`fit_results` after `init_fits` and all `fit.num_steps` of `fit_steps`, in one go;
-  `key`: the cell's (replicate r uses fold_in(key, r))."""
-  fits = None
-  if fit.approach != "procrustes":
-    fits = fit_steps(init_fits(key, replicate, task, fit), key, replicate, task, fit, 0,
-                     fit.num_steps)
-  return fit_results(fits, key, replicate, task, fit)
-
-
 def validate_config(config) -> None:
   """Checks every field, then every cell's k (at most n² for general, n for commuting).
 
@@ -263,8 +245,7 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
 
 
 def make_task(config, unit: Unit, replicas) -> loop.Task:
-  """A unit's `loop.Task`: every fit of every replicate steps in calls; one "final"
-  record per replicate at the end."""
+  """A unit's `loop.Task`: every fit of every replicate steps in calls."""
   spec = unit.spec
   cell = {k: spec[k] for k in config_lib.CELL_FIELDS}
   task = Task(**dict(cell, coef_std=float(cell["coef_std"])), noise_std=float(config.noise_std),
