@@ -153,19 +153,16 @@ def training_moments(key, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]
   return _scan_over_pairs(key, task.num_train, target, task, acc, (zeros, zeros))
 
 
-def least_squares_fit(key, target, task: TaskSpec, moments=None) -> jax.Array:
-  """The (n, n) A minimising Σ_i ‖A x_i − y_i‖² over the training pairs: Aᵀ = (XᴴX)⁻¹ XᴴY
-  (`training_moments`, computed unless given)."""
-  xx, xy = training_moments(key, target, task) if moments is None else moments
-  return jnp.linalg.solve(xx, xy).T
+def least_squares_fit(moments) -> jax.Array:
+  """The (n, n) A minimising Σ_i ‖A x_i − y_i‖² over the training pairs, from their
+  `training_moments`: Aᵀ = (XᴴX)⁻¹ XᴴY."""
+  return jnp.linalg.solve(*moments).T
 
 
-def procrustes_fit(key, target, task: TaskSpec, moments=None) -> jax.Array:
+def procrustes_fit(moments) -> jax.Array:
   """The (n, n) unitary (orthogonal for field='real') U minimising Σ_i ‖U x_i − y_i‖² over
-  the training pairs: the polar factor of (XᴴY)ᵀ (`training_moments`, computed unless
-  given)."""
-  _, xy = training_moments(key, target, task) if moments is None else moments
-  return parametrizations.polar_unitary(xy.T)
+  the training pairs, from their `training_moments`: the polar factor of (XᴴY)ᵀ."""
+  return parametrizations.polar_unitary(moments[1].T)
 
 
 def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
@@ -180,8 +177,8 @@ def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
     rand = make_target(_after(keys.rand, target), g, task)
     train_key = _after(keys.train, rand)
     moments = training_moments(train_key, target, task)
-    lstsq = least_squares_fit(train_key, target, task, moments)
-    procrustes = procrustes_fit(train_key, target, task, _after(moments, lstsq))
+    lstsq = least_squares_fit(moments)
+    procrustes = procrustes_fit(_after(moments, lstsq))
     loss = lambda m, k, num: dataset_loss(m, k, num, target, task)
     return {name: dict(test_loss=loss(m, keys.test, task.num_test),
                        final_val_loss=loss(m, keys.val, task.num_val))

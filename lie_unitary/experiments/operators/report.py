@@ -154,15 +154,12 @@ def _figure2(results):
       ax.errorbar(xs, ys, yerr=np.nan_to_num(se), fmt="o", capsize=3, label=a)
     if true:
       ax.axhline(np.mean(true), ls=":", color="k", label="true")
-    ax.set_xticks(range(len(gens)), gens)
-    ax.set_xlabel("generator of U")
-    if log:
-      ax.set_yscale("log")
+    ax.set(xticks=range(len(gens)), xticklabels=gens, xlabel="generator of U",
+           yscale="log" if log else "linear")
     ax.legend(fontsize=8)
 
   panel(axes[0], approaches, log=False)
-  axes[0].set_ylabel("test loss / rand loss (mean ± s.e.)")
-  axes[0].set_title("all approaches")
+  axes[0].set(ylabel="test loss / rand loss (mean ± s.e.)", title="all approaches")
   zoom = [a for a in ("lie_algebra", "lie_restricted", "so_algebra") if a in approaches]
   panel(axes[1], zoom or approaches, log=True)
   axes[1].set_title("lie_algebra (log scale) beside lie_restricted")
@@ -189,9 +186,9 @@ def _basis_grid(curves):
           ax.plot(c["val_steps"], [float(v) for v in c["val_loss"]], lw=0.8,
                   color=f"C{_BASIS_APPROACHES.index(c['approach'])}",
                   label=c["approach"] if c["replicate"] == 0 else None)
+      ax.set_yscale("log")
       if i == 0 and j == 0:
         ax.legend(fontsize=7)
-      ax.set_yscale("log")
       if i == 0:
         ax.set_title(f"lr = {lr:.3g}", fontsize=9)
       if j == 0:
