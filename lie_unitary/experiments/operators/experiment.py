@@ -360,7 +360,8 @@ def _change_of_basis(config, s: Setting, task: data.TaskSpec):
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Computes (or resumes) one unit, all replicates, and writes its records.
+  """Computes (or resumes) one unit, all replicates, and writes its records: the baselines
+  in one program (no checkpoint), a trained unit through `loop.train_unit`.
 
   Raises:
     loop.Interrupted: after a checkpoint, when a stop was requested.
@@ -368,25 +369,19 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   # complex128 needs x64 for this unit only: a context, not a global switch.
   with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
     replicas = replicas_lib.Replicas(config.num_replicates)
-    if unit.spec.approach == "baselines":
-      _run_baselines(config, unit, ctx, replicas)
-    else:
+    if unit.spec.approach != "baselines":
       loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
-
-
-def _run_baselines(config, unit: Unit, ctx: runner.UnitContext, replicas) -> None:
-  """The baselines unit: one program, no training (so no checkpoint)."""
-  start, s, num = time.perf_counter(), unit.spec, config.num_replicates
-  gens = tuple(config.generators)
-  baselines = replicas.map(lambda r, k: data.make_baselines(task_spec(config, s.n))(k, r),
-                           (0, None))
-  out = replicas.gather(baselines(replicas.ids, _setting_key(s)))
-  ctx.write([dict(kind="final", step=unit.target_step, approach=a, optimizer="none",
-                  replicate=r, learning_rate=0.0, num_epochs=0, basis_scale=0.0,
-                  generator=gens[r % len(gens)], test_loss=float(out[a]["test_loss"][r]),
-                  final_val_loss=float(out[a]["final_val_loss"][r]),
-                  seconds=round(time.perf_counter() - start, 3))
-             for a in unit.fields["baselines"] for r in range(num)])
+      return
+    start, s, gens = time.perf_counter(), unit.spec, tuple(config.generators)
+    baselines = replicas.map(lambda r, k: data.make_baselines(task_spec(config, s.n))(k, r),
+                             (0, None))
+    out = replicas.gather(baselines(replicas.ids, _setting_key(s)))
+    ctx.write([dict(kind="final", step=unit.target_step, approach=a, optimizer="none",
+                    replicate=r, learning_rate=0.0, num_epochs=0, basis_scale=0.0,
+                    generator=gens[r % len(gens)], test_loss=float(out[a]["test_loss"][r]),
+                    final_val_loss=float(out[a]["final_val_loss"][r]),
+                    seconds=round(time.perf_counter() - start, 3))
+               for a in unit.fields["baselines"] for r in range(config.num_replicates)])
 
 
 def make_task(config, unit: Unit, replicas) -> loop.Task:
@@ -434,18 +429,16 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
     return [], history, f"val loss median {loop.median(last['val_loss']):.4g}{spread}"
 
   def finish(state, history):
-    out = replicas.gather(v_finish(replicas.ids, state, key))
+    out = replicas.gather(v_finish(replicas.ids, state, key))  # test_loss, final_val_loss
     curves = {k: np.asarray(c, np.float64) for k, c in history["curves"].items()}
     val_steps = np.arange(0, unit.target_step + 1, val_every)  # the curves' steps
-    common = lambda r: dict(step=unit.target_step, approach=s.approach, replicate=r,
-                            generator=gens[r % len(gens)])
-    return {workdir_lib.RESULTS: [dict(common(r), kind="final",
-                                       test_loss=float(out["test_loss"][r]),
-                                       final_val_loss=float(out["final_val_loss"][r]))
-                                  for r in range(num)],
-            workdir_lib.CURVES: [dict(common(r), kind="curve", val_steps=val_steps,
+    base = [dict(step=unit.target_step, approach=s.approach, replicate=r,
+                 generator=gens[r % len(gens)]) for r in range(num)]
+    return {workdir_lib.RESULTS: [dict(b, kind="final", **{k: float(v[r]) for k, v in out.items()})
+                                  for r, b in enumerate(base)],
+            workdir_lib.CURVES: [dict(b, kind="curve", val_steps=val_steps,
                                       **{k: c[:, r] for k, c in curves.items()})
-                                 for r in range(num)]}
+                                 for r, b in enumerate(base)]}
 
   return loop.Task(init, train, evaluate, finish, unit.target_step, every=per_call * val_every,
                    epoch_steps=per_epoch * val_every, call_seconds=None)
