@@ -79,8 +79,11 @@ def make_data(key, task: Task) -> Data:
   targets = lb.unitary_from_basis(_after(coefs, gstar), gstar, method="eigh")
   theta = jnp.linalg.eigvalsh(algebra.lambdas_to_hermitian(_after(coefs, targets) @ gstar))
   wrapped = jnp.sum(jnp.max(jnp.abs(theta), axis=-1) > jnp.pi)
-  pairs = lambda key, num: jax.vmap(lambda i, u: example_pairs(  # noqa: E731
-      jax.random.fold_in(key, i), jnp.arange(num), u, task))(jnp.arange(task.m), targets)
+
+  def pairs(key, num):  # operator i's pairs under fold_in(key, i)
+    return jax.vmap(lambda i, u: example_pairs(jax.random.fold_in(key, i), jnp.arange(num), u,
+                                               task))(jnp.arange(task.m), targets)
+
   return Data(gstar, targets, wrapped.astype(real), pairs(k_train, task.pairs),
               pairs(k_val, task.num_val), pairs(k_test, task.num_test))
 
