@@ -11,7 +11,7 @@ import jax.numpy as jnp
 
 from benchmarks import timing
 from lie_unitary.experiments.operators import data as ol_data
-from lie_unitary.experiments.operators import trainer as ol_trainer
+from lie_unitary.experiments.operators import experiment
 
 _N = flags.DEFINE_list("n", ["64", "128"], "Matrix sizes.")
 _APPROACHES = flags.DEFINE_list(
@@ -26,9 +26,9 @@ def _variant(n, approach):
   """One call of `--steps` training steps of every replicate."""
   task = ol_data.TaskSpec(n=n, generators=("haar",), num_train=_STEPS.value * 20,
                           num_val=2_000, num_test=2_000, val_subsample=2_000)
-  train = ol_trainer.TrainSpec(approach, optimizer="rmsprop", val_every=100,
-                               refresh_every=_REFRESH_EVERY.value)
-  trainer = ol_trainer.make_trainer(task, train)
+  train = experiment.TrainSpec(approach, optimizer="rmsprop", val_every=100,
+                                 refresh_every=_REFRESH_EVERY.value)
+  trainer = experiment.make_trainer(task, train)
   key, reps = jax.random.key(0), jnp.arange(_REPLICATES.value)
   state, _ = jax.jit(jax.vmap(lambda r: trainer.init(key, r)))(reps)
   data = jax.jit(jax.vmap(lambda s, r: trainer.epoch_data(key, r, 0, s)))(state, reps)

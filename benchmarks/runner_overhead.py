@@ -16,7 +16,6 @@ from benchmarks import timing
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import experiment
-from lie_unitary.experiments.operators import trainer as ol_trainer
 
 _SIZES = flags.DEFINE_list("sizes", ["6", "64"], "n of the units to time.")
 _APPROACH = flags.DEFINE_string("approach", "lie_algebra", "The unit's approach.")
@@ -35,7 +34,7 @@ def _variants(n: int):
   key, reps = experiment._setting_key(c, n), jnp.arange(c.num_replicates, dtype=jnp.int32)
 
   def bare():
-    fn = jax.jit(jax.vmap(ol_trainer.make_train(task, train), in_axes=(None, 0)))
+    fn = jax.jit(jax.vmap(experiment.make_train(task, train), in_axes=(None, 0)))
     jax.block_until_ready(fn(key, reps))
     return 1
 

@@ -93,9 +93,9 @@ def operators_lines(records) -> list[str]:
   is the target with one direction reflected, loss 4 + noise)."""
   from lie_unitary.experiments import report as common
   from lie_unitary.experiments.operators import report
-  results = common.latest(records, "final", report._IDENTITY)
+  results = common.latest(records, "final", report.IDENTITY)
   out = []
-  groups = report._groups(results)
+  groups = report.groups(results)
   for (task, opt, lr, sched), group in sorted(groups.items(), key=repr):
     losses = collections.defaultdict(list)
     for r in group:
@@ -104,12 +104,12 @@ def operators_lines(records) -> list[str]:
     true = {n: np.mean(v) for (a, n), v in losses.items() if a == "=true"}
     trained = {(a, n): np.mean(v) for (a, n), v in losses.items()
                if n in true and not a.startswith("=")}
-    cols = [a for a in report._ORDER if any(k[0] == a for k in trained)]
+    cols = [a for a in report.ORDER if any(k[0] == a for k in trained)]
     if opt == "none" or not cols:
       continue
     out += [f"Test loss over the noise floor (the true U's loss), means over replicates: "
             f"{opt}, lr {lr:g}" + ("" if sched == "constant" else f", {sched} schedule")
-            + report._differences(task, {k[0] for k in groups}) + ":", ""]
+            + report.differences(task, {k[0] for k in groups}) + ":", ""]
     out += common.table(["n"] + cols, [[str(n)] + [
         f"{trained[(a, n)] / true[n]:.3g}" if (a, n) in trained else "—" for a in cols]
         for n in sorted({n for _, n in trained})])

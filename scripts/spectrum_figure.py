@@ -25,14 +25,14 @@ def spectrum_figure(curves):
           ("min_sinc", "min |sinc(Δ/2)|", True))
   fig = Figure(figsize=(3.6 * len(ns), 7.5))
   axes = fig.subplots(len(rows), len(ns), sharex="col", squeeze=False)
-  keys = sorted({(c["approach"], report._schedule(c), report._task(c)) for c in curves},
-                key=lambda k: (report._ORDER.index(k[0]) if k[0] in report._ORDER else 99,
+  keys = sorted({(c["approach"], report.schedule(c), report.task_of(c)) for c in curves},
+                key=lambda k: (report.ORDER.index(k[0]) if k[0] in report.ORDER else 99,
                                k[1], repr(k[2])))
   colors = {k: f"C{i}" for i, k in enumerate(dict.fromkeys((a, t) for a, _, t in keys))}
   for j, n in enumerate(ns):
     for a, sched, task in keys:
       mine = [c for c in curves if c["n"] == n and c["approach"] == a
-              and report._schedule(c) == sched and report._task(c) == task]
+              and report.schedule(c) == sched and report.task_of(c) == task]
       if not mine:
         continue
       for i, (field, label, log) in enumerate(rows):
@@ -42,7 +42,7 @@ def spectrum_figure(curves):
                         np.nanmedian(vals, axis=0), color=colors[(a, task)],
                         ls="-" if sched == "constant" else "--", lw=1,
                         label=a + ("" if sched == "constant" else f" ({sched})")
-                        + report._differences(task, {k[2] for k in keys}))
+                        + report.differences(task, {k[2] for k in keys}))
         if log:
           axes[i][j].set_yscale("log")
         if j == 0:
@@ -62,7 +62,7 @@ def main(argv) -> int:
     print(__doc__, file=sys.stderr)
     return 2
   curves = common.latest(workdir.load_results(argv[0], workdir.CURVES, as_frame=False),
-                         "curve", report._IDENTITY)
+                         "curve", report.IDENTITY)
   fig = spectrum_figure(curves)
   if fig is None:
     print(f"{argv[0]}: no λ approach recorded its spectrum", file=sys.stderr)

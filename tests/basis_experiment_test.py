@@ -23,6 +23,15 @@ def _task(**changes):
                                      num_val=8, num_test=64), **changes))
 
 
+def _solve(key, replicate, task, fit):
+  """`fit_results` after `init_fits` and every step of `fit_steps`, in one go."""
+  fits = None
+  if fit.approach != "procrustes":
+    fits = experiment.fit_steps(experiment.init_fits(key, replicate, task, fit), key,
+                                replicate, task, fit, 0, fit.num_steps)
+  return experiment.fit_results(fits, key, replicate, task, fit)
+
+
 def test_operators_and_pairs_are_shared_across_m_and_pairs():
   key = jax.random.key(3)
   small = experiment.make_data(key, _task(m=2, pairs=2))
@@ -43,8 +52,8 @@ def test_operators_and_pairs_are_shared_across_m_and_pairs():
 
 @pytest.mark.parametrize("subalgebra", ["general", "commuting"])
 def test_oracle_reaches_the_noise_floor_with_zero_principal_angles(subalgebra):
-  solve = lambda task, approach: jax.jit(lambda k: experiment.solve_replicate(  # noqa: E731
-      k, 0, approach, task, (3e-2,), 600))(jax.random.key(1))
+  solve = lambda task, approach: jax.jit(lambda k: _solve(  # noqa: E731
+      k, 0, task, experiment.Fit(approach, (3e-2,), 1, 600)))(jax.random.key(1))
   clean = solve(_task(subalgebra=subalgebra, noise_std=0.0), "oracle")
   assert float(clean["test_loss"]) < 1e-6 and float(clean["train_loss"]) < 1e-6
   assert float(clean["angle_max"]) < 1e-5  # M = G*: the same span
@@ -58,12 +67,15 @@ def test_oracle_reaches_the_noise_floor_with_zero_principal_angles(subalgebra):
 
 def test_procrustes_fits_each_operator_in_closed_form():
   task, key = _task(pairs=40), jax.random.key(2)
-  out = jax.jit(lambda k: experiment.solve_replicate(k, 0, "procrustes", task))(key)
+  out = jax.jit(lambda k: _solve(
+      k, 0, task, experiment.Fit("procrustes")))(key)
   floor = 2 * 4 * 0.01 ** 2
   assert floor < float(out["test_loss"]) < 1.2 * floor and np.isnan(float(out["angle_max"]))
   # The least-squares unitary: on its own training pairs no worse than the truth.
   data = experiment.make_data(jax.random.split(jax.random.fold_in(key, 0))[0], task)
-  truth = float(experiment.squared_error(data.targets, *data.train))
+  x, y = (np.asarray(a, np.complex128) for a in data.train)
+  err = np.einsum("mpj,mij->mpi", x, np.asarray(data.targets, np.complex128)) - y
+  truth = np.mean(np.sum(np.abs(err) ** 2, axis=-1))
   assert float(out["train_loss"]) <= truth * (1 + 1e-5)
 
 

@@ -20,7 +20,6 @@ from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data as ol_data
 from lie_unitary.experiments.operators import experiment
 from lie_unitary.experiments.operators import report
-from lie_unitary.experiments.operators import trainer as ol_trainer
 from scripts import detail_tables
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")  # compile-bound
@@ -83,12 +82,12 @@ def _reference_curve(approach, optimizer, refresh_state="keep"):
 ])
 @pytest.mark.slow
 def test_refreshes_follow_the_hand_written_loop(x64, approach, opt, refresh_state):
-  train = ol_trainer.TrainSpec(approach, optimizer=opt, learning_rate=0.05,
+  train = experiment.TrainSpec(approach, optimizer=opt, learning_rate=0.05,
                        batch_size=_BATCH, val_every=_VAL_EVERY, refresh_every=_K,
                        refresh_state=refresh_state)
-  train_fn = ol_trainer.make_train(ol_data.TaskSpec(**_TASK), train)
+  train_fn = experiment.make_train(ol_data.TaskSpec(**_TASK), train)
   out = jax.jit(lambda r: train_fn(jax.random.key(7), r))(jnp.int32(0))
-  ref = _reference_curve(approach, ol_trainer.optimizer_for(train, _STEPS), refresh_state)
+  ref = _reference_curve(approach, experiment.optimizer_for(train, _STEPS), refresh_state)
   assert ref[-1] < 0.9 * float(out["val_curve"][0])  # it trained
   np.testing.assert_allclose(np.asarray(out["val_curve"][1:]), ref, rtol=1e-9)
 
@@ -96,7 +95,7 @@ def test_refreshes_follow_the_hand_written_loop(x64, approach, opt, refresh_stat
 @pytest.mark.slow
 def test_rebased_without_refresh_is_lie_algebra(x64):
   task = ol_data.TaskSpec(**_TASK)
-  run = lambda a, k: jax.jit(lambda r: ol_trainer.make_train(task, ol_trainer.TrainSpec(
+  run = lambda a, k: jax.jit(lambda r: experiment.make_train(task, experiment.TrainSpec(
       a, batch_size=_BATCH, val_every=_VAL_EVERY, refresh_every=k))(jax.random.key(3), r))(
           jnp.int32(1))
   plain, rebased = run("lie_algebra", 0), run("lie_rebased", 0)
@@ -105,7 +104,7 @@ def test_rebased_without_refresh_is_lie_algebra(x64):
 
 def test_spectrum_points_are_the_charts_spectrum(x64):
   task = ol_data.TaskSpec(**_TASK)
-  out = jax.jit(lambda r: ol_trainer.make_train(task, ol_trainer.TrainSpec(
+  out = jax.jit(lambda r: experiment.make_train(task, experiment.TrainSpec(
       "lie_algebra", batch_size=_BATCH, val_every=_VAL_EVERY))(jax.random.key(3), r))(
           jnp.int32(0))
   keys = ol_data.replicate_keys(jax.random.key(3), 0)
@@ -121,13 +120,13 @@ def test_spectrum_points_are_the_charts_spectrum(x64):
                                np.min(np.abs(np.sin(gaps / 2) / (gaps / 2))), rtol=1e-9)
     np.testing.assert_allclose(out["wide_share"][i], np.mean(gaps > np.pi))
   assert "theta_spread" not in jax.eval_shape(
-      lambda r: ol_trainer.make_train(task, ol_trainer.TrainSpec("projection", batch_size=_BATCH,
+      lambda r: experiment.make_train(task, experiment.TrainSpec("projection", batch_size=_BATCH,
                                                  val_every=_VAL_EVERY))(jax.random.key(3), r),
       jnp.int32(0))
 
 
 def test_cosine_schedule_is_the_closed_form():
-  opt = ol_trainer.optimizer_for(ol_trainer.TrainSpec("lie_algebra", learning_rate=0.1,
+  opt = experiment.optimizer_for(experiment.TrainSpec("lie_algebra", learning_rate=0.1,
                                        lr_schedule="cosine"), total_steps=10)
   params = {"lam": jnp.ones(4)}
   state = opt.init(params)
@@ -138,19 +137,19 @@ def test_cosine_schedule_is_the_closed_form():
   np.testing.assert_allclose(steps, 0.1 * 0.5 * (1 + np.cos(np.pi * np.arange(10) / 10)),
                              rtol=1e-6)
   with pytest.raises(ValueError, match="learning-rate schedule 'linear'"):
-    ol_trainer.optimizer_for(ol_trainer.TrainSpec("lie_algebra", lr_schedule="linear"), 10)
+    experiment.optimizer_for(experiment.TrainSpec("lie_algebra", lr_schedule="linear"), 10)
 
 
 def test_bad_settings_are_named():
   task = ol_data.TaskSpec(**_TASK)
   with pytest.raises(ValueError, match="refresh_state"):
-    ol_trainer.make_trainer(task, ol_trainer.TrainSpec("lie_rebased", val_every=6,
+    experiment.make_trainer(task, experiment.TrainSpec("lie_rebased", val_every=6,
                                                        refresh_state="zero"))
   with pytest.raises(ValueError, match="refresh_every"):
-    ol_trainer.make_trainer(task, ol_trainer.TrainSpec("lie_rebased", val_every=6,
+    experiment.make_trainer(task, experiment.TrainSpec("lie_rebased", val_every=6,
                                                        refresh_every=-1))
   with pytest.raises(ValueError, match="change of basis"):
-    ol_trainer.make_trainer(task, ol_trainer.TrainSpec("lie_recentred", val_every=6), jnp.eye(9))
+    experiment.make_trainer(task, experiment.TrainSpec("lie_recentred", val_every=6), jnp.eye(9))
   for field, value in (("lr_schedule", "linear"), ("refresh_every", -3),
                        ("refresh_state", "zero")):
     config = config_lib.get_config("operators_smoke")

@@ -7,7 +7,7 @@ import pytest
 
 import lie_unitary as lu
 from lie_unitary.experiments.operators import data as ol_data
-from lie_unitary.experiments.operators import trainer as ol_trainer
+from lie_unitary.experiments.operators import experiment
 
 # Compile-bound (each test builds its own training or baseline program): measured
 # 62 s -> 41 s for this file, cold compilation cache, most XLA optimisations skipped.
@@ -73,7 +73,8 @@ def test_least_squares_matches_numpy_on_the_training_pairs():
   task = ol_data.TaskSpec(n=n, generators=("qr",), num_train=700)
   u = lu.random_unitary(jax.random.key(5), n, "qr")
   key = jax.random.key(6)
-  fit = np.asarray(ol_data.least_squares_fit(key, u, task), np.complex128)
+  fit = ol_data.least_squares_fit(ol_data.training_moments(key, u, task))
+  fit = np.asarray(fit, np.complex128)
   x, y = ol_data.example_pairs(key, jnp.arange(700), u, task)
   ref_t, *_ = np.linalg.lstsq(np.asarray(x, np.complex128), np.asarray(y, np.complex128),
                               rcond=None)
@@ -91,11 +92,12 @@ def _noisy_fit_setup(n, num_train, field="complex", noise_std=0.01):
 
 def test_procrustes_recovers_a_noiseless_target_and_is_unitary():
   task, u, key = _noisy_fit_setup(5, 40, noise_std=0.0)
-  fit = np.asarray(ol_data.procrustes_fit(key, u, task), np.complex128)
+  fit = ol_data.procrustes_fit(ol_data.training_moments(key, u, task))
+  fit = np.asarray(fit, np.complex128)
   np.testing.assert_allclose(fit, np.asarray(u, np.complex128), atol=2e-6)
   np.testing.assert_allclose(fit.conj().T @ fit, np.eye(5), atol=2e-6)
   task, r, key = _noisy_fit_setup(5, 40, field="real", noise_std=0.0)
-  fit = ol_data.procrustes_fit(key, r, task)
+  fit = ol_data.procrustes_fit(ol_data.training_moments(key, r, task))
   assert fit.dtype == jnp.float32
   np.testing.assert_allclose(np.asarray(fit), np.asarray(r), atol=2e-6)
 
@@ -103,7 +105,8 @@ def test_procrustes_recovers_a_noiseless_target_and_is_unitary():
 @pytest.mark.parametrize("field", ["complex", "real"])
 def test_procrustes_is_the_svd_polar_factor_of_the_accumulated_cross_matrix(field):
   task, u, key = _noisy_fit_setup(4, 30, field=field, noise_std=0.3)
-  fit = np.asarray(ol_data.procrustes_fit(key, u, task), np.complex128)
+  fit = ol_data.procrustes_fit(ol_data.training_moments(key, u, task))
+  fit = np.asarray(fit, np.complex128)
   x, y = (np.asarray(a, np.complex128)
           for a in ol_data.example_pairs(key, jnp.arange(30), u, task))
   cross = y.T @ x.conj()                                        # Σ_i y_i x_iᴴ, in float64
@@ -122,8 +125,8 @@ def test_training_loss_orders_lstsq_procrustes_true_and_test_loss_true_procruste
   n, num_train = 4, 12
   task, u, key = _noisy_fit_setup(n, num_train)
   moments = ol_data.training_moments(key, u, task)
-  lstsq = ol_data.least_squares_fit(key, u, task, moments)
-  procrustes = ol_data.procrustes_fit(key, u, task, moments)
+  lstsq = ol_data.least_squares_fit(moments)
+  procrustes = ol_data.procrustes_fit(moments)
   train = [float(ol_data.dataset_loss(m, key, num_train, u, task))
            for m in (lstsq, procrustes, u)]
   assert train[0] <= train[1] <= train[2], train
@@ -137,10 +140,10 @@ def test_training_loss_orders_lstsq_procrustes_true_and_test_loss_true_procruste
 @pytest.mark.slow
 def test_restricted_training_moves_only_the_masked_coefficients():
   task = ol_data.TaskSpec(n=4, generators=("lie",), **_SMALL)
-  train = ol_trainer.TrainSpec("lie_restricted", optimizer="rmsprop", learning_rate=1e-2,
+  train = experiment.TrainSpec("lie_restricted", optimizer="rmsprop", learning_rate=1e-2,
                        val_every=25)
   key = jax.random.key(0)
-  out = jax.jit(lambda r: ol_trainer.make_train(task, train)(key, r))(jnp.int32(0))
+  out = jax.jit(lambda r: experiment.make_train(task, train)(key, r))(jnp.int32(0))
   init_key = jax.random.split(jax.random.fold_in(key, 0), 7)[5]  # _Keys.init
   params, constants = lu.get_parametrization("lie_restricted").init(init_key, 4)
   moved = np.asarray(out["params"]["lam"] != params["lam"])
@@ -154,9 +157,9 @@ def test_training_learns_and_projection_stays_unitary():
   task = ol_data.TaskSpec(n=3, generators=("haar",), **_SMALL)
   key = jax.random.key(4)
   for approach in ("lie_algebra", "projection"):
-    train = ol_trainer.TrainSpec(approach, optimizer="rmsprop", learning_rate=1e-2, num_epochs=2,
+    train = experiment.TrainSpec(approach, optimizer="rmsprop", learning_rate=1e-2, num_epochs=2,
                          val_every=25)
-    out = jax.jit(lambda r, a=train: ol_trainer.make_train(task, a)(key, r))(jnp.int32(1))
+    out = jax.jit(lambda r, a=train: experiment.make_train(task, a)(key, r))(jnp.int32(1))
     curve = np.asarray(out["val_curve"])
     assert curve.shape == (1 + 2 * 100 // 25,)
     assert curve[-1] < 0.1 * curve[0] and float(out["test_loss"]) < 0.5
@@ -168,19 +171,19 @@ def test_training_learns_and_projection_stays_unitary():
 def test_change_of_basis_needs_lie_algebra_and_steps_must_divide():
   task = ol_data.TaskSpec(n=3, **_SMALL)
   with pytest.raises(ValueError, match="change of basis"):
-    ol_trainer.make_train(task, ol_trainer.TrainSpec("arjovsky", val_every=25), jnp.eye(9))
+    experiment.make_train(task, experiment.TrainSpec("arjovsky", val_every=25), jnp.eye(9))
   with pytest.raises(ValueError, match="val_every"):
-    ol_trainer.make_train(task, ol_trainer.TrainSpec("arjovsky", val_every=33))
+    experiment.make_train(task, experiment.TrainSpec("arjovsky", val_every=33))
   with pytest.raises(ValueError, match="field"):
-    ol_trainer.make_train(task, ol_trainer.TrainSpec("so_algebra", val_every=25))
+    experiment.make_train(task, experiment.TrainSpec("so_algebra", val_every=25))
 
 
 @pytest.mark.slow
 def test_orthogonal_training_on_real_data():
   task = ol_data.TaskSpec(n=3, field="real", generators=("haar", "lie"), **_SMALL)
-  train = ol_trainer.TrainSpec("so_algebra", optimizer="rmsprop", learning_rate=5e-2, num_epochs=2,
+  train = experiment.TrainSpec("so_algebra", optimizer="rmsprop", learning_rate=5e-2, num_epochs=2,
                        val_every=25)
-  out = jax.jit(lambda r: ol_trainer.make_train(task, train)(jax.random.key(2), r))(jnp.int32(0))
+  out = jax.jit(lambda r: experiment.make_train(task, train)(jax.random.key(2), r))(jnp.int32(0))
   curve = np.asarray(out["val_curve"])
   assert curve[-1] < 0.2 * curve[0]
   r = np.asarray(lu.orthogonal_from_lambdas(out["params"]["mu"]), np.float64)

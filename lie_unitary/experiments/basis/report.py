@@ -1,15 +1,7 @@
-"""Report of the hidden-subalgebra runs: the targets, a table per sweep, figures.
-
-A table is made for every group of cells that differ in one field alone (the others,
-named in its heading, fixed). A cell of a table: mean ± standard error
-(`lie_unitary.experiments.report.SE`) over the replicates of a replicate's test loss
-(itself the mean over its m operators of the mean over test pairs of ‖Û_i x − y‖²);
-`runs` is the number of replicates. Angles: the principal angles (radians) between
-span(M) and span(G*). Figures are `matplotlib.figure.Figure`s (no pyplot). Where the
-learned basis failed, and how: `scripts/detail_tables.py`.
+"""Report of the hidden-subalgebra runs: the targets, a table per group of cells that
+differ in one field alone, figures (no pyplot). Angles: the principal angles (radians)
+between span(M) and span(G*). Where the learned basis failed: `scripts/detail_tables.py`.
 """
-
-from __future__ import annotations
 
 import collections
 from typing import Any
@@ -21,8 +13,6 @@ from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.basis.config import APPROACHES as _ORDER
 from lie_unitary.experiments.basis.config import CELL_FIELDS
-
-__all__ = ["RECOVERED", "TARGET_CELL", "figures", "markdown", "write_report"]
 
 # The cell of the stated targets: learned within 2× of oracle, ≥ 10× below full.
 TARGET_CELL = dict(n=6, k=3, m=16, pairs=2, subalgebra="general", coef_std=1.0)
@@ -115,12 +105,10 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
   """The report: targets, a test-loss and an angle table per sweep.
 
   Args:
-    results: the "final" records (list of dicts or a DataFrame); of one written twice,
-      the last counts.
+    results: the "final" records (dicts or a DataFrame; of one written twice, the last).
     figure_files: {figure name: file name} of figures beside the report, linked.
     source: where the records came from, named in the header.
-    launches: the workdir's launches (`workdir.read_launches`): a line warns when its
-      units were launched on different machines or device layouts.
+    launches: the workdir's launches, for `common.machines_note`.
   """
   results = common.latest(results, "final")
   by_cell = _by(results, _cell)
@@ -140,8 +128,8 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
 
 
 def _figure(results, field, cells, curves, hline, **axes):
-  """A Figure of `curves` [(label, approach, key)] against `field` over `cells` (mean ±
-  s.e. bars), a dotted line at `hline` (value, label), `axes` set."""
+  """`curves` [(label, approach, key)] against `field` over `cells` (mean ± s.e.), a
+  dotted line at `hline` (value, label)."""
   from matplotlib.figure import Figure
   i = CELL_FIELDS.index(field)
   fig = Figure(figsize=(5.5, 4))
@@ -162,8 +150,8 @@ def _figure(results, field, cells, curves, hline, **axes):
 
 
 def figures(results: Any) -> dict:
-  """{"loss_vs_pairs", "angles_vs_m"}: matplotlib Figures (no pyplot) of the largest
-  groups sweeping those fields, those that can be drawn."""
+  """{"loss_vs_pairs", "angles_vs_m"}: Figures of the largest groups sweeping those
+  fields, those that can be drawn."""
   results = common.latest(results, "final")
   biggest = {f: max((g for g in _groups(results) if g[0] == f), key=lambda g: len(g[2]),
                     default=None) for f in ("pairs", "m")}
@@ -186,8 +174,7 @@ def figures(results: Any) -> dict:
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it; returns
-  the paths, report.md first.
+  """Writes WORKDIR/report.md and the `figures` as PNGs; returns the paths, report first.
 
   Raises:
     FileNotFoundError, ValueError: `results` is None and the workdir has no results.

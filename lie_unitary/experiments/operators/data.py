@@ -1,11 +1,6 @@
-"""The operator-learning task's data (paper §3): targets, noisy pairs, losses, baselines.
-
-Pure functions of PRNG keys for one replicate (the caller vmaps). Pair i of a data set is
-regenerated from ``fold_in(key, i)``: x ~ N(0, 1) per real component, y = Ux + ε with
-ε ~ N(0, noise_std²) per real component. Rows: x_PxN maps to x_PxN @ Uᵀ (P pairs).
+"""The operator-learning task's data (paper §3): targets, noisy pairs, losses, baselines,
+as pure functions of PRNG keys for one replicate (the caller vmaps).
 """
-
-from __future__ import annotations
 
 from typing import Callable
 from typing import NamedTuple
@@ -20,17 +15,13 @@ from lie_unitary import parametrizations
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.sequencing import after as _after
 
-__all__ = ["ReplicateKeys", "TaskSpec", "dataset_loss", "dtypes", "example_pairs",
-           "least_squares_fit", "make_baselines", "make_target", "procrustes_fit",
-           "replicate_keys", "squared_error_loss", "training_moments"]
-
 _EVAL_CHUNK = 10_000  # pairs per chunk when evaluating a whole data set
 _DEFAULTS = config_lib.defaults()
 
 
 class TaskSpec(NamedTuple):
-  """The task (hashable, static under jit): size `n`, the real dtype ("float32" or
-  "float64") and the config fields of the same names (`config.FIELDS`)."""
+  """The task (hashable, static under jit): size `n`, the real dtype and the config
+  fields of the same names."""
   n: int
   field: str = _DEFAULTS.field
   generators: tuple[str, ...] = tuple(_DEFAULTS.generators)
@@ -67,9 +58,8 @@ def dtypes(task: TaskSpec) -> tuple[jnp.dtype, jnp.dtype]:
 
 
 def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
-  """The (n, n) target from ``task.generators[generator_index]`` (the index may be
-  traced: every generator is drawn and one selected); unitary, or in SO(n) for
-  ``field="real"``.
+  """The (n, n) target, unitary (SO(n) for field="real"), of ``task.generators[i]`` (i may
+  be traced: every generator is drawn, one selected).
 
   Raises:
     ValueError: an unknown generator.
@@ -99,10 +89,11 @@ def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
 
 
 def example_pairs(key, indices, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
-  """Pairs (x_i, y_i = U x_i + ε_i) of a data set's `key` at int `indices` (P,).
+  """Pairs i of a data set's `key` at int `indices` (P,), from fold_in(key, i): x ~ N(0, 1)
+  and y = Ux + ε, ε ~ N(0, noise_std²), per real component; `target`: the (n, n) U.
 
   Returns:
-    x_PxN, y_PxN of the data dtype (`dtypes`); `target` is the (n, n) U.
+    x_PxN, y_PxN of the data dtype (`dtypes`).
   """
   real, cplx = dtypes(task)
   parts = 4 if task.field == "complex" else 2
@@ -149,12 +140,8 @@ def dataset_loss(matrix, key, num: int, target, task: TaskSpec) -> jax.Array:
 
 
 def training_moments(key, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
-  """(XᴴX, XᴴY) over the training pairs 0..num_train-1, accumulated chunk by chunk: what
-  both closed-form fits need (`least_squares_fit`, `procrustes_fit`).
-
-  Returns:
-    Two (n, n) arrays of the data dtype (`dtypes`).
-  """
+  """(XᴴX, XᴴY), two (n, n) arrays of the data dtype, over the training pairs: what both
+  closed-form fits need."""
   _, cplx = dtypes(task)
   zeros = jnp.zeros((task.n, task.n), cplx)
 
@@ -166,27 +153,22 @@ def training_moments(key, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]
   return _scan_over_pairs(key, task.num_train, target, task, acc, (zeros, zeros))
 
 
-def least_squares_fit(key, target, task: TaskSpec, moments=None) -> jax.Array:
-  """The (n, n) A minimising Σ_i ‖A x_i − y_i‖² over the training pairs (unconstrained):
-  Aᵀ = (XᴴX)⁻¹ XᴴY, from `training_moments` (computed here unless given)."""
-  xx, xy = training_moments(key, target, task) if moments is None else moments
-  return jnp.linalg.solve(xx, xy).T
+def least_squares_fit(moments) -> jax.Array:
+  """The (n, n) A minimising Σ_i ‖A x_i − y_i‖² over the training pairs, from their
+  `training_moments`: Aᵀ = (XᴴX)⁻¹ XᴴY."""
+  return jnp.linalg.solve(*moments).T
 
 
-def procrustes_fit(key, target, task: TaskSpec, moments=None) -> jax.Array:
-  """The (n, n) unitary (orthogonal, det ±1, for field='real') U minimising
-  Σ_i ‖U x_i − y_i‖² over the training pairs: the polar factor of C = Σ_i y_i x_iᴴ
-  = (XᴴY)ᵀ (`lie_unitary.procrustes_unitary` for pairs in memory; here C comes from
-  `training_moments`, computed unless given)."""
-  _, xy = training_moments(key, target, task) if moments is None else moments
-  return parametrizations.polar_unitary(xy.T)
+def procrustes_fit(moments) -> jax.Array:
+  """The (n, n) unitary (orthogonal for field='real') U minimising Σ_i ‖U x_i − y_i‖² over
+  the training pairs, from their `training_moments`: the polar factor of (XᴴY)ᵀ."""
+  return parametrizations.polar_unitary(moments[1].T)
 
 
 def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
-  """``baselines_fn(key, replicate) -> {name: {"test_loss", "final_val_loss"}}`` (scalars)
-  for ``true`` (the target), ``rand`` (another draw of its generator), ``lstsq``
-  (`least_squares_fit`) and ``procrustes`` (`procrustes_fit`, from the same pass over
-  the training set); the keys and targets of `trainer.make_trainer`."""
+  """``baselines_fn(key, replicate) -> {name: {"test_loss", "final_val_loss"}}`` for
+  ``true`` (the target), ``rand`` (another draw of its generator), ``lstsq`` and
+  ``procrustes``, with the keys and targets of `trainer.make_trainer`."""
 
   def baselines_fn(key, replicate):
     keys = replicate_keys(key, replicate)
@@ -195,8 +177,8 @@ def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
     rand = make_target(_after(keys.rand, target), g, task)
     train_key = _after(keys.train, rand)
     moments = training_moments(train_key, target, task)
-    lstsq = least_squares_fit(train_key, target, task, moments)
-    procrustes = procrustes_fit(train_key, target, task, _after(moments, lstsq))
+    lstsq = least_squares_fit(moments)
+    procrustes = procrustes_fit(_after(moments, lstsq))
     loss = lambda m, k, num: dataset_loss(m, k, num, target, task)
     return {name: dict(test_loss=loss(m, keys.test, task.num_test),
                        final_val_loss=loss(m, keys.val, task.num_val))

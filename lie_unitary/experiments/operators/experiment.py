@@ -1,26 +1,30 @@
-"""The operator-learning family of the runner (paper §3): config → units → records.
+"""The operator-learning family (paper §3): config → units → training → records.
 
-Per n, one ``baselines`` unit (true, rand, lstsq, procrustes) and one unit per (approach,
-basis scale, learning rate), all replicates as one vmapped program. `run_unit` writes
-"final" records (results.jsonl) and "curve" records (curves.jsonl); fields:
-docs/reproduction.md.
+Per n, a ``baselines`` unit (true, rand, lstsq, procrustes) and a unit per (approach, basis
+scale, learning rate, seed), its replicates one vmapped program, trained in the jittable
+pieces of `make_trainer` (or in one function, `make_train`). Records: "final" and "curve"
+(fields: docs/reproduction.md).
 """
-
-from __future__ import annotations
 
 import functools
 import math
 import sys
 import time
+from typing import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
+from lie_unitary import algebra
 from lie_unitary import generators
+from lie_unitary import parametrizations
+from lie_unitary import principal_branch
 from lie_unitary.experiments import fields as F
 from lie_unitary.experiments import loop
+from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
@@ -28,14 +32,214 @@ from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data
 from lie_unitary.experiments.operators import report
-from lie_unitary.experiments.operators import trainer as trainer_lib
-
-__all__ = ["NAME", "Setting", "epochs_for", "make_task", "run_unit", "task_spec",
-           "train_and_evaluate", "train_spec", "units", "validate_config", "write_report"]
+from lie_unitary.sequencing import after as _after
 
 NAME = "operators"
 _CHUNKS_PER_RUN = 20  # jitted calls per unit (bounded below by one validation interval)
 _BASIS_KEY = 1_000_003  # fold_in tag of the change-of-basis matrices
+_DEFAULTS = config_lib.defaults()
+
+
+class TrainSpec(NamedTuple):
+  """One training setting: `approach` (a parametrization), `num_epochs`, and the config
+  fields of the same names (meanings and defaults: `config.FIELDS`)."""
+  approach: str
+  optimizer: str = _DEFAULTS.optimizer
+  learning_rate: float = _DEFAULTS.learning_rate
+  rmsprop_decay: float = _DEFAULTS.rmsprop_decay
+  batch_size: int = _DEFAULTS.batch_size
+  num_epochs: int = 1
+  val_every: int = _DEFAULTS.val_every
+  lr_schedule: str = _DEFAULTS.lr_schedule
+  refresh_every: int = _DEFAULTS.refresh_every
+  refresh_state: str = _DEFAULTS.refresh_state
+
+
+def optimizer_for(train: TrainSpec, total_steps: int | None = None
+                  ) -> optax.GradientTransformation:
+  """`train`'s optax optimizer; a cosine schedule needs `total_steps`.
+
+  Raises:
+    ValueError: an unknown optimizer or schedule, or cosine without `total_steps`.
+  """
+  rate = optimizers.schedule(train.lr_schedule, train.learning_rate, total_steps)
+  return optimizers.make_optimizer(train.optimizer, rate, rmsprop_decay=train.rmsprop_decay)
+
+
+class ReplicateState(NamedTuple):
+  """What a replicate carries from one chunk of training to the next."""
+  train: optimizers.TrainState  # parameters and optimizer state
+  target: jax.Array  # (n, n)
+  constants: dict  # the parametrization's fixed arrays (masks, permutations, the base)
+  mask: dict  # the 0/1 gradient mask (ones for unrestricted parametrizations)
+
+
+class EpochData(NamedTuple):
+  """What every chunk of one epoch reads: computed once per epoch, never stored."""
+  order: jax.Array  # (num_train,) int32: the epoch's order of the training pairs
+  val_x: jax.Array  # (val_subsample, n): the validation subsample
+  val_y: jax.Array
+
+
+class Trainer(NamedTuple):
+  """One replicate's training in pieces, each a jitted call. A point: a dict of ``val_loss``
+  and, for the complex λ approaches, the chart's `workdir.SPECTRUM_FIELDS`."""
+  init: Callable  # (key, replicate) -> (ReplicateState, initial point)
+  epoch_data: Callable  # (key, replicate, epoch, state) -> EpochData
+  # (state, EpochData, key, replicate, epoch, first, num) -> (state, points (num,)):
+  # validation intervals first..first+num-1 of `epoch` (num static under jit)
+  chunk: Callable
+  finish: Callable  # (state, key, replicate) -> dict(test_loss, final_val_loss)
+  intervals_per_epoch: int
+  num_epochs: int
+
+
+def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) -> Trainer:
+  """One replicate's training as a `Trainer` (split anywhere, the same numbers); a
+  ``refresh`` (U kept) before every step s with s % refresh_every == 0; `change_of_basis`:
+  appendix B's real (n², n²) M (λ = λ̃ᵀ M, λ̃ trained) or None.
+
+  Raises:
+    ValueError: an unknown approach, optimizer, schedule or refresh rule, an approach that
+      fits neither the field nor the change of basis, a negative refresh_every, or steps
+      per epoch that do not split into validation intervals.
+  """
+  param = parametrizations.get_parametrization(train.approach)
+  if param.is_orthogonal != (task.field == "real"):
+    raise ValueError(f"approach {train.approach!r} does not fit field {task.field!r}.")
+  if change_of_basis is not None and train.approach not in config_lib.BASIS_CHANGE_APPROACHES:
+    raise ValueError(f"a change of basis needs an approach in "
+                     f"{config_lib.BASIS_CHANGE_APPROACHES}; got {train.approach!r}.")
+  if train.refresh_state not in principal_branch.REFRESH_STATES:
+    raise ValueError(f"unknown refresh_state {train.refresh_state!r}; expected one of "
+                     f"{principal_branch.REFRESH_STATES}.")
+  if isinstance(train.refresh_every, bool) or not isinstance(train.refresh_every, int) or (
+      train.refresh_every < 0):
+    raise ValueError(f"refresh_every must be an integer ≥ 0; got {train.refresh_every!r}.")
+  steps_per_epoch = task.num_train // train.batch_size
+  if steps_per_epoch < 1 or steps_per_epoch % train.val_every:
+    raise ValueError(
+        f"steps per epoch (num_train // batch_size = {steps_per_epoch}) must be a positive "
+        f"multiple of val_every = {train.val_every}.")
+  intervals = steps_per_epoch // train.val_every
+  optimizer = optimizer_for(train, total_steps=steps_per_epoch * train.num_epochs)
+  refresh_every = train.refresh_every if param.refresh is not None else 0
+  # Steps run as blocks with a possible refresh before each: a refresh costs one
+  # block boundary, not a branch inside every step.
+  block = math.gcd(refresh_every, train.val_every) if refresh_every else train.val_every
+  with_spectrum = not param.is_orthogonal and train.approach.startswith("lie_")
+
+  def effective(params):  # what the parametrization sees: λ = λ̃ᵀ M under appendix B
+    if change_of_basis is None:
+      return params
+    return {**params, "lam": algebra.change_basis(params["lam"], change_of_basis)}
+
+  def to_matrix(params, constants):
+    return param.to_unitary(effective(params), constants)
+
+  def loss_fn(params, constants, x, y):
+    return data.squared_error_loss(to_matrix(params, constants), x, y)
+
+  def val_pairs(keys, target):
+    indices = jnp.arange(min(task.val_subsample, task.num_val))
+    return data.example_pairs(keys.val, indices, target, task)
+
+  def point(params, constants, val):
+    out = {"val_loss": loss_fn(params, constants, *val)}
+    if with_spectrum:
+      lam = effective(_after(params, out["val_loss"]))["lam"]
+      out.update(zip(workdir_lib.SPECTRUM_FIELDS, principal_branch.spectrum_stats(lam)))
+    return out
+
+  def refresh(state, constants):
+    params, constants = param.refresh(effective(state.params), constants)
+    if change_of_basis is not None:  # such refreshes return λ = 0 (BASIS_CHANGE_APPROACHES)
+      params = {**params, "lam": jnp.zeros_like(state.params["lam"])}
+    opt_state = state.opt_state
+    if train.refresh_state == "reset":
+      opt_state = principal_branch.reset_optimizer_state(optimizer, opt_state, params)
+    return optimizers.TrainState(params, opt_state), constants
+
+  def init(key, replicate):
+    keys = data.replicate_keys(key, replicate)
+    target = data.make_target(keys.target, replicate % len(task.generators), task)
+    params, constants = param.init(keys.init, task.n, data.dtypes(task)[0])
+    params = _after(params, target)  # no LAPACK call overlaps another (`_after`)
+    mask = param.gradient_mask(params, constants)
+    initial = point(params, constants, val_pairs(keys, target))
+    params = _after(params, initial)
+    state = optimizers.TrainState(params, optimizer.init(params))
+    return ReplicateState(state, target, constants, mask), initial
+
+  def epoch_data(key, replicate, epoch, state):
+    keys = data.replicate_keys(key, replicate)
+    order = jax.random.permutation(jax.random.fold_in(keys.order, epoch), task.num_train)
+    return EpochData(order.astype(jnp.int32), *val_pairs(keys, state.target))
+
+  def chunk(carry, this_epoch, key, replicate, epoch, first, num):
+    keys = data.replicate_keys(key, replicate)
+
+    def run_block(sc, xs):  # a possible refresh, then `block` steps
+      (state, constants), (idx_SxB, first_step) = sc, xs
+      if refresh_every:
+        state, constants = jax.lax.cond(first_step % refresh_every == 0, refresh,
+                                        lambda s, c: (s, c), state, constants)
+
+      def step(state, idx_B):
+        x, y = data.example_pairs(keys.train, idx_B, carry.target, task)
+        grads = jax.grad(loss_fn)(state.params, constants, x, y)
+        grads = jax.tree.map(jnp.multiply, grads, carry.mask)  # lie_restricted: frozen entries
+        updates, opt_state = optimizer.update(grads, state.opt_state, state.params)
+        p = param.post_update(optax.apply_updates(state.params, updates), constants)
+        return optimizers.TrainState(p, opt_state), None
+
+      state, _ = jax.lax.scan(step, state, idx_SxB)
+      return (state, constants), None
+
+    def interval(sc, xs):  # val_every steps, then a point
+      idx_SxB, index = xs
+      first_step = index * train.val_every + block * jnp.arange(train.val_every // block)
+      (state, constants), _ = jax.lax.scan(
+          run_block, sc, (idx_SxB.reshape(-1, block, idx_SxB.shape[-1]), first_step))
+      p = point(state.params, constants, (this_epoch.val_x, this_epoch.val_y))
+      return (_after(state, p), constants), p
+
+    per_interval = train.val_every * train.batch_size
+    order = jax.lax.dynamic_slice_in_dim(this_epoch.order, first * per_interval, num * per_interval)
+    indices = epoch * intervals + first + jnp.arange(num)
+    (state, constants), points = jax.lax.scan(
+        interval, (carry.train, carry.constants),
+        (order.reshape(num, train.val_every, -1), indices))
+    return carry._replace(train=state, constants=constants), points
+
+  def finish(carry, key, replicate):
+    keys = data.replicate_keys(key, replicate)
+    matrix = to_matrix(carry.train.params, carry.constants)
+    loss = lambda k, num: data.dataset_loss(matrix, k, num, carry.target, task)
+    return dict(test_loss=loss(keys.test, task.num_test),
+                final_val_loss=loss(keys.val, task.num_val))
+
+  return Trainer(init, epoch_data, chunk, finish, intervals, train.num_epochs)
+
+
+def make_train(task: data.TaskSpec, train: TrainSpec,
+               change_of_basis=None) -> Callable[[jax.Array, jax.Array], dict]:
+  """`make_trainer`'s pieces chained into ``train_fn(key, replicate)`` -> ``test_loss``,
+  ``final_val_loss``, ``params`` and the points at steps 0, val_every, ... as curves
+  (``val_curve`` and the spectrum fields). Raises ValueError as `make_trainer`."""
+  trainer = make_trainer(task, train, change_of_basis)
+
+  def train_fn(key, replicate):
+    state, initial = trainer.init(key, replicate)
+    epoch = lambda s, e: trainer.chunk(
+        s, trainer.epoch_data(key, replicate, e, s), key, replicate, e, 0,
+        trainer.intervals_per_epoch)
+    state, points = jax.lax.scan(epoch, state, jnp.arange(trainer.num_epochs))
+    curves = {k: jnp.concatenate([initial[k][None], v.reshape(-1)]) for k, v in points.items()}
+    return dict(trainer.finish(state, key, replicate), params=state.train.params,
+                val_curve=curves.pop("val_loss"), **curves)
+
+  return train_fn
 
 
 class Setting(NamedTuple):
@@ -49,7 +253,7 @@ class Setting(NamedTuple):
 
 
 def epochs_for(config, n: int) -> int:
-  """Epochs at size n from ``config.num_epochs`` ((n, epochs) pairs; n = 0: the default).
+  """Epochs at size n of ``config.num_epochs`` ((n, epochs) pairs; n = 0: the default).
 
   Raises:
     ConfigError: no entry for n and no default.
@@ -65,8 +269,7 @@ def validate_config(config) -> None:
   """Checks every field of an operators config.
 
   Raises:
-    runner.ConfigError: naming the first bad field (an unknown key, approach or
-      generator, n < 1, steps that do not divide, ...) and the valid choices.
+    runner.ConfigError: naming the first bad field and its valid choices.
   """
   F.validate(config, config_lib.FIELDS)
   real = config.field == "real"
@@ -98,9 +301,8 @@ def validate_config(config) -> None:
 
 
 def units(config) -> list[Unit]:
-  """The units of a validated `config`, smallest n first, baselines first at each n, then
-  seed by seed; a unit's identity: the fields of `config.FIELDS` whose rule holds for it,
-  and its own setting."""
+  """The units of a validated `config`: smallest n first, baselines first at each n, then
+  seed by seed; identity: its setting and the fields whose rule holds for it."""
   baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
   schedule = "" if config.lr_schedule == "constant" else f" {config.lr_schedule}"
   out = []
@@ -135,11 +337,11 @@ def task_spec(config, n: int) -> data.TaskSpec:
   return data.TaskSpec(n=n, real_dtype=config_lib.real_dtype(config.dtype), **fields)
 
 
-def train_spec(config, s: Setting) -> trainer_lib.TrainSpec:
-  """The `trainer.TrainSpec` of a trained unit's setting under `config`."""
-  fields = {f: config[f] for f in trainer_lib.TrainSpec._fields if f in config}
+def train_spec(config, s: Setting) -> TrainSpec:
+  """The `TrainSpec` of a trained unit's setting under `config`."""
+  fields = {f: config[f] for f in TrainSpec._fields if f in config}
   fields.update(approach=s.approach, learning_rate=s.learning_rate, num_epochs=s.num_epochs)
-  return trainer_lib.TrainSpec(**fields)
+  return TrainSpec(**fields)
 
 
 def _setting_key(s: Setting):  # replicate r's keys fold r into it (`data.replicate_keys`)
@@ -158,7 +360,8 @@ def _change_of_basis(config, s: Setting, task: data.TaskSpec):
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Computes one unit (all replicates), resuming from its checkpoint; writes records.
+  """Computes (or resumes) one unit, all replicates, and writes its records: the baselines
+  in one program (no checkpoint), a trained unit through `loop.train_unit`.
 
   Raises:
     loop.Interrupted: after a checkpoint, when a stop was requested.
@@ -166,35 +369,28 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   # complex128 needs x64 for this unit only: a context, not a global switch.
   with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
     replicas = replicas_lib.Replicas(config.num_replicates)
-    if unit.spec.approach == "baselines":
-      _run_baselines(config, unit, ctx, replicas)
-    else:
+    if unit.spec.approach != "baselines":
       loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
-
-
-def _run_baselines(config, unit: Unit, ctx: runner.UnitContext, replicas) -> None:
-  """The baselines unit: one program, no training (so no checkpoint)."""
-  start, s, num = time.perf_counter(), unit.spec, config.num_replicates
-  gens = tuple(config.generators)
-  baselines = replicas.map(lambda r, k: data.make_baselines(task_spec(config, s.n))(k, r),
-                           (0, None))
-  out = replicas.gather(baselines(replicas.ids, _setting_key(s)))
-  ctx.write([dict(kind="final", step=unit.target_step, approach=a, optimizer="none",
-                  replicate=r, learning_rate=0.0, num_epochs=0, basis_scale=0.0,
-                  generator=gens[r % len(gens)], test_loss=float(out[a]["test_loss"][r]),
-                  final_val_loss=float(out[a]["final_val_loss"][r]),
-                  seconds=round(time.perf_counter() - start, 3))
-             for a in unit.fields["baselines"] for r in range(num)])
+      return
+    start, s, gens = time.perf_counter(), unit.spec, tuple(config.generators)
+    baselines = replicas.map(lambda r, k: data.make_baselines(task_spec(config, s.n))(k, r),
+                             (0, None))
+    out = replicas.gather(baselines(replicas.ids, _setting_key(s)))
+    ctx.write([dict(kind="final", step=unit.target_step, approach=a, optimizer="none",
+                    replicate=r, learning_rate=0.0, num_epochs=0, basis_scale=0.0,
+                    generator=gens[r % len(gens)], test_loss=float(out[a]["test_loss"][r]),
+                    final_val_loss=float(out[a]["final_val_loss"][r]),
+                    seconds=round(time.perf_counter() - start, 3))
+               for a in unit.fields["baselines"] for r in range(config.num_replicates)])
 
 
 def make_task(config, unit: Unit, replicas) -> loop.Task:
   """A trained unit's `loop.Task`: calls of whole validation intervals (about
-  1/_CHUNKS_PER_RUN of the run, dividing an epoch); the history holds the validation
-  curves, whose points the calls return; "final" and "curve" records at the end."""
+  1/_CHUNKS_PER_RUN of the run, dividing an epoch), the curves in the history."""
   s, gens, num = unit.spec, tuple(config.generators), config.num_replicates
   task = task_spec(config, s.n)
   key = _setting_key(s)
-  t = trainer_lib.make_trainer(task, train_spec(config, s), _change_of_basis(config, s, task))
+  t = make_trainer(task, train_spec(config, s), _change_of_basis(config, s, task))
   val_every, per_epoch = config.val_every, t.intervals_per_epoch
   want = max(1, math.ceil(per_epoch * t.num_epochs / _CHUNKS_PER_RUN))
   per_call = max(d for d in range(1, min(want, per_epoch) + 1) if per_epoch % d == 0)
@@ -233,18 +429,16 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
     return [], history, f"val loss median {loop.median(last['val_loss']):.4g}{spread}"
 
   def finish(state, history):
-    out = replicas.gather(v_finish(replicas.ids, state, key))
+    out = replicas.gather(v_finish(replicas.ids, state, key))  # test_loss, final_val_loss
     curves = {k: np.asarray(c, np.float64) for k, c in history["curves"].items()}
     val_steps = np.arange(0, unit.target_step + 1, val_every)  # the curves' steps
-    common = lambda r: dict(step=unit.target_step, approach=s.approach, replicate=r,
-                            generator=gens[r % len(gens)])
-    return {workdir_lib.RESULTS: [dict(common(r), kind="final",
-                                       test_loss=float(out["test_loss"][r]),
-                                       final_val_loss=float(out["final_val_loss"][r]))
-                                  for r in range(num)],
-            workdir_lib.CURVES: [dict(common(r), kind="curve", val_steps=val_steps,
+    base = [dict(step=unit.target_step, approach=s.approach, replicate=r,
+                 generator=gens[r % len(gens)]) for r in range(num)]
+    return {workdir_lib.RESULTS: [dict(b, kind="final", **{k: float(v[r]) for k, v in out.items()})
+                                  for r, b in enumerate(base)],
+            workdir_lib.CURVES: [dict(b, kind="curve", val_steps=val_steps,
                                       **{k: c[:, r] for k, c in curves.items()})
-                                 for r in range(num)]}
+                                 for r, b in enumerate(base)]}
 
   return loop.Task(init, train, evaluate, finish, unit.target_step, every=per_call * val_every,
                    epoch_steps=per_epoch * val_every, call_seconds=None)
@@ -254,8 +448,8 @@ write_report = report.write_report  # WORKDIR/report.md and figures; the paths w
 
 
 def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
-  """Runs (or resumes) every unit of an operators config into `workdir`; keyword arguments
-  go to `runner.train_and_evaluate`.
+  """Runs (or resumes) every unit of an operators config into `workdir` (keyword
+  arguments: `runner.train_and_evaluate`'s).
 
   Raises:
     runner.ConfigError: a bad config field, before anything is written.

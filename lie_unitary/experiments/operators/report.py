@@ -1,11 +1,8 @@
-"""Report of the operator-learning runs (paper §3): a test-loss table per (optimizer,
-learning rate, schedule) with the paper's values beside, Table 2, appendix B's grid, and
-figures (matplotlib, no pyplot). Every seed's runs are pooled; every "±" is
-`lie_unitary.experiments.report.SE`'s. The losses over the noise floor and the SO(n)
-wrong-component count: `scripts/detail_tables.py`.
+"""Report of the operator-learning runs (paper §3): a test-loss table per (task, optimizer,
+learning rate, schedule) beside the paper's Tables 1 and 2, appendix B's grid, figures.
+Every seed's runs are pooled. The losses over the noise floor and the SO(n) wrong-component
+count: `scripts/detail_tables.py`; the λ chart's spectrum: `scripts/spectrum_figure.py`.
 """
-
-from __future__ import annotations
 
 import collections
 from typing import Any
@@ -16,8 +13,6 @@ import numpy as np
 from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 
-__all__ = ["PAPER_TABLE1", "PAPER_TABLE2", "figures", "markdown", "write_report"]
-
 
 def _paper(name: str) -> dict:
   """{n: {approach: (mean, s.e. or None where the paper gives "~")}} of a published table."""
@@ -27,21 +22,52 @@ def _paper(name: str) -> dict:
   return out
 
 
-# The paper's Tables 1 and 2 (`published.json`; its Table 2's "lie_unrestricted" is our
-# lie_algebra).
+# The paper's Tables 1 and 2 (its Table 2's "lie_unrestricted" is our lie_algebra).
 PAPER_TABLE1, PAPER_TABLE2 = _paper("operators_table1"), _paper("operators_table2")
-_ORDER = ("true", "lstsq", "procrustes", "projection", "projection_orthogonal", "arjovsky",
-          "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
-          "lie_recentred", "lie_rebased", "lie_rebased_orthonormal", "rand")
+# The columns' order.
+ORDER = ("true", "lstsq", "procrustes", "projection", "projection_orthogonal", "arjovsky",
+         "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
+         "lie_recentred", "lie_rebased", "lie_rebased_orthonormal", "rand")
+# What makes a record distinct (of one written twice, the last counts).
+IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
+            "basis_scale", "lr_schedule")
 _BASIS_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")  # no jax import here
 _SHORT_RUN_PAIRS = 100_000  # fewer training pairs per replicate: "too short to learn"
-# What makes a record distinct (of one written twice, the last counts).
-_IDENTITY = ("n", "approach", "replicate", "optimizer", "learning_rate", "num_epochs",
-             "basis_scale", "lr_schedule")
+# The fields of the task (not of an approach): results of other values are other tables.
+_TASK_FIELDS = ("field", "generators", "num_replicates", "dtype", "num_train", "num_val",
+                "num_test", "val_subsample", "noise_std", "lie_target_std")
 
 
-def _schedule(r) -> str:
+def schedule(r: dict) -> str:
+  """A record's learning-rate schedule ("constant" where it names none)."""
   return r.get("lr_schedule") or "constant"
+
+
+def task_of(r: dict) -> tuple:
+  """A record's task: ((field, value), ...) of the fields that are not an approach's."""
+  return tuple((k, tuple(v) if isinstance(v := r.get(k), list) else v) for k in _TASK_FIELDS)
+
+
+def differences(task: tuple, tasks) -> str:
+  """" (k=v, ...)" of the fields in which `task` (`task_of`) differs from others of `tasks`."""
+  differ = [(k, v) for k, v in task if len({dict(t)[k] for t in tasks}) > 1]
+  return f" ({', '.join(f'{k}={v}' for k, v in differ)})" if differ else ""
+
+
+def groups(results: list[dict]) -> dict:
+  """Standard-basis "final" records by (task, optimizer, lr, schedule), every seed's
+  pooled, the baselines in each group of their task; {} for a change-of-basis sweep."""
+  if any(r.get("basis_scale") for r in results):
+    return {}
+  baselines = [r for r in results if r["optimizer"] == "none"]
+  out = collections.defaultdict(list)
+  for r in results:
+    if r["optimizer"] != "none":
+      out[(task_of(r), r["optimizer"], r["learning_rate"], schedule(r))].append(r)
+  if not out:
+    for task in sorted({task_of(r) for r in baselines}, key=repr):
+      out[(task, "none", 0.0, "constant")] = []
+  return {k: v + [b for b in baselines if task_of(b) == k[0]] for k, v in out.items()}
 
 
 def _losses(results, key=lambda r: (r["n"], r["approach"])):
@@ -58,7 +84,7 @@ def _fmt(x: float) -> str:
 
 
 def _cell(values, paper=None) -> str:
-  """Mean ± standard error (`common.pm`), with the paper's (mean ± s.e.) in parentheses."""
+  """`common.pm` of `values`, the paper's (mean ± s.e.) in parentheses."""
   if not values:
     return "—"
   out = common.pm(values, _fmt)
@@ -67,40 +93,8 @@ def _cell(values, paper=None) -> str:
   return out
 
 
-# The fields of the task (not of an approach): results of other values are other tables.
-_TASK_FIELDS = ("field", "generators", "num_replicates", "dtype", "num_train", "num_val",
-                "num_test", "val_subsample", "noise_std", "lie_target_std")
-
-
-def _task(r) -> tuple:
-  return tuple((k, tuple(v) if isinstance(v := r.get(k), list) else v) for k in _TASK_FIELDS)
-
-
-def _differences(task: tuple, tasks) -> str:
-  """" (k=v, ...)" of the task fields in which `task` differs from others of `tasks`."""
-  differ = [(k, v) for k, v in task if len({dict(t)[k] for t in tasks}) > 1]
-  return f" ({', '.join(f'{k}={v}' for k, v in differ)})" if differ else ""
-
-
-def _groups(results):
-  """Standard-basis results by (task fields, optimizer, lr, schedule), every seed's
-  pooled, the baselines shared; none for a change-of-basis sweep (its own grid)."""
-  if any(r.get("basis_scale") for r in results):
-    return {}
-  baselines = [r for r in results if r["optimizer"] == "none"]
-  groups = collections.defaultdict(list)
-  for r in results:
-    if r["optimizer"] != "none":
-      groups[(_task(r), r["optimizer"], r["learning_rate"], _schedule(r))].append(r)
-  if not groups:
-    for task in sorted({_task(r) for r in baselines}, key=repr):
-      groups[(task, "none", 0.0, "constant")] = []
-  return {k: v + [b for b in baselines if _task(b) == k[0]] for k, v in groups.items()}
-
-
-def _table(results, paper, approaches=_ORDER, title="") -> list[str]:
-  present = {r["approach"] for r in results}
-  cols = [a for a in approaches if a in present]
+def _table(results, paper, approaches=ORDER, title="") -> list[str]:
+  cols = [a for a in approaches if a in {r["approach"] for r in results}]
   if not results or not cols:
     return []
   vals, epochs = _losses(results), collections.defaultdict(set)
@@ -143,7 +137,7 @@ def _figure2(results):
     if r["n"] in rand and r["approach"] != "rand":
       ratios[(r["generator"], r["approach"])].append(float(r["test_loss"]) / rand[r["n"]])
   gens = sorted({g for g, _ in ratios})
-  approaches = [a for a in _ORDER if a not in ("true", "rand", "lstsq", "procrustes")
+  approaches = [a for a in ORDER if a not in ("true", "rand", "lstsq", "procrustes")
                 and any(k[1] == a for k in ratios)]
   if not approaches:
     return None
@@ -160,15 +154,12 @@ def _figure2(results):
       ax.errorbar(xs, ys, yerr=np.nan_to_num(se), fmt="o", capsize=3, label=a)
     if true:
       ax.axhline(np.mean(true), ls=":", color="k", label="true")
-    ax.set_xticks(range(len(gens)), gens)
-    ax.set_xlabel("generator of U")
-    if log:
-      ax.set_yscale("log")
+    ax.set(xticks=range(len(gens)), xticklabels=gens, xlabel="generator of U",
+           yscale="log" if log else "linear")
     ax.legend(fontsize=8)
 
   panel(axes[0], approaches, log=False)
-  axes[0].set_ylabel("test loss / rand loss (mean ± s.e.)")
-  axes[0].set_title("all approaches")
+  axes[0].set(ylabel="test loss / rand loss (mean ± s.e.)", title="all approaches")
   zoom = [a for a in ("lie_algebra", "lie_restricted", "so_algebra") if a in approaches]
   panel(axes[1], zoom or approaches, log=True)
   axes[1].set_title("lie_algebra (log scale) beside lie_restricted")
@@ -195,9 +186,9 @@ def _basis_grid(curves):
           ax.plot(c["val_steps"], [float(v) for v in c["val_loss"]], lw=0.8,
                   color=f"C{_BASIS_APPROACHES.index(c['approach'])}",
                   label=c["approach"] if c["replicate"] == 0 else None)
+      ax.set_yscale("log")
       if i == 0 and j == 0:
         ax.legend(fontsize=7)
-      ax.set_yscale("log")
       if i == 0:
         ax.set_title(f"lr = {lr:.3g}", fontsize=9)
       if j == 0:
@@ -209,13 +200,12 @@ def _basis_grid(curves):
 
 
 def figures(results: Any, curves: Any = ()) -> dict:
-  """The report's figures, ``{name: matplotlib.figure.Figure}`` (no pyplot), those that
-  can be drawn: "figure2" (standard basis, rand and a trained approach), "basis_change"
-  (a λ approach at two or more basis scales, from the "curve" records `curves`);
-  `results`: the "final" records (a list of dicts or a DataFrame; of a record written
-  twice the last counts). The λ chart's spectrum: `scripts/spectrum_figure.py`."""
-  results = common.latest(results, "final", _IDENTITY)
-  curves = common.latest(curves, "curve", _IDENTITY)
+  """The figures that can be drawn, ``{name: matplotlib.figure.Figure}`` (no pyplot):
+  "figure2" (standard basis, rand and a trained approach) and "basis_change" (a λ approach
+  at two or more basis scales); `results`, `curves`: "final" and "curve" records (dicts or
+  a DataFrame; of a record written twice the last counts)."""
+  results = common.latest(results, "final", IDENTITY)
+  curves = common.latest(curves, "curve", IDENTITY)
   standard = results and not any(r.get("basis_scale") for r in results)
   figs = {"figure2": _figure2(results) if standard else None,
           "basis_change": _basis_grid(curves)}
@@ -224,17 +214,15 @@ def figures(results: Any, curves: Any = ()) -> dict:
 
 def markdown(results: Any, *, figure_files: dict | None = None,
              source: str | None = None, launches: Sequence[dict] = ()) -> str:
-  """The Markdown report: test-loss tables beside the paper's (a cell: mean ± standard
-  error over every seed's replicates, the paper's value in parentheses), appendix B.
+  """The Markdown report: test-loss tables beside the paper's, appendix B.
 
   Args:
     results: as `figures`.
     figure_files: ``{figure name: file name}`` of figures beside the report, linked.
     source: where the records came from, named in the header.
-    launches: the workdir's launches (`workdir.read_launches`): a line warns when its
-      units were launched on different machines or device layouts.
+    launches: the workdir's launches (`workdir.read_launches`), for `common.machines_note`.
   """
-  results = common.latest(results, "final", _IDENTITY)
+  results = common.latest(results, "final", IDENTITY)
   figure_files = figure_files or {}
   seeds = sorted({r["seed"] for r in results if "seed" in r})
   lines = ["# Learning unitary operators: results", "",
@@ -255,13 +243,13 @@ def markdown(results: Any, *, figure_files: dict | None = None,
            for n in {*PAPER_TABLE1, *PAPER_TABLE2}}
   if any(r.get("field") == "real" for r in results):
     paper = {}  # SO(n) targets: the paper has no numbers for them
-  groups = _groups(results)
-  tasks = sorted({k[0] for k in groups}, key=repr)
-  for (task, opt, lr, sched), group in sorted(groups.items(), key=repr):
+  by_group = groups(results)
+  tasks = sorted({k[0] for k in by_group}, key=repr)
+  for (task, opt, lr, sched), group in sorted(by_group.items(), key=repr):
     title = "## Baselines" if opt == "none" else (
         f"## Test loss ({opt}, lr {lr:g}" + ("" if sched == "constant" else
                                             f", {sched} schedule") + ")")
-    title += _differences(task, tasks).replace(" (", " — ", 1).rstrip(")")
+    title += differences(task, tasks).replace(" (", " — ", 1).rstrip(")")
     lines += _table(group, paper, title=title)
     if any(r["approach"] == "lie_restricted" for r in group):
       lines += _table([r for r in group if r["n"] in PAPER_TABLE2], PAPER_TABLE2,
@@ -278,8 +266,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[str]:
   """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it, from
-  `results` and `curves` (default: WORKDIR's results.jsonl and curves.jsonl, if any);
-  returns the paths, report.md first.
+  `results` and `curves` (default: the workdir's records); returns the paths, report.md
+  first.
 
   Raises:
     FileNotFoundError, ValueError: `results` is None and the workdir has no results.
