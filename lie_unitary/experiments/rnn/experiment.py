@@ -111,10 +111,9 @@ def budget_hidden_size(model: str, budget: str, input_size: int = 1,
                               input_size, output_size)
   activation = "modrelu" if model in config_lib.GURNN_MODELS else ""
   count = lambda n: trainer.num_params(model, n, input_size, output_size, activation)
-  n = 1
-  while count(n + 1) <= target:
-    n += 1
-  return n if target - count(n) <= count(n + 1) - target else n + 1
+  # Every model counted has at least the orthogonal RNN's n² / 2 recurrent reals.
+  sizes = range(2, 2 * config_lib.BUDGETS[budget]["orthogonal"] + 2)
+  return min(sizes, key=lambda n: (abs(count(n) - target), n))
 
 
 _LAUNCH_FIELDS = ("model", "T", "seeds", "models")  # which units; each unit has its own
