@@ -1,9 +1,7 @@
-"""The RNN tasks: the adding and memory (copy) problems (paper §4, as Arjovsky et al.
-2016), generated from a PRNG key inside jit, and sequential images, an MNIST-family image
-read one pixel a step ('pixel' row by row, 'permuted' in one fixed order). A unit's
-programs read a task's data through a `Source`. Letters in names: B batch, T sequence
-length, L steps, D input features, K classes.
-"""
+"""The RNN tasks: the adding and memory (copy) problems (paper §4), drawn from a PRNG key
+inside jit, and sequential images read one pixel a step ('pixel' row by row, 'permuted' in
+one fixed order); a unit's programs read them through a `Source`. B batch, T sequence
+length, L steps, D input features, K classes."""
 
 from __future__ import annotations
 
@@ -21,10 +19,10 @@ import optax
 from lie_unitary.experiments.rnn import images
 from lie_unitary.experiments.rnn.config import IMAGE_TASKS
 
-__all__ = ["IMAGE_TASKS", "ImageSets", "PERMUTATION_SEED", "Source", "TASKS", "Task", "accuracy",
-           "adding_baseline", "adding_batch", "adding_loss", "classification_loss", "get_task",
-           "image_inputs", "image_source", "load_image_sets", "memory_baseline", "memory_batch",
-           "memory_loss", "synthetic_source"]
+__all__ = ["IMAGE_TASKS", "ImageSets", "Source", "Task", "accuracy", "adding_baseline",
+           "adding_batch", "adding_loss", "classification_loss", "get_task", "image_inputs",
+           "image_source", "load_image_sets", "memory_baseline", "memory_batch", "memory_loss",
+           "synthetic_source"]
 
 # The memory problem: 10 symbols from 1..8 to remember; inputs one-hot over blank (0), the
 # symbols and the delimiter (9); outputs over blank and the symbols.
@@ -39,9 +37,8 @@ def _check_batch_args(batch_size, T, min_T):
 
 
 def adding_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
-  """A batch of the adding problem: x (B, T, 2) float32, channel 0 values ~ U(0, 1),
-  channel 1 two markers (one in [0, T//2), one in [T//2, T)); y (B,) float32, the sum of
-  the marked values. Raises ValueError for batch_size < 1 or T < 2."""
+  """The adding problem: x (B, T, 2) float32, values ~ U(0, 1) and two markers (one in each
+  half); y (B,) float32, the marked values' sum. Raises ValueError: batch_size < 1, T < 2."""
   _check_batch_args(batch_size, T, 2)
   k_val, k_first, k_second = jax.random.split(key, 3)
   values_BxT = jax.random.uniform(k_val, (batch_size, T), jnp.float32)
@@ -67,10 +64,9 @@ def adding_baseline(T: int | None = None) -> float:
 
 
 def memory_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
-  """A batch of the memory (copy) problem, L = T + 20: x (B, L, 10) float32 one-hot, the
-  10 symbols (1..8), T - 1 blanks (0), the delimiter 9, 10 blanks; labels (B, L) int32,
-  blank until the last 10 steps, then the symbols. Raises ValueError for batch_size < 1
-  or T < 1."""
+  """The memory (copy) problem, L = T + 20: x (B, L, 10) float32 one-hot, 10 symbols in
+  1..8, T - 1 blanks 0, the delimiter 9, 10 blanks; labels (B, L) int32, 0 but the symbols
+  at the end. Raises ValueError: batch_size < 1 or T < 1."""
   _check_batch_args(batch_size, T, 1)
   S = MEMORY_SYMBOLS
   symbols_BxS = jax.random.randint(key, (batch_size, S), 1, MEMORY_ALPHABET + 1, jnp.int32)
@@ -96,8 +92,7 @@ def memory_baseline(T: int) -> float:
   return MEMORY_SYMBOLS * math.log(MEMORY_ALPHABET) / (T + 2 * MEMORY_SYMBOLS)
 
 
-# The fixed pixel order of the permuted task, as expRNN's code draws it.
-PERMUTATION_SEED = 92916
+_PERMUTATION_SEED = 92916  # the permuted task's pixel order, as expRNN's code draws it
 
 
 class ImageSets(NamedTuple):
@@ -110,15 +105,14 @@ class ImageSets(NamedTuple):
   test_y: jax.Array
 
 
-def load_image_sets(folder: str, task: str, seed: int = PERMUTATION_SEED,
+def load_image_sets(folder: str, task: str, seed: int = _PERMUTATION_SEED,
                     num_validation: int = 5_000) -> ImageSets:
-  """A folder's IDX images (`images.load_idx_dataset`) as numpy `ImageSets` of `task`:
-  'pixel' (row by row) or 'permuted' (the order RandomState(seed).permutation(P), the
-  default seed expRNN's). The validation set is the last `num_validation` training images.
+  """A folder's images as numpy `ImageSets` of `task`, 'pixel' (row by row) or 'permuted'
+  (RandomState(seed).permutation(P)); validation: the last `num_validation` training images.
 
   Raises:
-    FileNotFoundError, ValueError: as `images.load_idx_dataset`; ValueError for an
-      unknown task or num_validation outside 1..N_train - 1.
+    FileNotFoundError, ValueError: as `images.load_idx_dataset`; an unknown task, or
+      num_validation outside 1..N_train - 1.
   """
   if task not in IMAGE_TASKS:
     raise ValueError(f"unknown image task {task!r}; expected one of {IMAGE_TASKS}.")
@@ -146,9 +140,8 @@ def accuracy(logits_BxK, labels_B) -> jax.Array:
 
 
 class Task(NamedTuple):
-  """A task: `sample` (key, batch_size, T) -> (x (B, L, D) float32, targets), None for
-  images; `loss` (outputs, targets) -> scalar; `baseline` T -> a random guess's loss;
-  `readout` 'last' or 'all' (one output per step); `length` T -> L."""
+  """A task: `sample` (key, batch_size, T) -> (x (B, L, D), targets) (None: images),
+  `loss`, `baseline` T -> a random guess's loss, `readout` 'last' or 'all', `length` T -> L."""
   name: str
   sample: Callable[..., tuple[jax.Array, jax.Array]]
   loss: Callable[[jax.Array, jax.Array], jax.Array]
@@ -159,7 +152,7 @@ class Task(NamedTuple):
   length: Callable[[int], int]
 
 
-TASKS: dict[str, Task] = {
+_TASKS: dict[str, Task] = {
     "adding": Task("adding", adding_batch, lambda out_Bx1, y_B: adding_loss(out_Bx1[:, 0], y_B),
                    adding_baseline, 2, 1, "last", lambda T: T),
     "memory": Task("memory", memory_batch, memory_loss, memory_baseline, 10, 9, "all",
@@ -172,26 +165,19 @@ TASKS: dict[str, Task] = {
 def get_task(name: str) -> Task:
   """The `Task` called `name` ('copy' is 'memory'). Raises ValueError for an unknown name."""
   name = {"copy": "memory"}.get(name, name)
-  if name not in TASKS:
-    raise ValueError(f"unknown task {name!r}; choose from {sorted(TASKS)} (or 'copy').")
-  return TASKS[name]
+  if name not in _TASKS:
+    raise ValueError(f"unknown task {name!r}; choose from {sorted(_TASKS)} (or 'copy').")
+  return _TASKS[name]
 
 
 class Source(NamedTuple):
-  """What differs between the tasks for `rnn.trainer.make_experiment`. Hashable (it keys
-  the compiled programs); the data's arrays (`ImageSets`) are the programs' `arrays`.
-
-  Attributes:
-    updates_per_epoch: S > 0: calls never cross an epoch's end; 0: no epochs.
-    epoch_data: (data key, epoch) -> the epoch's data (an image order); None: none.
-    train_batch: (data key, update u, epoch data, arrays) -> (inputs (B, L, D), targets).
-    val_sets, final_sets: arrays -> {name: set} evaluated by "val" / "final" records;
-      every set of a source has one structure and shape (one compiled evaluation).
-    eval_batches: set -> (batch count, initial-state key, j -> batch j), traced.
-    metrics: (outputs, targets) -> {name: scalar} for `names`, "loss" first.
-    split_eval: whether a data axis splits evaluation batches too (else each device
-      evaluates whole batches, as one device would).
-  """
+  """A task's data for `trainer.make_experiment` (hashable: it keys the compiled programs;
+  the arrays, `ImageSets`, are arguments). `updates_per_epoch` S (0: no epochs; calls never
+  cross an epoch); `epoch_data` (data key, epoch) -> an image order, or None;
+  `train_batch` (data key, u, epoch data, arrays) -> (inputs (B, L, D), targets);
+  `val_sets` / `final_sets` arrays -> {name: set, all of one shape}; `eval_batches` set ->
+  (count, initial-state key, j -> batch j); `metrics` -> {name in `names`: scalar}, "loss"
+  first; `split_eval`: whether a data axis splits evaluation batches too."""
   updates_per_epoch: int
   epoch_data: Callable | None
   train_batch: Callable
@@ -205,11 +191,10 @@ class Source(NamedTuple):
 
 @functools.lru_cache(maxsize=16)
 def synthetic_source(spec) -> Source:
-  """The adding or memory problem's `Source` for a frozen `spec` (cached). Update u samples
-  from fold_in(data key, u mod (num_train / batch_size)) (num_train = 0: u, fresh data).
-  Set (salt: 1 val, 2 test) batch j from fold_in(fold_in(key(eval_seed), salt), j), its
-  initial states from fold_in(that key, 2³⁰); "val" records evaluate val_size validation
-  sequences, "final" ones eval_size of each. Metric: "loss".
+  """The adding or memory problem's `Source` (cached): update u from fold_in(data key,
+  u mod num_train / batch_size) (num_train 0: u); set s (1 val, 2 test) batch j from
+  fold_in(fold_in(key(eval_seed), s), j), initial states fold_in(that, 2³⁰); "val"
+  records: val_size validation sequences, "final" ones eval_size of each.
 
   Raises:
     ValueError: an image task, or val_size or eval_size not a multiple of eval_batch_size.
@@ -243,15 +228,13 @@ def synthetic_source(spec) -> Source:
 
 @functools.lru_cache(maxsize=16)
 def image_source(spec, num_train: int) -> Source:
-  """A sequential-image `Source` for a frozen `spec` and N = num_train images (cached).
-  Epoch e's order is permutation(fold_in(data key, e), N) (N,) int32; update u reads its
-  (u mod S)-th batch, S = N // B (the last N mod B images are left out). "val" records
-  evaluate the whole validation and test sets (initial states from key(eval_seed)),
-  "final" records none. Metrics: "loss" and "accuracy".
+  """A sequential-image `Source` of N = num_train images (cached): epoch e's order
+  permutation(fold_in(data key, e), N), update u its (u mod N // B)-th batch; "val"
+  records: the validation and test sets (initial states key(eval_seed)), "final" none.
 
   Raises:
-    ValueError: not an image task, fewer images than a batch; from `val_sets`, a set
-      size that eval_batch_size does not divide.
+    ValueError: not an image task, fewer images than a batch; a set size that
+      eval_batch_size does not divide (from `val_sets`).
   """
   if spec.task not in IMAGE_TASKS:
     raise ValueError(f"task {spec.task!r} is not an image task {IMAGE_TASKS}.")

@@ -67,16 +67,11 @@ def _fetch(url: str, folder: str, name: str, md5: str, timeout: float) -> None:
 def download(dataset: str, folder: str | os.PathLike | None = None, *,
              mirrors: Sequence[str] | None = None, checksums: Sequence[str] | None = None,
              timeout: float = 60.0, printer: Callable[[str], None] = print) -> str:
-  """Fetches a dataset's four gzipped IDX files into `folder` (created; None:
-  `images.default_folder(dataset)`), trying `mirrors` in turn, each file md5-checked
-  (`checksums` in `images.IDX_FILE_NAMES` order); files already there are kept.
-  Returns the folder.
-
-  Raises:
-    ValueError: an unknown dataset (not 'mnist', 'fashion_mnist' or 'kmnist').
-    DownloadError: a file no mirror gave with its checksum; one line naming the mirrors
-      tried, why each failed, and where to put the files by hand.
-  """
+  """Fetches a dataset's four gzipped IDX files into `folder` (created; None: its
+  `images.default_folder`) from the first of `mirrors` that gives each with its md5
+  (`checksums` in `images.IDX_FILE_NAMES` order), keeping files already there; returns
+  the folder. Raises ValueError: an unknown dataset; DownloadError: a file no mirror gave
+  (one line: the mirrors tried, why each failed, where to put the files by hand)."""
   if dataset not in MIRRORS:
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(MIRRORS)}.")
   folder = os.path.expanduser(os.fspath(folder or images.default_folder(dataset)))

@@ -1,13 +1,9 @@
-"""The RNN family of the shared runner: adding and memory problems (paper §4), and
-sequential images. A unit is one (model, T) of a config's task, its replicates trained
-by one program (`rnn.trainer.make_experiment`) in calls of `val_every` updates.
-
-Records of kind "val", at step 0 and after every call: the validation sets' metrics
-(images: also ``test_*`` and ``epoch``), the call's mean ``train_*`` metrics, for models
-with λ λ's spectrum diagnostics, and for the guRNN and the orthogonal RNN ``u_drift``,
-‖U − U₀‖_F / √n, how far the recurrent matrix is from its initial value. Of kind "final":
-the full validation and test losses, or for images a summary of the "val" records.
-"""
+"""The RNN family of the shared runner (paper §4 and sequential images): a unit is one
+(model, T, seed) of a config's task, its replicates trained together in calls of
+`val_every` updates. Its "val" records, at step 0 and after every call: the validation
+sets' metrics (images: also ``test_*``, ``epoch``), the call's mean ``train_*``, λ's
+spectrum and ``u_drift`` = ‖U − U₀‖_F / √n where the model has them; its "final" ones:
+the full validation and test losses (images: the parameter count)."""
 
 from __future__ import annotations
 
@@ -42,8 +38,8 @@ write_report = report.write_report
 
 
 def data_parallel(config) -> int:
-  """`config.data_parallel`, or with 0 the most devices (a divisor of the device count)
-  that divide the batch size (and an image task's evaluation batch size)."""
+  """`config.data_parallel`, or for 0 the most devices (a divisor of the device count)
+  that divide the batch sizes."""
   if config.data_parallel:
     return config.data_parallel
   count = jax.device_count()
@@ -54,8 +50,8 @@ def data_parallel(config) -> int:
 
 
 def validate_config(config) -> None:
-  """Checks every field (for image tasks, that their files exist and fit) before anything
-  runs. Raises runner.ConfigError naming the first unknown, missing or bad field."""
+  """Checks every field (image tasks: their files) before anything runs. Raises
+  runner.ConfigError naming the first unknown, missing or bad field."""
   F.validate(config, config_lib.FIELDS)
   images_task = config.task in data.IMAGE_TASKS
   table = config.models
@@ -106,8 +102,8 @@ def validate_config(config) -> None:
 
 def budget_hidden_size(model: str, budget: str, input_size: int = 1,
                        output_size: int = 10) -> int:
-  """The hidden size of `model` whose `trainer.num_params` is nearest to that of expRNN's
-  orthogonal RNN at `budget` (ties: the smaller). Raises ValueError: unknown budget/model."""
+  """The hidden size of `model` whose `trainer.num_params` is nearest expRNN's orthogonal
+  RNN's at `budget` (ties: the smaller). Raises ValueError: unknown budget or model."""
   if budget not in config_lib.BUDGETS:
     raise ValueError(f"unknown parameter budget {budget!r}; expected one of "
                      f"{tuple(config_lib.BUDGETS)}.")
@@ -115,20 +111,18 @@ def budget_hidden_size(model: str, budget: str, input_size: int = 1,
                               input_size, output_size)
   activation = "modrelu" if model in config_lib.GURNN_MODELS else ""
   count = lambda n: trainer.num_params(model, n, input_size, output_size, activation)
-  n = 1
-  while count(n + 1) <= target:
-    n += 1
-  return n if target - count(n) <= count(n + 1) - target else n + 1
+  # Every model counted has at least the orthogonal RNN's n² / 2 recurrent reals.
+  sizes = range(2, 2 * config_lib.BUDGETS[budget]["orthogonal"] + 2)
+  return min(sizes, key=lambda n: (abs(count(n) - target), n))
 
 
 _LAUNCH_FIELDS = ("model", "T", "seeds", "models")  # which units; each unit has its own
 
 
 def make_unit(config, model: str, T: int, seed: int) -> Unit:
-  """The unit of (model, T, seed) under a validated config. Its spec holds every setting
-  it computes with, resolved (the task's canonical name, `data_parallel` on these
-  devices, the model's entry of `models`, a budget's hidden size); its fields (identity)
-  those of them whose `config.FIELDS` / `MODEL_FIELDS` rule holds for the model."""
+  """The unit of (model, T, seed) of a validated config: its spec every setting resolved
+  (canonical task, `data_parallel`, the model's `models` entry, a budget's hidden size);
+  its fields (identity) those whose `FIELDS` / `MODEL_FIELDS` rule holds for the model."""
   task = data.get_task(config.task).name
   resolved = {"task": task, "data_parallel": data_parallel(config)}
   values = {**{k: config[k] for k in config_lib.FIELDS if k not in _LAUNCH_FIELDS}, **resolved}
@@ -154,12 +148,11 @@ def units(config) -> list[Unit]:
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Trains one unit's replicates to `unit.target_step`, resuming from its checkpoint.
+  """Trains (or resumes) one unit's replicates to `unit.target_step`.
 
   Raises:
     loop.Interrupted: after a checkpoint, when a stop was requested.
-    runner.ConfigError: a checkpoint beyond the target step, or image files that do not
-      fit the config.
+    runner.ConfigError: a checkpoint beyond the target step, image files that do not fit.
   """
   replicas = replicas_lib.Replicas(unit.spec.num_replicates, replicas_lib.replicate_sharding(
       data_parallel=unit.spec.data_parallel))
@@ -167,9 +160,8 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
 
 
 def make_task(config, unit: Unit, replicas) -> loop.Task:
-  """A unit's `loop.Task`: calls within a validation interval and an epoch; the history
-  holds the interval's summed training metrics. Records of kind "val" at each validation
-  point, "final" at the end (module docstring)."""
+  """A unit's `loop.Task`: calls within a validation interval and an epoch, the history
+  the interval's summed training metrics; records as the module docstring says."""
   spec, num = unit.spec, unit.spec.num_replicates
   image_task = spec.task in data.IMAGE_TASKS
   arrays = _load_sets(config, spec, replicas.mesh) if image_task else None
@@ -246,5 +238,5 @@ def _load_sets(config, spec, mesh) -> data.ImageSets:
 
 def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
   """Runs (or resumes) every unit of an RNN config into `workdir`; keyword arguments go to
-  `runner.train_and_evaluate`. Raises runner.ConfigError for a bad config field."""
+  `runner.train_and_evaluate`. Raises runner.ConfigError: a bad config field."""
   return runner.train_and_evaluate(sys.modules[__name__], config, workdir, **kwargs)

@@ -1,8 +1,6 @@
 """MNIST-family images (MNIST, Fashion-MNIST, KMNIST) from a folder of their four IDX
-files (`IDX_FILE_NAMES`, each possibly gzipped), in numpy. An IDX file is a magic number
-(0, 0, the data type code, the number of dimensions), one big-endian uint32 per
-dimension, then the values, big-endian, in C order.
-"""
+files, each possibly gzipped: a magic number (0, 0, a type code, the number of
+dimensions), a big-endian uint32 per dimension, the values big-endian in C order."""
 
 from __future__ import annotations
 
@@ -44,8 +42,7 @@ _EXPECTED = (f"expected the four IDX files {', '.join(IDX_FILE_NAMES)} (each may
 
 
 class ImageDataset(NamedTuple):
-  """A dataset: images (N, H·W) uint8 flattened row by row, labels (N,) int32 in 0..9, the
-  stored (H, W) (28 × 28 for the standard files) and the folder read."""
+  """Images (N, H·W) uint8 row by row, labels (N,) int32 in 0..9, (H, W), the folder."""
   train_images: np.ndarray
   train_labels: np.ndarray
   test_images: np.ndarray
@@ -55,8 +52,8 @@ class ImageDataset(NamedTuple):
 
 
 def _read(path, whole: bool):
-  """(shape, dtype, data bytes) of an IDX file, gzipped or not; with `whole` False, data
-  None and the size checked without reading (the file's size or gzip's trailer)."""
+  """(shape, dtype, data bytes) of an IDX file; `whole` False: data None, the size checked
+  from the file's size or gzip's trailer."""
   if os.path.isdir(path):
     raise ValueError(f"{path}: a folder, not an IDX file.")
   if not os.path.isfile(path):
@@ -105,14 +102,9 @@ def _read(path, whole: bool):
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-  """One IDX file, gzipped or not (told by its first bytes), as a writable native-order
-  array of the header's shape and type (uint8, int8, int16, int32, float32 or float64).
-
-  Raises:
-    FileNotFoundError: no such file.
-    ValueError: a folder, a bad magic number, truncated or trailing data, corrupt gzip;
-      one line naming the file.
-  """
+  """One IDX file (gzip told by its first bytes) as a writable native-order array of the
+  header's shape and type. Raises FileNotFoundError: no such file; ValueError: a folder,
+  a bad magic number, truncated or trailing data, corrupt gzip (one line, the path)."""
   shape, dtype, data = _read(os.fspath(path), whole=True)
   return np.frombuffer(data, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
@@ -125,13 +117,10 @@ def _find(folder: str) -> list[str | None]:
 
 
 def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
-  """Checks a folder's four IDX files from headers and sizes only: images (N, H, W) uint8,
-  integer labels (N,), one H × W. Returns their paths (`IDX_FILE_NAMES` order, .gz first).
-
-  Raises:
-    FileNotFoundError: no such folder or a missing file (the message says how to get them).
-    ValueError: a truncated or corrupt file, or files that do not fit together.
-  """
+  """Checks a folder's four IDX files by headers and sizes: images (N, H, W) uint8, labels
+  (N,) integers, one H × W; returns their paths (`IDX_FILE_NAMES` order, .gz first).
+  Raises FileNotFoundError: no folder or a missing file (says how to get them);
+  ValueError: a truncated or corrupt file, or files that do not fit together."""
   folder = os.fspath(folder)
   if not os.path.isdir(folder):
     raise FileNotFoundError(f"{folder}: no such folder; {_EXPECTED}.")
@@ -157,12 +146,8 @@ def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
 
 
 def load_idx_dataset(folder: str | os.PathLike) -> ImageDataset:
-  """The `ImageDataset` of a folder's four IDX files (any H × W).
-
-  Raises:
-    FileNotFoundError, ValueError: as `check_dataset_files` and `read_idx`; ValueError
-      for labels outside 0..9.
-  """
+  """A folder's `ImageDataset` (any H × W). Raises FileNotFoundError, ValueError: as
+  `check_dataset_files` and `read_idx`, or labels outside 0..9."""
   folder = os.fspath(folder)
   paths = check_dataset_files(folder)
   train_x, train_y, test_x, test_y = map(read_idx, paths)
@@ -177,8 +162,8 @@ def load_idx_dataset(folder: str | os.PathLike) -> ImageDataset:
 
 
 def default_folder(dataset: str) -> str:
-  """Where a dataset is looked for and downloaded to: $LIE_UNITARY_DATA_DIR/<dataset>, else
-  ~/.cache/lie_unitary/<dataset> ($XDG_CACHE_HOME for ~/.cache when set)."""
+  """$LIE_UNITARY_DATA_DIR/<dataset>, else $XDG_CACHE_HOME (~/.cache)/lie_unitary/<dataset>:
+  where a dataset is looked for and downloaded to."""
   root = os.environ.get(DATA_DIR_ENV, "")
   if not root:
     root = os.path.join(os.environ.get("XDG_CACHE_HOME", "") or "~/.cache", "lie_unitary")
@@ -186,17 +171,11 @@ def default_folder(dataset: str) -> str:
 
 
 def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
-  """The folder (`~` expanded, not made absolute) of a dataset's four IDX files, the first
-  of: `data_dir` when not empty; `dataset` itself when not one of `DATASETS` (a folder's
-  path: ./mnist for one named like a dataset), both checked by `check_dataset_files`;
-  `default_folder(dataset)` when it holds the files; for 'fashion_mnist', Debian's
-  `DEBIAN_FASHION_MNIST_DIR`.
-
-  Raises:
-    FileNotFoundError: nothing found; the one-line message names the places looked in
-      and how to get the files.
-    ValueError: a bad explicit folder, as `check_dataset_files`.
-  """
+  """The folder (`~` expanded) of a dataset's four IDX files, the first of: `data_dir`;
+  `dataset` when not one of `DATASETS` (a path: ./mnist for a dataset's name), both
+  checked; `default_folder(dataset)` when it holds them; Debian's for 'fashion_mnist'.
+  Raises FileNotFoundError: none found (the places looked in, how to get the files);
+  ValueError: a bad explicit folder."""
   if data_dir or dataset not in DATASETS:
     folder = os.path.expanduser(data_dir or dataset)
     if not data_dir and not os.path.isdir(folder):

@@ -1,12 +1,9 @@
-"""The RNN family's report: Figure 3 and a loss table for the adding and memory problems
-(paper §4); an accuracy table and curves per sequential-image task, beside the published
-MNIST table and, where WORKDIR/torch_reference.jsonl holds its records, the PyTorch
-reference.
+"""The RNN family's report: Figure 3 and a loss table per (task, T) of the adding and
+memory problems (paper §4); an accuracy table and curves per sequential-image task, beside
+the published MNIST table and the PyTorch reference (WORKDIR/torch_reference.jsonl).
 
-A row is a setting: the units of one model and settings (a record's fields but its seed),
-every seed's runs pooled; where a table has several rows of a model, the row names the
-fields that tell them apart. Every "±" is `lie_unitary.experiments.report.SE`'s. The
-tables over epochs and per run: `scripts/detail_tables.py`, `scripts/run_table.py`.
+A row is a setting: one model's units that share every field but the seed, their runs
+pooled. Tables over epochs and per run: `scripts/detail_tables.py`, `scripts/run_table.py`.
 """
 
 from __future__ import annotations
@@ -22,15 +19,15 @@ from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 
-__all__ = ["ORIGINAL_FINAL_VAL", "REFERENCE", "REFERENCE_LABEL", "best", "epoch_range",
-           "figures", "markdown", "mean_se", "published_table", "reference_runs", "row_label",
-           "table_rows", "write_report"]
+__all__ = ["REFERENCE", "REFERENCE_LABEL", "best", "epoch_range", "figures", "markdown",
+           "mean_se", "published_table", "reference_runs", "row_label", "table_rows",
+           "write_report"]
 
 REFERENCE = "torch_reference.jsonl"  # the PyTorch reference's records in a workdir
 REFERENCE_LABEL = "PyTorch expRNN reference"
 # Final validation losses of the original code's logged runs at T = 100.
-ORIGINAL_FINAL_VAL = {(r["task"], r["model"]): r["final_val_loss"]
-                      for r in common.published("original_runs")[1]}
+_ORIGINAL = {(r["task"], r["model"]): r["final_val_loss"]
+             for r in common.published("original_runs")[1]}
 _SHORT_RUN_UPDATES = 1_000  # fewer updates: the report says the run is too short to learn
 _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm": "LSTM",
            "irnn": "IRNN", "tanh": "tanh RNN", "free": "free 2n×2n RNN"}
@@ -64,11 +61,11 @@ def _value(v) -> str:
 
 
 def table_rows(records: Sequence[dict], images: bool) -> dict:
-  """The "val" and "final" records of the synthetic (or `images`: the image) tasks as
-  {(task, T) (images: (task, dataset)): [row]}, a row a setting: a dict of "model",
-  "fields", "label", "setting" (what tells it from the same model's other rows, or ""),
-  "seeds", "units" (their ids) and "runs" {(seed, replicate): {"val": {step: record},
-  "final": record}}; of a record written twice the last counts."""
+  """The synthetic (`images`: image) tasks' "val" and "final" records as {(task, T) or
+  (task, dataset): [row]}; a row a dict of "model", "fields", "label", "setting" (the
+  fields that tell it from the same model's other rows), "seeds", "units" and "runs"
+  {(seed, replicate): {"val": {step: record}, "final": record}} (a record written twice:
+  the last)."""
   out = collections.defaultdict(dict)
   for r in records:
     if r.get("kind") not in ("val", "final") or (r.get("task") in data.IMAGE_TASKS) != images:
@@ -107,8 +104,7 @@ def row_label(row: dict) -> str:
 
 
 def mean_se(values, scale: float = 100.0, digits: int = 2) -> str:
-  """"m ± s" (`common.pm`) of `values` (None skipped) × `scale`, both with `digits`
-  decimals; the value alone for one value, "—" for none."""
+  """`common.pm` of `values` × `scale` (None skipped), `digits` decimals."""
   return common.pm([scale * float(x) for x in values if x is not None],
                    lambda x: f"{x:.{digits}f}")
 
@@ -120,15 +116,15 @@ def epoch_range(epochs) -> str:
 
 
 def best(points: Sequence[dict]) -> tuple[dict, float]:
-  """Of a run's validation points after step 0: the first with the best validation
-  accuracy, and the best test accuracy."""
+  """Of a run's validation points: the first with the best validation accuracy, and the
+  best test accuracy."""
   return (max(points, key=lambda r: r["val_accuracy"]),
           max(r["test_accuracy"] for r in points))
 
 
 def reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:
-  """{seed: {epoch: record}} of the PyTorch reference's records of `task` on `dataset`
-  (a reference run's dataset may be the path of its folder: its last part counts)."""
+  """{seed: {epoch: record}} of the PyTorch reference's records of `task` on `dataset` (of
+  a folder's path, its last part)."""
   name = lambda d: os.path.basename(str(d).rstrip("/"))  # noqa: E731
   runs = collections.defaultdict(dict)
   for r in reference:
@@ -159,7 +155,7 @@ def _loss_table(task: str, T: int, rows: list) -> list[str]:
       last = [float(run["val"][max(run["val"])]["val_loss"]) for run in runs if run["val"]]
       cells = [np.median(last), np.min(last), None] if last else [None] * 3
       steps, secs = max((max(run["val"]) for run in runs if run["val"]), default=0), None
-    cells.append(ORIGINAL_FINAL_VAL.get((task, row["model"])) if T == 100 else None)
+    cells.append(_ORIGINAL.get((task, row["model"])) if T == 100 else None)
     body.append([row["label"] + ("" if finals else " (unfinished, subsample)"),
                  row["setting"] or "—", _seeds(row["seeds"]), len(row["runs"]),
                  *map(_fmt, cells), steps, "—" if secs is None else f"{float(secs):.0f}"])
@@ -175,6 +171,14 @@ def _image_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
           mean_se([b["test_accuracy"] for b, _ in found]), mean_se([t for _, t in found])]
 
 
+def _shown(row: dict) -> tuple[list, list]:
+  """The runs a row's table and curves give: the finished ones once there are any (a
+  running one joins when it finishes), else every run so far; and the others."""
+  every = list(row["runs"].items())
+  finished = [(key, run) for key, run in every if run["final"]]
+  return finished or every, [(key, run) for key, run in every if not run["final"]]
+
+
 def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str]:
   lines = [f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
            f"{dataset} (T = 784)", "",
@@ -184,28 +188,24 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
            "of a row's runs have finished, the row is theirs and says how many more are "
            "running.", ""]
   body = []
+  points = lambda run: [r for s, r in sorted(run["val"].items()) if s > 0]  # noqa: E731
   last = lambda p: max(p, key=lambda r: r["step"]).get("epoch", 0) if p else 0  # noqa: E731
   for row in rows:
-    # The finished runs once there are any (a running one joins when it finishes); else
-    # every run so far, the row marked unfinished.
-    ours = {key: (run, [r for s, r in sorted(run["val"].items()) if s > 0])
-            for key, run in row["runs"].items()}
-    finished = {key: v for key, v in ours.items() if v[0]["final"]}
-    shown = finished or ours
-    points = [p for _, p in shown.values()]
-    epochs = sorted({last(p) for p in points if p})
+    shown, running = _shown(row)
+    finals = [run["final"] for _, run in shown if run["final"]]
+    shown_points = [points(run) for _, run in shown]
+    epochs = sorted({last(p) for p in shown_points if p})
     epochs = epoch_range(epochs) if epochs else "0"
-    running = [last(p) for key, (_, p) in ours.items() if key not in finished]
-    if not finished:
+    if not finals:
       epochs += " (unfinished)"
     elif running:
-      epochs += f"; {len(running)} more running, epoch {epoch_range(running)}"
-    finals = [run["final"] for run, _ in finished.values()]
+      epochs += (f"; {len(running)} more running, epoch "
+                 f"{epoch_range([last(points(run)) for _, run in running])}")
     params = f"{int(finals[0]['num_params']):,}" if finals and "num_params" in finals[0] else "—"
-    secs = [max(r["seconds"] for r in p) for p in points if p]
+    secs = [max(r["seconds"] for r in p) for p in shown_points if p]
     body.append([row["label"], row["setting"] or "—", row["fields"]["hidden_size"], params,
-                 _seeds({seed for seed, _ in shown}), len(shown), epochs, *_image_cells(points),
-                 f"{np.median(secs):.0f}" if secs else "—"])
+                 _seeds({seed for (seed, _), _ in shown}), len(shown), epochs,
+                 *_image_cells(shown_points), f"{np.median(secs):.0f}" if secs else "—"])
   if runs:
     hidden = {r.get("hidden") for run in runs.values() for r in run.values()}
     wall = np.median([max(r["seconds"] for r in run.values()) for run in runs.values()])
@@ -222,7 +222,7 @@ def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str
 
 
 def published_table() -> list[str]:
-  """The published MNIST table (`published.json`'s "mnist"): a row per model and size,
+  """The published MNIST table (`published.json`'s "mnist"): a row per model and size with
   its source, a footnote per copy the numbers were read from and per other protocol."""
   info, rows = common.published("mnist")
   copies = list(dict.fromkeys(r["source"]["where"] for r in rows
@@ -246,22 +246,22 @@ def _loss_figure(task: str, T: int, rows: list):
   fig = Figure(figsize=(6.5, 4.2))
   ax = fig.subplots()
   for i, row in enumerate(rows):
-    curves = [sorted((s, float(r["val_loss"])) for s, r in run["val"].items())
+    curves = [dict(sorted((s, float(r["val_loss"])) for s, r in run["val"].items()))
               for run in row["runs"].values() if run["val"]]
     for c in curves:
-      ax.plot([s for s, _ in c], [v for _, v in c], color=f"C{i}", alpha=0.25, lw=0.7)
-    steps = sorted(set.intersection(*(set(s for s, _ in c) for c in curves))) if curves else []
+      ax.plot(list(c), list(c.values()), color=f"C{i}", alpha=0.25, lw=0.7)
+    steps = sorted(set.intersection(*map(set, curves))) if curves else []
     if steps:
-      ax.plot(steps, [np.median([dict(c)[s] for c in curves]) for s in steps], color=f"C{i}",
+      ax.plot(steps, [np.median([c[s] for c in curves]) for s in steps], color=f"C{i}",
               lw=1.5, label=row_label(row))
   baseline = data.get_task(task).baseline(T)
   ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
   # Log scale, capped: divergent runs (the IRNN on memory reaches 1e15) flatten the others.
+  batch = {row["fields"].get("batch_size") for row in rows} - {None}
   ax.set(yscale="log", ylim=(None, min(ax.get_ylim()[1], 20 * baseline)),
          title=f"{task} problem, T = {T}",
-         ylabel="validation " + ("MSE" if task == "adding" else "cross-entropy"))
-  batch = {row["fields"].get("batch_size") for row in rows} - {None}
-  ax.set_xlabel(f"steps (batches of {batch.pop()})" if len(batch) == 1 else "steps")
+         ylabel="validation " + ("MSE" if task == "adding" else "cross-entropy"),
+         xlabel=f"steps (batches of {batch.pop()})" if len(batch) == 1 else "steps")
   ax.legend(fontsize=8)
   fig.tight_layout()
   return fig
@@ -273,14 +273,11 @@ def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
   (by_epoch, by_time), (loss, drift) = fig.subplots(2, 2)
   drifting = False
   for i, row in enumerate(rows):
-    # The finished runs once there are any (as the tables), so a run just started does not
-    # cut the others' curves short; else every run, as far as all have come.
-    every = list(row["runs"].values())
-    drawn = [run for run in every if run["final"]] or every
-    steps = sorted(set.intersection(*(set(run["val"]) for run in drawn)))
+    drawn, running = _shown(row)  # as the table: a run just started cuts no curve short
+    steps = sorted(set.intersection(*(set(run["val"]) for _, run in drawn)))
     if not steps:
       continue
-    points = [[run["val"][s] for run in drawn] for s in steps]
+    points = [[run["val"][s] for _, run in drawn] for s in steps]
     epochs = [p[0].get("epoch", 0) for p in points]
 
     def band(ax, key, scale=1.0, **kw):  # nothing when a point lacks the field
@@ -288,7 +285,7 @@ def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
         return common.se_band(ax, epochs, [[scale * float(x[key]) for x in p] for p in points],
                               f"C{i}", **kw)
 
-    more = len(every) - len(drawn)
+    more = len(running) if len(drawn) < len(row["runs"]) else 0
     label = (f"{row['label']} ({row['fields']['hidden_size']}, n = {len(drawn)}"
              + (f", {more} more running" if more else "") + ")"
              + (f" [{row['setting']}]" if row["setting"] else ""))
@@ -318,27 +315,24 @@ def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
   return fig
 
 
+def _image_key(task: str, dataset: str) -> str:
+  return f"images_{task}_{dataset.replace('/', '_')}"
+
+
 def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
-  """The report's plots, `matplotlib.figure.Figure`s (no pyplot).
-
-  Args:
-    results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
-    reference: the PyTorch reference's records, drawn dashed beside the matching tasks.
-
-  Returns:
-    ``{"figure3_{task}_T{T}": Figure}``: validation loss (log scale) against steps, each
-    row's median over runs and every run faintly, the random baseline dotted;
-    ``{"images_{task}_{dataset}": Figure}``: validation accuracy, loss and ‖U − U₀‖_F / √n
-    (where recorded) against epochs, mean over the finished runs (all while none has)
-    with a ± 1 s.e. band; validation accuracy against wall-clock seconds.
+  """The report's `matplotlib.figure.Figure`s (no pyplot) of `results` (records or a
+  DataFrame): ``figure3_{task}_T{T}``, validation loss against steps, each row's median
+  and every run faintly; ``images_{task}_{dataset}``, validation accuracy, loss and
+  ‖U − U₀‖_F / √n against epochs (mean ± 1 s.e. over the finished runs, all while none
+  has; `reference` dashed), accuracy against wall-clock seconds.
 
   Raises:
-    ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
+    ValueError: a record names a task `rnn.data` lacks.
   """
   records = workdir_lib.as_records(results)
   out = {f"figure3_{task}_T{T}": _loss_figure(task, T, rows)
          for (task, T), rows in table_rows(records, images=False).items()}
-  out.update({f"images_{task}_{dataset.replace('/', '_')}": _accuracy_figure(
+  out.update({_image_key(task, dataset): _accuracy_figure(
       task, dataset, rows, reference_runs(reference, task, dataset))
                for (task, dataset), rows in table_rows(records, images=True).items()})
   return out
@@ -347,22 +341,13 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
 def markdown(results: Any, *, figure_files: dict | None = None,
              reference: Sequence[dict] = (), anchors: bool = True,
              launches: Sequence[dict] = ()) -> str:
-  """The report's Markdown: a section per (task, T) (a row: the median and best final
-  validation loss, the median test loss, the original code's at T = 100) or image task
-  and dataset (a row: mean ± s.e. of the best validation accuracy, the test accuracy
-  there and the best over epochs); an unfinished unit, its points so far.
-
-  Args:
-    results: the records (a list of dicts or a DataFrame, as `load_results` returns them).
-    figure_files: ``{figure key: file name}`` of figures saved beside the report, linked.
-    reference: the PyTorch reference's records (seed, epoch, task, dataset, hidden,
-      val_accuracy, test_accuracy, seconds): a row of each image table.
-    anchors: with the published MNIST table after the image tables.
-    launches: the workdir's launches (`workdir.read_launches`): a table whose units were
-      launched on different machines or device layouts says so.
+  """The report's Markdown: a table per (task, T) and per image task and dataset, with
+  `figure_files` ({figure key: file name}) linked, a row of the PyTorch `reference`'s
+  records, the published MNIST table (`anchors`) and a note where `launches`
+  (`workdir.read_launches`) ran a table's units on different machines.
 
   Raises:
-    ValueError: a record names a task `lie_unitary.experiments.rnn.data` lacks.
+    ValueError: a record names a task `rnn.data` lacks.
   """
   figure_files = figure_files or {}
   records = workdir_lib.as_records(results)
@@ -382,25 +367,24 @@ def markdown(results: Any, *, figure_files: dict | None = None,
               "losses are not results.**", ""]
   machines = lambda rows: common.machines_note(  # noqa: E731
       launches, set().union(*(row["units"] for row in rows)) - {None})
-  for (task, T), rows in table_rows(records, images=False).items():
-    lines += _loss_table(task, T, rows) + machines(rows)
-    if f"figure3_{task}_T{T}" in figure_files:
-      lines += [f"![{task}, T = {T}]({figure_files[f'figure3_{task}_T{T}']})", ""]
+  sections = [(f"figure3_{task}_T{T}", f"{task}, T = {T}", _loss_table(task, T, rows), rows)
+              for (task, T), rows in table_rows(records, images=False).items()]
   image_tables = table_rows(records, images=True)
-  for (task, dataset), rows in image_tables.items():
-    runs = reference_runs(reference, task, dataset)
-    lines += _accuracy_table(task, dataset, rows, runs) + machines(rows)
-    key = f"images_{task}_{dataset.replace('/', '_')}"
+  sections += [(_image_key(task, dataset), f"{task} {dataset}", _accuracy_table(
+      task, dataset, rows, reference_runs(reference, task, dataset)), rows)
+               for (task, dataset), rows in image_tables.items()]
+  for key, title, table, rows in sections:
+    lines += table + machines(rows)
     if key in figure_files:
-      lines += [f"![{task} {dataset}]({figure_files[key]})", ""]
+      lines += [f"![{title}]({figure_files[key]})", ""]
   if image_tables and anchors:
     lines += published_table()
   return "\n".join(lines)
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and a PNG per figure of `figures` (WORKDIR/{key}.png) from
-  `results` (default: WORKDIR/results.jsonl's); returns the paths, report.md first.
+  """Writes WORKDIR/report.md and WORKDIR/{key}.png per figure from `results` (default:
+  the workdir's records); returns the paths, report.md first.
 
   Raises:
     FileNotFoundError, ValueError: no results given and none in the workdir.

@@ -1,10 +1,7 @@
-"""The RNN family's model and optimizer, one replicate's training as plain functions of
-the unit's spec, and `make_experiment`, those functions mapped over the replicates.
-
-Replicate r starts from fold_in(key(seed), r), computed inside the programs, so its
-numbers depend neither on the replicates beside it nor on the devices. With
-`data_parallel` = d > 1 each replicate's batch is split over d devices (`lax.pmean`).
-"""
+"""The RNN family's model, optimizer and one replicate's training as plain functions of
+the unit's spec; `make_experiment` maps them over the replicates. Replicate r's keys come
+from fold_in(key(seed), r) inside the programs: its numbers depend neither on the other
+replicates nor on the devices; `data_parallel` = d > 1 splits its batch over d devices."""
 
 from __future__ import annotations
 
@@ -29,14 +26,11 @@ from lie_unitary.experiments.rnn.config import LAMBDA_MODELS
 from lie_unitary.experiments.rnn.config import MODELS
 from lie_unitary.experiments.rnn.config import ORTHOGONAL_MODELS
 
-__all__ = ["DRIFT_METRIC", "DRIFT_MODELS", "SPECTRUM_METRICS", "Experiment", "drift",
-           "epoch_data", "evaluate", "init_state", "make_experiment", "make_model",
-           "matrix_drift", "num_params", "optimizer_for", "recurrent_matrix", "refresh_state",
-           "replicate_keys", "spectrum", "train_chunk"]
+__all__ = ["Experiment", "drift", "epoch_data", "evaluate", "init_state", "make_experiment",
+           "make_model", "matrix_drift", "num_params", "optimizer_for", "recurrent_matrix",
+           "refresh_state", "replicate_keys", "spectrum", "train_chunk"]
 
-SPECTRUM_METRICS = workdir.SPECTRUM_FIELDS  # λ's spectrum diagnostics in "val" records
-DRIFT_METRIC = workdir.DRIFT_FIELD  # the recurrent matrix's distance from its initial value
-DRIFT_MODELS = LAMBDA_MODELS + ORTHOGONAL_MODELS  # the models with a recurrent matrix of note
+_DRIFT_MODELS = LAMBDA_MODELS + ORTHOGONAL_MODELS  # the models with a recurrent matrix of note
 
 
 def _refresh(spec) -> tuple[str, int, str]:
@@ -63,18 +57,14 @@ def make_model(spec) -> lnn.SequenceModel:
     cell = lnn.GURNNCell(n, beta=spec.beta, activation=spec.activation, h0=spec.h0,
                          unconstrained=spec.model == "free", lambda_init=lambda_init,
                          rebased=_refresh(spec)[0] == "rebase")
-  elif spec.model == "orthogonal":
-    cell = lnn.OrthogonalRNNCell(n, expm_method=spec.orthogonal_expm)
-  elif spec.model == "lstm":
-    cell = nn.OptimizedLSTMCell(n)
-  elif spec.model == "urnn":
-    cell = lnn.URNNCell(n, h0=spec.h0)
-  elif spec.model == "irnn":
-    cell = lnn.SimpleRNNCell.irnn(n)
-  elif spec.model == "tanh":
-    cell = lnn.SimpleRNNCell.tanh_rnn(n)
   else:
-    raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
+    cells = {"orthogonal": lambda: lnn.OrthogonalRNNCell(n, expm_method=spec.orthogonal_expm),
+             "lstm": lambda: nn.OptimizedLSTMCell(n), "urnn": lambda: lnn.URNNCell(n, h0=spec.h0),
+             "irnn": lambda: lnn.SimpleRNNCell.irnn(n),
+             "tanh": lambda: lnn.SimpleRNNCell.tanh_rnn(n)}
+    if spec.model not in cells:
+      raise ValueError(f"unknown model {spec.model!r}; choose from {MODELS}.")
+    cell = cells[spec.model]()
   readout = {}
   if spec.readout_init == "torch":  # a complex state: 2n reals
     kernel, bias = lnn.torch_linear_init(2 * n if spec.model in H0_MODELS else n)
@@ -86,14 +76,12 @@ _key = lambda path: getattr(path[-1], "key", None)  # a parameter tree leaf's na
 
 
 def optimizer_for(spec) -> optax.GradientTransformation:
-  """RMSProp (no momentum), clipped by global norm and by value where the spec says
-  (`clip_norm`, `clip_value`); the guRNN's λ (unclipped) gets
-  `lambda_optimizer` at `lambda_learning_rate`, the orthogonal RNN's μ its own RMSProp at
-  that rate. Every learning rate follows `lr_drops`."""
+  """RMSProp clipped as the spec says; the guRNN's λ (unclipped) gets `lambda_optimizer`
+  at `lambda_learning_rate`, the orthogonal RNN's μ its own RMSProp at that rate; every
+  rate follows `lr_drops`."""
   drops = tuple(spec.lr_drops)
-  # optax counts the updates made before the current one: a drop at d scales the update
-  # with index d and every later one (a drop listed twice, twice). No drops: a constant,
-  # and the optimizer state holds no step counter.
+  # A drop at d scales update d and later ones (listed twice: twice); none: a constant
+  # (no step counter in the optimizer state).
   rate = lambda lr: optax.piecewise_constant_schedule(
       lr, {d: spec.lr_drop_factor ** drops.count(d) for d in set(drops)}) if drops else lr
   rmsprop = dict(rmsprop_decay=spec.rmsprop_decay, rmsprop_eps=spec.rmsprop_eps,
@@ -115,26 +103,25 @@ def optimizer_for(spec) -> optax.GradientTransformation:
 
 
 def recurrent_matrix(spec, variables) -> jax.Array:
-  """The recurrent matrix of one replicate's flax variables (a TrainState's `params`):
-  the guRNN's U(λ) (U₀ U(λ) when rebased), complex (n, n); the orthogonal RNN's
-  W = expm(A(μ)), real (n, n). Raises ValueError: a model not in `DRIFT_MODELS`."""
-  if spec.model not in DRIFT_MODELS:
+  """One replicate's recurrent matrix: the guRNN's U(λ) (U₀ U(λ) when rebased), complex
+  (n, n), or the orthogonal RNN's expm(A(μ)), real (n, n). Raises ValueError: other models."""
+  if spec.model not in _DRIFT_MODELS:
     raise ValueError(f"model {spec.model!r} has no recurrent matrix of its own; models "
-                     f"with one: {DRIFT_MODELS}.")
+                     f"with one: {_DRIFT_MODELS}.")
   method = (lambda m: m.cell.unitary()) if spec.model in LAMBDA_MODELS else (
       lambda m: m.cell.orthogonal())
   return make_model(spec).apply(variables, method=method)
 
 
 def matrix_drift(matrix, initial) -> jax.Array:
-  """‖M − M₀‖_F / √n of square (..., n, n) matrices: for unitary or orthogonal M and M₀,
-  the root mean square of how far each column moved (0 at M₀, at most 2). Real."""
+  """‖M − M₀‖_F / √n of (..., n, n) matrices, real: for unitary M, M₀ the root mean
+  square of how far each column moved (0 to 2)."""
   return jnp.sqrt(jnp.sum(jnp.abs(matrix - initial) ** 2, axis=(-2, -1)) / matrix.shape[-1])
 
 
 def replicate_keys(spec, replicate) -> list[jax.Array]:
-  """Replicate r's four keys, fold_in(fold_in(key(spec.seed), r), i): i = 0 the
-  parameters, 1 the initial state at init, 2 the data, 3 training's initial states."""
+  """Replicate r's keys fold_in(fold_in(key(seed), r), i): the parameters, init's initial
+  state, the data, training's initial states."""
   root = jax.random.fold_in(jax.random.key(spec.seed), replicate)
   return [jax.random.fold_in(root, i) for i in range(4)]
 
@@ -144,8 +131,7 @@ def _trainable(variables):  # the optimizer sees "params" only (not a rebased gu
 
 
 def init_state(spec, replicate) -> optimizers.TrainState:
-  """Replicate `replicate`'s (int32 scalar) fresh state: its flax variables ("params"
-  and, for a rebased guRNN, U₀ in `lnn.BASE_COLLECTION`) and the optimizer's state."""
+  """Replicate `replicate`'s (int32 scalar) fresh variables and optimizer state."""
   params_key, carry_key, _, _ = replicate_keys(spec, replicate)
   task = data.get_task(spec.task)
   x = jnp.zeros((1, task.length(spec.T), task.input_size), jnp.float32)
@@ -158,10 +144,9 @@ def init_state(spec, replicate) -> optimizers.TrainState:
 
 
 def refresh_state(spec, state: optimizers.TrainState) -> optimizers.TrainState:
-  """A guRNN state with λ refreshed by `spec.lambda_refresh`, U unchanged: "recentre"
-  (λ ← the principal logarithm's coefficients) or "rebase" (U₀ ← U₀ U(λ), λ ← 0); λ's
-  optimizer state reset when `lambda_refresh_state` is "reset". Raises ValueError: a
-  spec without a λ refresh."""
+  """The state with λ refreshed by `spec.lambda_refresh`, U unchanged: "recentre" (λ ← the
+  principal logarithm's) or "rebase" (U₀ ← U₀ U(λ), λ ← 0); λ's optimizer state reset
+  when `lambda_refresh_state` says. Raises ValueError: a spec without a λ refresh."""
   refresh, _, rule = _refresh(spec)
   if refresh == "none":
     raise ValueError(f"model {spec.model!r} with lambda_refresh = "
@@ -198,16 +183,11 @@ def _shard(rows, key, parts):  # this device's share of the batch rows, its own 
 
 def train_chunk(spec, source: data.Source, split: int, state, replicate, start, num,
                 this_epoch, arrays):
-  """Updates start, ..., start + num - 1 of one replicate (num ≤ `spec.val_every`, within
-  one epoch), λ refreshed before every `lambda_refresh_every`-th. Batches come from the
-  replicate's key and the update index, so a resumed run makes the uninterrupted run's
-  steps. With `split` = d > 1 (inside a shard_map over `replicas.DATA_AXIS`) each device
-  takes its d-th of the batch's rows and the key fold_in(key, device); gradients and
-  metrics are their mean.
-
-  Returns:
-    (state, {metric: (val_every,) float32: update start + i's at i < num, 0 after}).
-  """
+  """Updates start .. start + num - 1 (num ≤ val_every, one epoch) of one replicate, λ
+  refreshed before every `lambda_refresh_every`-th; batches from the key and the update
+  index (a resumed run repeats the uninterrupted one). `split` = d > 1 (in a shard_map):
+  each device takes its d-th of the rows, gradients and metrics their mean. Returns
+  (state, {metric: (val_every,) float32, update start + i's at i < num, 0 after})."""
   _, _, data_key, carry_key = replicate_keys(spec, replicate)
   model, optimizer = make_model(spec), optimizer_for(spec)
   refresh, refresh_every, _ = _refresh(spec)
@@ -242,8 +222,8 @@ def train_chunk(spec, source: data.Source, split: int, state, replicate, start, 
 
 
 def evaluate(spec, source: data.Source, split: int, params, eval_set) -> dict:
-  """{metric: float32 scalar}, one replicate's mean over the batches of `eval_set` (a set
-  of `source`'s); split over the data axis when `source.split_eval` (as `train_chunk`)."""
+  """{metric: float32 scalar}: one replicate's mean over `eval_set`'s batches (split over
+  the data axis when `source.split_eval`)."""
   count, carry_key, batch = source.eval_batches(eval_set)
   parts, model = split if source.split_eval else 1, make_model(spec)
 
@@ -261,26 +241,23 @@ def evaluate(spec, source: data.Source, split: int, params, eval_set) -> dict:
 
 
 def spectrum(spec, params) -> dict:
-  """{`SPECTRUM_METRICS` name: float32 scalar}: the spectrum diagnostics of a guRNN's λ.
-  Raises ValueError: a model without λ."""
+  """{`workdir.SPECTRUM_FIELDS` name: float32 scalar} of λ. Raises ValueError: no λ."""
   if spec.model not in LAMBDA_MODELS:
     raise ValueError(f"model {spec.model!r} has no λ; models with one: {LAMBDA_MODELS}.")
-  return dict(zip(SPECTRUM_METRICS, principal_branch.spectrum_stats(
+  return dict(zip(workdir.SPECTRUM_FIELDS, principal_branch.spectrum_stats(
       params["params"]["cell"]["lam"])))
 
 
 def drift(spec, params, initial) -> dict:
-  """{`DRIFT_METRIC`: real scalar}: `matrix_drift` of the recurrent matrix from `initial`'s."""
-  return {DRIFT_METRIC: matrix_drift(recurrent_matrix(spec, params),
+  """{`workdir.DRIFT_FIELD`: `matrix_drift` of the recurrent matrix from `initial`'s}."""
+  return {workdir.DRIFT_FIELD: matrix_drift(recurrent_matrix(spec, params),
                                      recurrent_matrix(spec, initial))}
 
 
 class Experiment(NamedTuple):
-  """The functions of the same names (`init`: `init_state`) of one unit, mapped over its
-  replicates by `make_experiment`: arguments named `replicate`, `state`, `params` or
-  `initial` (and an epoch's data) gain a leading replicate axis R, as do the outputs;
-  `train_chunk` donates its state; `spectrum` and `drift` are None for models without
-  them; `epoch_data` gives None for a source without epochs."""
+  """The functions of the same names (`init`: `init_state`) mapped over a unit's
+  replicates: `replicate`, `state`, `params`, `initial`, an epoch's data and the outputs
+  gain a leading axis R; `train_chunk` donates its state; None: a model without it."""
   init: Callable
   epoch_data: Callable
   train_chunk: Callable
@@ -293,16 +270,11 @@ class Experiment(NamedTuple):
 @functools.lru_cache(maxsize=16)
 def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
                     source: data.Source | None = None) -> Experiment:
-  """A unit's `Experiment`, jitted (cached per spec, sharding and source: one compile).
-
-  Args:
-    spec: the unit's frozen spec.
-    sharding: the replicates' sharding; None: `replicas.replicate_sharding()`.
-    source: the task's `data.Source`; None: `data.synthetic_source(spec)`.
+  """A unit's `Experiment`, jitted and cached, for its frozen `spec`, the replicates'
+  `sharding` (None: `replicas.replicate_sharding()`) and `source` (None: synthetic).
 
   Raises:
-    ValueError: data_parallel not the sharding's data axis, a batch size the data axis
-      does not divide, or from `data.synthetic_source`.
+    ValueError: data_parallel not the data axis, a batch size it does not divide.
   """
   source = data.synthetic_source(spec) if source is None else source
   sharding = replicas.replicate_sharding() if sharding is None else sharding
@@ -325,17 +297,14 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
                                                       None), donate_argnums=(0,)),
       program(evaluate, spec, source, split, axes=(0, None)), source,
       program(spectrum, spec, axes=(0,)) if spec.model in LAMBDA_MODELS else None,
-      program(drift, spec, axes=(0, 0)) if spec.model in DRIFT_MODELS else None)
+      program(drift, spec, axes=(0, 0)) if spec.model in _DRIFT_MODELS else None)
 
 
 def num_params(model: str, hidden_size: int, input_size: int, output_size: int,
                activation: str = "relu") -> int:
-  """Trainable reals of a 'gurnn', 'gurnn_beta', 'orthogonal' or 'lstm' `SequenceModel`
-  with a last-state readout (a constrained matrix counts its manifold's dimension).
-
-  Raises:
-    ValueError: another model, or a size that is not an integer ≥ 1.
-  """
+  """Trainable reals of a guRNN, orthogonal or LSTM `SequenceModel` with a last-state
+  readout (a constrained matrix: its manifold's dimension). Raises ValueError: another
+  model, or a size not an integer ≥ 1."""
   if model in LAMBDA_MODELS:
     return lnn.gurnn_num_params(hidden_size, input_size, output_size, activation)
   if model in ORTHOGONAL_MODELS:
