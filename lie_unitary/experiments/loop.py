@@ -1,21 +1,20 @@
 """One unit's training, read top to bottom: `train_unit(task, ctx, replicas)`.
 
-A family declares a unit's training as a `Task` of pure functions (init, train a call's
-steps, evaluate, finish); `train_unit` restores the unit's checkpoint, then trains call
-by call to the target, evaluating at each validation point (0, every `every` steps, an
-epoch's end, the target), writing the records and checkpointing; then the final records.
+A family declares a unit's training as a `Task` of pure functions; `train_unit` restores
+the unit's checkpoint, then trains call by call to the target, evaluating, recording and
+checkpointing at the validation points (0, every `every` steps, each epoch's end, the
+target), then writes the final records. A call ends at a validation point and lasts about
+`call_seconds` (the first, which compiles, is one step): a stop is never more than a call
+and an evaluation away.
 
-Calls end at validation points and last about `call_seconds` (sized from the measured
-rate; the first, which compiles, is one step), so a stop is never more than a call and an
-evaluation away. Checkpoints (orbax) hold the replicates without sharding's padding (a
-unit stopped on 2 devices resumes on 1 or 3), are written at the start, at most every
-`checkpoint_seconds`, on a stop and at the end; the two latest are kept, and a damaged
-one is named in a line, set aside and the one before it used. A unit with records but no
-checkpoint (lost) is refused unless the run says to replace its records; one checkpointed
-by other code (`workdir.code_fingerprint`) unless it says to resume across the change. A
-thread prints a line every `progress_seconds` (step, epoch, what runs, the last metrics,
-ETA). The first SIGINT/SIGTERM (`handle_signals`) ends the call, checkpoints and raises
-`Interrupted`.
+Checkpoints (orbax) hold the replicates without sharding's padding (a unit stopped on 2
+devices resumes on 1 or 3); they are written at the start, at most every
+`checkpoint_seconds`, on a stop and at the end, the two latest kept; a damaged one is
+named in a line, set aside and the one before it used. A unit with records but no
+checkpoint (lost), or checkpointed by other code (`workdir.code_fingerprint`), is refused
+unless the run allows it. A thread prints a progress line (step, epoch, what runs, the
+last metrics, ETA) every `progress_seconds`. The first SIGINT/SIGTERM (`handle_signals`)
+ends the call, checkpoints and raises `Interrupted`.
 """
 
 from __future__ import annotations
@@ -36,29 +35,27 @@ import numpy as np
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.fields import ConfigError
 
-__all__ = ["Checkpointer", "Clock", "Interrupted", "StopRequest", "Task", "call_length",
-           "format_seconds", "handle_signals", "median", "nonfinite_note", "train_unit",
-           "validation_point"]
+__all__ = ["Interrupted", "StopRequest", "Task", "call_length", "checkpoints", "eta",
+           "format_seconds", "handle_signals", "median", "nonfinite_note", "restore_checkpoint",
+           "save_checkpoint", "train_unit", "validation_point"]
 
 
 class Task(NamedTuple):
-  """One unit's training as a family declares it to `train_unit`: pure functions of the
-  state (a pytree of arrays, leading axis the padded replicates, sharded) and the history
-  (the family's JSON-able bookkeeping: a curve, an interval's running sums). Both are
+  """One unit's training: pure functions of the state (a pytree, leading axis the padded
+  replicates, sharded) and the history (the family's JSON-able bookkeeping), both
   checkpointed.
 
   Attributes:
-    init: () -> (fresh state, fresh history).
-    train: (state, history, first step, number of steps) -> (state, history): one call.
-    evaluate: (state, history, step) -> (records, history, metrics text) at a validation
-      point: records for results.jsonl, the progress line's metrics.
-    finish: (state, history) -> {file name: records} of the trained unit, written in that
-      order.
+    init: () -> (state, history), fresh.
+    train: (state, history, first step, steps) -> (state, history): one call.
+    evaluate: (state, history, step) -> (records for results.jsonl, history, metrics text
+      for the progress line), at a validation point.
+    finish: (state, history) -> {file name: records} of the trained unit, written in order.
     target: the step to train to.
     every: validation points at its multiples (0: at 0 and the target only).
     epoch_steps: > 0: validation points at each epoch's end too; the line shows the epoch.
-    call_seconds: the length a call is sized to once the rate is known; None: calls run
-      from validation point to validation point.
+    call_seconds: a call's length once the rate is known; None: calls run from validation
+      point to validation point.
     target_field: the config field that sets `target` (for messages).
   """
   init: Callable[[], tuple[Any, dict]]
@@ -72,30 +69,29 @@ class Task(NamedTuple):
   target_field: str = "the target"
 
 
-def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None = None,
+def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.perf_counter,
                checkpoint_seconds: float = 60.0, progress_seconds: float = 15.0) -> None:
-  """Trains one unit to `task.target` from its checkpoint (module docstring); writes the
-  evaluations' records and then `task.finish`'s, each record of results.jsonl with the
-  unit's ``seconds`` so far (training, evaluations and records; across resumes).
+  """Trains one unit to `task.target` from its checkpoint (module docstring), writing the
+  evaluations' records, then `task.finish`'s; each record of results.jsonl gets the unit's
+  ``seconds`` so far (training, evaluations and records, across resumes).
 
   Args:
     task: the unit's `Task`.
-    ctx: the runner's `UnitContext` (workdir, unit, printer, stop request, permissions).
-    replicas: the unit's `replicas.Replicas` (checkpoints hold its R replicates).
-    clock: seconds from any origin (default `time.perf_counter`; a test's own).
+    ctx: the runner's `UnitContext`.
+    replicas: the unit's `replicas.Replicas`.
+    clock: seconds from any origin (a test's own).
     checkpoint_seconds: the longest a crash may lose, besides the call in flight.
     progress_seconds: the time between progress lines.
 
   Raises:
     Interrupted: after a checkpoint, when `ctx.stop` was requested.
-    ConfigError: a checkpoint beyond the target, or written by other code (unless
+    ConfigError: a checkpoint beyond the target, or of other code (unless
       `ctx.resume_across_code_change`); records but no checkpoint (unless
       `ctx.restart_lost_units`).
   """
-  now = clock or time.perf_counter
-  say = lambda text: ctx.printer(f"{ctx.unit.label}: {text}")
+  now, say = clock, lambda text: ctx.printer(f"{ctx.unit.label}: {text}")
   progress = _Progress(task, now)
-  ckpt = Checkpointer(workdir_lib.checkpoint_dir(ctx.workdir, ctx.unit.slug))
+  manager = checkpoints(workdir_lib.checkpoint_dir(ctx.workdir, ctx.unit.slug))
   code = workdir_lib.code_fingerprint()  # saved with each checkpoint, checked on resume
   done = threading.Event()
 
@@ -107,7 +103,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
   ticker.start()
   try:
     state, history = task.init()
-    state, meta = _restore(task, ctx, replicas, ckpt, code, state, say)
+    state, meta = _restore(task, ctx, replicas, manager, code, state, say)
     written = ctx.written()  # read after `_restore` (it may remove a lost unit's records)
     step, elapsed, owed = 0, 0.0, True  # owed: the evaluation at `step` is still to run
     if meta is not None:
@@ -120,7 +116,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
     def checkpoint(owed: bool) -> None:
       nonlocal last_save
       progress.doing("checkpointing")
-      ckpt.save(step, replicas.gather(state), {
+      save_checkpoint(manager, step, replicas.gather(state), {
           "step": step, "elapsed": seconds(), "history": workdir_lib.to_jsonable(history),
           "code": code, "owed": owed})
       last_save = now()
@@ -151,7 +147,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
       jax.block_until_ready(state)
       if progress.rate is None:
         say(f"first call took {now() - t0:.1f}s: compile and {num} update{'s' * (num > 1)}")
-        progress.eta.start(step + num)  # the compiling call does not set the pace
+        progress.paced = (now(), step + num)  # the compiling call does not set the pace
       progress.rate, progress.call = (now() - t0) / num, None
       step = progress.step = step + num
       owed = validation_point(task, step)
@@ -163,7 +159,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
         checkpoint(owed)
         if stop:
           raise Interrupted(ctx.unit.label)
-    if ckpt.latest_step() != step:  # the trained state, for `workdir.load_unit`
+    if manager.latest_step() != step:  # the trained state, for `workdir.load_unit`
       checkpoint(False)
     progress.doing("finishing")
     for file, records in task.finish(state, history).items():
@@ -171,7 +167,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] | None =
   finally:
     done.set()
     ticker.join()
-    ckpt.close()
+    manager.close()
 
 
 def validation_point(task: Task, step: int) -> bool:
@@ -181,9 +177,8 @@ def validation_point(task: Task, step: int) -> bool:
 
 
 def call_length(task: Task, step: int, seconds_per_step: float | None) -> int:
-  """The steps of the call from `step`: up to the next validation point and, with
-  `task.call_seconds`, about that long at `seconds_per_step`; None (no rate yet: the
-  call compiles) gives one step."""
+  """The steps of the call from `step`: to the next validation point and, with
+  `task.call_seconds`, about that long at `seconds_per_step` (None, no rate yet: 1)."""
   end = min([task.target] + [(step // p + 1) * p for p in (task.every, task.epoch_steps) if p])
   if task.call_seconds is None:
     return end - step
@@ -196,9 +191,10 @@ class _Progress:
   """What the progress line says (`line`), updated by `train_unit` as the unit runs."""
 
   def __init__(self, task: Task, now: Callable[[], float]):
-    self.task, self.now, self.eta = task, now, Clock(task.target, now)
+    self.task, self.now = task, now
     self.step, self.rate, self.shown = 0, None, ""  # rate: seconds per step of training
     self.call = None  # (first step, steps, start time) of the call in flight
+    self.paced = None  # (time, step) from which the ETA's rate is measured
     self.doing("initialising")
 
   def doing(self, activity: str) -> None:
@@ -213,23 +209,25 @@ class _Progress:
     epoch = f" (epoch {step / self.task.epoch_steps:.2f})" if self.task.epoch_steps else ""
     since = "" if self.activity == "training" else f" for {format_seconds(now - self.since)}"
     shown = f"; {self.shown}" if self.shown else ""
-    return (f"step {approx}{step}/{self.task.target}{epoch}, {self.activity}{since}{shown}"
-            f"{self.eta.eta(step)}")
+    left = eta(now - self.paced[0], step - self.paced[1],
+               self.task.target - self.paced[1]) if self.paced else ""
+    return f"step {approx}{step}/{self.task.target}{epoch}, {self.activity}{since}{shown}{left}"
 
 
-def _restore(task: Task, ctx, replicas, ckpt: Checkpointer, code: dict, state: Any,
+def _restore(task: Task, ctx, replicas, manager, code: dict, state: Any,
              say: Callable[[str], None]) -> tuple[Any, dict | None]:
   """The newest readable checkpoint's (state on the devices, metadata), else (the fresh
-  `state`, None). A checkpoint that cannot be read is named in a line, moved aside and
-  the one before it tried. Raises ConfigError as `train_unit`."""
-  for step in ckpt.steps():
+  `state`, None); one that cannot be read is named, set aside and the one before tried."""
+  for step in sorted(manager.all_steps(), reverse=True):
     try:
-      host, meta = ckpt.restore(replicas.gather(state), step)
+      host, meta = restore_checkpoint(manager, step)
     except Exception as e:  # noqa: BLE001 (orbax raises many kinds for damaged files)
-      aside = ckpt.set_aside(step)
+      aside = os.path.join(manager.directory, f"damaged-{step}-{int(time.time())}")
+      os.rename(os.path.join(manager.directory, str(step)), aside)
+      manager.reload()
       say(f"the checkpoint at step {step} could not be read ({type(e).__name__}: "
           f"{' '.join(str(e).split())[:160]}); moved to {aside}, "
-          f"{'the previous one is used' if ckpt.steps() else 'restarting'}.")
+          f"{'the previous one is used' if manager.all_steps() else 'restarting'}.")
       continue
     _check_code(ctx, step, meta.get("code"), code, say)
     if meta["step"] > task.target:
@@ -239,137 +237,79 @@ def _restore(task: Task, ctx, replicas, ckpt: Checkpointer, code: dict, state: A
           f"records up to {task.target} are in the workdir).")
     say(f"resumed at step {meta['step']} ({format_seconds(meta['elapsed'])} so far)")
     return replicas.from_host(host, state), meta
-  _start_afresh(ctx, say)
+  count = workdir_lib.unit_records(ctx.workdir, ctx.unit.id)
+  if count:  # its checkpoint lost: no unit's records may mix two starts
+    records = f"{count} record{'s' * (count > 1)}"
+    if not ctx.restart_lost_units:
+      raise ConfigError(
+          f"unit {ctx.unit.label} ({ctx.unit.id}) has {records} but no checkpoint: rerun "
+          "with --restart_lost_units to start it again from step 0, replacing its records.")
+    if jax.process_index() == 0:
+      workdir_lib.remove_unit_records(ctx.workdir, ctx.unit.id)
+    say(f"no checkpoint: its {records} removed, starting again from step 0.")
   return state, None
-
-
-def _start_afresh(ctx, say: Callable[[str], None]) -> None:
-  """A unit without a checkpoint but with records (its checkpoint lost) is refused
-  (ConfigError), so that no unit's records mix two starts; with the context's
-  `restart_lost_units` its records are removed and it starts again."""
-  unit, workdir = ctx.unit, ctx.workdir
-  count = workdir_lib.unit_records(workdir, unit.id)
-  if not count:
-    return
-  records = f"{count} record{'s' * (count > 1)}"
-  if not ctx.restart_lost_units:
-    raise ConfigError(
-        f"unit {unit.label} ({unit.id}) has {records} but no checkpoint: rerun with "
-        "--restart_lost_units to start it again from step 0, replacing its records.")
-  if jax.process_index() == 0:
-    workdir_lib.remove_unit_records(workdir, unit.id)
-  say(f"no checkpoint: its {records} removed, starting again from step 0.")
 
 
 def _check_code(ctx, step: int, saved: dict | None, code: dict,
                 say: Callable[[str], None]) -> None:
-  """Refuses (ConfigError) a checkpoint written by other code, unless the context allows
-  it (a line then says what changed); a checkpoint with no fingerprint gets a line."""
+  """Refuses (ConfigError) a checkpoint written by other code unless the context allows
+  it (a line then says what changed); one with no fingerprint gets a line."""
   if saved is None:
     say(f"the checkpoint at step {step} predates code fingerprints: resumed without "
         "checking that the code that wrote it is this one.")
     return
   changes = workdir_lib.code_changes(saved, code)
-  if not changes:
-    return
   listed = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6
                                      else "")
-  if ctx.resume_across_code_change:
+  if changes and ctx.resume_across_code_change:
     say(f"resuming at step {step} across a code change ({listed}).")
-    return
-  raise ConfigError(
-      f"{ctx.unit.label}: its checkpoint at step {step} was written by other code "
-      f"({listed}), and a unit must not mix two codes' numbers. Resume with the code that "
-      "wrote it (WORKDIR/launches/*.json name its commit), or run it afresh in another "
-      "workdir; --resume_across_code_change resumes anyway, for a change that leaves the "
-      "numbers alone.")
+  elif changes:
+    raise ConfigError(
+        f"{ctx.unit.label}: its checkpoint at step {step} was written by other code "
+        f"({listed}), and a unit must not mix two codes' numbers. Resume with the code that "
+        "wrote it (WORKDIR/launches/*.json name its commit), or run it afresh in another "
+        "workdir; --resume_across_code_change resumes anyway, for a change that leaves the "
+        "numbers alone.")
 
 
-class Checkpointer:
-  """One unit's (state, JSON metadata) at integer steps, with orbax; the two latest kept.
+def checkpoints(directory: str):
+  """The orbax `CheckpointManager` of a unit's checkpoints: synchronous, the two latest
+  kept, the folder created on the first save."""
+  import orbax.checkpoint as ocp
+  return ocp.CheckpointManager(os.path.abspath(directory), options=ocp.CheckpointManagerOptions(
+      max_to_keep=2, create=True, enable_async_checkpointing=False))
 
-  Args:
-    directory: the unit's checkpoint folder (created on the first save).
-  """
 
-  def __init__(self, directory: str):
-    import orbax.checkpoint as ocp
-    self._ocp = ocp
-    self.directory = os.path.abspath(directory)
-    self._manager = ocp.CheckpointManager(self.directory, options=ocp.CheckpointManagerOptions(
-        max_to_keep=2, create=True, enable_async_checkpointing=False))
+def save_checkpoint(manager, step: int, state: Any, meta: dict) -> None:
+  """Saves `state` (a pytree of arrays) and JSON `meta` at `step`; on disk on return."""
+  from orbax.checkpoint import args
+  manager.save(step, args=args.Composite(state=args.StandardSave(state),
+                                         meta=args.JsonSave(meta)), force=True)
+  manager.wait_until_finished()
 
-  def steps(self) -> list[int]:
-    """The steps of the complete checkpoints, newest first."""
-    return sorted(self._manager.all_steps(), reverse=True)
 
-  def latest_step(self) -> int | None:
-    """The step of the newest complete checkpoint, or None."""
-    return self._manager.latest_step()
-
-  def save(self, step: int, state: Any, metadata: dict) -> None:
-    """Writes `state` (a pytree of arrays) and `metadata` at `step`; on disk on return."""
-    args = self._ocp.args
-    self._manager.save(int(step), args=args.Composite(
-        state=args.StandardSave(state), meta=args.JsonSave(dict(metadata))), force=True)
-    self._manager.wait_until_finished()
-
-  def restore(self, like: Any, step: int | None = None) -> tuple[Any, dict]:
-    """The (state, metadata) at `step` (default: the latest), shaped like `like` (None:
-    as saved, numpy).
-
-    Raises:
-      FileNotFoundError: no checkpoint.
-      ValueError: the stored shapes differ from `like`'s; orbax's errors for a damaged one.
-    """
-    step = self.latest_step() if step is None else step
-    if step is None:
-      raise FileNotFoundError(f"no checkpoint in {self.directory}.")
-    args = self._ocp.args
-    if like is None:
-      out = self._manager.restore(step, args=args.Composite(
-          state=args.StandardRestore(), meta=args.JsonRestore()))
-      return jax.tree.map(np.asarray, out["state"]), dict(out["meta"])
-    abstract = jax.tree.map(
-        lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype, sharding=getattr(x, "sharding", None)),
-        like)
-    out = self._manager.restore(step, args=args.Composite(
-        state=args.StandardRestore(abstract), meta=args.JsonRestore()))
-    got, want = ([np.shape(x) for x in jax.tree.leaves(t)] for t in (out["state"], like))
-    if got != want:
-      raise ValueError(f"checkpoint in {self.directory} has shapes {got}, expected {want}.")
-    return out["state"], dict(out["meta"])
-
-  def set_aside(self, step: int) -> str:
-    """Moves the checkpoint at `step` out of the manager's sight (kept, for a look);
-    returns its new path."""
-    old = os.path.join(self.directory, str(step))
-    new = os.path.join(self.directory, f"damaged-{step}-{int(time.time())}")
-    os.rename(old, new)
-    self._manager.reload()
-    return new
-
-  def close(self) -> None:
-    self._manager.close()
+def restore_checkpoint(manager, step: int) -> tuple[Any, dict]:
+  """The (state, as numpy arrays; metadata) saved at `step`; orbax's errors if damaged."""
+  from orbax.checkpoint import args
+  out = manager.restore(step, args=args.Composite(state=args.StandardRestore(),
+                                                  meta=args.JsonRestore()))
+  return jax.tree.map(np.asarray, out["state"]), dict(out["meta"])
 
 
 class Interrupted(Exception):
   """Raised by a loop that stopped on request, after checkpointing."""
 
 
-class StopRequest:
-  """A flag set by the first SIGINT/SIGTERM (or by `request()`)."""
-
-  def __init__(self):
-    self._event = threading.Event()
-    self.signal_name = ""
+class StopRequest(threading.Event):
+  """Set by the first SIGINT/SIGTERM or by `request(why)`; `signal_name` says which."""
+  signal_name = ""
 
   def request(self, why: str = "requested") -> None:
     self.signal_name = why
-    self._event.set()
+    self.set()
 
   def requested(self) -> bool:
-    return self._event.is_set()
+    return self.is_set()
 
 
 @contextlib.contextmanager
@@ -401,23 +341,10 @@ def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) ->
       signal.signal(s, h)
 
 
-class Clock:
-  """The ETA of the work left at the rate measured since `start(done)` (called after the
-  work that should not set the pace, such as a compiling first call)."""
-
-  def __init__(self, total: float, now: Callable[[], float] | None = None):
-    self.total, self._t0, self._w0 = float(total), None, 0.0
-    self._now = now or time.perf_counter
-
-  def start(self, done: float) -> None:
-    self._t0, self._w0 = self._now(), float(done)
-
-  def eta(self, done: float) -> str:
-    """', ETA 3m05s', or '' before a rate is known or when nothing is left."""
-    if self._t0 is None or done <= self._w0 or done >= self.total:
-      return ""
-    rate = (self._now() - self._t0) / (done - self._w0)
-    return f", ETA {format_seconds(rate * (self.total - done))}"
+def eta(seconds: float, done: float, total: float) -> str:
+  """', ETA 3m05s': the time of the `total - done` work left at the rate of `done` work in
+  `seconds`; '' without a rate (done ≤ 0) or with nothing left."""
+  return f", ETA {format_seconds(seconds / done * (total - done))}" if 0 < done < total else ""
 
 
 def format_seconds(seconds: float) -> str:
