@@ -220,7 +220,7 @@ def _restore(task: Task, ctx, replicas, manager, code: dict, state: Any,
   `state`, None); one that cannot be read is named, set aside and the one before tried."""
   for step in sorted(manager.all_steps(), reverse=True):
     try:
-      host, meta = restore_checkpoint(manager, step)
+      host, meta = restore_checkpoint(manager, step, replicas.gather(state))
     except Exception as e:  # noqa: BLE001 (orbax raises many kinds for damaged files)
       aside = os.path.join(manager.directory, f"damaged-{step}-{int(time.time())}")
       os.rename(os.path.join(manager.directory, str(step)), aside)
@@ -288,10 +288,13 @@ def save_checkpoint(manager, step: int, state: Any, meta: dict) -> None:
   manager.wait_until_finished()
 
 
-def restore_checkpoint(manager, step: int) -> tuple[Any, dict]:
-  """The (state, as numpy arrays; metadata) saved at `step`; orbax's errors if damaged."""
+def restore_checkpoint(manager, step: int, like: Any = None) -> tuple[Any, dict]:
+  """The (state, as numpy arrays shaped like the pytree `like` or as saved; metadata) at
+  `step`; orbax's errors for a damaged one."""
   from orbax.checkpoint import args
-  out = manager.restore(step, args=args.Composite(state=args.StandardRestore(),
+  if like is not None:
+    like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), like)
+  out = manager.restore(step, args=args.Composite(state=args.StandardRestore(like),
                                                   meta=args.JsonRestore()))
   return jax.tree.map(np.asarray, out["state"]), dict(out["meta"])
 
