@@ -1,20 +1,13 @@
 """One unit's training, read top to bottom: `train_unit(task, ctx, replicas)`.
 
-A family declares a unit's training as a `Task` of pure functions; `train_unit` restores
-the unit's checkpoint, then trains call by call to the target, evaluating, recording and
-checkpointing at the validation points (0, every `every` steps, each epoch's end, the
-target), then writes the final records. A call ends at a validation point and lasts about
-`call_seconds` (the first, which compiles, is one step): a stop is never more than a call
-and an evaluation away.
-
-Checkpoints (orbax) hold the replicates without sharding's padding (a unit stopped on 2
-devices resumes on 1 or 3); they are written at the start, at most every
-`checkpoint_seconds`, on a stop and at the end, the two latest kept; a damaged one is
-named in a line, set aside and the one before it used. A unit with records but no
-checkpoint (lost), or checkpointed by other code (`workdir.code_fingerprint`), is refused
-unless the run allows it. A thread prints a progress line (step, epoch, what runs, the
-last metrics, ETA) every `progress_seconds`. The first SIGINT/SIGTERM (`handle_signals`)
-ends the call, checkpoints and raises `Interrupted`.
+A family declares a unit's training as a `Task` of pure functions. `train_unit` restores
+the unit's checkpoint, trains call by call to the target, evaluates and records at each
+validation point, checkpoints, and writes the final records. A call ends at a validation
+point and lasts about `call_seconds` (the first, which compiles, one step), so a stop
+(`handle_signals`: the first SIGINT/SIGTERM) is never more than a call and an evaluation
+away. Checkpoints (orbax, the two latest kept) hold the replicates without the sharding's
+padding, so a unit stopped on 2 devices resumes on 1 or 3; a damaged one is named, set
+aside and the one before it used. A thread prints a progress line with an ETA.
 """
 
 from __future__ import annotations
@@ -42,20 +35,18 @@ __all__ = ["Interrupted", "StopRequest", "Task", "call_length", "checkpoints", "
 
 class Task(NamedTuple):
   """One unit's training: pure functions of the state (a pytree, leading axis the padded
-  replicates, sharded) and the history (the family's JSON-able bookkeeping), both
-  checkpointed.
+  replicates, sharded) and the history (JSON-able bookkeeping), both checkpointed.
 
   Attributes:
     init: () -> (state, history), fresh.
     train: (state, history, first step, steps) -> (state, history): one call.
-    evaluate: (state, history, step) -> (records for results.jsonl, history, metrics text
-      for the progress line), at a validation point.
+    evaluate: (state, history, step) -> (records, history, metrics text for the progress
+      line), at a validation point: 0, the target, multiples of `every` and epoch ends.
     finish: (state, history) -> {file name: records} of the trained unit, written in order.
     target: the step to train to.
-    every: validation points at its multiples (0: at 0 and the target only).
+    every: validation points at its multiples (0: none).
     epoch_steps: > 0: validation points at each epoch's end too; the line shows the epoch.
-    call_seconds: a call's length once the rate is known; None: calls run from validation
-      point to validation point.
+    call_seconds: a call's length once the rate is known (None: to the validation point).
     target_field: the config field that sets `target` (for messages).
   """
   init: Callable[[], tuple[Any, dict]]
@@ -72,8 +63,8 @@ class Task(NamedTuple):
 def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.perf_counter,
                checkpoint_seconds: float = 60.0, progress_seconds: float = 15.0) -> None:
   """Trains one unit to `task.target` from its checkpoint (module docstring), writing the
-  evaluations' records, then `task.finish`'s; each record of results.jsonl gets the unit's
-  ``seconds`` so far (training, evaluations and records, across resumes).
+  evaluations' records, then `task.finish`'s; each of results.jsonl gets the unit's
+  ``seconds`` so far, across resumes.
 
   Args:
     task: the unit's `Task`.
@@ -85,9 +76,9 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
 
   Raises:
     Interrupted: after a checkpoint, when `ctx.stop` was requested.
-    ConfigError: a checkpoint beyond the target, or of other code (unless
-      `ctx.resume_across_code_change`); records but no checkpoint (unless
-      `ctx.restart_lost_units`).
+    ConfigError: a checkpoint beyond the target or of other code (unless
+      `ctx.resume_across_code_change`: `workdir.code_fingerprint`); records but no
+      checkpoint, a lost unit (unless `ctx.restart_lost_units`).
   """
   now, say = clock, lambda text: ctx.printer(f"{ctx.unit.label}: {text}")
   progress = _Progress(task, now)
@@ -104,12 +95,10 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
   try:
     state, history = task.init()
     state, meta = _restore(task, ctx, replicas, manager, code, state, say)
-    written = ctx.written()  # read after `_restore` (it may remove a lost unit's records)
     step, elapsed, owed = 0, 0.0, True  # owed: the evaluation at `step` is still to run
     if meta is not None:
       history, step, elapsed = dict(meta.get("history", {})), meta["step"], meta["elapsed"]
-      owed = meta.get("owed", validation_point(task, step) and not any(
-          s == step for _, _, s in written))
+      owed = meta.get("owed", validation_point(task, step))  # older checkpoints have none
     progress.step, start = step, now()
     seconds = lambda: elapsed + now() - start  # the unit's, across resumes
 
@@ -121,10 +110,9 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
           "code": code, "owed": owed})
       last_save = now()
 
-    def write(records, file=workdir_lib.RESULTS) -> None:  # those of a resumed unit once
+    def write(records, file=workdir_lib.RESULTS) -> None:  # a record written is skipped
       if file == workdir_lib.RESULTS:
-        records = [{**r, "seconds": round(seconds(), 3)} for r in records
-                   if (r.get("kind"), r.get("replicate"), r.get("step")) not in written]
+        records = [{**r, "seconds": round(seconds(), 3)} for r in records]
       ctx.write(records, file)
 
     def evaluate() -> None:
@@ -325,9 +313,7 @@ def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) ->
   previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
 
   def handler(signum, frame):
-    if stop.requested():
-      for s, h in previous.items():
-        signal.signal(s, h)
+    if stop.requested():  # the previous handlers are restored on the way out
       if signum == signal.SIGINT:
         raise KeyboardInterrupt
       raise SystemExit(128 + signum)

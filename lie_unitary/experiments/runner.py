@@ -88,11 +88,6 @@ class UnitContext:
       workdir_lib.append_records(workdir_lib.path(self.workdir, file),
                                  [{**base, **r} for r in recs], key=workdir_lib.record_key)
 
-  def written(self) -> set[tuple]:
-    """{(kind, replicate, step)} of the unit's records in results.jsonl."""
-    return {(r.get("kind"), r.get("replicate"), r.get("step"))
-            for r in workdir_lib.read(self.workdir) if r.get("unit") == self.unit.id}
-
 
 @dataclasses.dataclass
 class RunSummary:

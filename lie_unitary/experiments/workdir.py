@@ -315,10 +315,10 @@ def unit_names(workdir) -> list[str]:
 
 
 def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) -> Any:
-  """The records of WORKDIR/<file> ("results.jsonl", or the operators' "curves.jsonl") in
-  file order; of a unit extended to a later target step, the "final" and "curve" records
-  of its furthest. `as_frame`: True, a pandas DataFrame (NaN where a record lacks a
-  field); False, a list of dicts; None, a DataFrame if pandas imports.
+  """The records of WORKDIR/<file> in file order, but the "final" and "curve" records of a
+  unit extended to a later target step: its furthest only. `as_frame`: True, a pandas
+  DataFrame (NaN where a record lacks a field); False, a list of dicts; None, a DataFrame
+  if pandas imports.
 
   Raises:
     FileNotFoundError: no such workdir or file.
@@ -338,7 +338,7 @@ def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) 
   recs = [r for r in read(workdir, file) if "unit" in r]
   if not recs:
     raise ValueError(f"workdir {os.fspath(workdir)!r}: {file} holds no records of a unit")
-  last = lambda r: (r["unit"], r.get("kind")) if r.get("kind") in ("final", "curve") else None  # noqa: E731
+  last = lambda r: (r["unit"], r["kind"]) if r.get("kind") in ("final", "curve") else None
   furthest = {}
   for r in recs:
     furthest[last(r)] = max(furthest.get(last(r), -1), int(r.get("step", -1)))
@@ -357,11 +357,9 @@ def as_records(results: Any) -> list[dict]:
 
 @dataclasses.dataclass(frozen=True)
 class LoadedUnit:
-  """A unit's saved state and what produced it: its `id`, `name`, the `step` of the
-  `state` (nested dicts of numpy arrays, a leading replicate axis each: operators
-  {"train": {"params", "opt_state"}, "target", "constants", "mask"}, RNNs {"params",
-  "opt_state"}), its `fields`, the `config` (JSON) of the latest launch listing it, and
-  whether it is `finished`."""
+  """A unit's `id`, `name`, `fields`, its checkpoint's `step` and `state` (nested dicts of
+  numpy arrays, a leading replicate axis each), the `config` (JSON) of the latest launch
+  listing it, and whether it is `finished`."""
   id: str
   name: str
   step: int
