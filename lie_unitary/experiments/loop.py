@@ -62,17 +62,10 @@ class Task(NamedTuple):
 
 def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.perf_counter,
                checkpoint_seconds: float = 60.0, progress_seconds: float = 15.0) -> None:
-  """Trains one unit to `task.target` from its checkpoint (module docstring), writing the
-  evaluations' records, then `task.finish`'s; each of results.jsonl gets the unit's
-  ``seconds`` so far, across resumes.
-
-  Args:
-    task: the unit's `Task`.
-    ctx: the runner's `UnitContext`.
-    replicas: the unit's `replicas.Replicas`.
-    clock: seconds from any origin (a test's own).
-    checkpoint_seconds: the longest a crash may lose, besides the call in flight.
-    progress_seconds: the time between progress lines.
+  """Trains one unit (`ctx.unit`, its `replicas.Replicas`) to `task.target` from its
+  checkpoint (module docstring), writing the evaluations' records, then `task.finish`'s,
+  each of results.jsonl with the unit's ``seconds`` so far. `clock`: a test's own;
+  `checkpoint_seconds`: the most a crash may lose, besides the call in flight.
 
   Raises:
     Interrupted: after a checkpoint, when `ctx.stop` was requested.
@@ -165,8 +158,7 @@ def validation_point(task: Task, step: int) -> bool:
 
 
 def call_length(task: Task, step: int, seconds_per_step: float | None) -> int:
-  """The steps of the call from `step`: to the next validation point and, with
-  `task.call_seconds`, about that long at `seconds_per_step` (None, no rate yet: 1)."""
+  """The steps of the call from `step` (1 while the rate is unknown: it compiles)."""
   end = min([task.target] + [(step // p + 1) * p for p in (task.every, task.epoch_steps) if p])
   if task.call_seconds is None:
     return end - step
@@ -176,7 +168,7 @@ def call_length(task: Task, step: int, seconds_per_step: float | None) -> int:
 
 
 class _Progress:
-  """What the progress line says (`line`), updated by `train_unit` as the unit runs."""
+  """The progress line (`line`), updated by `train_unit`."""
 
   def __init__(self, task: Task, now: Callable[[], float]):
     self.task, self.now = task, now
@@ -189,8 +181,7 @@ class _Progress:
     self.activity, self.since = activity, self.now()
 
   def line(self) -> str:
-    """The step (estimated within a call), the epoch, what runs (and for how long, but
-    training), the last validation's metrics, the ETA."""
+    """The step (≈ within a call), epoch, what runs and since when, metrics and ETA."""
     step, now, approx, call = self.step, self.now(), "", self.call
     if call is not None and self.activity == "training" and self.rate:
       step, approx = call[0] + min(call[1], int((now - call[2]) / self.rate)), "≈"
@@ -204,8 +195,7 @@ class _Progress:
 
 def _restore(task: Task, ctx, replicas, manager, code: dict, state: Any,
              say: Callable[[str], None]) -> tuple[Any, dict | None]:
-  """The newest readable checkpoint's (state on the devices, metadata), else (the fresh
-  `state`, None); one that cannot be read is named, set aside and the one before tried."""
+  """(state, metadata) of the newest readable checkpoint, else (`state`, None)."""
   for step in sorted(manager.all_steps(), reverse=True):
     try:
       host, meta = restore_checkpoint(manager, step, replicas.gather(state))
@@ -240,8 +230,7 @@ def _restore(task: Task, ctx, replicas, manager, code: dict, state: Any,
 
 def _check_code(ctx, step: int, saved: dict | None, code: dict,
                 say: Callable[[str], None]) -> None:
-  """Refuses (ConfigError) a checkpoint written by other code unless the context allows
-  it (a line then says what changed); one with no fingerprint gets a line."""
+  """Refuses a checkpoint of other code (ConfigError) unless `ctx` allows it."""
   if saved is None:
     say(f"the checkpoint at step {step} predates code fingerprints: resumed without "
         "checking that the code that wrote it is this one.")
@@ -261,15 +250,14 @@ def _check_code(ctx, step: int, saved: dict | None, code: dict,
 
 
 def checkpoints(directory: str):
-  """The orbax `CheckpointManager` of a unit's checkpoints: synchronous, the two latest
-  kept, the folder created on the first save."""
+  """The orbax CheckpointManager of a unit's folder: synchronous, the two latest kept."""
   import orbax.checkpoint as ocp
   return ocp.CheckpointManager(os.path.abspath(directory), options=ocp.CheckpointManagerOptions(
       max_to_keep=2, create=True, enable_async_checkpointing=False))
 
 
 def save_checkpoint(manager, step: int, state: Any, meta: dict) -> None:
-  """Saves `state` (a pytree of arrays) and JSON `meta` at `step`; on disk on return."""
+  """Saves a pytree of arrays and JSON `meta` at `step`, on disk on return."""
   from orbax.checkpoint import args
   manager.save(step, args=args.Composite(state=args.StandardSave(state),
                                          meta=args.JsonSave(meta)), force=True)
@@ -277,8 +265,7 @@ def save_checkpoint(manager, step: int, state: Any, meta: dict) -> None:
 
 
 def restore_checkpoint(manager, step: int, like: Any = None) -> tuple[Any, dict]:
-  """The (state, as numpy arrays shaped like the pytree `like` or as saved; metadata) at
-  `step`; orbax's errors for a damaged one."""
+  """(state as numpy, shaped like `like` or as saved; metadata) at `step`."""
   from orbax.checkpoint import args
   if like is not None:
     like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), like)
@@ -305,8 +292,7 @@ class StopRequest(threading.Event):
 
 @contextlib.contextmanager
 def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) -> Iterator[None]:
-  """Within the block the first SIGINT/SIGTERM sets `stop` and a second aborts
-  (KeyboardInterrupt / SystemExit). Outside the main thread it does nothing."""
+  """In the block (main thread only), a first SIGINT/SIGTERM sets `stop`; a second aborts."""
   if threading.current_thread() is not threading.main_thread():
     yield
     return
@@ -331,8 +317,7 @@ def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) ->
 
 
 def eta(seconds: float, done: float, total: float) -> str:
-  """', ETA 3m05s': the time of the `total - done` work left at the rate of `done` work in
-  `seconds`; '' without a rate (done ≤ 0) or with nothing left."""
+  """', ETA 3m05s' for the work left at the rate of `done` in `seconds` ('' if none)."""
   return f", ETA {format_seconds(seconds / done * (total - done))}" if 0 < done < total else ""
 
 

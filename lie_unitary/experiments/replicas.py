@@ -39,13 +39,9 @@ def padded_size(num_replicates: int, num_devices: int) -> int:
 
 def replicate_sharding(devices: Sequence[jax.Device] | None = None,
                        data_parallel: int = 1) -> NamedSharding:
-  """The sharding of a leading replicate axis over `devices` (default: all); with
-  data_parallel = d > 1 a (count / d, d) mesh with axes (AXIS, DATA_AXIS), each
-  replicate's batch split over the second.
-
-  Raises:
-    ValueError: d < 1 or d does not divide the device count.
-  """
+  """A leading replicate axis' sharding over `devices` (default: all); data_parallel =
+  d > 1 splits each replicate's batch over a DATA_AXIS of d; ValueError: d does not divide
+  the device count."""
   devices = jax.devices() if devices is None else list(devices)
   if data_parallel < 1 or len(devices) % data_parallel:
     raise ValueError(f"data_parallel = {data_parallel} must be ≥ 1 and divide the "
@@ -58,9 +54,8 @@ def replicate_sharding(devices: Sequence[jax.Device] | None = None,
 
 def map_replicates(fn: Callable, in_axes: Sequence[int | None], sharding: NamedSharding, *,
                    donate_argnums: Sequence[int] = ()) -> Callable:
-  """The jitted program of a per-replicate pure `fn` over the replicate axis (module
-  docstring): `in_axes` 0 for an argument with that axis, None for one shared by all;
-  `sharding` the axis' (`replicate_sharding`). Every output has the padded axis, sharded."""
+  """The jitted program of a per-replicate `fn` over the replicate axis (in_axes: 0 or
+  None, shared), every output sharded over it (module docstring)."""
   in_axes, mesh = tuple(in_axes), sharding.mesh
   mine = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
   one_at_a_time = len(mine) > 1 and mine[0].platform == "cpu"
@@ -79,13 +74,8 @@ def map_replicates(fn: Callable, in_axes: Sequence[int | None], sharding: NamedS
 
 
 class Replicas:
-  """R ≥ 1 replicates on a leading axis, padded to a multiple of the mesh's replicate axis
-  of `sharding` (default `replicate_sharding()`).
-
-  Attributes:
-    ids: (padded,) int32 replicate indices, sharded: most programs' first argument.
-    data_parallel: the size of the mesh's data axis (1: none).
-  """
+  """R replicates on a leading axis of `sharding`'s mesh, padded to a multiple of its size;
+  `ids`: the (padded,) int32 replicate indices, sharded."""
 
   def __init__(self, num_replicates: int, sharding: NamedSharding | None = None):
     self.num_replicates = num_replicates
@@ -108,8 +98,8 @@ class Replicas:
     return jax.tree.map(lambda a: np.asarray(a)[:self.num_replicates], tree)
 
   def from_host(self, host: Any, fresh: Any) -> Any:
-    """`host` (R replicates, numpy) on the devices, padded with `fresh`'s padding and
-    sharded; ValueError: a leaf of `host` is not R replicates of `fresh`'s shape."""
+    """`host` (R replicates, numpy) padded with `fresh`'s padding, sharded; ValueError:
+    a leaf of another shape."""
     if jax.process_count() > 1:
       fresh = multihost_utils.process_allgather(fresh, tiled=True)
 

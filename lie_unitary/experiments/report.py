@@ -44,8 +44,8 @@ def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
 
 
 def se_band(ax, x, values, color, **plot_kw):
-  """Draws on Axes `ax` the mean over runs of `values` (p, runs) against `x` (p,), `plot_kw`
-  to `ax.plot`, and a band of ± one s.e. (none for one run); returns the (p,) means."""
+  """Plots on `ax` the means of `values` (p, runs) against `x` (p,), returned, in a band of
+  ± one standard error."""
   values = np.asarray(values, np.float64)
   mean, runs = values.mean(axis=1), values.shape[1]
   se = values.std(axis=1, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros_like(mean)
@@ -61,13 +61,8 @@ def _published() -> dict:
 
 
 def published(name: str) -> tuple[dict, list[dict]]:
-  """The published table `name` of `published.json` ("operators_table1", "mnist", ...):
-  its description {"what", "protocol", "source"} and its rows, each with its "protocol"
-  and its "source" {"cite", "where", "read_from_a_copy"} (the table's unless its own).
-
-  Raises:
-    KeyError: no table `name` (the message lists those there are).
-  """
+  """(description, rows) of the table `name` of published.json, each row with its
+  "protocol" and "source" (the table's unless its own); KeyError: no such table."""
   data = _published()
   if name not in data["tables"]:
     raise KeyError(f"no published table {name!r}; there are {sorted(data['tables'])}")
@@ -85,9 +80,8 @@ _MACHINE = ("cpu_model", "cpu", "device_kind", "host", "platform", "backend", "d
 
 
 def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
-  """A warning line and an empty one when the launches (`workdir.read_launches`) naming
-  `units` (one table's ids) differ in machine or device layout, naming what differs for
-  which units (a unit of two launches counts under both); [] otherwise."""
+  """A warning line and an empty one when the launches naming `units` (a table's ids)
+  differ in machine or device layout, saying what differs for which units; else []."""
   units, by = set(units), {}
   for launch in launches:
     p, mine = launch.get("provenance", {}), {u["id"] for u in launch.get("units", ())} & units

@@ -81,9 +81,8 @@ def to_jsonable(value: Any) -> Any:
 
 def append_records(file: str | os.PathLike, records: Iterable[dict],
                    key: Callable[[dict], Any] | None = None) -> None:
-  """Appends records as JSON lines, fsynced, under an exclusive lock (processes share the
-  file), cutting off first a line a killed writer left unfinished. With `key`, a record
-  whose key a line of the file has is not written again (a rerun after a kill)."""
+  """Appends records as JSON lines, fsynced, under a lock, first cutting off a line a killed
+  writer left; with `key`, but those whose key a line has (a rerun after a kill)."""
   records = [to_jsonable(r) for r in records]
   if not records:
     return
@@ -120,9 +119,7 @@ def unit_records(workdir, unit_id: str) -> int:
 
 
 def remove_unit_records(workdir, unit_id: str) -> None:
-  """Removes every record of unit `unit_id` from WORKDIR's record files, each rewritten
-  to a temporary file that replaces it under the appends' lock (a crash leaves the old
-  file or the new one)."""
+  """Removes unit `unit_id`'s records, each file replaced whole under the appends' lock."""
   for name in _RECORD_FILES:
     file = path(workdir, name)
     if not os.path.exists(file):
@@ -230,10 +227,8 @@ def _provenance() -> dict:
 
 
 def code_fingerprint(root: str | None = None) -> dict:
-  """What a unit's numbers are computed by, so that only the code that wrote a checkpoint
-  resumes it: {"files": {path from `root`'s parent: 16 hex digits of its sha256}} of every
-  *.py below `root` (default: this `lie_unitary`) but the reports and the downloader, and
-  {"versions": {package: version}} of jax, jaxlib, flax and optax."""
+  """What computes a unit's numbers: {"files": {path: sha256[:16]}} of the *.py below
+  `root` (default: this package) but reports, and {"versions"} of the numerics packages."""
   root = os.path.abspath(root or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
   files = {}
   for folder, dirs, names in os.walk(root):
@@ -247,8 +242,7 @@ def code_fingerprint(root: str | None = None) -> dict:
 
 
 def code_changes(old: dict, new: dict) -> list[str]:
-  """What differs from fingerprint `old` to `new`, a phrase each: "PATH changed" / "PATH
-  added" / "PATH removed" / "PACKAGE A → B"; [] when they agree."""
+  """What differs from fingerprint `old` to `new`, a phrase each ("PATH changed", ...)."""
   before, after = old.get("files", {}), new.get("files", {})
   out = [f"{f} {'added' if f not in before else 'removed' if f not in after else 'changed'}"
          for f in sorted(set(before) | set(after)) if before.get(f) != after.get(f)]
@@ -258,8 +252,7 @@ def code_changes(old: dict, new: dict) -> list[str]:
 
 
 def write_launch(workdir, family: str, config_json: dict, units: Sequence[Any]) -> str:
-  """Writes WORKDIR/launches/NNNN-<time>.json (family, config, provenance, units), created
-  exclusively so that no launch is ever overwritten; returns its path."""
+  """Writes a new WORKDIR/launches/NNNN-<time>.json, never overwriting one; its path."""
   folder = path(workdir, "launches")
   os.makedirs(folder, exist_ok=True)
   stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
@@ -435,11 +428,9 @@ def claim_owner(workdir, slug: str) -> str:
 
 @contextlib.contextmanager
 def claim(workdir, slug: str) -> Iterator[bool]:
-  """Takes unit `slug` for this process: yields True, or False when another live process
-  (a second launch, another host) is computing it. The claim, WORKDIR/claims/<slug>, is
-  created exclusively, refreshed by a heartbeat thread and removed on exit; a crashed
-  owner's is taken over at once when its pid is gone from this host, else after
-  STALE_SECONDS without a heartbeat."""
+  """Yields True when this process takes unit `slug`, False when another live one (another
+  launch or host) computes it. WORKDIR/claims/<slug> is created exclusively, refreshed by
+  a heartbeat and removed on exit; a dead owner's is taken over (`_stale`)."""
   folder = path(workdir, "claims")
   os.makedirs(folder, exist_ok=True)
   file, fd = os.path.join(folder, slug), None
