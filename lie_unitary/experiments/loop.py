@@ -75,17 +75,10 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
   """
   now, say = clock, lambda text: ctx.printer(f"{ctx.unit.label}: {text}")
   progress = _Progress(task, now)
-  manager = checkpoints(workdir_lib.checkpoint_dir(ctx.workdir, ctx.unit.slug))
   code = workdir_lib.code_fingerprint()  # saved with each checkpoint, checked on resume
-  done = threading.Event()
-
-  def tick() -> None:  # a line every `progress_seconds`, whatever runs (a compilation too)
-    while not done.wait(progress_seconds):
-      say(progress.line())
-
-  ticker = threading.Thread(target=tick, daemon=True, name="progress")
-  ticker.start()
-  try:
+  folder = workdir_lib.checkpoint_dir(ctx.workdir, ctx.unit.slug)
+  ticker = workdir_lib.periodically(progress_seconds, lambda: say(progress.line()))
+  with contextlib.closing(checkpoints(folder)) as manager, ticker:  # compiling too
     state, history = task.init()
     state, meta = _restore(task, ctx, replicas, manager, code, state, say)
     step, elapsed, owed = 0, 0.0, True  # owed: the evaluation at `step` is still to run
@@ -145,10 +138,6 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
     progress.doing("finishing")
     for file, records in task.finish(state, history).items():
       write(records, file)
-  finally:
-    done.set()
-    ticker.join()
-    manager.close()
 
 
 def validation_point(task: Task, step: int) -> bool:

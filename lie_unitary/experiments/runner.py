@@ -102,16 +102,13 @@ class RunSummary:
 
 @contextlib.contextmanager
 def _claim(workdir: str, unit: Unit):
-  """`workdir.claim`; over several jax processes, process 0's, which every process follows
-  (they compute the unit together)."""
-  if jax.process_count() == 1:
-    with workdir_lib.claim(workdir, unit.slug) as mine:
-      yield mine
-    return
-  from jax.experimental import multihost_utils
+  """`workdir.claim` by process 0, whose answer every jax process follows."""
   with (workdir_lib.claim(workdir, unit.slug) if jax.process_index() == 0
         else contextlib.nullcontext(True)) as mine:
-    yield bool(multihost_utils.broadcast_one_to_all(bool(mine)))
+    if jax.process_count() > 1:  # the processes compute the unit together
+      from jax.experimental import multihost_utils
+      mine = bool(multihost_utils.broadcast_one_to_all(bool(mine)))
+    yield mine
 
 
 def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,

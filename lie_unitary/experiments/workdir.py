@@ -21,6 +21,7 @@ import importlib.metadata
 import json
 import math
 import os
+import pathlib
 import platform
 import socket
 import subprocess
@@ -36,7 +37,7 @@ from typing import Sequence
 __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
            "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
-           "mark_finished", "read", "read_launches", "read_records", "record_key",
+           "mark_finished", "periodically", "read", "read_launches", "read_records", "record_key",
            "remove_unit_records", "to_jsonable", "unit_names", "unit_records", "units",
            "write_launch"]
 
@@ -229,15 +230,9 @@ def _provenance() -> dict:
 def code_fingerprint(root: str | None = None) -> dict:
   """What computes a unit's numbers: {"files": {path: sha256[:16]}} of the *.py below
   `root` (default: this package) but reports, and {"versions"} of the numerics packages."""
-  root = os.path.abspath(root or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  files = {}
-  for folder, dirs, names in os.walk(root):
-    dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-    for name in sorted(n for n in names if n.endswith(".py") and n not in _NOT_NUMERICS):
-      with open(os.path.join(folder, name), "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()[:16]
-      files[os.path.relpath(os.path.join(folder, name), os.path.dirname(root)).replace(
-          os.sep, "/")] = digest
+  root = pathlib.Path(root or pathlib.Path(__file__).parents[1]).absolute()
+  files = {f.relative_to(root.parent).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+           for f in sorted(root.rglob("*.py")) if f.name not in _NOT_NUMERICS}
   return {"files": files, "versions": {p: _version(p) for p in _NUMERICS_PACKAGES}}
 
 
@@ -445,19 +440,32 @@ def claim(workdir, slug: str) -> Iterator[bool]:
     return
   with os.fdopen(fd, "w", encoding="utf-8") as f:
     json.dump({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}, f)
-  done = threading.Event()
 
   def heartbeat():
-    while not done.wait(HEARTBEAT_SECONDS):
-      with contextlib.suppress(OSError):
-        os.utime(file)
+    with contextlib.suppress(OSError):
+      os.utime(file)
 
-  beat = threading.Thread(target=heartbeat, name=f"claim-{slug}", daemon=True)
-  beat.start()
   try:
-    yield True
+    with periodically(HEARTBEAT_SECONDS, heartbeat):
+      yield True
   finally:
-    done.set()
-    beat.join()
     with contextlib.suppress(OSError):
       os.remove(file)
+
+
+@contextlib.contextmanager
+def periodically(seconds: float, fn: Callable[[], Any]) -> Iterator[None]:
+  """Calls `fn` every `seconds` from a thread while the block runs."""
+  done = threading.Event()
+
+  def run():
+    while not done.wait(seconds):
+      fn()
+
+  thread = threading.Thread(target=run, daemon=True, name=getattr(fn, "__name__", "every"))
+  thread.start()
+  try:
+    yield
+  finally:
+    done.set()
+    thread.join()
