@@ -328,7 +328,7 @@ def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) 
     raise ValueError(f"workdir {os.fspath(workdir)!r}: {file} holds no records of a unit")
   last = lambda r: (r["unit"], r["kind"]) if r.get("kind") in ("final", "curve") else None
   furthest = {}
-  for r in recs:
+  for r in filter(last, recs):
     furthest[last(r)] = max(furthest.get(last(r), -1), int(r.get("step", -1)))
   recs = [r for r in recs if last(r) is None or int(r.get("step", -1)) == furthest[last(r)]]
   return pd.DataFrame.from_records(recs) if pd is not None and as_frame is not False else recs
