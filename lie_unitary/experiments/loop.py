@@ -81,10 +81,14 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
   with contextlib.closing(checkpoints(folder)) as manager, ticker:  # compiling too
     state, history = task.init()
     state, meta = _restore(task, ctx, replicas, manager, code, state, say)
+    # (kind, replicate, step) of the unit's records written before: not passed again.
+    written = {(r.get("kind"), r.get("replicate"), r.get("step"))
+               for r in workdir_lib.read(ctx.workdir) if r.get("unit") == ctx.unit.id}
     step, elapsed, owed = 0, 0.0, True  # owed: the evaluation at `step` is still to run
     if meta is not None:
       history, step, elapsed = dict(meta.get("history", {})), meta["step"], meta["elapsed"]
-      owed = meta.get("owed", validation_point(task, step))  # older checkpoints have none
+      owed = meta.get("owed", validation_point(task, step) and not any(
+          s == step for _, _, s in written))  # a checkpoint older than "owed"
     progress.step, start = step, now()
     seconds = lambda: elapsed + now() - start  # the unit's, across resumes
 
@@ -96,9 +100,10 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
           "code": code, "owed": owed})
       last_save = now()
 
-    def write(records, file=workdir_lib.RESULTS) -> None:  # a record written is skipped
+    def write(records, file=workdir_lib.RESULTS) -> None:
       if file == workdir_lib.RESULTS:
-        records = [{**r, "seconds": round(seconds(), 3)} for r in records]
+        records = [{**r, "seconds": round(seconds(), 3)} for r in records
+                   if (r.get("kind"), r.get("replicate"), r.get("step")) not in written]
       ctx.write(records, file)
 
     def evaluate() -> None:
