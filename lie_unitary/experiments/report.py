@@ -5,7 +5,6 @@ table's units ran on different machines. Figures are `matplotlib.figure.Figure`s
 
 from __future__ import annotations
 
-import functools
 import importlib.resources
 import json
 import os
@@ -39,7 +38,7 @@ def pm(values: Iterable[Any], fmt: Callable[[float], str] = "{:.3g}".format) -> 
 
 def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
   """A Markdown table's lines (cells by `str`), then an empty line."""
-  line = lambda cells: "| " + " | ".join(map(str, cells)) + " |"  # noqa: E731
+  line = lambda cells: "| " + " | ".join(map(str, cells)) + " |"
   return [line(header), "|" + "---|" * len(header)] + [line(r) for r in rows] + [""]
 
 
@@ -54,19 +53,14 @@ def se_band(ax, x, values, color, **plot_kw):
   return mean
 
 
-@functools.cache
-def _published() -> dict:
-  return json.loads(importlib.resources.files(__package__).joinpath(
-      "published.json").read_text("utf-8"))
-
-
 def published(name: str) -> tuple[dict, list[dict]]:
   """(description, rows) of the table `name` of published.json, each row with its
   "protocol" and "source" (the table's unless its own); KeyError: no such table."""
-  data = _published()
+  data = json.loads(importlib.resources.files(__package__).joinpath(
+      "published.json").read_text("utf-8"))
   if name not in data["tables"]:
     raise KeyError(f"no published table {name!r}; there are {sorted(data['tables'])}")
-  with_source = lambda r: {**r, "source": dict(data["sources"][r["source"]])}  # noqa: E731
+  with_source = lambda r: {**r, "source": dict(data["sources"][r["source"]])}
   info = {k: v for k, v in data["tables"][name].items() if k != "rows"}
   return with_source(info), [with_source({"protocol": info["protocol"],
                                           "source": info["source"], **r})
