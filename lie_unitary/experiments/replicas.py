@@ -40,8 +40,8 @@ def padded_size(num_replicates: int, num_devices: int) -> int:
 def replicate_sharding(devices: Sequence[jax.Device] | None = None,
                        data_parallel: int = 1) -> NamedSharding:
   """A leading replicate axis' sharding over `devices` (default: all); data_parallel =
-  d > 1 splits each replicate's batch over a DATA_AXIS of d; ValueError: d does not divide
-  the device count."""
+  d > 1 splits each replicate's batch over a DATA_AXIS of d; ValueError: d < 1 or does not
+  divide the device count."""
   devices = jax.devices() if devices is None else list(devices)
   if data_parallel < 1 or len(devices) % data_parallel:
     raise ValueError(f"data_parallel = {data_parallel} must be ≥ 1 and divide the "
@@ -59,8 +59,9 @@ def map_replicates(fn: Callable, in_axes: Sequence[int | None], sharding: NamedS
   in_axes, mesh = tuple(in_axes), sharding.mesh
   mine = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
   one_at_a_time = len(mine) > 1 and mine[0].platform == "cpu"
-  mapped = jax.vmap(fn, in_axes=in_axes)
-  if one_at_a_time:
+  if not one_at_a_time:
+    mapped = jax.vmap(fn, in_axes=in_axes)
+  else:
     def mapped(*args):
       def one(xs):
         it = iter(xs)
@@ -74,8 +75,9 @@ def map_replicates(fn: Callable, in_axes: Sequence[int | None], sharding: NamedS
 
 
 class Replicas:
-  """R replicates on a leading axis of `sharding`'s mesh, padded to a multiple of its size;
-  `ids`: the (padded,) int32 replicate indices, sharded."""
+  """R ≥ 1 replicates on a leading axis of `sharding`'s mesh (default: every device),
+  padded to a multiple of its size; `ids`: the (padded,) int32 replicate indices, sharded;
+  `data_parallel`: the size of the mesh's data axis (1: none)."""
 
   def __init__(self, num_replicates: int, sharding: NamedSharding | None = None):
     self.num_replicates = num_replicates

@@ -346,8 +346,9 @@ def as_records(results: Any) -> list[dict]:
 @dataclasses.dataclass(frozen=True)
 class LoadedUnit:
   """A unit's `id`, `name`, `fields`, its checkpoint's `step` and `state` (nested dicts of
-  numpy arrays, a leading replicate axis each), the `config` (JSON) of the latest launch
-  listing it, and whether it is `finished`."""
+  numpy arrays, a leading replicate axis each: operators {"train": {"params",
+  "opt_state"}, "target", "constants", "mask"}, RNNs {"params", "opt_state"}), the
+  `config` (JSON) of the latest launch listing it, and whether it is `finished`."""
   id: str
   name: str
   step: int
