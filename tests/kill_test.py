@@ -34,7 +34,7 @@ def due(name):
 def die():
   os.kill(os.getpid(), signal.SIGKILL)
 
-append, save, finish = workdir.append_records, loop.Checkpointer.save, workdir.mark_finished
+append, save, finish = workdir.append_records, loop.save_checkpoint, workdir.mark_finished
 
 def append_records(file, records, key=None):
   if os.path.basename(file) != workdir.FINISHED and due("record"):
@@ -47,17 +47,17 @@ def append_records(file, records, key=None):
   if os.path.basename(file) != workdir.FINISHED and due("after_record"):
     die()
 
-def checkpoint(self, *args):
+def checkpoint(*args):
   if due("checkpoint"):
     die()
-  save(self, *args)
+  save(*args)
 
 def mark_finished(*args):
   if due("finished"):
     die()
   finish(*args)
 
-workdir.append_records, loop.Checkpointer.save = append_records, checkpoint
+workdir.append_records, loop.save_checkpoint = append_records, checkpoint
 workdir.mark_finished = mark_finished
 fam = runner.get_family(family)
 config = __import__(f"lie_unitary.experiments.{family}.config", fromlist=["x"]).get_config(

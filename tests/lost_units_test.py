@@ -3,6 +3,7 @@ unit's records mix two starts; `restart_lost_units` replaces its records and sta
 again from step 0; a finished unit is never touched."""
 
 import collections
+import contextlib
 import glob
 import json
 import os
@@ -75,7 +76,9 @@ def _task(seen):
 
 
 def _checkpoints(tmp_path):
-  return loop.Checkpointer(workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug)).steps()
+  with contextlib.closing(loop.checkpoints(
+      workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug))) as manager:
+    return list(manager.all_steps())
 
 
 def test_a_unit_with_records_but_no_checkpoint_is_refused_then_restarted_on_request(tmp_path):
@@ -96,8 +99,8 @@ def test_a_unit_with_records_but_no_checkpoint_is_refused_then_restarted_on_requ
 
 def test_a_unit_with_a_readable_checkpoint_resumes_its_records_untouched(tmp_path):
   replicas, seen = replicas_lib.Replicas(1), []
-  ckpt = loop.Checkpointer(workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug))
-  ckpt.save(4, {"x": np.ones((1, 3), np.float32)}, {
+  ckpt = loop.checkpoints(workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug))
+  loop.save_checkpoint(ckpt, 4, {"x": np.ones((1, 3), np.float32)}, {
       "step": 4, "elapsed": 1.0, "history": {}, "code": workdir_lib.code_fingerprint()})
   ckpt.close()
   _write_records(tmp_path, _UNIT.id)

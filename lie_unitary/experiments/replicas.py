@@ -1,12 +1,12 @@
 """Replicates on a leading axis, sharded over every device, and the one way to map over them.
 
 A unit's R replicates run as one program on a leading axis, padded to a multiple of the
-devices and sharded over all of them (every host's after `jax.distributed.initialize()`).
-Padding replicates compute and are dropped, so replicate r gets the same keys whatever
-the device count. `map_replicates` is ``jit(vmap(fn))`` on one device or accelerators;
-with a data axis, or several CPU devices in one process, a `jax.shard_map` in which each
-device maps its replicates, on CPU one at a time (`lax.map`): CPU devices share jaxlib's
-thread pool, and two running batched LAPACK calls (a vmapped eigh) at once deadlock it.
+devices and sharded over all of them (every host's after `jax.distributed.initialize()`);
+padding replicates compute and are dropped, so replicate r gets the same keys whatever the
+device count. `map_replicates` is ``jit(vmap(fn))`` on one device or accelerators; with a
+data axis, or several CPU devices in one process, a `jax.shard_map` in which each device
+maps its replicates, on CPU one at a time (`lax.map`): CPU devices share jaxlib's thread
+pool, and two batched LAPACK calls (a vmapped eigh) running at once deadlock it.
 """
 
 from __future__ import annotations
@@ -30,11 +30,7 @@ DATA_AXIS = "data"  # the mesh axis that splits one replicate's batch
 
 
 def padded_size(num_replicates: int, num_devices: int) -> int:
-  """The smallest multiple of num_devices ≥ num_replicates.
-
-  Raises:
-    ValueError: either is < 1.
-  """
+  """The smallest multiple of num_devices ≥ num_replicates; ValueError: either is < 1."""
   if num_replicates < 1 or num_devices < 1:
     raise ValueError(f"need num_replicates ≥ 1 and num_devices ≥ 1; got "
                      f"{num_replicates=}, {num_devices=}.")
@@ -43,14 +39,9 @@ def padded_size(num_replicates: int, num_devices: int) -> int:
 
 def replicate_sharding(devices: Sequence[jax.Device] | None = None,
                        data_parallel: int = 1) -> NamedSharding:
-  """The sharding of a leading replicate axis over a mesh of `devices` (default: all).
-
-  data_parallel = d > 1 makes the mesh (count / d, d) with axes (AXIS, DATA_AXIS):
-  replicates over the first, each replicate's batch split over the second.
-
-  Raises:
-    ValueError: d < 1 or d does not divide the device count.
-  """
+  """A leading replicate axis' sharding over `devices` (default: all); data_parallel =
+  d > 1 splits each replicate's batch over a DATA_AXIS of d; ValueError: d < 1 or does not
+  divide the device count."""
   devices = jax.devices() if devices is None else list(devices)
   if data_parallel < 1 or len(devices) % data_parallel:
     raise ValueError(f"data_parallel = {data_parallel} must be ≥ 1 and divide the "
@@ -63,17 +54,8 @@ def replicate_sharding(devices: Sequence[jax.Device] | None = None,
 
 def map_replicates(fn: Callable, in_axes: Sequence[int | None], sharding: NamedSharding, *,
                    donate_argnums: Sequence[int] = ()) -> Callable:
-  """The jitted program of a per-replicate `fn` over the replicate axis (module docstring).
-
-  Args:
-    fn: a pure per-replicate function.
-    in_axes: 0 for an argument with the replicate axis, None for one shared by all.
-    sharding: the replicate axis' sharding (`replicate_sharding`).
-    donate_argnums: arguments whose buffers the program may reuse.
-
-  Returns:
-    The program; its outputs all carry the (padded) replicate axis, sharded.
-  """
+  """The jitted program of a per-replicate `fn` over the replicate axis (in_axes: 0 or
+  None, shared), every output sharded over it (module docstring)."""
   in_axes, mesh = tuple(in_axes), sharding.mesh
   mine = [d for d in mesh.devices.flat if d.process_index == jax.process_index()]
   one_at_a_time = len(mine) > 1 and mine[0].platform == "cpu"
@@ -93,17 +75,9 @@ def map_replicates(fn: Callable, in_axes: Sequence[int | None], sharding: NamedS
 
 
 class Replicas:
-  """R replicates on a leading axis, padded to a multiple of the mesh's replicate axis.
-
-  Args:
-    num_replicates: R ≥ 1.
-    sharding: the replicate axis' sharding (default `replicate_sharding()`).
-
-  Attributes:
-    ids: (padded,) int32 replicate indices, sharded: the first argument of most
-      per-replicate programs.
-    data_parallel: the size of the mesh's data axis (1: none).
-  """
+  """R ≥ 1 replicates on a leading axis of `sharding`'s mesh (default: every device),
+  padded to a multiple of its size; `ids`: the (padded,) int32 replicate indices, sharded;
+  `data_parallel`: the size of the mesh's data axis (1: none)."""
 
   def __init__(self, num_replicates: int, sharding: NamedSharding | None = None):
     self.num_replicates = num_replicates
@@ -126,14 +100,10 @@ class Replicas:
     return jax.tree.map(lambda a: np.asarray(a)[:self.num_replicates], tree)
 
   def from_host(self, host: Any, fresh: Any) -> Any:
-    """`host` (R replicates, numpy) back on the devices, padded with `fresh`'s padding
-    replicates and sharded.
-
-    Raises:
-      ValueError: a leaf of `host` does not have R replicates of `fresh`'s shape.
-    """
-    pad = jax.tree.map(lambda a: np.asarray(a), fresh if jax.process_count() == 1 else
-                       multihost_utils.process_allgather(fresh, tiled=True))
+    """`host` (R replicates, numpy) padded with `fresh`'s padding, sharded; ValueError:
+    a leaf of another shape."""
+    if jax.process_count() > 1:
+      fresh = multihost_utils.process_allgather(fresh, tiled=True)
 
     def put(h, p):
       h = np.asarray(h)
@@ -143,4 +113,4 @@ class Replicas:
       full = np.concatenate([h.astype(p.dtype), p[self.num_replicates:]])
       return jax.make_array_from_callback(full.shape, self.sharding, lambda i: full[i])
 
-    return jax.tree.map(put, host, pad)
+    return jax.tree.map(put, host, jax.tree.map(np.asarray, fresh))

@@ -1,16 +1,13 @@
 """What every family's report is made of: Markdown tables, mean ± standard error (one
-definition, `SE`), bands of ± one standard error, the published rows (`published.json`)
-and a note when a table's units were launched on different machines.
-
-Figures are `matplotlib.figure.Figure`s (no pyplot), so a caller's matplotlib state is
-left alone. Importing this module loads numpy only.
+definition, `SE`) and its bands, the published rows (`published.json`), and a note when a
+table's units ran on different machines. Figures are `matplotlib.figure.Figure`s (no pyplot).
 """
 
 from __future__ import annotations
 
-import functools
 import importlib.resources
 import json
+import os
 from typing import Any
 from typing import Callable
 from typing import Iterable
@@ -26,33 +23,28 @@ SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replic
 
 
 def mean_se(values: Iterable[Any]) -> tuple[float, float, int]:
-  """(mean, standard error std(ddof=1) / √n, n) of `values` (anything `float` takes, the
-  records' "nan" strings too; None skipped): the s.e. nan for one value; all nan, 0 for
-  none."""
+  """(mean, std(ddof=1) / √n, n) of `values` (anything `float` takes, "nan" too; None
+  skipped); the s.e. is nan for one value, both nan for none."""
   v = np.asarray([float(x) for x in values if x is not None], np.float64)
-  if not len(v):
-    return float("nan"), float("nan"), 0
-  se = float(v.std(ddof=1) / np.sqrt(len(v))) if len(v) > 1 else float("nan")
-  return float(v.mean()), se, len(v)
+  se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
+  return (float(v.mean()) if len(v) else np.nan), float(se), len(v)
 
 
 def pm(values: Iterable[Any], fmt: Callable[[float], str] = "{:.3g}".format) -> str:
-  """"m ± s" (`mean_se`) with each number formatted by `fmt`; the value alone for one
-  value, "—" for none."""
+  """"m ± s" (`mean_se`) formatted by `fmt`; the value alone for one, "—" for none."""
   mean, se, n = mean_se(values)
   return "—" if not n else fmt(mean) if n == 1 else f"{fmt(mean)} ± {fmt(se)}"
 
 
 def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
   """A Markdown table's lines (cells by `str`), then an empty line."""
-  line = lambda cells: "| " + " | ".join(map(str, cells)) + " |"  # noqa: E731
+  line = lambda cells: "| " + " | ".join(map(str, cells)) + " |"
   return [line(header), "|" + "---|" * len(header)] + [line(r) for r in rows] + [""]
 
 
 def se_band(ax, x, values, color, **plot_kw):
-  """Draws on matplotlib Axes `ax` the mean over runs of `values` (p, runs) against `x`
-  (p,) and a band of ± one standard error (none for one run), in `color`; `plot_kw` go to
-  `ax.plot`. Returns the means, (p,) float64."""
+  """Plots on `ax` the means of `values` (p, runs) against `x` (p,), returned, in a band of
+  ± one standard error."""
   values = np.asarray(values, np.float64)
   mean, runs = values.mean(axis=1), values.shape[1]
   se = values.std(axis=1, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros_like(mean)
@@ -61,53 +53,35 @@ def se_band(ax, x, values, color, **plot_kw):
   return mean
 
 
-@functools.cache
-def _published() -> dict:
-  text = importlib.resources.files(__package__).joinpath("published.json").read_text("utf-8")
-  return json.loads(text)
-
-
 def published(name: str) -> tuple[dict, list[dict]]:
-  """The published table `name` of `published.json` ("operators_table1", "mnist", ...):
-  its description ``{"what", "protocol", "source"}`` and its rows (dicts), each with its
-  "protocol" (the table's unless its own) and its "source" ``{"cite", "where",
-  "read_from_a_copy"}`` ("where": which copy, when read from one).
-
-  Raises:
-    KeyError: no table `name` (the message lists those there are).
-  """
-  data = _published()
+  """(description, rows) of the table `name` of published.json, each row with its
+  "protocol" and "source" (the table's unless its own); KeyError: no such table."""
+  data = json.loads(importlib.resources.files(__package__).joinpath(
+      "published.json").read_text("utf-8"))
   if name not in data["tables"]:
     raise KeyError(f"no published table {name!r}; there are {sorted(data['tables'])}")
-  info = dict(data["tables"][name])
-  rows = [dict({"protocol": info["protocol"], "source": info["source"]}, **r)
-          for r in info.pop("rows")]
-  for r in [info] + rows:
-    r["source"] = dict(data["sources"][r["source"]])  # a copy: the file is read once
-  return info, rows
+  with_source = lambda r: {**r, "source": dict(data["sources"][r["source"]])}
+  info = {k: v for k, v in data["tables"][name].items() if k != "rows"}
+  return with_source(info), [with_source({"protocol": info["protocol"],
+                                          "source": info["source"], **r})
+                             for r in data["tables"][name]["rows"]]
 
 
-# What tells a launch's machine and device layout apart, as its provenance records them
-# (the CPU's or GPU's model only where recorded).
+# What tells machines and device layouts apart in a launch's provenance (the CPU's or GPU's
+# model only where recorded).
 _MACHINE = ("cpu_model", "cpu", "device_kind", "host", "platform", "backend", "devices",
             "process_count")
 
 
-def _machine(launch: dict) -> tuple:
-  p = launch.get("provenance", {})
-  return tuple((k, len(p[k]) if k == "devices" else p[k]) for k in _MACHINE if k in p)
-
-
 def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
-  """A warning (a line and an empty one) when the launches (`workdir.read_launches`)
-  naming `units` (one table's ids) differ in machine or device layout, each group of
-  units with what differs; [] when they agree or none names them. A unit named by two
-  launches on two machines counts under both."""
+  """A warning line and an empty one when the launches naming `units` (a table's ids)
+  differ in machine or device layout, saying what differs for which units; else []."""
   units, by = set(units), {}
   for launch in launches:
-    mine = {u["id"] for u in launch.get("units", ())} & units
+    p, mine = launch.get("provenance", {}), {u["id"] for u in launch.get("units", ())} & units
     if mine:
-      by.setdefault(_machine(launch), set()).update(mine)
+      by.setdefault(tuple((k, len(p[k]) if k == "devices" else p[k]) for k in _MACHINE
+                          if k in p), set()).update(mine)
   if len(by) < 2:
     return []
   differ = [k for k in _MACHINE if len({dict(m).get(k) for m in by}) > 1]
@@ -120,29 +94,20 @@ def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
 
 
 def latest(records: Any, kind: str, keys: Sequence[str] = ("replicate",)) -> list[dict]:
-  """The records of `kind` (a record without one counts as it), one per unit and `keys`:
-  of one written twice, the last (`records`: a list of dicts or a DataFrame)."""
+  """The records of `kind` (a record without one counts as it), one per unit and `keys`,
+  the last of one written twice (`records`: a list of dicts or a DataFrame)."""
   from lie_unitary.experiments import workdir
-  out = {}
-  for r in workdir.as_records(records):
-    if r.get("kind", kind) == kind:
-      out[(r.get("unit"),) + tuple(r.get(k) for k in keys)] = r
-  return list(out.values())
+  return list({(r.get("unit"),) + tuple(r.get(k) for k in keys): r
+               for r in workdir.as_records(records) if r.get("kind", kind) == kind}.values())
 
 
 def write(workdir: str, figures: dict, markdown: Callable[[dict], str],
           dpi: int | dict = 120) -> list[str]:
-  """Saves each ``{name: Figure}`` as WORKDIR/name.png (`dpi`: one, or {name: dpi}) and
-  writes WORKDIR/report.md, ``markdown({name: file name})``; returns the paths, report.md
-  first."""
-  import os
-
-  from lie_unitary.experiments import workdir as workdir_lib
-  pngs = []
-  for name, fig in figures.items():
-    pngs.append(os.path.join(workdir, f"{name}.png"))
-    fig.savefig(pngs[-1], dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
-  path = workdir_lib.path(workdir, workdir_lib.REPORT)
-  with open(path, "w", encoding="utf-8") as f:
+  """Saves each {name: Figure} as WORKDIR/name.png (`dpi`: one, or {name: dpi}) and writes
+  WORKDIR/report.md, ``markdown({name: file name})``; returns the paths, report.md first."""
+  pngs = [os.path.join(workdir, f"{name}.png") for name in figures]
+  for png, (name, fig) in zip(pngs, figures.items()):
+    fig.savefig(png, dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
+  with open(os.path.join(workdir, "report.md"), "w", encoding="utf-8") as f:
     f.write(markdown({name: f"{name}.png" for name in figures}))
-  return [path] + pngs
+  return [os.path.join(workdir, "report.md")] + pngs

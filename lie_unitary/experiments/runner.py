@@ -1,11 +1,9 @@
-"""The one runner of both experiment families: validate, record the launch, run each unit once.
+"""The one runner of every experiment family: validate, record the launch, run each unit once.
 
 `train_and_evaluate(family, config, workdir)` validates every config field before the
 workdir is touched, writes WORKDIR/launches/NNNN-<time>.json, then runs each unit not yet
-finished: claimed first (`workdir.claim`), so no two processes compute one unit, and
-resumed from its checkpoint by the family's ``run_unit(config, unit, ctx)``.
-
-A family is a module that implements `Family`.
+finished, claimed first (`workdir.claim`: no two processes compute one unit) and resumed
+from its checkpoint by the family's ``run_unit(config, unit, ctx)``.
 """
 
 from __future__ import annotations
@@ -49,19 +47,18 @@ class Family(Protocol):
     """The units of a validated config, in the order to run them."""
 
   def make_task(self, config, unit: Unit, replicas) -> loop.Task:
-    """A trained unit's training as pure functions, for `loop.train_unit`."""
+    """A unit's training as pure functions, for `loop.train_unit`."""
 
   def run_unit(self, config, unit: Unit, ctx: "UnitContext") -> None:
-    """Computes (or resumes) one unit, writing its records through `ctx`: a trained unit
-    by `loop.train_unit(make_task(...), ctx, replicas)`; raises loop.Interrupted after a
-    checkpoint when a stop was requested."""
+    """Computes or resumes one unit (by `loop.train_unit(make_task(...), ctx, replicas)`),
+    writing its records through `ctx`; raises loop.Interrupted on a stop request."""
 
   def write_report(self, workdir: str) -> list[str]:
     """Writes WORKDIR's report; returns the paths written."""
 
 
 def get_family(name: str) -> Family:
-  """The family module `name` ('basis', 'operators' or 'rnn').
+  """The family module `name` (a key of `FAMILIES`).
 
   Raises:
     ValueError: another name.
@@ -74,9 +71,8 @@ def get_family(name: str) -> Family:
 @dataclasses.dataclass
 class UnitContext:
   """What a running unit sees of the runner: its workdir, the unit, where progress lines
-  go, the stop request set by the first SIGINT/SIGTERM (`loop.train_unit` honours it),
-  whether a checkpoint written by other code may be resumed, and whether a unit with
-  records but no checkpoint starts again, its records replaced."""
+  go, the stop request of the first SIGINT/SIGTERM, and the run's permissions (see
+  `train_and_evaluate`)."""
   workdir: str
   unit: Unit
   printer: Callable[[str], None]
@@ -85,26 +81,18 @@ class UnitContext:
   restart_lost_units: bool = False
 
   def write(self, recs: Sequence[dict], file: str = workdir_lib.RESULTS) -> None:
-    """Appends records, each with the unit's id, name and fields (process 0 only); a
-    record the file already has (`record_key`: a rerun after a kill) is not written
-    again."""
+    """Appends records with the unit's id, name and fields (process 0 only), but those
+    the file has (`workdir.record_key`: a rerun after a kill)."""
     if jax.process_index() == 0 and recs:
       base = {"unit": self.unit.id, "unit_name": self.unit.name, **self.unit.fields}
       workdir_lib.append_records(workdir_lib.path(self.workdir, file),
                                  [{**base, **r} for r in recs], key=workdir_lib.record_key)
 
-  def written(self) -> set[tuple]:
-    """{(kind, replicate, step)} of the unit's records already in results.jsonl (a
-    resumed unit does not write them twice)."""
-    return {(r.get("kind"), r.get("replicate"), r.get("step"))
-            for r in workdir_lib.read(self.workdir) if r.get("unit") == self.unit.id}
-
 
 @dataclasses.dataclass
 class RunSummary:
-  """Units computed here, skipped (done, or another process's: `elsewhere`), whether it
-  stopped early and, if so, what stopped it (`loop.StopRequest.signal_name`: "SIGINT",
-  "SIGTERM", or the reason a caller gave)."""
+  """Units computed here, skipped (done, or another process's: `elsewhere`), and whether
+  a stop ended the run (`stopped_by`: "SIGINT", "SIGTERM" or a caller's reason)."""
   computed: int = 0
   skipped: int = 0
   elsewhere: int = 0
@@ -112,41 +100,26 @@ class RunSummary:
   stopped_by: str = ""
 
 
+@contextlib.contextmanager
 def _claim(workdir: str, unit: Unit):
-  """`workdir.claim`; over several jax processes process 0 claims and every process
-  follows its answer (they compute the unit together)."""
-  if jax.process_count() == 1:
-    return workdir_lib.claim(workdir, unit.slug)
-
-  @contextlib.contextmanager
-  def spmd():
-    from jax.experimental import multihost_utils
-    with (workdir_lib.claim(workdir, unit.slug) if jax.process_index() == 0
-          else contextlib.nullcontext(True)) as mine:
-      yield bool(multihost_utils.broadcast_one_to_all(bool(mine)))
-  return spmd()
+  """`workdir.claim` by process 0, whose answer every jax process follows."""
+  with (workdir_lib.claim(workdir, unit.slug) if jax.process_index() == 0
+        else contextlib.nullcontext(True)) as mine:
+    if jax.process_count() > 1:  # the processes compute the unit together
+      from jax.experimental import multihost_utils
+      mine = bool(multihost_utils.broadcast_one_to_all(bool(mine)))
+    yield mine
 
 
 def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
-              printer: Callable[[str], None] = print,
-              stop: loop.StopRequest | None = None,
+              printer: Callable[[str], None] = print, stop: loop.StopRequest | None = None,
               resume_across_code_change: bool = False,
               restart_lost_units: bool = False) -> RunSummary:
-  """Runs every unit of `units` not yet finished, in order, each claimed first.
-
-  Args:
-    family: the experiment family (module).
-    config: its validated config.
-    units: the units, in the order to run them.
-    workdir: the run's folder.
-    printer: progress lines.
-    stop: a stop request to honour (default: a fresh one).
-    resume_across_code_change, restart_lost_units: as `train_and_evaluate`.
-  """
+  """Runs each of `units` (a validated `config`'s) not yet finished, in order, claimed
+  first; `stop`: a stop request to honour; the other arguments as `train_and_evaluate`."""
   stop = stop or loop.StopRequest()
-  clock = loop.Clock(sum(u.cost for u in units))
-  clock.start(0.0)
-  summary, done_cost, start = RunSummary(), 0.0, time.perf_counter()
+  total, done_cost, start = sum(u.cost for u in units), 0.0, time.perf_counter()
+  summary = RunSummary()
   for i, unit in enumerate(units):
     label = f"[{i + 1}/{len(units)}] {unit.label}"
     with _claim(workdir, unit) as mine:
@@ -158,7 +131,7 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
         printer(f"{label}: {where}, skipped")
         summary.skipped += 1
         summary.elsewhere += not done
-        clock.total -= unit.cost  # skipped units do not set the pace
+        total -= unit.cost  # skipped units do not set the pace
         continue
       t0 = time.perf_counter()
       try:
@@ -174,8 +147,9 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
         workdir_lib.mark_finished(workdir, unit, time.perf_counter() - t0)
     summary.computed += 1
     done_cost += unit.cost
+    elapsed = time.perf_counter() - start
     printer(f"{label}: {time.perf_counter() - t0:.1f}s (elapsed "
-            f"{loop.format_seconds(time.perf_counter() - start)}{clock.eta(done_cost)})")
+            f"{loop.format_seconds(elapsed)}{loop.eta(elapsed, done_cost, total)})")
     if stop.requested() and i + 1 < len(units):
       printer(f"stopped ({stop.signal_name}) after {unit.label}: {len(units) - i - 1} unit(s) "
               "not started; rerun the same command to resume.")
@@ -192,7 +166,7 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
   """Validates the config, records the launch, and runs (or resumes) every unit.
 
   Args:
-    family: a family module or its name ('operators', 'rnn').
+    family: a family module or its name (a key of `FAMILIES`).
     config: the family's ConfigDict.
     workdir: output folder (created after validation).
     printer: progress lines.
@@ -223,8 +197,7 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
                              json.dumps(dict(config), default=str))
     workdir_lib.write_launch(workdir, family.NAME, config_json, units)
   stop = loop.StopRequest()
-  guard = loop.handle_signals(stop, printer) if handle_signals else contextlib.nullcontext()
-  with guard:
+  with loop.handle_signals(stop, printer) if handle_signals else contextlib.nullcontext():
     printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
             f"{jax.process_count()} process(es) → {workdir}")
     return run_units(family, config, units, workdir, printer=printer, stop=stop,

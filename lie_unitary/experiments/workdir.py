@@ -1,18 +1,13 @@
-"""An experiment's workdir: every file's name, and every read and write of it.
+"""An experiment's workdir: its files' names, and every read and write of them.
 
-    WORKDIR/
-      launches/NNNN-<time>.json   one per launch: family, config, provenance, units
-      results.jsonl               every unit's records (append-only JSON lines, fsynced)
-      curves.jsonl                operators: each replicate's validation curve
-      finished.jsonl              a line per finished unit (id, target step, and the seconds
-                                  the launch that finished it spent; a resumed unit's
-                                  whole time is in its records)
-      claims/<unit>               the unit a process is computing now (`claim`)
-      checkpoints/<unit>/         the unit's latest training state (orbax; `loop`)
-      report.md, *.png            the family's report
-
-Every unit's records count, each seed's and each setting's: a report shows a row per
-setting (the units of several seeds together) and names what tells rows apart.
+    launches/NNNN-<time>.json  one per launch: family, config, provenance, units
+    results.jsonl              every unit's records (append-only JSON lines, fsynced)
+    curves.jsonl               operators: each replicate's validation curve
+    finished.jsonl             a line per finished unit: id, target step, and the seconds
+                               of the launch that finished it
+    claims/<unit>              the unit a process is computing now (`claim`)
+    checkpoints/<unit>/        the unit's latest training state (orbax; `loop`)
+    report.md, *.png           the family's report
 """
 
 from __future__ import annotations
@@ -21,11 +16,12 @@ import contextlib
 import dataclasses
 import datetime
 import fcntl
+import hashlib
 import importlib.metadata
-import importlib.util
 import json
 import math
 import os
+import pathlib
 import platform
 import socket
 import subprocess
@@ -41,7 +37,7 @@ from typing import Sequence
 __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
            "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
-           "mark_finished", "read", "read_launches", "read_records", "record_key",
+           "mark_finished", "periodically", "read", "read_launches", "read_records", "record_key",
            "remove_unit_records", "to_jsonable", "unit_names", "unit_records", "units",
            "write_launch"]
 
@@ -49,11 +45,9 @@ RESULTS = "results.jsonl"
 CURVES = "curves.jsonl"
 FINISHED = "finished.jsonl"
 REPORT = "report.md"
-_LAUNCHES, _CLAIMS, _CHECKPOINTS = "launches", "claims", "checkpoints"
 _RECORD_FILES = (RESULTS, CURVES, FINISHED)  # the files whose records name their unit
 # A claim not refreshed for STALE seconds belongs to a dead process (on another host).
 HEARTBEAT_SECONDS, STALE_SECONDS = 10.0, 60.0
-_HAVE_PANDAS = lambda: importlib.util.find_spec("pandas") is not None  # noqa: E731
 # The records' names of `lie_unitary.principal_branch.SpectrumStats`' fields, in order.
 SPECTRUM_FIELDS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
 # The records' name of an RNN's ‖U − U₀‖_F / √n (its recurrent matrix from initialisation).
@@ -67,7 +61,7 @@ def path(workdir, name: str) -> str:
 
 def checkpoint_dir(workdir, slug: str) -> str:
   """WORKDIR/checkpoints/<unit slug>."""
-  return os.path.join(os.fspath(workdir), _CHECKPOINTS, slug)
+  return os.path.join(os.fspath(workdir), "checkpoints", slug)
 
 
 # Records ------------------------------------------------------------------------------
@@ -88,10 +82,8 @@ def to_jsonable(value: Any) -> Any:
 
 def append_records(file: str | os.PathLike, records: Iterable[dict],
                    key: Callable[[dict], Any] | None = None) -> None:
-  """Appends records as JSON lines under an exclusive lock (processes share the file),
-  fsynced; a line a killed writer left unfinished is cut off first. With `key`, a record
-  whose key a line of the file has is not written again (a unit rerun after a kill
-  between its records and its finished line writes each record once)."""
+  """Appends records as JSON lines, fsynced, under a lock, first cutting off a line a killed
+  writer left; with `key`, but those whose key a line has (a rerun after a kill)."""
   records = [to_jsonable(r) for r in records]
   if not records:
     return
@@ -123,15 +115,12 @@ def _locked(file: str | os.PathLike) -> Iterator[Any]:
 
 
 def unit_records(workdir, unit_id: str) -> int:
-  """How many records of unit `unit_id` WORKDIR's record files (results, curves,
-  finished) hold."""
+  """How many records of unit `unit_id` WORKDIR's record files hold."""
   return sum(r.get("unit") == unit_id for name in _RECORD_FILES for r in read(workdir, name))
 
 
 def remove_unit_records(workdir, unit_id: str) -> None:
-  """Removes every record of unit `unit_id` from WORKDIR's record files (results, curves,
-  finished): each is rewritten whole to a temporary file that then replaces it, under
-  the lock appends take, so a crash leaves the old file or the new one."""
+  """Removes unit `unit_id`'s records, each file replaced whole under the appends' lock."""
   for name in _RECORD_FILES:
     file = path(workdir, name)
     if not os.path.exists(file):
@@ -180,8 +169,7 @@ def finished_units(workdir) -> set[tuple[str, int]]:
 
 
 def mark_finished(workdir, unit, seconds: float) -> None:
-  """Records that `unit` reached its target step; `seconds`: what the launch that finished
-  it spent on it (a resumed unit's whole time is its records' "seconds")."""
+  """Records that `unit` reached its target step in `seconds` of this launch."""
   append_records(path(workdir, FINISHED), [{"unit": unit.id, "name": unit.name,
                                              "step": unit.target_step,
                                              "seconds": round(seconds, 3)}],
@@ -192,37 +180,36 @@ def mark_finished(workdir, unit, seconds: float) -> None:
 
 _PACKAGES = ("lie_unitary", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex",
              "numpy", "ml_collections", "absl-py")
+# Packages whose versions can change a unit's numbers.
+_NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax")
+# Package files whose text cannot change a unit's numbers: the reports and the downloader.
+_NOT_NUMERICS = ("report.py", "download.py")
 
 
 def _version(package: str) -> str | None:
-  try:
+  with contextlib.suppress(importlib.metadata.PackageNotFoundError):
     return importlib.metadata.version(package)
-  except importlib.metadata.PackageNotFoundError:
-    return None
+  return None
 
 
 def _git_commit() -> dict | None:
   """{'commit', 'dirty'} of the checkout holding this package, or None (a wheel)."""
-  here = os.path.dirname(os.path.abspath(__file__))
+  def git(*args):
+    return subprocess.run(["git", *args], cwd=os.path.dirname(os.path.abspath(__file__)),
+                          capture_output=True, text=True, timeout=10, check=True).stdout.strip()
   try:
-    run = lambda *a: subprocess.run(["git", *a], cwd=here, capture_output=True, text=True,  # noqa: E731
-                                    timeout=10, check=True).stdout.strip()
-    return {"commit": run("rev-parse", "HEAD"),
-            "dirty": bool(run("status", "--porcelain", "--untracked-files=no"))}
+    return {"commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
   except (OSError, subprocess.SubprocessError):
     return None
 
 
 def _cpu_model() -> str | None:
-  """The CPU's model name (Linux's /proc/cpuinfo, else `platform.processor()`), or None."""
-  try:
-    with open("/proc/cpuinfo", encoding="utf-8") as f:
-      for line in f:
-        if line.startswith("model name"):
-          return line.split(":", 1)[1].strip()
-  except OSError:
-    pass
-  return platform.processor() or None
+  """The CPU's model name (/proc/cpuinfo, else `platform.processor()`), or None."""
+  names = []
+  with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+    names = [x.split(":", 1)[1].strip() for x in f if x.startswith("model name")]
+  return (names or [platform.processor()])[0] or None
 
 
 def _provenance() -> dict:
@@ -240,35 +227,17 @@ def _provenance() -> dict:
       "git": _git_commit()}
 
 
-# Package files whose text cannot change a unit's numbers: the reports and the downloader.
-_NOT_NUMERICS = ("report.py", "download.py")
-# Packages whose versions can change a unit's numbers.
-_NUMERICS_PACKAGES = ("jax", "jaxlib", "flax", "optax")
-
-
 def code_fingerprint(root: str | None = None) -> dict:
-  """What a unit's numbers are computed by, for a checkpoint to be resumed only by the
-  code that wrote it (`code_changes`): {"files": {path relative to `root`'s parent: the
-  first 16 hex digits of its sha256}} over every *.py below `root` (default: this
-  `lie_unitary`) but reports and the downloader, and {"versions": {package: version}} of
-  jax, jaxlib, flax and optax."""
-  import hashlib
-  root = os.path.abspath(root or os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-  files = {}
-  for folder, dirs, names in os.walk(root):
-    dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-    for name in sorted(names):
-      if name.endswith(".py") and name not in _NOT_NUMERICS:
-        file = os.path.join(folder, name)
-        with open(file, "rb") as f:
-          digest = hashlib.sha256(f.read()).hexdigest()[:16]
-        files[os.path.relpath(file, os.path.dirname(root)).replace(os.sep, "/")] = digest
+  """What computes a unit's numbers: {"files": {path: sha256[:16]}} of the *.py below
+  `root` (default: this package) but reports, and {"versions"} of the numerics packages."""
+  root = pathlib.Path(root or pathlib.Path(__file__).parents[1]).absolute()
+  files = {f.relative_to(root.parent).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()[:16]
+           for f in sorted(root.rglob("*.py")) if f.name not in _NOT_NUMERICS}
   return {"files": files, "versions": {p: _version(p) for p in _NUMERICS_PACKAGES}}
 
 
 def code_changes(old: dict, new: dict) -> list[str]:
-  """What differs from fingerprint `old` to `new` (`code_fingerprint`'s), a phrase each:
-  "PATH changed" / "PATH added" / "PATH removed" / "PACKAGE A → B"; [] when they agree."""
+  """What differs from fingerprint `old` to `new`, a phrase each ("PATH changed", ...)."""
   before, after = old.get("files", {}), new.get("files", {})
   out = [f"{f} {'added' if f not in before else 'removed' if f not in after else 'changed'}"
          for f in sorted(set(before) | set(after)) if before.get(f) != after.get(f)]
@@ -278,9 +247,8 @@ def code_changes(old: dict, new: dict) -> list[str]:
 
 
 def write_launch(workdir, family: str, config_json: dict, units: Sequence[Any]) -> str:
-  """Writes WORKDIR/launches/NNNN-<time>.json (family, config, provenance, units), created
-  exclusively so that no launch is ever overwritten; returns its path."""
-  folder = path(workdir, _LAUNCHES)
+  """Writes a new WORKDIR/launches/NNNN-<time>.json, never overwriting one; its path."""
+  folder = path(workdir, "launches")
   os.makedirs(folder, exist_ok=True)
   stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
   text = json.dumps({"family": family, "config": config_json, "provenance": _provenance(),
@@ -304,32 +272,27 @@ def read_launches(workdir) -> list[dict]:
   Raises:
     ValueError: a launch file is not JSON or lacks its units' names and ids.
   """
-  folder = path(workdir, _LAUNCHES)
-  names = sorted(f for f in os.listdir(folder) if f.endswith(".json")) if os.path.isdir(
-      folder) else []
+  folder = path(workdir, "launches")
   out = []
-  for name in names:
+  for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
     file = os.path.join(folder, name)
     try:
-      with open(file, encoding="utf-8") as f:
-        launch = json.load(f)
-      for u in launch["units"]:
-        str(u["name"]), str(u["id"])
+      if name.endswith(".json"):
+        with open(file, encoding="utf-8") as f:
+          out.append(json.load(f))
+        out[-1]["units"] = [dict(u, id=str(u["id"]), name=str(u["name"]))
+                            for u in out[-1]["units"]]
     except (OSError, ValueError, TypeError, KeyError) as e:
       raise ValueError(f"unreadable launch file {file}: {e!r}") from e
-    out.append(launch)
   return out
 
 
 def units(workdir) -> dict[str, dict]:
   """{unit id: {"name", "fields", "target_step"}} of every unit a launch listed, in launch
   order (a unit launched again: its latest target step); ValueError: an unreadable launch."""
-  out = {}
-  for launch in read_launches(workdir):
-    for u in launch["units"]:
-      out[str(u["id"])] = {"name": str(u["name"]), "fields": dict(u.get("fields", {})),
-                           "target_step": u.get("target_step")}
-  return out
+  return {u["id"]: {"name": u["name"], "fields": dict(u.get("fields", {})),
+                    "target_step": u.get("target_step")}
+          for launch in read_launches(workdir) for u in launch["units"]}
 
 
 def unit_names(workdir) -> list[str]:
@@ -340,63 +303,52 @@ def unit_names(workdir) -> list[str]:
 
 
 def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) -> Any:
-  """The records of WORKDIR/<file> ("results.jsonl", or the operators' "curves.jsonl") in
-  file order, every unit's alike; of a unit extended to a later target step, the "final"
-  and "curve" records of its furthest. `as_frame`: True, a pandas DataFrame (NaN where a
-  record lacks a field); False, a list of dicts; None, a DataFrame if pandas imports.
+  """The records of WORKDIR/<file> in file order, but the "final" and "curve" records of a
+  unit extended to a later target step: its furthest only. `as_frame`: True, a pandas
+  DataFrame (NaN where a record lacks a field); False, a list of dicts; None, a DataFrame
+  if pandas imports.
 
   Raises:
     FileNotFoundError: no such workdir or file.
-    ValueError: no records of a unit, or an unreadable launch file.
+    ValueError: no records of a unit.
     ImportError: as_frame=True without pandas.
   """
-  if as_frame and not _HAVE_PANDAS():
+  try:
+    import pandas as pd
+  except ImportError:
+    pd = None
+  if as_frame and pd is None:
     raise ImportError("load_results(as_frame=True) needs pandas: pip install lie_unitary[pandas]")
-  workdir = os.fspath(workdir)
   if not os.path.isdir(workdir):
-    raise FileNotFoundError(f"no workdir {workdir!r}")
+    raise FileNotFoundError(f"no workdir {os.fspath(workdir)!r}")
   if not os.path.exists(path(workdir, file)):
-    raise FileNotFoundError(f"workdir {workdir!r} holds no {file}")
+    raise FileNotFoundError(f"workdir {os.fspath(workdir)!r} holds no {file}")
   recs = [r for r in read(workdir, file) if "unit" in r]
   if not recs:
-    raise ValueError(f"workdir {workdir!r}: {file} holds no records of a unit")
+    raise ValueError(f"workdir {os.fspath(workdir)!r}: {file} holds no records of a unit")
+  last = lambda r: (r["unit"], r["kind"]) if r.get("kind") in ("final", "curve") else None
   furthest = {}
-  for r in recs:
-    if r.get("kind") in ("final", "curve"):
-      key = (r["unit"], r["kind"])
-      furthest[key] = max(furthest.get(key, -1), int(r.get("step", -1)))
-  recs = [r for r in recs if r.get("kind") not in ("final", "curve")
-          or int(r.get("step", -1)) == furthest[(r["unit"], r["kind"])]]
-  if as_frame or (as_frame is None and _HAVE_PANDAS()):
-    import pandas as pd
-    return pd.DataFrame.from_records(recs)
-  return recs
+  for r in filter(last, recs):
+    furthest[last(r)] = max(furthest.get(last(r), -1), int(r.get("step", -1)))
+  recs = [r for r in recs if last(r) is None or int(r.get("step", -1)) == furthest[last(r)]]
+  return pd.DataFrame.from_records(recs) if pd is not None and as_frame is not False else recs
 
 
 def as_records(results: Any) -> list[dict]:
   """`load_results`' output (a DataFrame or a list of dicts) as a list of dicts; a
   DataFrame's NaN cell (a field that record lacked) is dropped."""
-  if not (hasattr(results, "to_dict") and hasattr(results, "columns")):
+  if not hasattr(results, "to_dict"):
     return [dict(r) for r in results]
-  out = []
-  for row in results.to_dict("records"):
-    rec = {}
-    for k, v in row.items():
-      if hasattr(v, "item") and not hasattr(v, "__len__"):
-        v = v.item()
-      if not (isinstance(v, float) and v != v):
-        rec[str(k)] = v
-    out.append(rec)
-  return out
+  return [{str(k): v for k, v in row.items() if not (isinstance(v, float) and v != v)}
+          for row in results.to_dict("records")]
 
 
 @dataclasses.dataclass(frozen=True)
 class LoadedUnit:
-  """A unit's saved state and what produced it: its `id`, `name`, the `step` of the
-  `state` (nested dicts of numpy arrays, a leading replicate axis each: operators
-  {"train": {"params", "opt_state"}, "target", "constants", "mask"}, RNNs {"params",
-  "opt_state"}), its `fields`, the `config` (JSON) of the latest launch listing it, and
-  whether it is `finished`."""
+  """A unit's `id`, `name`, `fields`, its checkpoint's `step` and `state` (nested dicts of
+  numpy arrays, a leading replicate axis each: operators {"train": {"params",
+  "opt_state"}, "target", "constants", "mask"}, RNNs {"params", "opt_state"}), the
+  `config` (JSON) of the latest launch listing it, and whether it is `finished`."""
   id: str
   name: str
   step: int
@@ -407,8 +359,7 @@ class LoadedUnit:
 
 
 def load_unit(workdir, which: str) -> LoadedUnit:
-  """The saved state of a unit, by id, by label ("name seed=S") or by name when one unit
-  has it.
+  """The saved state of a unit, by id, by label ("name seed=S") or by a name one unit has.
 
   Raises:
     FileNotFoundError: no launch lists that unit, or it has no checkpoint.
@@ -427,14 +378,11 @@ def load_unit(workdir, which: str) -> LoadedUnit:
                             f"{unit_names(workdir)}.")
   uid, u = found[0], known[found[0]]
   unit = fields.Unit(u["name"], u["fields"], u["target_step"])
-  ckpt = loop.Checkpointer(checkpoint_dir(workdir, unit.slug))
-  try:
-    if ckpt.latest_step() is None:
-      raise FileNotFoundError(f"unit {uid!r} has no checkpoint in {ckpt.directory}.")
-    step = int(ckpt.latest_step())
-    state, _ = ckpt.restore(None)
-  finally:
-    ckpt.close()
+  with contextlib.closing(loop.checkpoints(checkpoint_dir(workdir, unit.slug))) as manager:
+    step = manager.latest_step()
+    if step is None:
+      raise FileNotFoundError(f"unit {uid!r} has no checkpoint in {manager.directory}.")
+    state, _ = loop.restore_checkpoint(manager, step)
   config = next(la["config"] for la in reversed(read_launches(workdir))
                 if any(x["id"] == uid for x in la["units"]))
   return LoadedUnit(uid, unit.name, step, state, dict(unit.fields), config,
@@ -444,34 +392,31 @@ def load_unit(workdir, which: str) -> LoadedUnit:
 # Claims ---------------------------------------------------------------------------------
 
 
-def _alive(pid: int) -> bool:
-  try:
-    os.kill(pid, 0)
-  except ProcessLookupError:
-    return False
-  except PermissionError:  # alive, another user's
-    pass
-  return True
+def _owner(file: str) -> dict:
+  with open(file, encoding="utf-8") as f:
+    return json.load(f)
 
 
-def _stale(file: str, now: float) -> bool:
+def _stale(file: str) -> bool:
   """A claim whose owner is gone: a dead pid on this host, or no heartbeat for STALE."""
   try:
-    with open(file, encoding="utf-8") as f:
-      owner = json.load(f)
-    age = now - os.stat(file).st_mtime
+    owner, age = _owner(file), time.time() - os.stat(file).st_mtime
   except (OSError, ValueError):
     return False  # being written or just released: not ours to judge
-  if owner.get("host") == socket.gethostname() and not _alive(int(owner.get("pid", 0))):
-    return True
+  if owner.get("host") == socket.gethostname():
+    try:
+      os.kill(int(owner.get("pid", 0)), 0)
+    except ProcessLookupError:
+      return True
+    except PermissionError:  # alive, another user's
+      pass
   return age > STALE_SECONDS
 
 
 def claim_owner(workdir, slug: str) -> str:
   """Who holds the claim of unit `slug`: "process PID on HOST" (for messages)."""
   try:
-    with open(os.path.join(path(workdir, _CLAIMS), slug), encoding="utf-8") as f:
-      owner = json.load(f)
+    owner = _owner(os.path.join(path(workdir, "claims"), slug))
     return f"process {owner['pid']} on {owner['host']}"
   except (OSError, ValueError, KeyError):
     return "another process"
@@ -479,43 +424,49 @@ def claim_owner(workdir, slug: str) -> str:
 
 @contextlib.contextmanager
 def claim(workdir, slug: str) -> Iterator[bool]:
-  """Takes the unit `slug` for this process: yields True, or False when another live
-  process (a second launch, another host) is computing it. The claim, WORKDIR/claims/<slug>,
-  is created exclusively, refreshed by a heartbeat thread and removed on exit; a crashed
-  owner's is taken over at once when its pid is gone from this host, else after
-  STALE_SECONDS without a heartbeat."""
-  folder = path(workdir, _CLAIMS)
+  """Yields True when this process takes unit `slug`, False when another live one (another
+  launch or host) computes it. WORKDIR/claims/<slug> is created exclusively, refreshed by
+  a heartbeat and removed on exit; a dead owner's is taken over (`_stale`)."""
+  folder = path(workdir, "claims")
   os.makedirs(folder, exist_ok=True)
-  file = os.path.join(folder, slug)
-  owner = json.dumps({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()})
-  with open(os.path.join(folder, ".lock"), "a") as lock:
+  file, fd = os.path.join(folder, slug), None
+  with open(os.path.join(folder, ".lock"), "a") as lock:  # closing it releases the lock
     fcntl.flock(lock, fcntl.LOCK_EX)
-    try:
-      if os.path.exists(file) and _stale(file, time.time()):
-        os.remove(file)
+    if os.path.exists(file) and _stale(file):
+      os.remove(file)
+    with contextlib.suppress(FileExistsError):
       fd = os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-    except FileExistsError:
-      fd = None
-    finally:
-      fcntl.flock(lock, fcntl.LOCK_UN)
   if fd is None:
     yield False
     return
   with os.fdopen(fd, "w", encoding="utf-8") as f:
-    f.write(owner)
-  done = threading.Event()
+    json.dump({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}, f)
 
   def heartbeat():
-    while not done.wait(HEARTBEAT_SECONDS):
-      with contextlib.suppress(OSError):
-        os.utime(file)
+    with contextlib.suppress(OSError):
+      os.utime(file)
 
-  beat = threading.Thread(target=heartbeat, name=f"claim-{slug}", daemon=True)
-  beat.start()
   try:
-    yield True
+    with periodically(HEARTBEAT_SECONDS, heartbeat):
+      yield True
   finally:
-    done.set()
-    beat.join()
     with contextlib.suppress(OSError):
       os.remove(file)
+
+
+@contextlib.contextmanager
+def periodically(seconds: float, fn: Callable[[], Any]) -> Iterator[None]:
+  """Calls `fn` every `seconds` from a thread while the block runs."""
+  done = threading.Event()
+
+  def run():
+    while not done.wait(seconds):
+      fn()
+
+  thread = threading.Thread(target=run, daemon=True, name=getattr(fn, "__name__", "every"))
+  thread.start()
+  try:
+    yield
+  finally:
+    done.set()
+    thread.join()
