@@ -31,7 +31,7 @@ def _variants(n: int):
   experiment.validate_config(c)
   unit, = experiment.units(c)
   task, train = experiment.task_spec(c, n), experiment.train_spec(c, unit.spec)
-  key, reps = experiment._setting_key(c, n), jnp.arange(c.num_replicates, dtype=jnp.int32)
+  key, reps = experiment._setting_key(unit.spec), jnp.arange(c.num_replicates, dtype=jnp.int32)
 
   def bare():
     fn = jax.jit(jax.vmap(experiment.make_train(task, train), in_axes=(None, 0)))
