@@ -80,15 +80,60 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
   ticker = workdir_lib.periodically(progress_seconds, lambda: say(progress.line()))
   with contextlib.closing(checkpoints(folder)) as manager, ticker:  # compiling too
     state, history = task.init()
-    state, meta = _restore(task, ctx, replicas, manager, code, state, say)
+    step, elapsed, owed, meta = 0, 0.0, True, None  # owed: the evaluation at `step` is to run
+    for at in sorted(manager.all_steps(), reverse=True):
+      try:
+        host, meta = restore_checkpoint(manager, at, replicas.gather(state))
+      except Exception as e:  # noqa: BLE001 (orbax raises many kinds for damaged files)
+        aside = os.path.join(manager.directory, f"damaged-{at}-{int(time.time())}")
+        os.rename(os.path.join(manager.directory, str(at)), aside)
+        manager.reload()
+        say(f"the checkpoint at step {at} could not be read ({type(e).__name__}: "
+            f"{' '.join(str(e).split())[:160]}); moved to {aside}, "
+            f"{'the previous one is used' if manager.all_steps() else 'restarting'}.")
+        continue
+      saved = meta.get("code")  # refused if of other code, unless the context allows it
+      changes = [] if saved is None else workdir_lib.code_changes(saved, code)
+      listed = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6
+                                         else "")
+      if saved is None:
+        say(f"the checkpoint at step {at} predates code fingerprints: resumed without "
+            "checking that the code that wrote it is this one.")
+      elif changes and ctx.resume_across_code_change:
+        say(f"resuming at step {at} across a code change ({listed}).")
+      elif changes:
+        raise ConfigError(
+            f"{ctx.unit.label}: its checkpoint at step {at} was written by other code "
+            f"({listed}), and a unit must not mix two codes' numbers. Resume with the code "
+            "that wrote it (WORKDIR/launches/*.json name its commit), or run it afresh in "
+            "another workdir; --resume_across_code_change resumes anyway, for a change that "
+            "leaves the numbers alone.")
+      if meta["step"] > task.target:
+        raise ConfigError(
+            f"{ctx.unit.label}: its checkpoint is at step {meta['step']}, beyond "
+            f"{task.target_field} = {task.target}; ask for at least {meta['step']} (its "
+            f"records up to {task.target} are in the workdir).")
+      say(f"resumed at step {meta['step']} ({format_seconds(meta['elapsed'])} so far)")
+      state = replicas.from_host(host, state)
+      history, step, elapsed = dict(meta.get("history", {})), meta["step"], meta["elapsed"]
+      owed = meta.get("owed")  # None: a checkpoint older than "owed"
+      break
+    else:  # no readable checkpoint
+      count = workdir_lib.unit_records(ctx.workdir, ctx.unit.id)
+      if count:  # its checkpoint lost: no unit's records may mix two starts
+        records = f"{count} record{'s' * (count > 1)}"
+        if not ctx.restart_lost_units:
+          raise ConfigError(
+              f"unit {ctx.unit.label} ({ctx.unit.id}) has {records} but no checkpoint: rerun "
+              "with --restart_lost_units to start it again from step 0, replacing its records.")
+        if jax.process_index() == 0:
+          workdir_lib.remove_unit_records(ctx.workdir, ctx.unit.id)
+        say(f"no checkpoint: its {records} removed, starting again from step 0.")
     # (kind, replicate, step) of the unit's records written before: not passed again.
     written = {(r.get("kind"), r.get("replicate"), r.get("step"))
                for r in workdir_lib.read(ctx.workdir) if r.get("unit") == ctx.unit.id}
-    step, elapsed, owed = 0, 0.0, True  # owed: the evaluation at `step` is still to run
-    if meta is not None:
-      history, step, elapsed = dict(meta.get("history", {})), meta["step"], meta["elapsed"]
-      owed = meta.get("owed", validation_point(task, step) and not any(
-          s == step for _, _, s in written))  # a checkpoint older than "owed"
+    if owed is None:
+      owed = validation_point(task, step) and not any(s == step for _, _, s in written)
     progress.step, start = step, now()
     seconds = lambda: elapsed + now() - start  # the unit's, across resumes
 
@@ -185,62 +230,6 @@ class _Progress:
     left = eta(now - self.paced[0], step - self.paced[1],
                self.task.target - self.paced[1]) if self.paced else ""
     return f"step {approx}{step}/{self.task.target}{epoch}, {self.activity}{since}{shown}{left}"
-
-
-def _restore(task: Task, ctx, replicas, manager, code: dict, state: Any,
-             say: Callable[[str], None]) -> tuple[Any, dict | None]:
-  """(state, metadata) of the newest readable checkpoint, else (`state`, None)."""
-  for step in sorted(manager.all_steps(), reverse=True):
-    try:
-      host, meta = restore_checkpoint(manager, step, replicas.gather(state))
-    except Exception as e:  # noqa: BLE001 (orbax raises many kinds for damaged files)
-      aside = os.path.join(manager.directory, f"damaged-{step}-{int(time.time())}")
-      os.rename(os.path.join(manager.directory, str(step)), aside)
-      manager.reload()
-      say(f"the checkpoint at step {step} could not be read ({type(e).__name__}: "
-          f"{' '.join(str(e).split())[:160]}); moved to {aside}, "
-          f"{'the previous one is used' if manager.all_steps() else 'restarting'}.")
-      continue
-    _check_code(ctx, step, meta.get("code"), code, say)
-    if meta["step"] > task.target:
-      raise ConfigError(
-          f"{ctx.unit.label}: its checkpoint is at step {meta['step']}, beyond "
-          f"{task.target_field} = {task.target}; ask for at least {meta['step']} (its "
-          f"records up to {task.target} are in the workdir).")
-    say(f"resumed at step {meta['step']} ({format_seconds(meta['elapsed'])} so far)")
-    return replicas.from_host(host, state), meta
-  count = workdir_lib.unit_records(ctx.workdir, ctx.unit.id)
-  if count:  # its checkpoint lost: no unit's records may mix two starts
-    records = f"{count} record{'s' * (count > 1)}"
-    if not ctx.restart_lost_units:
-      raise ConfigError(
-          f"unit {ctx.unit.label} ({ctx.unit.id}) has {records} but no checkpoint: rerun "
-          "with --restart_lost_units to start it again from step 0, replacing its records.")
-    if jax.process_index() == 0:
-      workdir_lib.remove_unit_records(ctx.workdir, ctx.unit.id)
-    say(f"no checkpoint: its {records} removed, starting again from step 0.")
-  return state, None
-
-
-def _check_code(ctx, step: int, saved: dict | None, code: dict,
-                say: Callable[[str], None]) -> None:
-  """Refuses a checkpoint of other code (ConfigError) unless `ctx` allows it."""
-  if saved is None:
-    say(f"the checkpoint at step {step} predates code fingerprints: resumed without "
-        "checking that the code that wrote it is this one.")
-    return
-  changes = workdir_lib.code_changes(saved, code)
-  listed = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6
-                                     else "")
-  if changes and ctx.resume_across_code_change:
-    say(f"resuming at step {step} across a code change ({listed}).")
-  elif changes:
-    raise ConfigError(
-        f"{ctx.unit.label}: its checkpoint at step {step} was written by other code "
-        f"({listed}), and a unit must not mix two codes' numbers. Resume with the code that "
-        "wrote it (WORKDIR/launches/*.json name its commit), or run it afresh in another "
-        "workdir; --resume_across_code_change resumes anyway, for a change that leaves the "
-        "numbers alone.")
 
 
 def checkpoints(directory: str):
