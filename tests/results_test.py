@@ -43,7 +43,7 @@ def test_unit_names_are_labels_with_their_seeds(tmp_path):
                        fields={"u-1": {"seed": 1, "x": 1}, "v-1": {}})
   assert workdir_lib.unit_names(wd) == ["u seed=0", "u seed=1", "v"]
   units = workdir_lib.units(wd)
-  assert list(units) == ["u-0", "u-1", "v-1"] and units["u-1"]["fields"]["seed"] == 1
+  assert list(units) == ["u-0", "u-1", "v-1"] and units["u-1"].fields["seed"] == 1
 
 
 def test_a_unit_extended_keeps_the_final_records_of_its_furthest_step(tmp_path):

@@ -10,7 +10,6 @@ import os
 
 import pytest
 
-from lie_unitary.experiments import fields
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.operators import config as operators_config
 from lie_unitary.experiments.operators import experiment as operators
@@ -89,4 +88,4 @@ def test_every_recorded_unit_id_is_its_name_and_fields_fingerprint():
   assert len(folders) >= 13
   for folder in folders:
     for uid, u in workdir_lib.units(folder).items():
-      assert fields.Unit(u["name"], u["fields"], 0).id == uid, (folder, uid)
+      assert u.id == uid, (folder, uid)

@@ -287,19 +287,17 @@ def read_launches(workdir) -> list[dict]:
   return out
 
 
-def units(workdir) -> dict[str, dict]:
-  """{unit id: {"name", "fields", "target_step"}} of every unit a launch listed, in launch
-  order (a unit launched again: its latest target step); ValueError: an unreadable launch."""
-  return {u["id"]: {"name": u["name"], "fields": dict(u.get("fields", {})),
-                    "target_step": u.get("target_step")}
+def units(workdir) -> dict[str, Any]:
+  """{unit id: its `fields.Unit`} of every unit a launch listed, in launch order (a unit
+  launched again: its latest target step); ValueError: an unreadable launch."""
+  from lie_unitary.experiments import fields
+  return {u["id"]: fields.Unit(u["name"], dict(u.get("fields", {})), u.get("target_step"))
           for launch in read_launches(workdir) for u in launch["units"]}
 
 
 def unit_names(workdir) -> list[str]:
   """The labels of `workdir`'s units ("name", or "name seed=S"), in launch order."""
-  from lie_unitary.experiments import fields
-  return list(dict.fromkeys(fields.Unit(u["name"], u["fields"], 0).label
-                            for u in units(workdir).values()))
+  return list(dict.fromkeys(u.label for u in units(workdir).values()))
 
 
 def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) -> Any:
@@ -367,19 +365,16 @@ def load_unit(workdir, which: str) -> LoadedUnit:
     FileNotFoundError: no launch lists that unit, or it has no checkpoint.
     ValueError: a name that several units (seeds) share.
   """
-  from lie_unitary.experiments import fields
   from lie_unitary.experiments import loop
   known = units(workdir)
-  found = [uid for uid, u in known.items()
-           if which in (uid, u["name"], fields.Unit(u["name"], u["fields"], 0).label)]
+  found = [uid for uid, u in known.items() if which in (uid, u.name, u.label)]
   if len(found) > 1:
     raise ValueError(f"{len(found)} units of {workdir} are called {which!r}: ask for one "
                      f"by label or id: {found}.")
   if not found:
     raise FileNotFoundError(f"no launch in {workdir} lists a unit {which!r}; its units: "
                             f"{unit_names(workdir)}.")
-  uid, u = found[0], known[found[0]]
-  unit = fields.Unit(u["name"], u["fields"], u["target_step"])
+  uid, unit = found[0], known[found[0]]
   with contextlib.closing(loop.checkpoints(checkpoint_dir(workdir, unit.slug))) as manager:
     step = manager.latest_step()
     if step is None:
