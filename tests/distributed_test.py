@@ -42,7 +42,7 @@ def _launch(family, args, workdir, processes):
 
 def _finals(workdir):
   return {(r["unit_name"], r.get("approach", r.get("model")), r["replicate"]): r
-          for r in workdir_lib.read_records(workdir / "results.jsonl") if r["kind"] == "final"}
+          for r in workdir_lib.read(workdir) if r["kind"] == "final"}
 
 
 @pytest.mark.parametrize("family,args", [

@@ -12,7 +12,6 @@ hold on any CPU host and jax release to tolerances measured across them
 (tests/golden.py), and are skipped on GPU/TPU.
 """
 
-import os
 
 import pytest
 
@@ -54,9 +53,9 @@ def operator_metrics(kind, workdir):
   experiment.train_and_evaluate(_operator_config(kind), workdir, printer=lambda *_: None,
                                 handle_signals=False)
   out = {}
-  for c in workdir_lib.read_records(os.path.join(workdir, "curves.jsonl")):
+  for c in workdir_lib.read(workdir, "curves.jsonl"):
     out[(c["approach"], c["replicate"])] = [c["val_loss"][1], c["val_loss"][50]]
-  for r in workdir_lib.read_records(os.path.join(workdir, "results.jsonl")):
+  for r in workdir_lib.read(workdir):
     out.setdefault((r["approach"], r["replicate"]), []).append(r["test_loss"])
   return {k: tuple(v) for k, v in out.items()}
 

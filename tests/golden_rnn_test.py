@@ -74,7 +74,7 @@ def image_metrics(workdir):
   from lie_unitary.experiments import runner
   runner.train_and_evaluate("rnn", _image_config(workdir), os.path.join(workdir, "w"),
                             printer=lambda *_: None, handle_signals=False)
-  recs = workdir_lib.read_records(os.path.join(workdir, "w", "results.jsonl"))
+  recs = workdir_lib.read(os.path.join(workdir, "w"))
   val = {(r["model"], r["replicate"], r["step"]): r for r in recs if r["kind"] == "val"}
   return {k[:2]: (v["train_loss"], v["val_loss"], val[k[:2] + (12,)]["val_loss"],
                   val[k[:2] + (12,)]["test_loss"]) for k, v in val.items() if k[2] == 6}
@@ -87,7 +87,7 @@ def rnn_metrics(kind, workdir):
     return image_metrics(workdir)
   runner.train_and_evaluate("rnn", _rnn_config(kind), workdir, printer=lambda *_: None,
                             handle_signals=False)
-  recs = workdir_lib.read_records(os.path.join(workdir, "results.jsonl"))
+  recs = workdir_lib.read(workdir)
   out = {}
   for r in recs:
     if r["kind"] == "val" and r["step"] in (1, 50):
@@ -182,7 +182,7 @@ def test_every_rnn_model_trains_on_any_toolchain(rnn_models_run):
   # Not pinned: every model's validation loss is finite and falls over 50 steps, and its
   # records carry the shared vocabulary (this also runs where the pins are skipped).
   _, workdir = rnn_models_run
-  recs = workdir_lib.read_records(os.path.join(workdir, "results.jsonl"))
+  recs = workdir_lib.read(workdir)
   models = ("gurnn", "gurnn_beta", "urnn", "lstm", "irnn", "tanh", "free")
   assert {r["model"] for r in recs} == set(models)
   for model in models:

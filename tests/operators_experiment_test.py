@@ -44,7 +44,7 @@ def _smoke(**changes):
 
 
 def _finals(workdir):
-  return [r for r in workdir_lib.read_records(os.path.join(workdir, "results.jsonl"))
+  return [r for r in workdir_lib.read(workdir)
           if r["kind"] == "final"]
 
 
@@ -74,7 +74,7 @@ def test_smoke_writes_one_record_per_replicate_with_its_fields(smoke_run):
   true = [r["test_loss"] for r in recs if r["approach"] == "true"]
   np.testing.assert_allclose(true, 6e-4, rtol=0.3)  # noise floor 2n·0.01², 500 pairs
   assert all(r["step"] == 100 for r in recs if r["approach"] == "lie_algebra")
-  curves = workdir_lib.read_records(os.path.join(workdir, "curves.jsonl"))
+  curves = workdir_lib.read(workdir, "curves.jsonl")
   assert len(curves) == 3 and all(len(c["val_loss"]) == 5 for c in curves)
   assert curves[0]["val_steps"] == [0, 25, 50, 75, 100]
   launch, = workdir_lib.read_launches(workdir)
@@ -192,9 +192,9 @@ def test_a_stop_checkpoints_and_the_resume_gives_the_same_numbers(smoke_run, tmp
   ref = {r["replicate"]: r for r in _finals(workdir) if r["approach"] == "lie_algebra"}
   for r in _finals(str(tmp_path)):
     np.testing.assert_allclose(r["test_loss"], ref[r["replicate"]]["test_loss"], rtol=1e-6)
-  curve_ref = {c["replicate"]: c["val_loss"] for c in workdir_lib.read_records(
-      os.path.join(workdir, "curves.jsonl"))}
-  for c in workdir_lib.read_records(tmp_path / "curves.jsonl"):
+  curve_ref = {c["replicate"]: c["val_loss"] for c in workdir_lib.read(
+      workdir, "curves.jsonl")}
+  for c in workdir_lib.read(tmp_path, "curves.jsonl"):
     np.testing.assert_allclose(c["val_loss"], curve_ref[c["replicate"]], rtol=1e-6)
 
 

@@ -14,10 +14,10 @@ def test_append_read_and_resume_keys(tmp_path):
                                  "curve": np.arange(3)}])
   with open(path, "a") as f:
     f.write('{"n": 8, "appro')  # a crash mid-line
-  got = workdir_lib.read_records(path)
+  got = workdir_lib.read(tmp_path / "sub")
   assert [r["n"] for r in got] == [3, 6]
   assert got[0]["loss"] == 0.5 and got[1]["loss"] == "nan" and got[1]["curve"] == [0, 1, 2]
-  assert workdir_lib.read_records(tmp_path / "missing.jsonl") == []
+  assert workdir_lib.read(tmp_path, "missing.jsonl") == []
 
 
 def test_eta_and_formatter():

@@ -50,7 +50,7 @@ def _smoke(*models, **fields):
 
 
 def _records(workdir):
-  return workdir_lib.read_records(os.path.join(workdir, "results.jsonl"))
+  return workdir_lib.read(workdir)
 
 
 def _losses(recs, model="gurnn"):

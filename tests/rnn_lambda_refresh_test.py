@@ -2,7 +2,6 @@
 (re-centring, re-basing) and spectrum diagnostics, at smoke sizes."""
 
 import functools
-import os
 
 import jax
 import jax.numpy as jnp
@@ -197,7 +196,7 @@ def test_val_records_hold_the_spectrum(tmp_path):
   config.num_updates = 3
   runner.train_and_evaluate(rnn, config, str(tmp_path), printer=lambda *_: None,
                             handle_signals=False)
-  recs = workdir_lib.read_records(os.path.join(tmp_path, "results.jsonl"))
+  recs = workdir_lib.read(tmp_path)
   val = {(r["replicate"], r["step"]): r for r in recs if r["kind"] == "val"}
   for replicate in (0, 1):
     start, later = val[(replicate, 0)], val[(replicate, 3)]

@@ -37,7 +37,7 @@ from typing import Sequence
 __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
            "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
            "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
-           "mark_finished", "periodically", "read", "read_launches", "read_records", "record_key",
+           "mark_finished", "periodically", "read", "read_launches", "record_key",
            "remove_unit_records", "to_jsonable", "unit_names", "unit_records", "units",
            "write_launch"]
 
@@ -150,16 +150,11 @@ def record_key(record: dict) -> tuple:
   return tuple(record.get(k) for k in ("unit", "kind", "replicate", "step", "approach"))
 
 
-def read_records(file: str | os.PathLike) -> list[dict]:
-  """Every complete record of a JSONL file ([] when it does not exist)."""
-  with contextlib.suppress(FileNotFoundError), open(file, encoding="utf-8") as f:
+def read(workdir, name: str = RESULTS) -> list[dict]:
+  """Every complete record of the JSON lines file WORKDIR/name ([] when it does not exist)."""
+  with contextlib.suppress(FileNotFoundError), open(path(workdir, name), encoding="utf-8") as f:
     return _parse_lines(f)
   return []
-
-
-def read(workdir, name: str = RESULTS) -> list[dict]:
-  """The complete records of WORKDIR/name."""
-  return read_records(path(workdir, name))
 
 
 def finished_units(workdir) -> set[tuple[str, int]]:
