@@ -109,9 +109,6 @@ def _start_jax(flag_values) -> None:
   """XLA's CPU devices, jax.distributed, and the persistent compilation cache."""
   address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
                            flag_values.process_id)
-  if flag_values.cpu_devices < 0:
-    _fail(f"--cpu_devices={flag_values.cpu_devices}: expected 0 (one device per core) or a "
-          "count ≥ 1.")
   if flag_values["cpu_devices"].present or not address:  # processes of a run keep one each
     use_cpu_devices(flag_values.cpu_devices)
   import jax
@@ -209,7 +206,7 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_bool("restart_lost_units", False, "Restart from step 0, replacing its records, "
                     "an unfinished unit with records but no checkpoint; else refused.")
   flags.DEFINE_integer("cpu_devices", 0, "CPU devices of this host (0: one per core); "
-                       "XLA_FLAGS' --xla_force_host_platform_device_count wins.")
+                       "XLA_FLAGS' --xla_force_host_platform_device_count wins.", lower_bound=0)
   cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
                        "lie_unitary", "xla")
   flags.DEFINE_string("compilation_cache", cache, "jax's persistent compilation cache ('': "

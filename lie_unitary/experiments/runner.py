@@ -141,8 +141,7 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
       except loop.Interrupted:
         printer(f"{unit.label}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
                 "command to resume.")
-        summary.interrupted, summary.stopped_by = True, stop.signal_name
-        return summary
+        break
       if jax.process_index() == 0:
         workdir_lib.mark_finished(workdir, unit, time.perf_counter() - t0)
     summary.computed += 1
@@ -153,8 +152,10 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
     if stop.requested() and i + 1 < len(units):
       printer(f"stopped ({stop.signal_name}) after {unit.label}: {len(units) - i - 1} unit(s) "
               "not started; rerun the same command to resume.")
-      summary.interrupted, summary.stopped_by = True, stop.signal_name
-      return summary
+      break
+  else:
+    return summary
+  summary.interrupted, summary.stopped_by = True, stop.signal_name
   return summary
 
 
