@@ -188,9 +188,8 @@ def test_a_stopped_learned_unit_resumes_to_the_uninterrupted_numbers(tmp_path):
   experiment.train_and_evaluate(config, whole, **_QUIET)
   stop = loop.StopRequest()
   stop.request("SIGINT")  # as if Ctrl-C came during the first call (one step)
-  units = experiment.units(config)
-  assert runner.run_units(experiment, config, units, parts, printer=lambda *_: None,
-                          stop=stop).interrupted
+  assert runner.train_and_evaluate(experiment, config, parts, printer=lambda *_: None,
+                                   stop=stop).interrupted
   assert workdir_lib.read(parts) == []
   lines = []
   experiment.train_and_evaluate(config, parts, printer=lines.append, handle_signals=False)

@@ -180,9 +180,8 @@ class _StopAfter(loop.StopRequest):
 def test_a_stop_checkpoints_and_the_resume_gives_the_same_numbers(smoke_run, tmp_path):
   workdir, _, _ = smoke_run
   config = _smoke(approaches=("lie_algebra",))
-  units = experiment.units(config)
-  stopped = runner.run_units(experiment, config, units, str(tmp_path), printer=lambda *_: None,
-                             stop=_StopAfter(1))
+  stopped = runner.train_and_evaluate(experiment, config, str(tmp_path),
+                                      printer=lambda *_: None, stop=_StopAfter(1))
   assert stopped.interrupted and stopped.computed == 0
   assert os.listdir(tmp_path / "checkpoints")
   lines = []
@@ -204,8 +203,8 @@ def test_a_stop_after_the_last_step_resumes_to_the_records(smoke_run, tmp_path):
   # the finished state and only evaluates it.
   workdir, _, _ = smoke_run
   config = _smoke(approaches=("lie_algebra",))
-  stopped = runner.run_units(experiment, config, experiment.units(config), str(tmp_path),
-                             printer=lambda *_: None, stop=_StopAfter(7))
+  stopped = runner.train_and_evaluate(experiment, config, str(tmp_path),
+                                      printer=lambda *_: None, stop=_StopAfter(7))
   assert stopped.interrupted and stopped.computed == 0  # 4 calls, 2 checks each
   lines = []
   summary = experiment.train_and_evaluate(config, str(tmp_path), printer=lines.append,

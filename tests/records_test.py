@@ -27,7 +27,7 @@ def test_eta_and_formatter():
   assert [loop.format_seconds(s) for s in (7, 185, 7260)] == ["7s", "3m05s", "2h01m00s"]
 
 
-def test_run_units_lines_and_a_cost_weighted_eta(tmp_path, monkeypatch):
+def test_the_runner_lines_and_a_cost_weighted_eta(tmp_path, monkeypatch):
   # A family whose units take a fake second per unit of cost: a skipped unit (already
   # finished) does not set the pace, and the ETA weighs the units left by their cost.
   import types
@@ -42,10 +42,12 @@ def test_run_units_lines_and_a_cost_weighted_eta(tmp_path, monkeypatch):
 
   def run_unit(config, unit, ctx):
     now[0] += unit.cost
-  family = types.SimpleNamespace(NAME="fake", run_unit=run_unit)
+  family = types.SimpleNamespace(NAME="fake", validate_config=lambda config: None,
+                                 units=lambda config: units, run_unit=run_unit)
   lines = []
-  runner.run_units(family, None, units, str(tmp_path), printer=lines.append)
-  assert lines == ["[1/4] a: already done, skipped",
+  runner.train_and_evaluate(family, {}, str(tmp_path), printer=lines.append,
+                            handle_signals=False)
+  assert lines[1:] == ["[1/4] a: already done, skipped",
                    "[2/4] b: 1.0s (elapsed 1s, ETA 4s)",
                    "[3/4] c: 2.0s (elapsed 3s, ETA 2s)",
                    "[4/4] d: 2.0s (elapsed 5s)"]

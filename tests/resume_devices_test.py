@@ -46,8 +46,8 @@ class StopAfter(loop.StopRequest):
     return super().requested()
 
 import jax
-summary = runner.run_units(family, config, family.units(config), workdir,
-                           printer=print, stop=StopAfter(int(stop_after)))
+summary = runner.train_and_evaluate(family, config, workdir, printer=print,
+                                    stop=StopAfter(int(stop_after)))
 print("DEVICES", jax.device_count(), "INTERRUPTED", summary.interrupted)
 """
 

@@ -193,8 +193,8 @@ def test_a_graceful_stop_checkpoints_and_resumes_to_the_same_numbers(smoke_run, 
   stop = loop.StopRequest()
   stop.request("SIGINT")  # as if Ctrl-C came during the first call (one update)
   lines = []
-  summary = runner.run_units(rnn, config, rnn.units(config), str(tmp_path),
-                             printer=lines.append, stop=stop)
+  summary = runner.train_and_evaluate(rnn, config, str(tmp_path), printer=lines.append,
+                                      stop=stop)
   assert summary.interrupted and summary.computed == 0 and summary.stopped_by == "SIGINT"
   assert any("stopped at a checkpoint" in l for l in lines), lines
   (folder,) = os.listdir(tmp_path / "checkpoints")
@@ -445,7 +445,7 @@ def test_a_unit_claimed_by_another_process_is_skipped(tmp_path):
   lstm = [u for u in rnn.units(config) if u.spec.model == "lstm"][0]
   with workdir_lib.claim(str(tmp_path), lstm.slug) as mine:  # held while the launch runs
     assert mine
-    runner.run_units(rnn, config, rnn.units(config), str(tmp_path), printer=lines.append)
+    runner.train_and_evaluate(rnn, config, str(tmp_path), printer=lines.append)
   assert any("lstm" in l and f"running in process {os.getpid()} on" in l for l in lines), lines
   assert {r["model"] for r in _records(tmp_path)} == {"tanh"}
 

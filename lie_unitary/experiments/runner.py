@@ -27,7 +27,7 @@ from lie_unitary.experiments.fields import ConfigError
 from lie_unitary.experiments.fields import Unit
 
 __all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "get_family",
-           "run_units", "train_and_evaluate"]
+           "train_and_evaluate"]
 
 FAMILIES = {"basis": "lie_unitary.experiments.basis.experiment",
             "operators": "lie_unitary.experiments.operators.experiment",
@@ -111,13 +111,9 @@ def _claim(workdir: str, unit: Unit):
     yield mine
 
 
-def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
-              printer: Callable[[str], None] = print, stop: loop.StopRequest | None = None,
-              resume_across_code_change: bool = False,
-              restart_lost_units: bool = False) -> RunSummary:
-  """Runs each of `units` (a validated `config`'s) not yet finished, in order, claimed
-  first; `stop`: a stop request to honour; the other arguments as `train_and_evaluate`."""
-  stop = stop or loop.StopRequest()
+def _run_units(family: Family, config, units: Sequence[Unit], workdir: str, printer,
+               stop: loop.StopRequest, *permissions: bool) -> RunSummary:
+  """Runs each unit not yet finished, in order, claimed first."""
   total, done_cost, start = sum(u.cost for u in units), 0.0, time.perf_counter()
   summary = RunSummary()
   for i, unit in enumerate(units):
@@ -135,9 +131,7 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
         continue
       t0 = time.perf_counter()
       try:
-        family.run_unit(config, unit, UnitContext(workdir, unit, printer, stop,
-                                                  resume_across_code_change,
-                                                  restart_lost_units))
+        family.run_unit(config, unit, UnitContext(workdir, unit, printer, stop, *permissions))
       except loop.Interrupted:
         printer(f"{unit.label}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
                 "command to resume.")
@@ -161,7 +155,7 @@ def run_units(family: Family, config, units: Sequence[Unit], workdir: str, *,
 
 def train_and_evaluate(family: Family | str, config, workdir: str, *,
                        printer: Callable[[str], None] = print,
-                       handle_signals: bool = True,
+                       stop: loop.StopRequest | None = None, handle_signals: bool = True,
                        resume_across_code_change: bool = False,
                        restart_lost_units: bool = False) -> RunSummary:
   """Validates the config, records the launch, and runs (or resumes) every unit.
@@ -171,6 +165,7 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
     config: the family's ConfigDict.
     workdir: output folder (created after validation).
     printer: progress lines.
+    stop: a stop request to honour too (a test's; default: a new one).
     handle_signals: the first SIGINT/SIGTERM stops at a checkpoint (main thread only).
     resume_across_code_change: resume checkpoints written by other code (refused
       otherwise: a unit's numbers come from one code).
@@ -197,10 +192,9 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
     config_json = json.loads(config.to_json() if hasattr(config, "to_json") else
                              json.dumps(dict(config), default=str))
     workdir_lib.write_launch(workdir, family.NAME, config_json, units)
-  stop = loop.StopRequest()
+  stop = stop or loop.StopRequest()
   with loop.handle_signals(stop, printer) if handle_signals else contextlib.nullcontext():
     printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
             f"{jax.process_count()} process(es) → {workdir}")
-    return run_units(family, config, units, workdir, printer=printer, stop=stop,
-                     resume_across_code_change=resume_across_code_change,
-                     restart_lost_units=restart_lost_units)
+    return _run_units(family, config, units, workdir, printer, stop,
+                      resume_across_code_change, restart_lost_units)
