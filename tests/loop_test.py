@@ -135,7 +135,7 @@ def _save(tmp_path, step, code=None, value=None):
   """A checkpoint of the counter at `step` (`code`: its fingerprint, default this code's;
   "none": without one)."""
   replicas = replicas_lib.Replicas(1)
-  ckpt = loop.checkpoints(workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug))
+  ckpt = loop.checkpoints(workdir_lib.path(tmp_path, "checkpoints", _UNIT.slug))
   meta = {"step": step, "elapsed": 1.0, "history": {"steps": step}, "owed": False}
   if code != "none":
     meta["code"] = code or workdir_lib.code_fingerprint()

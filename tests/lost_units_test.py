@@ -77,7 +77,7 @@ def _task(seen):
 
 def _checkpoints(tmp_path):
   with contextlib.closing(loop.checkpoints(
-      workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug))) as manager:
+      workdir_lib.path(tmp_path, "checkpoints", _UNIT.slug))) as manager:
     return list(manager.all_steps())
 
 
@@ -99,7 +99,7 @@ def test_a_unit_with_records_but_no_checkpoint_is_refused_then_restarted_on_requ
 
 def test_a_unit_with_a_readable_checkpoint_resumes_its_records_untouched(tmp_path):
   replicas, seen = replicas_lib.Replicas(1), []
-  ckpt = loop.checkpoints(workdir_lib.checkpoint_dir(str(tmp_path), _UNIT.slug))
+  ckpt = loop.checkpoints(workdir_lib.path(tmp_path, "checkpoints", _UNIT.slug))
   loop.save_checkpoint(ckpt, 4, {"x": np.ones((1, 3), np.float32)}, {
       "step": 4, "elapsed": 1.0, "history": {}, "code": workdir_lib.code_fingerprint()})
   ckpt.close()

@@ -76,7 +76,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
   now, say = clock, lambda text: ctx.printer(f"{ctx.unit.label}: {text}")
   progress = _Progress(task, now)
   code = workdir_lib.code_fingerprint()  # saved with each checkpoint, checked on resume
-  folder = workdir_lib.checkpoint_dir(ctx.workdir, ctx.unit.slug)
+  folder = workdir_lib.path(ctx.workdir, "checkpoints", ctx.unit.slug)
   ticker = workdir_lib.periodically(progress_seconds, lambda: say(progress.line()))
   with contextlib.closing(checkpoints(folder)) as manager, ticker:  # compiling too
     state, history = task.init()

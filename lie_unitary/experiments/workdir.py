@@ -35,7 +35,7 @@ from typing import Iterator
 from typing import Sequence
 
 __all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
-           "LoadedUnit", "append_records", "as_records", "checkpoint_dir", "claim", "claim_owner",
+           "LoadedUnit", "append_records", "as_records", "claim", "claim_owner",
            "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
            "mark_finished", "periodically", "read", "read_launches", "record_key",
            "remove_unit_records", "to_jsonable", "unit_names", "unit_records", "units",
@@ -54,14 +54,9 @@ SPECTRUM_FIELDS = ("theta_spread", "theta_max_abs", "min_sinc", "wide_share")
 DRIFT_FIELD = "u_drift"
 
 
-def path(workdir, name: str) -> str:
-  """WORKDIR/name."""
-  return os.path.join(os.fspath(workdir), name)
-
-
-def checkpoint_dir(workdir, slug: str) -> str:
-  """WORKDIR/checkpoints/<unit slug>."""
-  return os.path.join(os.fspath(workdir), "checkpoints", slug)
+def path(workdir, *names: str) -> str:
+  """WORKDIR/name/...: a record file, "checkpoints/<unit slug>", "claims/<unit slug>"."""
+  return os.path.join(os.fspath(workdir), *names)
 
 
 # Records ------------------------------------------------------------------------------
@@ -370,7 +365,7 @@ def load_unit(workdir, which: str) -> LoadedUnit:
     raise FileNotFoundError(f"no launch in {workdir} lists a unit {which!r}; its units: "
                             f"{unit_names(workdir)}.")
   uid, unit = found[0], known[found[0]]
-  with contextlib.closing(loop.checkpoints(checkpoint_dir(workdir, unit.slug))) as manager:
+  with contextlib.closing(loop.checkpoints(path(workdir, "checkpoints", unit.slug))) as manager:
     step = manager.latest_step()
     if step is None:
       raise FileNotFoundError(f"unit {uid!r} has no checkpoint in {manager.directory}.")
@@ -408,7 +403,7 @@ def _stale(file: str) -> bool:
 def claim_owner(workdir, slug: str) -> str:
   """Who holds the claim of unit `slug`: "process PID on HOST" (for messages)."""
   try:
-    owner = _owner(os.path.join(path(workdir, "claims"), slug))
+    owner = _owner(path(workdir, "claims", slug))
     return f"process {owner['pid']} on {owner['host']}"
   except (OSError, ValueError, KeyError):
     return "another process"
