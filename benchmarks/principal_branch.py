@@ -30,9 +30,9 @@ def _variant(n, approach):
                                  refresh_every=_REFRESH_EVERY.value)
   trainer = experiment.make_trainer(task, train)
   key, reps = jax.random.key(0), jnp.arange(_REPLICATES.value)
-  state, _ = jax.jit(jax.vmap(lambda r: trainer.init(key, r)))(reps)
-  data = jax.jit(jax.vmap(lambda s, r: trainer.epoch_data(key, r, 0, s)))(state, reps)
-  chunk = jax.jit(jax.vmap(lambda s, r, d: trainer.chunk(s, d, key, r, 0, 0,
+  state, _ = jax.jit(jax.vmap(lambda r: trainer.init(r, key)))(reps)
+  data = jax.jit(jax.vmap(lambda s, r: trainer.epoch_data(r, s, key, 0)))(state, reps)
+  chunk = jax.jit(jax.vmap(lambda s, r, d: trainer.chunk(r, s, d, key, 0, 0,
                                                          trainer.intervals_per_epoch)))
   return timing.blocking(chunk, state, reps, data, items=_STEPS.value)
 

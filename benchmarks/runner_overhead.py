@@ -30,8 +30,8 @@ def _variants(n: int):
   c.num_train = _NUM_TRAIN.value or (200_000 if n <= 6 else 20_000)
   experiment.validate_config(c)
   unit, = experiment.units(c)
-  task, train = experiment.task_spec(c, n), experiment.train_spec(c, unit.spec)
-  key, reps = experiment._setting_key(unit.spec), jnp.arange(c.num_replicates, dtype=jnp.int32)
+  task, train, _, key = experiment.unit_specs(c, unit.spec)
+  reps = jnp.arange(c.num_replicates, dtype=jnp.int32)
 
   def bare():
     fn = jax.jit(jax.vmap(experiment.make_train(task, train), in_axes=(None, 0)))

@@ -24,12 +24,11 @@ def _task(**changes):
 
 
 def _solve(key, replicate, task, fit):
-  """`fit_results` after `init_fits` and every step of `fit_steps`, in one go."""
-  fits = None
+  """A `make_fitter`'s results after its init and every step, in one go."""
+  fitter, fits = experiment.make_fitter(task, fit), None
   if fit.approach != "procrustes":
-    fits = experiment.fit_steps(experiment.init_fits(key, replicate, task, fit), key,
-                                replicate, task, fit, 0, fit.num_steps)
-  return experiment.fit_results(fits, key, replicate, task, fit)
+    fits = fitter.steps(replicate, fitter.init(replicate, key), key, 0, fit.num_steps)
+  return fitter.results(replicate, fits, key)
 
 
 def test_operators_and_pairs_are_shared_across_m_and_pairs():

@@ -11,6 +11,7 @@ the principal angles between span(M) and span(G*).
 
 import sys
 import time
+from typing import Callable
 from typing import NamedTuple
 
 import jax
@@ -88,10 +89,6 @@ def make_data(key, task: Task) -> Data:
               pairs(k_val, task.num_val), pairs(k_test, task.num_test))
 
 
-def _replicate_data(key, replicate, task: Task) -> Data:
-  return make_data(jax.random.split(jax.random.fold_in(key, replicate))[0], task)
-
-
 def _squared_error(u, x, y) -> jax.Array:
   """Mean over operators and pairs of ‖U_i x − y‖²: u (m, n, n), x and y (m, P, n)."""
   err = jnp.einsum("mpj,mij->mpi", x, u) - y
@@ -104,94 +101,93 @@ def _fit_loss(params, xy, train_basis: bool):
   return _squared_error(lb.unitary_from_basis(params["coef"], basis, method="eigh"), *xy)
 
 
-def _rates(fit: Fit, real) -> jax.Array:
-  """The rate of each fit: (starts · rates,), start-major."""
-  starts = fit.restarts if fit.approach == "learned" else 1
-  return jnp.tile(jnp.asarray(fit.learning_rates, real), starts)
-
-
 def _adam(lr, num_steps: int):  # cosine decay from lr to 0
   return optax.adam(optax.cosine_decay_schedule(lr, num_steps))
 
 
-def init_fits(key, replicate, task: Task, fit: Fit):
-  """A trained approach's fits at step 0, one per (start, rate), start-major: c = 0, the
-  basis M (learned: start s from fold_in(init key, s), the first random_fixed's too; full:
-  the standard basis; oracle: G*), Adam's state.
+class Fitter(NamedTuple):
+  """A trained approach's fits of one replicate as jittable pieces (`make_fitter`). Fits:
+  ({"coef": (F, m, k), "basis": (F, k, n²)}, Adam states), one per (start, rate),
+  start-major: F = starts · rates."""
+  init: Callable  # (replicate, key) -> the fits at step 0
+  steps: Callable  # (replicate, fits, key, first, num) -> after Adam steps first..first+num-1
+  results: Callable  # (replicate, fits, key) -> the replicate's results
 
-  Returns:
-    ({"coef": (F, m, k), "basis": (F, k, n²)}, Adam states), F = starts · rates.
-  """
-  k_data, k_init = jax.random.split(jax.random.fold_in(key, replicate))
-  data = make_data(k_data, task)
+
+def make_fitter(task: Task, fit: Fit) -> Fitter:
+  """A replicate's fits (replicate r: `make_data` of the first half of split(fold_in(key,
+  r)), the second its starts' key): at step 0, c = 0 and the basis M (learned: start s
+  from fold_in(init key, s), the first random_fixed's too; full: the standard basis;
+  oracle: G*); Adam on the training pairs moves c, and for `learned` M too. Results: from
+  the fit of least validation loss, or for procrustes in closed form (fits unused):
+  {"test_loss", "train_loss", "val_loss", "learning_rate", "restart", "angle_max",
+  "angle_mean" (NaN without a k-dim basis), "wrapped" (`Data`)}, scalars of the real
+  dtype, and "val_losses" (F,), empty for procrustes."""
   real = jnp.dtype(task.real_dtype)
-  if fit.approach in ("learned", "random_fixed"):
-    k_init = _after(k_init, data.test)
-    bases = jnp.stack([lb.random_basis(jax.random.fold_in(k_init, s), task.n, task.k,
-                                       dtype=real)
-                       for s in range(fit.restarts if fit.approach == "learned" else 1)])
-  else:
-    bases = ({"full": jnp.eye(task.n * task.n, dtype=real)}.get(fit.approach,
-                                                                data.gstar))[None]
-  grid_b = jnp.repeat(_after(bases, data.test), len(fit.learning_rates), axis=0)
-  params = {"coef": jnp.zeros((grid_b.shape[0], task.m, grid_b.shape[1]), real),
-            "basis": grid_b}
-  return params, jax.vmap(lambda p: _adam(1.0, 1).init(p))(params)  # no rate in the state
+  starts = fit.restarts if fit.approach == "learned" else 1
+  rates = lambda: jnp.tile(jnp.asarray(fit.learning_rates, real), starts)  # (F,)
 
+  def data_of(replicate, key):  # (Data, the starts' key)
+    k_data, k_init = jax.random.split(jax.random.fold_in(key, replicate))
+    return make_data(k_data, task), k_init
 
-def fit_steps(fits, key, replicate, task: Task, fit: Fit, first, num):
-  """Adam steps first..first+num-1 (of `fit.num_steps`) of every fit on the training
-  pairs: the coefficients, and for `learned` the basis too."""
-  data = _replicate_data(key, replicate, task)
+  def init(replicate, key):
+    data, k_init = data_of(replicate, key)
+    if fit.approach in ("learned", "random_fixed"):
+      k_init = _after(k_init, data.test)
+      bases = jnp.stack([lb.random_basis(jax.random.fold_in(k_init, s), task.n, task.k,
+                                         dtype=real) for s in range(starts)])
+    else:
+      bases = ({"full": jnp.eye(task.n * task.n, dtype=real)}.get(fit.approach,
+                                                                  data.gstar))[None]
+    grid_b = jnp.repeat(_after(bases, data.test), len(fit.learning_rates), axis=0)
+    params = {"coef": jnp.zeros((grid_b.shape[0], task.m, grid_b.shape[1]), real),
+              "basis": grid_b}
+    return params, jax.vmap(lambda p: _adam(1.0, 1).init(p))(params)  # no rate in the state
 
-  def one(params, state, lr):
-    opt = _adam(lr, fit.num_steps)
+  def steps(replicate, fits, key, first, num):
+    data, _ = data_of(replicate, key)
 
-    def step(_, carry):
-      p, s = carry
-      grads = jax.grad(_fit_loss)(p, data.train, fit.approach == "learned")
-      updates, s = opt.update(grads, s, p)
-      return optax.apply_updates(p, updates), s
+    def one(params, state, lr):
+      opt = _adam(lr, fit.num_steps)
 
-    return jax.lax.fori_loop(first, first + num, step, (params, state))
+      def step(_, carry):
+        p, s = carry
+        grads = jax.grad(_fit_loss)(p, data.train, fit.approach == "learned")
+        updates, s = opt.update(grads, s, p)
+        return optax.apply_updates(p, updates), s
 
-  return jax.vmap(one)(*fits, _rates(fit, jnp.dtype(task.real_dtype)))
+      return jax.lax.fori_loop(first, first + num, step, (params, state))
 
+    return jax.vmap(one)(*fits, rates())
 
-def fit_results(fits, key, replicate, task: Task, fit: Fit) -> dict:
-  """One replicate's results: from the fit of least validation loss, or for procrustes
-  in closed form (`fits` unused).
+  def results(replicate, fits, key) -> dict:
+    data, _ = data_of(replicate, key)
+    nan = jnp.asarray(jnp.nan, real)
+    if fit.approach == "procrustes":
+      u = lb.procrustes_unitary(*data.train)
+      losses = [_squared_error(u, *xy) for xy in (data.train, data.val, data.test)]
+      return dict(train_loss=losses[0], val_loss=losses[1], test_loss=losses[2],
+                  learning_rate=jnp.zeros((), real), restart=jnp.zeros((), real),
+                  angle_max=nan, angle_mean=nan, wrapped=data.wrapped,
+                  val_losses=jnp.zeros((0,), real))
+    params = fits[0]
+    train_loss = jax.vmap(lambda p: _fit_loss(p, data.train, True))(params)
+    unitaries = jax.vmap(lambda p: lb.unitary_from_basis(p["coef"], p["basis"],
+                                                         method="eigh"))(params)
+    val = jax.vmap(lambda u: _squared_error(u, *data.val))(unitaries)
+    best = jnp.argmin(jnp.where(jnp.isfinite(val), val, jnp.inf))
+    out = dict(train_loss=train_loss[best], val_loss=val[best],
+               test_loss=_squared_error(unitaries[best], *data.test),
+               learning_rate=rates()[best],
+               restart=(best // len(fit.learning_rates)).astype(real), angle_max=nan,
+               angle_mean=nan, wrapped=data.wrapped, val_losses=val)
+    if fit.approach != "full":
+      angles = lb.principal_angles(_after(params["basis"][best], unitaries), data.gstar)
+      out.update(angle_max=jnp.max(angles), angle_mean=jnp.mean(angles))
+    return out
 
-  Returns:
-    {"test_loss", "train_loss", "val_loss", "learning_rate", "restart", "angle_max",
-    "angle_mean" (NaN without a k-dim basis), "wrapped" (`Data`)}: scalars of the real
-    dtype; "val_losses": (starts · rates,), empty for procrustes.
-  """
-  data = _replicate_data(key, replicate, task)
-  real = jnp.dtype(task.real_dtype)
-  nan = jnp.asarray(jnp.nan, real)
-  if fit.approach == "procrustes":
-    u = lb.procrustes_unitary(*data.train)
-    losses = [_squared_error(u, *xy) for xy in (data.train, data.val, data.test)]
-    return dict(train_loss=losses[0], val_loss=losses[1], test_loss=losses[2],
-                learning_rate=jnp.zeros((), real), restart=jnp.zeros((), real),
-                angle_max=nan, angle_mean=nan, wrapped=data.wrapped,
-                val_losses=jnp.zeros((0,), real))
-  params = fits[0]
-  train_loss = jax.vmap(lambda p: _fit_loss(p, data.train, True))(params)
-  unitaries = jax.vmap(lambda p: lb.unitary_from_basis(p["coef"], p["basis"], method="eigh"))(
-      params)
-  val = jax.vmap(lambda u: _squared_error(u, *data.val))(unitaries)
-  best = jnp.argmin(jnp.where(jnp.isfinite(val), val, jnp.inf))
-  out = dict(train_loss=train_loss[best], val_loss=val[best],
-             test_loss=_squared_error(unitaries[best], *data.test),
-             learning_rate=_rates(fit, real)[best],
-             restart=(best // len(fit.learning_rates)).astype(real), angle_max=nan,
-             angle_mean=nan, wrapped=data.wrapped, val_losses=val)
-  if fit.approach != "full":
-    angles = lb.principal_angles(_after(params["basis"][best], unitaries), data.gstar)
-    out.update(angle_max=jnp.max(angles), angle_mean=jnp.mean(angles))
-  return out
+  return Fitter(init, steps, results)
 
 
 def validate_config(config) -> None:
@@ -259,10 +255,10 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
   for value in (cell["n"], cell["k"], config_lib.SUBALGEBRAS.index(cell["subalgebra"])):
     key = jax.random.fold_in(key, value)
   floor = 2 * cell["n"] * float(config.noise_std) ** 2
-  v_init = replicas.map(lambda r, k: init_fits(k, r, task, fit), (0, None))
-  v_steps = replicas.map(lambda r, f, k, first, num: fit_steps(f, k, r, task, fit, first, num),
-                         (0, 0, None, None, None), donate_argnums=(1,))
-  v_results = replicas.map(lambda r, f, k: fit_results(f, k, r, task, fit), (0, 0, None))
+  fitter = make_fitter(task, fit)
+  v_init = replicas.map(fitter.init, (0, None))
+  v_steps = replicas.map(fitter.steps, (0, 0, None, None, None), donate_argnums=(1,))
+  v_results = replicas.map(fitter.results, (0, 0, None))
 
   def finish(fits, history):
     out = replicas.gather(v_results(replicas.ids, fits, key))

@@ -38,6 +38,7 @@ NAME = "operators"
 _CHUNKS_PER_RUN = 20  # jitted calls per unit (bounded below by one validation interval)
 _BASIS_KEY = 1_000_003  # fold_in tag of the change-of-basis matrices
 _DEFAULTS = config_lib.defaults()
+_SETTING = ("n", "approach", "num_epochs", "learning_rate", "basis_scale", "seed")  # a spec's
 
 
 class TrainSpec(NamedTuple):
@@ -84,12 +85,12 @@ class EpochData(NamedTuple):
 class Trainer(NamedTuple):
   """One replicate's training in pieces, each a jitted call. A point: a dict of ``val_loss``
   and, for the complex λ approaches, the chart's `workdir.SPECTRUM_FIELDS`."""
-  init: Callable  # (key, replicate) -> (ReplicateState, initial point)
-  epoch_data: Callable  # (key, replicate, epoch, state) -> EpochData
-  # (state, EpochData, key, replicate, epoch, first, num) -> (state, points (num,)):
+  init: Callable  # (replicate, key) -> (ReplicateState, initial point)
+  epoch_data: Callable  # (replicate, state, key, epoch) -> EpochData
+  # (replicate, state, EpochData, key, epoch, first, num) -> (state, points (num,)):
   # validation intervals first..first+num-1 of `epoch` (num static under jit)
   chunk: Callable
-  finish: Callable  # (state, key, replicate) -> dict(test_loss, final_val_loss)
+  finish: Callable  # (replicate, state, key) -> dict(test_loss, final_val_loss)
   intervals_per_epoch: int
   num_epochs: int
 
@@ -160,7 +161,7 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
       opt_state = principal_branch.reset_optimizer_state(optimizer, opt_state, params)
     return optimizers.TrainState(params, opt_state), constants
 
-  def init(key, replicate):
+  def init(replicate, key):
     keys = data.replicate_keys(key, replicate)
     target = data.make_target(keys.target, replicate % len(task.generators), task)
     params, constants = param.init(keys.init, task.n, data.dtypes(task)[0])
@@ -171,12 +172,12 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
     state = optimizers.TrainState(params, optimizer.init(params))
     return ReplicateState(state, target, constants, mask), initial
 
-  def epoch_data(key, replicate, epoch, state):
+  def epoch_data(replicate, state, key, epoch):
     keys = data.replicate_keys(key, replicate)
     order = jax.random.permutation(jax.random.fold_in(keys.order, epoch), task.num_train)
     return EpochData(order.astype(jnp.int32), *val_pairs(keys, state.target))
 
-  def chunk(carry, this_epoch, key, replicate, epoch, first, num):
+  def chunk(replicate, carry, this_epoch, key, epoch, first, num):
     keys = data.replicate_keys(key, replicate)
 
     def run_block(sc, xs):  # a possible refresh, then `block` steps
@@ -212,7 +213,7 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
         (order.reshape(num, train.val_every, -1), indices))
     return carry._replace(train=state, constants=constants), points
 
-  def finish(carry, key, replicate):
+  def finish(replicate, carry, key):
     keys = data.replicate_keys(key, replicate)
     matrix = to_matrix(carry.train.params, carry.constants)
     loss = lambda k, num: data.dataset_loss(matrix, k, num, carry.target, task)
@@ -230,26 +231,16 @@ def make_train(task: data.TaskSpec, train: TrainSpec,
   trainer = make_trainer(task, train, change_of_basis)
 
   def train_fn(key, replicate):
-    state, initial = trainer.init(key, replicate)
+    state, initial = trainer.init(replicate, key)
     epoch = lambda s, e: trainer.chunk(
-        s, trainer.epoch_data(key, replicate, e, s), key, replicate, e, 0,
+        replicate, s, trainer.epoch_data(replicate, s, key, e), key, e, 0,
         trainer.intervals_per_epoch)
     state, points = jax.lax.scan(epoch, state, jnp.arange(trainer.num_epochs))
     curves = {k: jnp.concatenate([initial[k][None], v.reshape(-1)]) for k, v in points.items()}
-    return dict(trainer.finish(state, key, replicate), params=state.train.params,
+    return dict(trainer.finish(replicate, state, key), params=state.train.params,
                 val_curve=curves.pop("val_loss"), **curves)
 
   return train_fn
-
-
-class Setting(NamedTuple):
-  """One unit of work: all replicates of one (n, approach, basis scale, lr, seed)."""
-  n: int
-  approach: str  # a parametrization, or "baselines"
-  num_epochs: int
-  learning_rate: float
-  basis_scale: float
-  seed: int = 0
 
 
 def epochs_for(config, n: int) -> int:
@@ -302,66 +293,56 @@ def validate_config(config) -> None:
 
 def units(config) -> list[Unit]:
   """The units of a validated `config`: smallest n first, baselines first at each n, then
-  seed by seed; identity: its setting and the fields whose rule holds for it."""
+  seed by seed; identity: its settings and the fields whose rule holds for it. Its spec:
+  n, approach (or "baselines"), num_epochs, learning_rate, basis_scale, seed."""
   baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
   schedule = "" if config.lr_schedule == "constant" else f" {config.lr_schedule}"
   out = []
   for n in config.n_values:
     epochs = epochs_for(config, n)
-    settings = [Setting(n, "baselines", 0, 0.0, 0.0)] if baselines else []
-    settings += [Setting(n, a, epochs, float(config.learning_rate) / float(d), float(c))
+    settings = [("baselines", 0, 0.0, 0.0)] if baselines else []
+    settings += [(a, epochs, float(config.learning_rate) / float(d), float(c))
                  for a in config.approaches if a not in config_lib.BASELINES
                  for c in config.basis_scales for d in config.lr_divisors]
-    for s in (s._replace(seed=seed) for s in settings for seed in config.seeds):
-      fields = {"family": NAME, "n": n, "seed": s.seed,
-                **F.identity(config, config_lib.FIELDS, s)}
-      if s.approach == "baselines":
-        name = f"n={n} baselines"
-        fields.update(approach="baselines", baselines=baselines)
-      else:
-        name = (f"n={n} {s.approach} epochs={s.num_epochs} lr={s.learning_rate:.3g}"
-                + (f" c={s.basis_scale:g}" if s.basis_scale else "") + schedule)
-        fields.update(approach=s.approach, num_epochs=s.num_epochs,
-                      learning_rate=s.learning_rate, basis_scale=s.basis_scale)
-      # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
-      out.append(Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n,
-                      spec=F.resolved(s._asdict()),
-                      target_step=s.num_epochs * (config.num_train // config.batch_size)))
+    for setting in settings:
+      for seed in config.seeds:
+        s = F.resolved(zip(_SETTING, (n, *setting, seed)))
+        fields = {"family": NAME, "n": n, "seed": seed,
+                  **F.identity(config, config_lib.FIELDS, s)}
+        if s.approach == "baselines":
+          name = f"n={n} baselines"
+          fields.update(approach="baselines", baselines=baselines)
+        else:
+          name = (f"n={n} {s.approach} epochs={s.num_epochs} lr={s.learning_rate:.3g}"
+                  + (f" c={s.basis_scale:g}" if s.basis_scale else "") + schedule)
+          fields.update(approach=s.approach, num_epochs=s.num_epochs,
+                        learning_rate=s.learning_rate, basis_scale=s.basis_scale)
+        # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
+        out.append(Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n, spec=s,
+                        target_step=s.num_epochs * (config.num_train // config.batch_size)))
   return out
 
 
-def task_spec(config, n: int) -> data.TaskSpec:
-  """The `data.TaskSpec` of size n under `config`."""
-  fields = {f: config[f] for f in data.TaskSpec._fields if f in config}
-  fields["generators"] = tuple(config.generators)
-  return data.TaskSpec(n=n, real_dtype=config_lib.real_dtype(config.dtype), **fields)
-
-
-def train_spec(config, s: Setting) -> TrainSpec:
-  """The `TrainSpec` of a trained unit's setting under `config`."""
-  fields = {f: config[f] for f in TrainSpec._fields if f in config}
-  fields.update(approach=s.approach, learning_rate=s.learning_rate, num_epochs=s.num_epochs)
-  return TrainSpec(**fields)
-
-
-def _setting_key(s: Setting):  # replicate r's keys fold r into it (`data.replicate_keys`)
-  return jax.random.fold_in(jax.random.key(s.seed), s.n)
-
-
-def _change_of_basis(config, s: Setting, task: data.TaskSpec):
-  """Appendix B's (n², n²) M ~ U(−c, c), one per c (every learning rate and replicate
-  share it); None for c = 0."""
-  if s.basis_scale == 0:
-    return None
-  key = jax.random.fold_in(jax.random.fold_in(jax.random.key(s.seed), _BASIS_KEY),
-                           int(round(s.basis_scale * 1000)))
-  return jax.random.uniform(key, (s.n * s.n, s.n * s.n), jnp.dtype(task.real_dtype),
-                            -s.basis_scale, s.basis_scale)
+def unit_specs(config, spec) -> tuple[data.TaskSpec, TrainSpec, jax.Array | None, jax.Array]:
+  """A unit's (`data.TaskSpec`, `TrainSpec`, appendix B's change of basis, key) under
+  `config`: M ~ U(−c, c) of shape (n², n²), one per c (every learning rate and replicate
+  share it), None for c = 0; replicate r's keys fold r into the key."""
+  task = {f: config[f] for f in data.TaskSpec._fields if f in config}
+  task = data.TaskSpec(**dict(task, n=spec.n, generators=tuple(config.generators),
+                              real_dtype=config_lib.real_dtype(config.dtype)))
+  train = {f: config[f] for f in TrainSpec._fields if f in config}
+  train = TrainSpec(**dict(train, approach=spec.approach, learning_rate=spec.learning_rate,
+                           num_epochs=spec.num_epochs))
+  seed, c, m = jax.random.key(spec.seed), spec.basis_scale, None
+  if c:
+    key = jax.random.fold_in(jax.random.fold_in(seed, _BASIS_KEY), int(round(c * 1000)))
+    m = jax.random.uniform(key, (spec.n ** 2, spec.n ** 2), jnp.dtype(task.real_dtype), -c, c)
+  return task, train, m, jax.random.fold_in(seed, spec.n)
 
 
 def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Computes (or resumes) one unit, all replicates, and writes its records: the baselines
-  in one program (no checkpoint), a trained unit through `loop.train_unit`.
+  """Computes (or resumes) one unit, all replicates, and writes its records: a trained
+  unit through `loop.train_unit`, the baselines in one program (no checkpoint).
 
   Raises:
     loop.Interrupted: after a checkpoint, when a stop was requested.
@@ -369,39 +350,42 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
   # complex128 needs x64 for this unit only: a context, not a global switch.
   with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
     replicas = replicas_lib.Replicas(config.num_replicates)
+    task = make_task(config, unit, replicas)
     if unit.spec.approach != "baselines":
-      loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
-      return
-    start, s, gens = time.perf_counter(), unit.spec, tuple(config.generators)
-    baselines = replicas.map(lambda r, k: data.make_baselines(task_spec(config, s.n))(k, r),
-                             (0, None))
-    out = replicas.gather(baselines(replicas.ids, _setting_key(s)))
-    ctx.write([dict(kind="final", step=unit.target_step, approach=a, optimizer="none",
-                    replicate=r, learning_rate=0.0, num_epochs=0, basis_scale=0.0,
-                    generator=gens[r % len(gens)], test_loss=float(out[a]["test_loss"][r]),
-                    final_val_loss=float(out[a]["final_val_loss"][r]),
-                    seconds=round(time.perf_counter() - start, 3))
-               for a in unit.fields["baselines"] for r in range(config.num_replicates)])
+      loop.train_unit(task, ctx, replicas)
+    else:
+      start = time.perf_counter()
+      (records,) = task.finish(None, {}).values()
+      ctx.write([dict(r, seconds=round(time.perf_counter() - start, 3)) for r in records])
 
 
 def make_task(config, unit: Unit, replicas) -> loop.Task:
-  """A trained unit's `loop.Task`: calls of whole validation intervals (about
-  1/_CHUNKS_PER_RUN of the run, dividing an epoch), the curves in the history."""
+  """A unit's `loop.Task`: calls of whole validation intervals (about 1/_CHUNKS_PER_RUN of
+  the run, dividing an epoch), the curves in the history; the baselines: `finish` alone."""
   s, gens, num = unit.spec, tuple(config.generators), config.num_replicates
-  task = task_spec(config, s.n)
-  key = _setting_key(s)
-  t = make_trainer(task, train_spec(config, s), _change_of_basis(config, s, task))
+  task, train, change_of_basis, key = unit_specs(config, s)
+  if s.approach == "baselines":
+    def baselines(state, history):
+      fn = replicas.map(lambda r, k: data.make_baselines(task)(k, r), (0, None))
+      out = replicas.gather(fn(replicas.ids, key))
+      return {workdir_lib.RESULTS: [
+          dict(kind="final", step=unit.target_step, approach=a, optimizer="none", replicate=r,
+               learning_rate=0.0, num_epochs=0, basis_scale=0.0, generator=gens[r % len(gens)],
+               test_loss=float(out[a]["test_loss"][r]),
+               final_val_loss=float(out[a]["final_val_loss"][r]))
+          for a in unit.fields["baselines"] for r in range(num)]}
+    return loop.Task(lambda: (None, {}), None, None, baselines, 0)
+  t = make_trainer(task, train, change_of_basis)
   val_every, per_epoch = config.val_every, t.intervals_per_epoch
   want = max(1, math.ceil(per_epoch * t.num_epochs / _CHUNKS_PER_RUN))
   per_call = max(d for d in range(1, min(want, per_epoch) + 1) if per_epoch % d == 0)
-  v_init = replicas.map(lambda r, k: t.init(k, r), (0, None))
-  v_epoch_data = replicas.map(lambda r, st, k, e: t.epoch_data(k, r, e, st), (0, 0, None, None))
-  v_finish = replicas.map(lambda r, st, k: t.finish(st, k, r), (0, 0, None))
+  v_init = replicas.map(t.init, (0, None))
+  v_epoch_data = replicas.map(t.epoch_data, (0, 0, None, None))
+  v_finish = replicas.map(t.finish, (0, 0, None))
 
   @functools.cache  # one program per number of validation intervals in a call
   def v_chunk(num_intervals):
-    return replicas.map(lambda r, st, d, k, e, first: t.chunk(st, d, k, r, e, first,
-                                                               num_intervals),
+    return replicas.map(functools.partial(t.chunk, num=num_intervals),
                         (0, 0, 0, None, None, None))
 
   def init():

@@ -170,7 +170,7 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
   exp = trainer.make_experiment(spec, replicas.sharding, source)
   per_epoch, baseline = source.updates_per_epoch, data.get_task(spec.task).baseline(spec.T)
   # The initial parameters, kept for the drift (the restored state's buffers are donated).
-  initial = exp.init(replicas.ids).params if exp.drift is not None else None
+  initial = exp.init(replicas.ids).params if exp.diagnostics is not None else None
   epoch = (lambda step: {"epoch": round(step / per_epoch, 4)}) if per_epoch else (
       lambda step: {})
 
@@ -198,10 +198,8 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
     sums, count = history.pop("train_sums", {}), history.pop("train_steps", 0)
     val = {**evaluate_sets(state, source.val_sets(arrays)),
            **{f"train_{k}": np.asarray(v) / count for k, v in sums.items()}}
-    if exp.spectrum is not None:
-      val.update(replicas.gather(exp.spectrum(state.params)))
-    if exp.drift is not None:
-      val.update(replicas.gather(exp.drift(state.params, initial)))
+    if exp.diagnostics is not None:
+      val.update(replicas.gather(exp.diagnostics(state.params, initial)))
     text = (", ".join(f"{k.replace('_', ' ')} {loop.median(v):.4g}" for k, v in val.items()
                       if k.startswith("val_")) + f" (median; loss baseline {baseline:.4g})"
             + loop.nonfinite_note(sums.get("loss", []), "training loss"))

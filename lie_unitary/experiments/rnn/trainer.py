@@ -26,9 +26,9 @@ from lie_unitary.experiments.rnn.config import LAMBDA_MODELS
 from lie_unitary.experiments.rnn.config import MODELS
 from lie_unitary.experiments.rnn.config import ORTHOGONAL_MODELS
 
-__all__ = ["Experiment", "drift", "epoch_data", "evaluate", "init_state", "make_experiment",
+__all__ = ["Experiment", "diagnostics", "evaluate", "init_state", "make_experiment",
            "make_model", "matrix_drift", "num_params", "optimizer_for", "recurrent_matrix",
-           "refresh_state", "replicate_keys", "spectrum", "train_chunk"]
+           "refresh_state", "replicate_keys", "train_chunk"]
 
 _DRIFT_MODELS = LAMBDA_MODELS + ORTHOGONAL_MODELS  # the models with a recurrent matrix of note
 
@@ -169,11 +169,6 @@ def refresh_state(spec, state: optimizers.TrainState) -> optimizers.TrainState:
   return optimizers.TrainState(variables, opt_state)
 
 
-def epoch_data(spec, source: data.Source, replicate, epoch):
-  """Replicate `replicate`'s data of epoch `epoch` (an image order, (N,) int32)."""
-  return source.epoch_data(replicate_keys(spec, replicate)[2], epoch)
-
-
 def _shard(rows, key, parts):  # this device's share of the batch rows, its own key
   i = jax.lax.axis_index(replicas.DATA_AXIS)
   share = lambda a: jax.lax.dynamic_slice_in_dim(a, i * (a.shape[0] // parts),
@@ -240,31 +235,30 @@ def evaluate(spec, source: data.Source, split: int, params, eval_set) -> dict:
   return {k: v / count for k, v in sums.items()}
 
 
-def spectrum(spec, params) -> dict:
-  """{`workdir.SPECTRUM_FIELDS` name: float32 scalar} of λ. Raises ValueError: no λ."""
-  if spec.model not in LAMBDA_MODELS:
-    raise ValueError(f"model {spec.model!r} has no λ; models with one: {LAMBDA_MODELS}.")
-  return dict(zip(workdir.SPECTRUM_FIELDS, principal_branch.spectrum_stats(
-      params["params"]["cell"]["lam"])))
-
-
-def drift(spec, params, initial) -> dict:
-  """{`workdir.DRIFT_FIELD`: `matrix_drift` of the recurrent matrix from `initial`'s}."""
-  return {workdir.DRIFT_FIELD: matrix_drift(recurrent_matrix(spec, params),
-                                     recurrent_matrix(spec, initial))}
+def diagnostics(spec, params, initial) -> dict:
+  """{name: float32 scalar}: λ's `workdir.SPECTRUM_FIELDS` (guRNNs with λ), then
+  `workdir.DRIFT_FIELD`, the recurrent matrix's `matrix_drift` from `initial`'s.
+  Raises ValueError: a model without a recurrent matrix of its own."""
+  out = {}
+  if spec.model in LAMBDA_MODELS:
+    out.update(zip(workdir.SPECTRUM_FIELDS, principal_branch.spectrum_stats(
+        params["params"]["cell"]["lam"])))
+  out[workdir.DRIFT_FIELD] = matrix_drift(recurrent_matrix(spec, params),
+                                          recurrent_matrix(spec, initial))
+  return out
 
 
 class Experiment(NamedTuple):
-  """The functions of the same names (`init`: `init_state`) mapped over a unit's
-  replicates: `replicate`, `state`, `params`, `initial`, an epoch's data and the outputs
-  gain a leading axis R; `train_chunk` donates its state; None: a model without it."""
+  """The functions of the same names (`init`: `init_state`; `epoch_data`: (replicate,
+  epoch) -> the source's epoch data, an image order) mapped over a unit's replicates:
+  `replicate`, `state`, `params`, `initial`, an epoch's data and the outputs gain a
+  leading axis R; `train_chunk` donates its state; None: a model without it."""
   init: Callable
   epoch_data: Callable
   train_chunk: Callable
   evaluate: Callable
   source: data.Source
-  spectrum: Callable | None = None
-  drift: Callable | None = None
+  diagnostics: Callable | None = None
 
 
 @functools.lru_cache(maxsize=16)
@@ -292,12 +286,12 @@ def make_experiment(spec, sharding: jax.sharding.Sharding | None = None,
   epochs = source.epoch_data is not None
   return Experiment(
       program(init_state, spec, axes=(0,)),
-      program(epoch_data, spec, source, axes=(0, None)) if epochs else lambda r, e: None,
+      program(lambda r, e: source.epoch_data(replicate_keys(spec, r)[2], e), axes=(0, None))
+      if epochs else lambda r, e: None,
       program(train_chunk, spec, source, split, axes=(0, 0, None, None, 0 if epochs else None,
                                                       None), donate_argnums=(0,)),
       program(evaluate, spec, source, split, axes=(0, None)), source,
-      program(spectrum, spec, axes=(0,)) if spec.model in LAMBDA_MODELS else None,
-      program(drift, spec, axes=(0, 0)) if spec.model in _DRIFT_MODELS else None)
+      program(diagnostics, spec, axes=(0, 0)) if spec.model in _DRIFT_MODELS else None)
 
 
 def num_params(model: str, hidden_size: int, input_size: int, output_size: int,
