@@ -174,14 +174,7 @@ def figures(results: Any) -> dict:
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and the `figures` as PNGs; returns the paths, report first.
-
-  Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
-  """
-  if results is None:
-    results = workdir_lib.load_results(workdir, as_frame=False)
-  return common.write(
-      workdir, figures(results),
-      lambda files: markdown(results, files, launches=workdir_lib.read_launches(workdir),
-                             source=workdir_lib.path(workdir, workdir_lib.RESULTS)), dpi=110)
+  """Writes WORKDIR/report.md and the `figures` as PNGs (`common.write_report`) from
+  `results` (default: the workdir's records); raises as `common.write_report`."""
+  return common.write_report(workdir, results, figures, markdown, 110,
+                             source=workdir_lib.path(workdir, workdir_lib.RESULTS))

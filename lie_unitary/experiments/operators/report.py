@@ -265,22 +265,14 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 
 def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it, from
-  `results` and `curves` (default: the workdir's records); returns the paths, report.md
-  first.
-
-  Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
-  """
-  if results is None:
-    results = workdir_lib.load_results(workdir, as_frame=False)
+  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it
+  (`common.write_report`, which says what it raises) from `results` and `curves` (default:
+  the workdir's records)."""
   if curves is None:
     try:
       curves = workdir_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
     except (FileNotFoundError, ValueError):
       curves = []
-  return common.write(
-      workdir, figures(results, curves),
-      lambda files: markdown(results, figure_files=files, launches=workdir_lib.read_launches(
-          workdir), source=workdir_lib.path(workdir, workdir_lib.RESULTS)),
-      {"figure2": 120, "basis_change": 110})
+  return common.write_report(workdir, results, lambda r: figures(r, curves), markdown,
+                             {"figure2": 120, "basis_change": 110},
+                             source=workdir_lib.path(workdir, workdir_lib.RESULTS))

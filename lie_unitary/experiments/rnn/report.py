@@ -383,16 +383,9 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and WORKDIR/{key}.png per figure from `results` (default:
-  the workdir's records); returns the paths, report.md first.
-
-  Raises:
-    FileNotFoundError, ValueError: no results given and none in the workdir.
-  """
-  if results is None:
-    results = workdir_lib.load_results(workdir, as_frame=False)
-  results = workdir_lib.as_records(results)
+  """Writes WORKDIR/report.md and WORKDIR/{key}.png per figure (`common.write_report`) from
+  `results` (default: the workdir's records) and the workdir's PyTorch reference; raises
+  as `common.write_report`."""
   reference = workdir_lib.read(workdir, REFERENCE)
-  return common.write(workdir, figures(results, reference), lambda files: markdown(
-      results, figure_files=files, reference=reference,
-      launches=workdir_lib.read_launches(workdir)))
+  return common.write_report(workdir, results, lambda r: figures(r, reference), markdown,
+                             reference=reference)
