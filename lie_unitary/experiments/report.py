@@ -112,12 +112,11 @@ def write_report(workdir: str, results: Any, figures: Callable[[list], dict],
   Raises:
     FileNotFoundError, ValueError: `results` is None and the workdir has no results.
   """
-  if results is None:
-    results = workdir_lib.load_results(workdir, as_frame=False)
-  results = workdir_lib.as_records(results)
-  figs = figures(results)
-  files = {name: f"{name}.png" for name in figs}
-  for name, fig in figs.items():
+  results = workdir_lib.as_records(
+      workdir_lib.load_results(workdir, as_frame=False) if results is None else results)
+  files = {}
+  for name, fig in figures(results).items():
+    files[name] = f"{name}.png"
     fig.savefig(os.path.join(workdir, files[name]),
                 dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
   with open(os.path.join(workdir, "report.md"), "w", encoding="utf-8") as f:
