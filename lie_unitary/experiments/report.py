@@ -17,8 +17,8 @@ import numpy as np
 
 from lie_unitary.experiments import workdir as workdir_lib
 
-__all__ = ["SE", "latest", "machines_note", "mean_se", "pm", "published", "se_band", "table",
-           "write_report"]
+__all__ = ["SE", "figure", "latest", "machines_note", "mean_se", "pm", "published", "se_band",
+           "table", "write_report"]
 
 # Every report's one definition of "±", said in the headers that use it.
 SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replicate)"
@@ -42,6 +42,14 @@ def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
   """A Markdown table's lines (cells by `str`), then an empty line."""
   line = lambda cells: "| " + " | ".join(map(str, cells)) + " |"
   return [line(header), "|" + "---|" * len(header)] + [line(r) for r in rows] + [""]
+
+
+def figure(figsize: tuple[float, float], *grid: int, **subplots_kw):
+  """A `matplotlib.figure.Figure` (no pyplot) of `figsize` inches and its axes,
+  ``Figure.subplots(*grid, **subplots_kw)``."""
+  from matplotlib.figure import Figure
+  fig = Figure(figsize=figsize)
+  return fig, fig.subplots(*grid, **subplots_kw)
 
 
 def se_band(ax, x, values, color, **plot_kw):

@@ -130,10 +130,8 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
 def _figure(results, field, cells, curves, hline, **axes):
   """`curves` [(label, approach, key)] against `field` over `cells` (mean ± s.e.), a
   dotted line at `hline` (value, label)."""
-  from matplotlib.figure import Figure
   i = CELL_FIELDS.index(field)
-  fig = Figure(figsize=(5.5, 4))
-  ax = fig.subplots()
+  fig, ax = common.figure((5.5, 4))
   for label, approach, key in curves:
     pts = np.array([(c[i], *common.mean_se(v)[:2]) for c in cells if (v := _of(
         [r for r in results if _cell(r) == c], approach, key))])

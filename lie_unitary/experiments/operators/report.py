@@ -128,8 +128,6 @@ def _basis_tables(results) -> list[str]:
 
 def _figure2(results):
   """Test loss / mean rand loss at the same n, per generator × approach, ± 1 s.e."""
-  from matplotlib.figure import Figure
-
   rand = {n: float(np.mean(v)) for n, v in _losses(
       [r for r in results if r["approach"] == "rand"], lambda r: r["n"]).items()}
   ratios = collections.defaultdict(list)
@@ -142,8 +140,7 @@ def _figure2(results):
   if not approaches:
     return None
   true = [v for (_, a), vs in ratios.items() if a == "true" for v in vs]
-  fig = Figure(figsize=(11, 4))
-  axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(3, 2)))
+  fig, axes = common.figure((11, 4), 1, 2, gridspec_kw=dict(width_ratios=(3, 2)))
 
   def panel(ax, names, log):
     width = 0.8 / max(len(names), 1)
@@ -173,11 +170,9 @@ def _basis_grid(curves):
   scales = sorted({c["basis_scale"] for c in curves})
   if len(scales) < 2:
     return None
-  from matplotlib.figure import Figure
-
   lrs = sorted({c["learning_rate"] for c in curves}, reverse=True)
-  fig = Figure(figsize=(3 * len(lrs), 2.4 * len(scales)))
-  axes = fig.subplots(len(scales), len(lrs), sharex=True, squeeze=False)
+  fig, axes = common.figure((3 * len(lrs), 2.4 * len(scales)), len(scales), len(lrs),
+                            sharex=True, squeeze=False)
   for i, s in enumerate(scales):
     for j, lr in enumerate(lrs):
       ax = axes[i][j]

@@ -243,9 +243,7 @@ def published_table() -> list[str]:
 
 
 def _loss_figure(task: str, T: int, rows: list):
-  from matplotlib.figure import Figure
-  fig = Figure(figsize=(6.5, 4.2))
-  ax = fig.subplots()
+  fig, ax = common.figure((6.5, 4.2))
   for i, row in enumerate(rows):
     curves = [dict(sorted((s, float(r["val_loss"])) for s, r in run["val"].items()))
               for run in row["runs"].values() if run["val"]]
@@ -269,9 +267,7 @@ def _loss_figure(task: str, T: int, rows: list):
 
 
 def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
-  from matplotlib.figure import Figure
-  fig = Figure(figsize=(10, 7.5))
-  (by_epoch, by_time), (loss, drift) = fig.subplots(2, 2)
+  fig, ((by_epoch, by_time), (loss, drift)) = common.figure((10, 7.5), 2, 2)
   drifting = False
   for i, row in enumerate(rows):
     drawn, running = _shown(row)  # as the table: a run just started cuts no curve short
