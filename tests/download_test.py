@@ -80,8 +80,8 @@ def test_download_fetches_checks_and_keeps(tmp_path):
     assert got == str(out) and sorted(os.listdir(out)) == sorted(NAMES)
     for name in NAMES:
       assert (out / name).read_bytes() == (src / name).read_bytes()
-    ds = images.load_idx_dataset(out)
-    assert ds.train_images.shape == (32, 16) and ds.test_labels.shape == (8,)
+    sets = images.load_image_sets(out, "pixel", num_validation=2)
+    assert sets.train_x.shape == (30, 16) and sets.test_y.shape == (8,)
     count = len(requested)
     download_lib.download("mnist", out, mirrors=[url], checksums=md5s)  # all present
     assert len(requested) == count == 4

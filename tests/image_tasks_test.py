@@ -49,13 +49,13 @@ def folder(tmp_path_factory):
 
 
 def test_sets_split_the_last_images_off_and_permute_every_set_alike(folder):
-  ds = images.load_idx_dataset(folder)
   pixel = data.load_image_sets(folder, "pixel", num_validation=64)
   perm = data.load_image_sets(folder, "permuted", seed=3, num_validation=64)
   order = np.random.RandomState(3).permutation(16)
-  np.testing.assert_array_equal(pixel.train_x, ds.train_images[:192])
-  np.testing.assert_array_equal(pixel.val_x, ds.train_images[192:])
-  np.testing.assert_array_equal(pixel.test_y, ds.test_labels)
+  train_x, _, _, test_y = map(images.read_idx, images.check_dataset_files(folder))
+  np.testing.assert_array_equal(pixel.train_x, train_x.reshape(256, 16)[:192])
+  np.testing.assert_array_equal(pixel.val_x, train_x.reshape(256, 16)[192:])
+  np.testing.assert_array_equal(pixel.test_y, test_y)
   for a, b in zip(perm, pixel):
     np.testing.assert_array_equal(a, b[:, order] if b.ndim == 2 else b)
   for bad in (256, 0, -1, 2.5, True):

@@ -55,6 +55,14 @@ def _make_folder(folder, n_train=12, n_test=5, hw=(28, 28), gz=False, seed=0, sk
   return arrays
 
 
+def _load(folder):
+  """(train images, train labels, test images, test labels) of a folder, pixel order, the
+  held-out validation image joined back."""
+  s = images.load_image_sets(folder, "pixel", num_validation=1)
+  return (np.concatenate([s.train_x, s.val_x]), np.concatenate([s.train_y, s.val_y]),
+          s.test_x, s.test_y)
+
+
 def _assert_one_line(excinfo, *parts):
   message = str(excinfo.value)
   assert "\n" not in message, message
@@ -167,28 +175,26 @@ def test_read_idx_a_folder(tmp_path):
 
 
 @pytest.mark.parametrize("gz", [False, True])
-def test_load_idx_dataset_round_trip(tmp_path, gz):
+def test_load_image_sets_round_trip(tmp_path, gz):
   written = _make_folder(tmp_path, gz=gz)
-  ds = images.load_idx_dataset(tmp_path)
-  assert ds.train_images.shape == (12, 784) and ds.train_images.dtype == np.uint8
-  assert ds.test_images.shape == (5, 784) and ds.test_images.dtype == np.uint8
-  assert ds.train_labels.shape == (12,) and ds.train_labels.dtype == np.int32
-  assert ds.test_labels.shape == (5,) and ds.test_labels.dtype == np.int32
-  assert ds.image_shape == (28, 28) and ds.folder == str(tmp_path)
+  train_x, train_y, test_x, test_y = _load(tmp_path)
+  assert train_x.shape == (12, 784) and train_x.dtype == np.uint8
+  assert test_x.shape == (5, 784) and test_x.dtype == np.uint8
+  assert train_y.shape == (12,) and train_y.dtype == np.int32
+  assert test_y.shape == (5,) and test_y.dtype == np.int32
   # Flattened row by row: pixel 28·r + c is row r, column c.
-  np.testing.assert_array_equal(ds.train_images, written[images.TRAIN_IMAGES].reshape(12, -1))
-  np.testing.assert_array_equal(ds.train_images[:, 28 * 2 + 5],
-                                written[images.TRAIN_IMAGES][:, 2, 5])
-  np.testing.assert_array_equal(ds.test_images, written[images.TEST_IMAGES].reshape(5, -1))
-  np.testing.assert_array_equal(ds.train_labels, written[images.TRAIN_LABELS])
-  np.testing.assert_array_equal(ds.test_labels, written[images.TEST_LABELS])
+  np.testing.assert_array_equal(train_x, written[images.TRAIN_IMAGES].reshape(12, -1))
+  np.testing.assert_array_equal(train_x[:, 28 * 2 + 5], written[images.TRAIN_IMAGES][:, 2, 5])
+  np.testing.assert_array_equal(test_x, written[images.TEST_IMAGES].reshape(5, -1))
+  np.testing.assert_array_equal(train_y, written[images.TRAIN_LABELS])
+  np.testing.assert_array_equal(test_y, written[images.TEST_LABELS])
 
 
-def test_load_idx_dataset_any_image_shape(tmp_path):
+def test_load_image_sets_any_image_shape(tmp_path):
   written = _make_folder(tmp_path, hw=(5, 7))
-  ds = images.load_idx_dataset(tmp_path)
-  assert ds.image_shape == (5, 7) and ds.train_images.shape == (12, 35)
-  np.testing.assert_array_equal(ds.test_images, written[images.TEST_IMAGES].reshape(5, 35))
+  train_x, _, test_x, _ = _load(tmp_path)
+  assert train_x.shape == (12, 35)
+  np.testing.assert_array_equal(test_x, written[images.TEST_IMAGES].reshape(5, 35))
 
 
 def test_gz_preferred_when_both_exist_and_mixed_accepted(tmp_path):
@@ -198,14 +204,13 @@ def test_gz_preferred_when_both_exist_and_mixed_accepted(tmp_path):
   assert [os.path.basename(p) for p in paths] == [
       "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
       "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte"]
-  ds = images.load_idx_dataset(tmp_path)
-  np.testing.assert_array_equal(ds.train_images,
+  np.testing.assert_array_equal(_load(tmp_path)[0],
                                 gz_arrays[images.TRAIN_IMAGES].reshape(12, -1))
 
 
 def test_missing_file_lists_the_four_names_and_how_to_get_them(tmp_path):
   _make_folder(tmp_path, skip=(images.TEST_IMAGES,))
-  for call in (images.check_dataset_files, images.load_idx_dataset):
+  for call in (images.check_dataset_files, _load):
     with pytest.raises(FileNotFoundError) as e:
       call(tmp_path)
     _assert_one_line(e, tmp_path, "missing t10k-images-idx3-ubyte;", *images.IDX_FILE_NAMES,
@@ -222,7 +227,7 @@ def test_image_and_label_counts_differ(tmp_path):
   _make_folder(tmp_path)
   _write(tmp_path / images.TEST_LABELS, _idx_bytes(np.zeros(4, np.uint8)))
   with pytest.raises(ValueError) as e:
-    images.load_idx_dataset(tmp_path)
+    _load(tmp_path)
   _assert_one_line(e, "5 test images", "4 labels")
 
 
@@ -231,7 +236,7 @@ def test_labels_out_of_range(tmp_path):
   _write(tmp_path / images.TRAIN_LABELS, _idx_bytes(np.array([0, 10, 3] + [1] * 8 + [255],
                                                              np.uint8)))
   with pytest.raises(ValueError) as e:
-    images.load_idx_dataset(tmp_path)
+    _load(tmp_path)
   _assert_one_line(e, images.TRAIN_LABELS, "2 labels outside 0..9", "max 255")
 
 
@@ -239,7 +244,7 @@ def test_train_and_test_image_shapes_differ(tmp_path):
   _make_folder(tmp_path)
   _write(tmp_path / images.TEST_IMAGES, _idx_bytes(np.zeros((5, 27, 29), np.uint8)))
   with pytest.raises(ValueError) as e:
-    images.load_idx_dataset(tmp_path)
+    _load(tmp_path)
   _assert_one_line(e, "(28, 28)", "(27, 29)")
 
 
@@ -247,7 +252,7 @@ def test_images_must_be_uint8_stacks(tmp_path):
   _make_folder(tmp_path)
   _write(tmp_path / images.TRAIN_IMAGES, _idx_bytes(np.zeros((12, 784), np.uint8)))
   with pytest.raises(ValueError) as e:
-    images.load_idx_dataset(tmp_path)
+    _load(tmp_path)
   _assert_one_line(e, "(N, H, W) uint8", "(12, 784)")
 
 
@@ -351,13 +356,12 @@ def test_real_fashion_mnist():
   except FileNotFoundError:
     pytest.skip(f"Fashion-MNIST not installed in {folder} (apt-get install "
                 "dataset-fashion-mnist).")
-  ds = images.load_idx_dataset(folder)
-  assert ds.train_images.shape == (60000, 784) and ds.test_images.shape == (10000, 784)
-  assert ds.image_shape == (28, 28)
+  train_x, train_y, test_x, test_y = _load(folder)
+  assert train_x.shape == (60000, 784) and test_x.shape == (10000, 784)
   # Fashion-MNIST is balanced: 6000 training and 1000 test images of each class.
-  np.testing.assert_array_equal(np.bincount(ds.train_labels, minlength=10), [6000] * 10)
-  np.testing.assert_array_equal(np.bincount(ds.test_labels, minlength=10), [1000] * 10)
-  np.testing.assert_array_equal(ds.train_labels[:4], [9, 0, 0, 3])  # ankle boot first
+  np.testing.assert_array_equal(np.bincount(train_y, minlength=10), [6000] * 10)
+  np.testing.assert_array_equal(np.bincount(test_y, minlength=10), [1000] * 10)
+  np.testing.assert_array_equal(train_y[:4], [9, 0, 0, 3])  # ankle boot first
 
 
 def test_real_mnist():
@@ -366,15 +370,15 @@ def test_real_mnist():
   except FileNotFoundError:
     pytest.skip(f"MNIST not found in {images.default_folder('mnist')} (--config.download=True "
                 "fetches it).")
-  ds = images.load_idx_dataset(folder)
-  assert ds.train_images.shape == (60000, 784) and ds.test_images.shape == (10000, 784)
+  train_x, train_y, test_x, test_y = _load(folder)
+  assert train_x.shape == (60000, 784) and test_x.shape == (10000, 784)
   # MNIST's published class counts and first labels.
-  np.testing.assert_array_equal(np.bincount(ds.train_labels, minlength=10),
+  np.testing.assert_array_equal(np.bincount(train_y, minlength=10),
                                 [5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949])
-  np.testing.assert_array_equal(np.bincount(ds.test_labels, minlength=10),
+  np.testing.assert_array_equal(np.bincount(test_y, minlength=10),
                                 [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009])
-  np.testing.assert_array_equal(ds.train_labels[:4], [5, 0, 4, 1])
-  np.testing.assert_array_equal(ds.test_labels[:4], [7, 2, 1, 0])
+  np.testing.assert_array_equal(train_y[:4], [5, 0, 4, 1])
+  np.testing.assert_array_equal(test_y[:4], [7, 2, 1, 0])
 
 
 @pytest.mark.parametrize("gz", [False, True])

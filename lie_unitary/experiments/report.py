@@ -15,8 +15,10 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["SE", "latest", "machines_note", "mean_se", "pm", "published", "se_band", "table",
-           "write"]
+from lie_unitary.experiments import workdir as workdir_lib
+
+__all__ = ["SE", "figure", "latest", "machines_note", "mean_se", "pm", "published", "se_band",
+           "table", "write_report"]
 
 # Every report's one definition of "±", said in the headers that use it.
 SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replicate)"
@@ -40,6 +42,14 @@ def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
   """A Markdown table's lines (cells by `str`), then an empty line."""
   line = lambda cells: "| " + " | ".join(map(str, cells)) + " |"
   return [line(header), "|" + "---|" * len(header)] + [line(r) for r in rows] + [""]
+
+
+def figure(figsize: tuple[float, float], *grid: int, **subplots_kw):
+  """A `matplotlib.figure.Figure` (no pyplot) of `figsize` inches and its axes,
+  ``Figure.subplots(*grid, **subplots_kw)``."""
+  from matplotlib.figure import Figure
+  fig = Figure(figsize=figsize)
+  return fig, fig.subplots(*grid, **subplots_kw)
 
 
 def se_band(ax, x, values, color, **plot_kw):
@@ -96,18 +106,28 @@ def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
 def latest(records: Any, kind: str, keys: Sequence[str] = ("replicate",)) -> list[dict]:
   """The records of `kind` (a record without one counts as it), one per unit and `keys`,
   the last of one written twice (`records`: a list of dicts or a DataFrame)."""
-  from lie_unitary.experiments import workdir
   return list({(r.get("unit"),) + tuple(r.get(k) for k in keys): r
-               for r in workdir.as_records(records) if r.get("kind", kind) == kind}.values())
+               for r in workdir_lib.as_records(records) if r.get("kind", kind) == kind}.values())
 
 
-def write(workdir: str, figures: dict, markdown: Callable[[dict], str],
-          dpi: int | dict = 120) -> list[str]:
-  """Saves each {name: Figure} as WORKDIR/name.png (`dpi`: one, or {name: dpi}) and writes
-  WORKDIR/report.md, ``markdown({name: file name})``; returns the paths, report.md first."""
-  pngs = [os.path.join(workdir, f"{name}.png") for name in figures]
-  for png, (name, fig) in zip(pngs, figures.items()):
-    fig.savefig(png, dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
+def write_report(workdir: str, results: Any, figures: Callable[[list], dict],
+                 markdown: Callable[..., str], dpi: int | dict = 120, **markdown_kw) -> list[str]:
+  """A family's report of `results` (records or a DataFrame; None: the workdir's): saves
+  each `figures(records)` {name: Figure} as WORKDIR/name.png (`dpi`: one, or {name: dpi})
+  and writes WORKDIR/report.md, ``markdown(records, figure_files={name: file name},
+  launches=the workdir's launches, **markdown_kw)``; returns the paths, report.md first.
+
+  Raises:
+    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
+  """
+  results = workdir_lib.as_records(
+      workdir_lib.load_results(workdir, as_frame=False) if results is None else results)
+  files = {}
+  for name, fig in figures(results).items():
+    files[name] = f"{name}.png"
+    fig.savefig(os.path.join(workdir, files[name]),
+                dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
   with open(os.path.join(workdir, "report.md"), "w", encoding="utf-8") as f:
-    f.write(markdown({name: f"{name}.png" for name in figures}))
-  return [os.path.join(workdir, "report.md")] + pngs
+    f.write(markdown(results, figure_files=files, launches=workdir_lib.read_launches(workdir),
+                     **markdown_kw))
+  return [os.path.join(workdir, name) for name in ("report.md", *files.values())]

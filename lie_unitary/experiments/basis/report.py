@@ -130,10 +130,8 @@ def markdown(results: Any, figure_files: dict | None = None, source: str | None 
 def _figure(results, field, cells, curves, hline, **axes):
   """`curves` [(label, approach, key)] against `field` over `cells` (mean ± s.e.), a
   dotted line at `hline` (value, label)."""
-  from matplotlib.figure import Figure
   i = CELL_FIELDS.index(field)
-  fig = Figure(figsize=(5.5, 4))
-  ax = fig.subplots()
+  fig, ax = common.figure((5.5, 4))
   for label, approach, key in curves:
     pts = np.array([(c[i], *common.mean_se(v)[:2]) for c in cells if (v := _of(
         [r for r in results if _cell(r) == c], approach, key))])
@@ -174,14 +172,7 @@ def figures(results: Any) -> dict:
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and the `figures` as PNGs; returns the paths, report first.
-
-  Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
-  """
-  if results is None:
-    results = workdir_lib.load_results(workdir, as_frame=False)
-  return common.write(
-      workdir, figures(results),
-      lambda files: markdown(results, files, launches=workdir_lib.read_launches(workdir),
-                             source=workdir_lib.path(workdir, workdir_lib.RESULTS)), dpi=110)
+  """Writes WORKDIR/report.md and the `figures` as PNGs (`common.write_report`) from
+  `results` (default: the workdir's records); raises as `common.write_report`."""
+  return common.write_report(workdir, results, figures, markdown, 110,
+                             source=workdir_lib.path(workdir, workdir_lib.RESULTS))

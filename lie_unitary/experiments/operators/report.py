@@ -128,8 +128,6 @@ def _basis_tables(results) -> list[str]:
 
 def _figure2(results):
   """Test loss / mean rand loss at the same n, per generator × approach, ± 1 s.e."""
-  from matplotlib.figure import Figure
-
   rand = {n: float(np.mean(v)) for n, v in _losses(
       [r for r in results if r["approach"] == "rand"], lambda r: r["n"]).items()}
   ratios = collections.defaultdict(list)
@@ -142,8 +140,7 @@ def _figure2(results):
   if not approaches:
     return None
   true = [v for (_, a), vs in ratios.items() if a == "true" for v in vs]
-  fig = Figure(figsize=(11, 4))
-  axes = fig.subplots(1, 2, gridspec_kw=dict(width_ratios=(3, 2)))
+  fig, axes = common.figure((11, 4), 1, 2, gridspec_kw=dict(width_ratios=(3, 2)))
 
   def panel(ax, names, log):
     width = 0.8 / max(len(names), 1)
@@ -173,11 +170,9 @@ def _basis_grid(curves):
   scales = sorted({c["basis_scale"] for c in curves})
   if len(scales) < 2:
     return None
-  from matplotlib.figure import Figure
-
   lrs = sorted({c["learning_rate"] for c in curves}, reverse=True)
-  fig = Figure(figsize=(3 * len(lrs), 2.4 * len(scales)))
-  axes = fig.subplots(len(scales), len(lrs), sharex=True, squeeze=False)
+  fig, axes = common.figure((3 * len(lrs), 2.4 * len(scales)), len(scales), len(lrs),
+                            sharex=True, squeeze=False)
   for i, s in enumerate(scales):
     for j, lr in enumerate(lrs):
       ax = axes[i][j]
@@ -265,22 +260,14 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 
 def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it, from
-  `results` and `curves` (default: the workdir's records); returns the paths, report.md
-  first.
-
-  Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
-  """
-  if results is None:
-    results = workdir_lib.load_results(workdir, as_frame=False)
+  """Writes WORKDIR/report.md (`markdown`) and the `figures` as PNGs beside it
+  (`common.write_report`, which says what it raises) from `results` and `curves` (default:
+  the workdir's records)."""
   if curves is None:
     try:
       curves = workdir_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
     except (FileNotFoundError, ValueError):
       curves = []
-  return common.write(
-      workdir, figures(results, curves),
-      lambda files: markdown(results, figure_files=files, launches=workdir_lib.read_launches(
-          workdir), source=workdir_lib.path(workdir, workdir_lib.RESULTS)),
-      {"figure2": 120, "basis_change": 110})
+  return common.write_report(workdir, results, lambda r: figures(r, curves), markdown,
+                             {"figure2": 120, "basis_change": 110},
+                             source=workdir_lib.path(workdir, workdir_lib.RESULTS))

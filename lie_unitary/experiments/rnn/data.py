@@ -13,11 +13,11 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
-from lie_unitary.experiments.rnn import images
 from lie_unitary.experiments.rnn.config import IMAGE_TASKS
+from lie_unitary.experiments.rnn.images import ImageSets
+from lie_unitary.experiments.rnn.images import load_image_sets
 
 __all__ = ["IMAGE_TASKS", "ImageSets", "Source", "Task", "accuracy", "adding_baseline",
            "adding_batch", "adding_loss", "classification_loss", "get_task", "image_inputs",
@@ -90,43 +90,6 @@ memory_loss = classification_loss
 def memory_baseline(T: int) -> float:
   """Cross-entropy of the best memoryless predictor: 10·ln(8) / (T + 20) (0.1733 at T=100)."""
   return MEMORY_SYMBOLS * math.log(MEMORY_ALPHABET) / (T + 2 * MEMORY_SYMBOLS)
-
-
-_PERMUTATION_SEED = 92916  # the permuted task's pixel order, as expRNN's code draws it
-
-
-class ImageSets(NamedTuple):
-  """An image task's sets: *_x uint8 (N, P), the pixels in reading order; *_y int32 (N,)."""
-  train_x: jax.Array
-  train_y: jax.Array
-  val_x: jax.Array
-  val_y: jax.Array
-  test_x: jax.Array
-  test_y: jax.Array
-
-
-def load_image_sets(folder: str, task: str, seed: int = _PERMUTATION_SEED,
-                    num_validation: int = 5_000) -> ImageSets:
-  """A folder's images as numpy `ImageSets` of `task`, 'pixel' (row by row) or 'permuted'
-  (RandomState(seed).permutation(P)); validation: the last `num_validation` training images.
-
-  Raises:
-    FileNotFoundError, ValueError: as `images.load_idx_dataset`; an unknown task, or
-      num_validation outside 1..N_train - 1.
-  """
-  if task not in IMAGE_TASKS:
-    raise ValueError(f"unknown image task {task!r}; expected one of {IMAGE_TASKS}.")
-  ds = images.load_idx_dataset(folder)
-  n, pixels = ds.train_images.shape
-  if (isinstance(num_validation, bool) or not isinstance(num_validation, (int, np.integer))
-      or not 0 < num_validation < n):
-    raise ValueError(f"{folder}: num_validation must be an integer in 1..{n - 1} (there are "
-                     f"{n} training images); got {num_validation!r}.")
-  order = (np.random.RandomState(seed).permutation(pixels) if task == "permuted"
-           else np.arange(pixels))
-  x, y, cut = ds.train_images[:, order], ds.train_labels, n - int(num_validation)
-  return ImageSets(x[:cut], y[:cut], x[cut:], y[cut:], ds.test_images[:, order],
-                   ds.test_labels)
 
 
 def image_inputs(pixels_BxP) -> jax.Array:

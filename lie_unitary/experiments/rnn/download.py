@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import os
+import shutil
 import tempfile
 from typing import Callable
 from typing import Sequence
@@ -49,15 +50,12 @@ def _fetch(url: str, folder: str, name: str, md5: str, timeout: float) -> None:
   """url → folder/name, renamed into place only when its md5 is `md5` (else OSError)."""
   fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
   try:
-    digest = hashlib.md5(usedforsecurity=False)
     with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=timeout) as response:
-      for block in iter(lambda: response.read(1 << 20), b""):
-        digest.update(block)
-        out.write(block)
+      shutil.copyfileobj(response, out, 1 << 20)
       out.flush()
       os.fsync(out.fileno())
-    if digest.hexdigest() != md5:
-      raise OSError(f"md5 {digest.hexdigest()}, expected {md5}")
+    if (got := _md5(partial)) != md5:
+      raise OSError(f"md5 {got}, expected {md5}")
     os.replace(partial, os.path.join(folder, name))
   finally:
     if os.path.exists(partial):

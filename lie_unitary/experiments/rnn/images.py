@@ -1,6 +1,6 @@
-"""MNIST-family images (MNIST, Fashion-MNIST, KMNIST) from a folder of their four IDX
-files, each possibly gzipped: a magic number (0, 0, a type code, the number of
-dimensions), a big-endian uint32 per dimension, the values big-endian in C order."""
+"""MNIST-family images (MNIST, Fashion-MNIST, KMNIST) as a task's sets, from a folder of
+their four IDX files, each possibly gzipped: a magic number (0, 0, a type code, the number
+of dimensions), a big-endian uint32 per dimension, the values big-endian in C order."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import zlib
 import numpy as np
 
 __all__ = ["DATASETS", "DATA_DIR_ENV", "DEBIAN_FASHION_MNIST_DIR", "IDX_FILE_NAMES",
-           "ImageDataset", "NUM_CLASSES", "check_dataset_files", "default_folder",
-           "load_idx_dataset", "read_idx", "resolve_data_dir"]
+           "ImageSets", "NUM_CLASSES", "check_dataset_files", "default_folder",
+           "load_image_sets", "read_idx", "resolve_data_dir"]
 
 TRAIN_IMAGES = "train-images-idx3-ubyte"
 TRAIN_LABELS = "train-labels-idx1-ubyte"
@@ -22,6 +22,7 @@ TEST_IMAGES = "t10k-images-idx3-ubyte"
 TEST_LABELS = "t10k-labels-idx1-ubyte"
 IDX_FILE_NAMES = (TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS)
 NUM_CLASSES = 10
+_PERMUTATION_SEED = 92916  # the permuted task's pixel order, as expRNN's code draws it
 # The dataset names `resolve_data_dir` knows; anything else is taken as a folder.
 DATASETS = ("fashion_mnist", "kmnist", "mnist")
 DATA_DIR_ENV = "LIE_UNITARY_DATA_DIR"
@@ -41,14 +42,14 @@ _EXPECTED = (f"expected the four IDX files {', '.join(IDX_FILE_NAMES)} (each may
              f"get them: {_HOW_TO_GET['mnist']}; {_HOW_TO_GET['fashion_mnist']}")
 
 
-class ImageDataset(NamedTuple):
-  """Images (N, H·W) uint8 row by row, labels (N,) int32 in 0..9, (H, W), the folder."""
-  train_images: np.ndarray
-  train_labels: np.ndarray
-  test_images: np.ndarray
-  test_labels: np.ndarray
-  image_shape: tuple[int, int]
-  folder: str
+class ImageSets(NamedTuple):
+  """An image task's sets: *_x uint8 (N, P), the pixels in reading order; *_y int32 (N,)."""
+  train_x: np.ndarray
+  train_y: np.ndarray
+  val_x: np.ndarray
+  val_y: np.ndarray
+  test_x: np.ndarray
+  test_y: np.ndarray
 
 
 def _read(path, whole: bool):
@@ -145,9 +146,18 @@ def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
   return tuple(paths)
 
 
-def load_idx_dataset(folder: str | os.PathLike) -> ImageDataset:
-  """A folder's `ImageDataset` (any H × W). Raises FileNotFoundError, ValueError: as
-  `check_dataset_files` and `read_idx`, or labels outside 0..9."""
+def load_image_sets(folder: str | os.PathLike, task: str, seed: int = _PERMUTATION_SEED,
+                    num_validation: int = 5_000) -> ImageSets:
+  """A folder's images (any H × W) as `ImageSets` of `task`, 'pixel' (row by row) or
+  'permuted' (RandomState(seed).permutation(H·W)); validation: the last `num_validation`
+  training images.
+
+  Raises:
+    FileNotFoundError, ValueError: as `check_dataset_files` and `read_idx`; labels outside
+      0..9, an unknown task, or num_validation outside 1..N_train - 1.
+  """
+  if task not in ("pixel", "permuted"):
+    raise ValueError(f"unknown image task {task!r}; expected one of ('pixel', 'permuted').")
   folder = os.fspath(folder)
   paths = check_dataset_files(folder)
   train_x, train_y, test_x, test_y = map(read_idx, paths)
@@ -156,9 +166,16 @@ def load_idx_dataset(folder: str | os.PathLike) -> ImageDataset:
     if bad.any():
       raise ValueError(f"{path}: {int(bad.sum())} labels outside 0..{NUM_CLASSES - 1} "
                        f"(min {labels.min()}, max {labels.max()}).")
-  flat = lambda images: images.reshape(len(images), -1)  # row by row: a view, no copy
-  return ImageDataset(flat(train_x), train_y.astype(np.int32), flat(test_x),
-                      test_y.astype(np.int32), tuple(int(d) for d in train_x.shape[1:]), folder)
+  n, pixels = len(train_x), train_x[0].size
+  if (isinstance(num_validation, bool) or not isinstance(num_validation, (int, np.integer))
+      or not 0 < num_validation < n):
+    raise ValueError(f"{folder}: num_validation must be an integer in 1..{n - 1} (there are "
+                     f"{n} training images); got {num_validation!r}.")
+  order = (np.random.RandomState(seed).permutation(pixels) if task == "permuted"
+           else np.arange(pixels))
+  x, y, cut = train_x.reshape(n, -1)[:, order], train_y.astype(np.int32), n - num_validation
+  return ImageSets(x[:cut], y[:cut], x[cut:], y[cut:],
+                   test_x.reshape(len(test_x), -1)[:, order], test_y.astype(np.int32))
 
 
 def default_folder(dataset: str) -> str:

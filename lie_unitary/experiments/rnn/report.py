@@ -9,6 +9,7 @@ pooled. Tables over epochs and per run: `scripts/detail_tables.py`, `scripts/run
 from __future__ import annotations
 
 import collections
+import functools
 import os
 from typing import Any
 from typing import Sequence
@@ -242,9 +243,7 @@ def published_table() -> list[str]:
 
 
 def _loss_figure(task: str, T: int, rows: list):
-  from matplotlib.figure import Figure
-  fig = Figure(figsize=(6.5, 4.2))
-  ax = fig.subplots()
+  fig, ax = common.figure((6.5, 4.2))
   for i, row in enumerate(rows):
     curves = [dict(sorted((s, float(r["val_loss"])) for s, r in run["val"].items()))
               for run in row["runs"].values() if run["val"]]
@@ -268,9 +267,7 @@ def _loss_figure(task: str, T: int, rows: list):
 
 
 def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
-  from matplotlib.figure import Figure
-  fig = Figure(figsize=(10, 7.5))
-  (by_epoch, by_time), (loss, drift) = fig.subplots(2, 2)
+  fig, ((by_epoch, by_time), (loss, drift)) = common.figure((10, 7.5), 2, 2)
   drifting = False
   for i, row in enumerate(rows):
     drawn, running = _shown(row)  # as the table: a run just started cuts no curve short
@@ -315,8 +312,19 @@ def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
   return fig
 
 
-def _image_key(task: str, dataset: str) -> str:
-  return f"images_{task}_{dataset.replace('/', '_')}"
+def _sections(records: list, reference: Sequence[dict]) -> list[tuple]:
+  """(figure key, title, rows, table maker, figure maker) per (task, T), then per image
+  task and dataset."""
+  out = [(f"figure3_{task}_T{T}", f"{task}, T = {T}", rows,
+          functools.partial(_loss_table, task, T, rows),
+          functools.partial(_loss_figure, task, T, rows))
+         for (task, T), rows in table_rows(records, images=False).items()]
+  for (task, dataset), rows in table_rows(records, images=True).items():
+    args = (task, dataset, rows, reference_runs(reference, task, dataset))
+    out.append((f"images_{task}_{dataset.replace('/', '_')}", f"{task} {dataset}", rows,
+                functools.partial(_accuracy_table, *args),
+                functools.partial(_accuracy_figure, *args)))
+  return out
 
 
 def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
@@ -329,13 +337,8 @@ def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
   Raises:
     ValueError: a record names a task `rnn.data` lacks.
   """
-  records = workdir_lib.as_records(results)
-  out = {f"figure3_{task}_T{T}": _loss_figure(task, T, rows)
-         for (task, T), rows in table_rows(records, images=False).items()}
-  out.update({_image_key(task, dataset): _accuracy_figure(
-      task, dataset, rows, reference_runs(reference, task, dataset))
-               for (task, dataset), rows in table_rows(records, images=True).items()})
-  return out
+  return {key: figure() for key, *_, figure in _sections(workdir_lib.as_records(results),
+                                                         reference)}
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
@@ -365,34 +368,21 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     lines += [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
               "too short to learn these tasks; it checks that everything runs, and its "
               "losses are not results.**", ""]
-  machines = lambda rows: common.machines_note(  # noqa: E731
-      launches, set().union(*(row["units"] for row in rows)) - {None})
-  sections = [(f"figure3_{task}_T{T}", f"{task}, T = {T}", _loss_table(task, T, rows), rows)
-              for (task, T), rows in table_rows(records, images=False).items()]
-  image_tables = table_rows(records, images=True)
-  sections += [(_image_key(task, dataset), f"{task} {dataset}", _accuracy_table(
-      task, dataset, rows, reference_runs(reference, task, dataset)), rows)
-               for (task, dataset), rows in image_tables.items()]
-  for key, title, table, rows in sections:
-    lines += table + machines(rows)
+  sections = _sections(records, reference)
+  for key, title, rows, table, _ in sections:
+    lines += table() + common.machines_note(
+        launches, set().union(*(row["units"] for row in rows)) - {None})
     if key in figure_files:
       lines += [f"![{title}]({figure_files[key]})", ""]
-  if image_tables and anchors:
+  if anchors and any(key.startswith("images_") for key, *_ in sections):
     lines += published_table()
   return "\n".join(lines)
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and WORKDIR/{key}.png per figure from `results` (default:
-  the workdir's records); returns the paths, report.md first.
-
-  Raises:
-    FileNotFoundError, ValueError: no results given and none in the workdir.
-  """
-  if results is None:
-    results = workdir_lib.load_results(workdir, as_frame=False)
-  results = workdir_lib.as_records(results)
+  """Writes WORKDIR/report.md and WORKDIR/{key}.png per figure (`common.write_report`) from
+  `results` (default: the workdir's records) and the workdir's PyTorch reference; raises
+  as `common.write_report`."""
   reference = workdir_lib.read(workdir, REFERENCE)
-  return common.write(workdir, figures(results, reference), lambda files: markdown(
-      results, figure_files=files, reference=reference,
-      launches=workdir_lib.read_launches(workdir)))
+  return common.write_report(workdir, results, lambda r: figures(r, reference), markdown,
+                             reference=reference)
