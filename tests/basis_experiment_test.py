@@ -144,7 +144,7 @@ def test_the_report_states_the_targets_and_a_table_per_sweep():
 def test_smoke_runs_through_the_runner_and_writes_records_and_a_report(tmp_path):
   workdir = str(tmp_path)
   summary = experiment.train_and_evaluate(_smoke(), workdir, **_QUIET)
-  assert summary.computed == 10 and not summary.interrupted
+  assert summary.computed == 10 and not summary.stopped_by
   recs = workdir_lib.read(workdir)
   assert len(recs) == 10 * 2  # a record per unit and replicate
   for r in recs:
@@ -188,7 +188,7 @@ def test_a_stopped_learned_unit_resumes_to_the_uninterrupted_numbers(tmp_path):
   stop = loop.StopRequest()
   stop.request("SIGINT")  # as if Ctrl-C came during the first call (one step)
   assert runner.train_and_evaluate(experiment, config, parts, printer=lambda *_: None,
-                                   stop=stop).interrupted
+                                   stop=stop).stopped_by
   assert workdir_lib.read(parts) == []
   lines = []
   experiment.train_and_evaluate(config, parts, printer=lines.append, handle_signals=False)

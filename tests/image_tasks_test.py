@@ -207,7 +207,7 @@ def test_a_stop_during_an_evaluation_checkpoints_after_it_and_resumes_alike(fold
   config, parts = _config(folder), str(tmp_path / "parts")
   lines = []
   summary = runner.train_and_evaluate(rnn, config, parts, printer=lines.append, stop=stop)
-  assert summary.interrupted and any("stopped at a checkpoint (SIGINT)" in x for x in lines)
+  assert summary.stopped_by and any("stopped at a checkpoint (SIGINT)" in x for x in lines)
   # The evaluation under way finished and was recorded; nothing after it ran.
   assert max(r["step"] for r in workdir_lib.read(parts)) == 6
   monkeypatch.setattr(runner.UnitContext, "write", write)

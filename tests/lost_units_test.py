@@ -140,7 +140,7 @@ def test_a_lost_unit_restarts_on_request_and_a_finished_one_is_untouched(tmp_pat
   stop = loop.StopRequest()
   stop.request("SIGINT")  # seed 1 stops after its first update: records of step 0
   assert runner.train_and_evaluate(rnn, _smoke(seeds=(1,)), str(lost), printer=quiet,
-                                   stop=stop).interrupted
+                                   stop=stop).stopped_by
   shutil.rmtree(lost / "checkpoints")  # both units' checkpoints lost with the machine
   workdir_lib.append_records(lost / workdir_lib.RESULTS, [{"unit": seed1.id, "step": 99}])
   before = (lost / workdir_lib.RESULTS).read_text()

@@ -60,7 +60,7 @@ def smoke_run(tmp_path_factory):
 @pytest.mark.slow
 def test_smoke_writes_one_record_per_replicate_with_its_fields(smoke_run):
   workdir, summary, lines = smoke_run
-  assert summary.computed == 2 and not summary.interrupted  # baselines, lie_algebra
+  assert summary.computed == 2 and not summary.stopped_by  # baselines, lie_algebra
   assert sum("ETA" in line for line in lines) == 1  # not after the last unit
   recs = _finals(workdir)
   assert sorted((r["approach"], r["replicate"]) for r in recs) == sorted(
@@ -182,7 +182,7 @@ def test_a_stop_checkpoints_and_the_resume_gives_the_same_numbers(smoke_run, tmp
   config = _smoke(approaches=("lie_algebra",))
   stopped = runner.train_and_evaluate(experiment, config, str(tmp_path),
                                       printer=lambda *_: None, stop=_StopAfter(1))
-  assert stopped.interrupted and stopped.computed == 0
+  assert stopped.stopped_by and stopped.computed == 0
   assert os.listdir(tmp_path / "checkpoints")
   lines = []
   summary = experiment.train_and_evaluate(config, str(tmp_path), printer=lines.append,
@@ -205,7 +205,7 @@ def test_a_stop_after_the_last_step_resumes_to_the_records(smoke_run, tmp_path):
   config = _smoke(approaches=("lie_algebra",))
   stopped = runner.train_and_evaluate(experiment, config, str(tmp_path),
                                       printer=lambda *_: None, stop=_StopAfter(7))
-  assert stopped.interrupted and stopped.computed == 0  # 4 calls, 2 checks each
+  assert stopped.stopped_by and stopped.computed == 0  # 4 calls, 2 checks each
   lines = []
   summary = experiment.train_and_evaluate(config, str(tmp_path), printer=lines.append,
                                           handle_signals=False)

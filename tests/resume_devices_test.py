@@ -48,7 +48,7 @@ class StopAfter(loop.StopRequest):
 import jax
 summary = runner.train_and_evaluate(family, config, workdir, printer=print,
                                     stop=StopAfter(int(stop_after)))
-print("DEVICES", jax.device_count(), "INTERRUPTED", summary.interrupted)
+print("DEVICES", jax.device_count(), "INTERRUPTED", bool(summary.stopped_by))
 """
 
 # (family, config, overrides): one trained unit of 3 replicates, several chunks.

@@ -162,7 +162,7 @@ def _launch(family_name: str, argv) -> int | None:
           restart_lost_units=flag_values.restart_lost_units)
     except runner.ConfigError as e:
       _fail(e)
-    if summary.interrupted:
+    if summary.stopped_by:
       return interrupted_status(summary.stopped_by)
     if summary.elsewhere:
       print(f"{summary.elsewhere} unit(s) still running in other processes (above); their "

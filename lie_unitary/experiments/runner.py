@@ -1,22 +1,14 @@
-"""The one runner of every experiment family: validate, record the launch, run each unit once.
-
-`train_and_evaluate(family, config, workdir)` validates every config field before the
-workdir is touched, writes WORKDIR/launches/NNNN-<time>.json, then runs each unit not yet
-finished, claimed first (`workdir.claim`: no two processes compute one unit) and resumed
-from its checkpoint by the family's ``run_unit(config, unit, ctx)``.
-"""
-
-from __future__ import annotations
+"""The one runner of every experiment family: `train_and_evaluate` validates the config
+before the workdir is touched, records the launch, then runs each unit not yet finished,
+claimed first (no two processes compute one unit), by the family's ``run_unit``."""
 
 import contextlib
 import dataclasses
 import importlib
-import json
 import os
 import time
 from typing import Callable
 from typing import Protocol
-from typing import Sequence
 from typing import runtime_checkable
 
 import jax
@@ -50,7 +42,7 @@ class Family(Protocol):
     """A unit's training as pure functions, for `loop.train_unit`."""
 
   def run_unit(self, config, unit: Unit, ctx: "UnitContext") -> None:
-    """Computes or resumes one unit (by `loop.train_unit(make_task(...), ctx, replicas)`),
+    """Computes or resumes one unit (`loop.train_unit(make_task(...), ctx, replicas)`),
     writing its records through `ctx`; raises loop.Interrupted on a stop request."""
 
   def write_report(self, workdir: str) -> list[str]:
@@ -58,11 +50,7 @@ class Family(Protocol):
 
 
 def get_family(name: str) -> Family:
-  """The family module `name` (a key of `FAMILIES`).
-
-  Raises:
-    ValueError: another name.
-  """
+  """The family module `name` (a key of `FAMILIES`); ValueError for another name."""
   if name not in FAMILIES:
     raise ValueError(f"unknown experiment family {name!r}; expected one of {sorted(FAMILIES)}.")
   return importlib.import_module(FAMILIES[name])
@@ -80,7 +68,7 @@ class UnitContext:
   resume_across_code_change: bool = False
   restart_lost_units: bool = False
 
-  def write(self, recs: Sequence[dict], file: str = workdir_lib.RESULTS) -> None:
+  def write(self, recs: list[dict], file: str = workdir_lib.RESULTS) -> None:
     """Appends records with the unit's id, name and fields (process 0 only), but those
     the file has (`workdir.record_key`: a rerun after a kill)."""
     if jax.process_index() == 0 and recs:
@@ -91,66 +79,12 @@ class UnitContext:
 
 @dataclasses.dataclass
 class RunSummary:
-  """Units computed here, skipped (done, or another process's: `elsewhere`), and whether
-  a stop ended the run (`stopped_by`: "SIGINT", "SIGTERM" or a caller's reason)."""
+  """Units computed here, skipped (done, or another process's: `elsewhere`), and what
+  stopped the run early (`stopped_by`: "SIGINT", "SIGTERM", a caller's reason; "" if none)."""
   computed: int = 0
   skipped: int = 0
   elsewhere: int = 0
-  interrupted: bool = False
   stopped_by: str = ""
-
-
-@contextlib.contextmanager
-def _claim(workdir: str, unit: Unit):
-  """`workdir.claim` by process 0, whose answer every jax process follows."""
-  with (workdir_lib.claim(workdir, unit.slug) if jax.process_index() == 0
-        else contextlib.nullcontext(True)) as mine:
-    if jax.process_count() > 1:  # the processes compute the unit together
-      from jax.experimental import multihost_utils
-      mine = bool(multihost_utils.broadcast_one_to_all(bool(mine)))
-    yield mine
-
-
-def _run_units(family: Family, config, units: Sequence[Unit], workdir: str, printer,
-               stop: loop.StopRequest, *permissions: bool) -> RunSummary:
-  """Runs each unit not yet finished, in order, claimed first."""
-  total, done_cost, start = sum(u.cost for u in units), 0.0, time.perf_counter()
-  summary = RunSummary()
-  for i, unit in enumerate(units):
-    label = f"[{i + 1}/{len(units)}] {unit.label}"
-    with _claim(workdir, unit) as mine:
-      # Finished (perhaps while we waited for the claim), or being computed elsewhere.
-      done = (unit.id, unit.target_step) in workdir_lib.finished_units(workdir)
-      if done or not mine:
-        where = ("already done" if done
-                 else f"running in {workdir_lib.claim_owner(workdir, unit.slug)}")
-        printer(f"{label}: {where}, skipped")
-        summary.skipped += 1
-        summary.elsewhere += not done
-        total -= unit.cost  # skipped units do not set the pace
-        continue
-      t0 = time.perf_counter()
-      try:
-        family.run_unit(config, unit, UnitContext(workdir, unit, printer, stop, *permissions))
-      except loop.Interrupted:
-        printer(f"{unit.label}: stopped at a checkpoint ({stop.signal_name}); rerun the same "
-                "command to resume.")
-        break
-      if jax.process_index() == 0:
-        workdir_lib.mark_finished(workdir, unit, time.perf_counter() - t0)
-    summary.computed += 1
-    done_cost += unit.cost
-    elapsed = time.perf_counter() - start
-    printer(f"{label}: {time.perf_counter() - t0:.1f}s (elapsed "
-            f"{loop.format_seconds(elapsed)}{loop.eta(elapsed, done_cost, total)})")
-    if stop.requested() and i + 1 < len(units):
-      printer(f"stopped ({stop.signal_name}) after {unit.label}: {len(units) - i - 1} unit(s) "
-              "not started; rerun the same command to resume.")
-      break
-  else:
-    return summary
-  summary.interrupted, summary.stopped_by = True, stop.signal_name
-  return summary
 
 
 def train_and_evaluate(family: Family | str, config, workdir: str, *,
@@ -158,23 +92,17 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
                        stop: loop.StopRequest | None = None, handle_signals: bool = True,
                        resume_across_code_change: bool = False,
                        restart_lost_units: bool = False) -> RunSummary:
-  """Validates the config, records the launch, and runs (or resumes) every unit.
+  """Validates `config` (the family's ConfigDict), records the launch in `workdir` (created
+  after validation), and runs or resumes every unit; returns a `RunSummary`.
 
   Args:
     family: a family module or its name (a key of `FAMILIES`).
-    config: the family's ConfigDict.
-    workdir: output folder (created after validation).
-    printer: progress lines.
-    stop: a stop request to honour too (a test's; default: a new one).
+    printer: where progress lines go.
+    stop: a stop request to honour too (default: a new one).
     handle_signals: the first SIGINT/SIGTERM stops at a checkpoint (main thread only).
-    resume_across_code_change: resume checkpoints written by other code (refused
-      otherwise: a unit's numbers come from one code).
-    restart_lost_units: start again from step 0 an unfinished unit with records but no
-      checkpoint, replacing its records (refused otherwise: a unit's records come from
-      one start).
-
-  Returns:
-    A `RunSummary`.
+    resume_across_code_change: resume a checkpoint written by other code.
+    restart_lost_units: restart from step 0, replacing its records, an unfinished unit
+      with records but no checkpoint.
 
   Raises:
     ConfigError: a bad config field, before anything is written; a unit refused when it
@@ -189,12 +117,50 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
                       f"{sorted({u.label for u in units if ids.count(u.id) > 1})}.")
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
-    config_json = json.loads(config.to_json() if hasattr(config, "to_json") else
-                             json.dumps(dict(config), default=str))
-    workdir_lib.write_launch(workdir, family.NAME, config_json, units)
-  stop = stop or loop.StopRequest()
+    workdir_lib.write_launch(workdir, family.NAME, config, units)
+  stop, summary = stop or loop.StopRequest(), RunSummary()
+  total, done_cost, start = sum(u.cost for u in units), 0.0, time.perf_counter()
   with loop.handle_signals(stop, printer) if handle_signals else contextlib.nullcontext():
     printer(f"{len(units)} unit(s) on {jax.device_count()} device(s), "
             f"{jax.process_count()} process(es) → {workdir}")
-    return _run_units(family, config, units, workdir, printer, stop,
-                      resume_across_code_change, restart_lost_units)
+    for i, unit in enumerate(units):
+      label = f"[{i + 1}/{len(units)}] {unit.label}"
+      claim = (workdir_lib.claim(workdir, unit.slug) if jax.process_index() == 0
+               else contextlib.nullcontext(True))  # every process follows process 0's
+      with claim as mine:
+        if jax.process_count() > 1:
+          from jax.experimental import multihost_utils
+          mine = bool(multihost_utils.broadcast_one_to_all(bool(mine)))
+        # Finished (perhaps by another process before the claim), or computed elsewhere.
+        done = (unit.id, unit.target_step) in workdir_lib.finished_units(workdir)
+        if done or not mine:
+          where = ("already done" if done
+                   else f"running in {workdir_lib.claim_owner(workdir, unit.slug)}")
+          printer(f"{label}: {where}, skipped")
+          summary.skipped += 1
+          summary.elsewhere += not done
+          total -= unit.cost  # skipped units do not set the pace
+          continue
+        t0 = time.perf_counter()
+        try:
+          family.run_unit(config, unit, UnitContext(workdir, unit, printer, stop,
+                                                    resume_across_code_change,
+                                                    restart_lost_units))
+        except loop.Interrupted:
+          printer(f"{unit.label}: stopped at a checkpoint ({stop.signal_name}); rerun the "
+                  "same command to resume.")
+          summary.stopped_by = stop.signal_name or "requested"
+          return summary
+        if jax.process_index() == 0:
+          workdir_lib.mark_finished(workdir, unit, time.perf_counter() - t0)
+      summary.computed += 1
+      done_cost += unit.cost
+      elapsed = time.perf_counter() - start
+      printer(f"{label}: {time.perf_counter() - t0:.1f}s (elapsed "
+              f"{loop.format_seconds(elapsed)}{loop.eta(elapsed, done_cost, total)})")
+      if stop.requested() and i + 1 < len(units):
+        printer(f"stopped ({stop.signal_name}) after {unit.label}: {len(units) - i - 1} "
+                "unit(s) not started; rerun the same command to resume.")
+        summary.stopped_by = stop.signal_name or "requested"
+        return summary
+  return summary

@@ -1,16 +1,5 @@
-"""An experiment's workdir: its files' names, and every read and write of them.
-
-    launches/NNNN-<time>.json  one per launch: family, config, provenance, units
-    results.jsonl              every unit's records (append-only JSON lines, fsynced)
-    curves.jsonl               operators: each replicate's validation curve
-    finished.jsonl             a line per finished unit: id, target step, and the seconds
-                               of the launch that finished it
-    claims/<unit>              the unit a process is computing now (`claim`)
-    checkpoints/<unit>/        the unit's latest training state (orbax; `loop`)
-    report.md, *.png           the family's report
-"""
-
-from __future__ import annotations
+"""An experiment's workdir: every read and write of its files (launches/, results.jsonl,
+curves.jsonl, finished.jsonl, claims/, checkpoints/; the experiments guide lists them)."""
 
 import contextlib
 import dataclasses
@@ -31,20 +20,8 @@ import time
 from typing import Any
 from typing import Callable
 from typing import Iterable
-from typing import Iterator
-from typing import Sequence
 
-__all__ = ["CURVES", "DRIFT_FIELD", "FINISHED", "REPORT", "RESULTS", "SPECTRUM_FIELDS",
-           "LoadedUnit", "append_records", "as_records", "claim", "claim_owner",
-           "code_changes", "code_fingerprint", "finished_units", "load_results", "load_unit",
-           "mark_finished", "periodically", "read", "read_launches", "record_key",
-           "remove_unit_records", "to_jsonable", "unit_names", "unit_records", "units",
-           "write_launch"]
-
-RESULTS = "results.jsonl"
-CURVES = "curves.jsonl"
-FINISHED = "finished.jsonl"
-REPORT = "report.md"
+RESULTS, CURVES, FINISHED = "results.jsonl", "curves.jsonl", "finished.jsonl"
 _RECORD_FILES = (RESULTS, CURVES, FINISHED)  # the files whose records name their unit
 # A claim not refreshed for STALE seconds belongs to a dead process (on another host).
 HEARTBEAT_SECONDS, STALE_SECONDS = 10.0, 60.0
@@ -59,20 +36,14 @@ def path(workdir, *names: str) -> str:
   return os.path.join(os.fspath(workdir), *names)
 
 
-# Records ------------------------------------------------------------------------------
-
-
 def to_jsonable(value: Any) -> Any:
   """Arrays as lists; NaN and ±inf as the strings 'nan', 'inf', '-inf' (JSON has none)."""
-  if hasattr(value, "tolist"):
-    value = value.tolist()
-  if isinstance(value, float) and not math.isfinite(value):
-    return repr(value)
+  value = value.tolist() if hasattr(value, "tolist") else value
   if isinstance(value, dict):
     return {str(k): to_jsonable(v) for k, v in value.items()}
   if isinstance(value, (list, tuple)):
     return [to_jsonable(v) for v in value]
-  return value
+  return repr(value) if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def append_records(file: str | os.PathLike, records: Iterable[dict],
@@ -98,9 +69,8 @@ def append_records(file: str | os.PathLike, records: Iterable[dict],
 
 
 @contextlib.contextmanager
-def _locked(file: str | os.PathLike) -> Iterator[Any]:
-  """`file` opened "ab+" under an exclusive lock, and still the file at its path: a
-  writer that waited while `remove_unit_records` replaced it opens the new one."""
+def _locked(file: str | os.PathLike):
+  """`file` opened "ab+", locked, and still the file at its path (`remove_unit_records`)."""
   while True:
     with open(file, "ab+") as f:  # closing it releases the lock
       fcntl.flock(f, fcntl.LOCK_EX)
@@ -116,8 +86,7 @@ def unit_records(workdir, unit_id: str) -> int:
 
 def remove_unit_records(workdir, unit_id: str) -> None:
   """Removes unit `unit_id`'s records, each file replaced whole under the appends' lock."""
-  for name in _RECORD_FILES:
-    file = path(workdir, name)
+  for file in (path(workdir, name) for name in _RECORD_FILES):
     if not os.path.exists(file):
       continue
     with _locked(file) as f:
@@ -135,8 +104,8 @@ def remove_unit_records(workdir, unit_id: str) -> None:
 def _parse_lines(lines: Iterable[str]) -> list[dict]:
   out = []
   for line in lines:
-    with contextlib.suppress(json.JSONDecodeError):
-      out += [json.loads(line)] if line.strip() else []
+    with contextlib.suppress(json.JSONDecodeError):  # a blank line, or one a kill cut
+      out.append(json.loads(line))
   return out
 
 
@@ -160,13 +129,10 @@ def finished_units(workdir) -> set[tuple[str, int]]:
 
 def mark_finished(workdir, unit, seconds: float) -> None:
   """Records that `unit` reached its target step in `seconds` of this launch."""
-  append_records(path(workdir, FINISHED), [{"unit": unit.id, "name": unit.name,
-                                             "step": unit.target_step,
-                                             "seconds": round(seconds, 3)}],
-                 key=lambda r: (r.get("unit"), r.get("step")))
+  append_records(path(workdir, FINISHED), [{"unit": unit.id, "name": unit.name, "seconds":
+                                             round(seconds, 3), "step": unit.target_step}],
+                 key=record_key)
 
-
-# Launches -----------------------------------------------------------------------------
 
 _PACKAGES = ("lie_unitary", "jax", "jaxlib", "flax", "optax", "orbax-checkpoint", "chex",
              "numpy", "ml_collections", "absl-py")
@@ -184,33 +150,27 @@ def _version(package: str) -> str | None:
 
 def _git_commit() -> dict | None:
   """{'commit', 'dirty'} of the checkout holding this package, or None (a wheel)."""
-  def git(*args):
-    return subprocess.run(["git", *args], cwd=os.path.dirname(os.path.abspath(__file__)),
-                          capture_output=True, text=True, timeout=10, check=True).stdout.strip()
-  try:
-    return {"commit": git("rev-parse", "HEAD"),
-            "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
-  except (OSError, subprocess.SubprocessError):
-    return None
-
-
-def _cpu_model() -> str | None:
-  """The CPU's model name (/proc/cpuinfo, else `platform.processor()`), or None."""
-  names = []
-  with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
-    names = [x.split(":", 1)[1].strip() for x in f if x.startswith("model name")]
-  return (names or [platform.processor()])[0] or None
+  with contextlib.suppress(OSError, subprocess.SubprocessError):
+    lines = subprocess.run(["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no"],
+                           cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True,
+                           text=True, timeout=10, check=True).stdout.splitlines()
+    return {"commit": lines[0].split()[-1], "dirty": any(x[0] != "#" for x in lines)}
+  return None
 
 
 def _provenance() -> dict:
   import jax
+  cpus = []  # the CPU's model names (Linux), else `platform.processor()`
+  with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+    cpus = [x.split(":", 1)[1].strip() for x in f if x.startswith("model name")]
   return {
       "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "versions": {p: _version(p) for p in _PACKAGES}, "python": sys.version.split()[0],
       "platform": platform.platform(), "host": socket.gethostname(),
       "backend": jax.default_backend(), "devices": [str(d) for d in jax.devices()],
       "process_index": jax.process_index(), "process_count": jax.process_count(),
-      "cpu_model": _cpu_model(), "device_kind": jax.devices()[0].device_kind,
+      "cpu_model": (cpus or [platform.processor()])[0] or None,
+      "device_kind": jax.devices()[0].device_kind,
       "argv": list(sys.argv), "env": {  # what can change a unit's numbers or speed
           k: v for k, v in sorted(os.environ.items())
           if k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS") or k.startswith("JAX_")},
@@ -236,50 +196,40 @@ def code_changes(old: dict, new: dict) -> list[str]:
                 if vb.get(p) != va.get(p)]
 
 
-def write_launch(workdir, family: str, config_json: dict, units: Sequence[Any]) -> str:
+def write_launch(workdir, family: str, config, units: list) -> str:
   """Writes a new WORKDIR/launches/NNNN-<time>.json, never overwriting one; its path."""
-  folder = path(workdir, "launches")
-  os.makedirs(folder, exist_ok=True)
+  folder = pathlib.Path(workdir, "launches")
+  folder.mkdir(parents=True, exist_ok=True)
   stamp = datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%S")
-  text = json.dumps({"family": family, "config": config_json, "provenance": _provenance(),
+  config = json.loads(config.to_json()) if hasattr(config, "to_json") else dict(config)
+  text = json.dumps({"family": family, "config": config, "provenance": _provenance(),
                      "units": [{"id": u.id, "name": u.name, "fields": dict(u.fields),
                                 "target_step": u.target_step} for u in units]},
                     indent=1, sort_keys=True, default=str)
   while True:
-    number = len([f for f in os.listdir(folder) if f.endswith(".json")])
-    file = os.path.join(folder, f"{number:04d}-{stamp}.json")
-    try:
-      with open(file, "x", encoding="utf-8") as f:
-        f.write(text)
-      return file
-    except FileExistsError:
-      stamp += "x"
+    file = folder / f"{len(list(folder.glob('*.json'))):04d}-{stamp}.json"
+    with contextlib.suppress(FileExistsError), open(file, "x", encoding="utf-8") as f:
+      f.write(text)
+      return str(file)
+    stamp += "x"  # another launch took this name
 
 
 def read_launches(workdir) -> list[dict]:
-  """Every launch of `workdir`, oldest first ([] without a launches/ folder).
-
-  Raises:
-    ValueError: a launch file is not JSON or lacks its units' names and ids.
-  """
-  folder = path(workdir, "launches")
+  """Every launch of `workdir`, oldest first ([] without a launches/ folder); ValueError: a
+  launch file that is not JSON or lacks its units' names and ids."""
   out = []
-  for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-    file = os.path.join(folder, name)
+  for file in sorted(pathlib.Path(workdir, "launches").glob("*.json")):
     try:
-      if name.endswith(".json"):
-        with open(file, encoding="utf-8") as f:
-          out.append(json.load(f))
-        out[-1]["units"] = [dict(u, id=str(u["id"]), name=str(u["name"]))
-                            for u in out[-1]["units"]]
+      out.append(json.loads(file.read_text(encoding="utf-8")))
+      out[-1]["units"] = [dict(u, id=str(u["id"]), name=str(u["name"]))
+                          for u in out[-1]["units"]]
     except (OSError, ValueError, TypeError, KeyError) as e:
       raise ValueError(f"unreadable launch file {file}: {e!r}") from e
   return out
 
 
 def units(workdir) -> dict[str, Any]:
-  """{unit id: its `fields.Unit`} of every unit a launch listed, in launch order (a unit
-  launched again: its latest target step); ValueError: an unreadable launch."""
+  """{unit id: `fields.Unit`} of the launches' units, in launch order (the latest target step)."""
   from lie_unitary.experiments import fields
   return {u["id"]: fields.Unit(u["name"], dict(u.get("fields", {})), u.get("target_step"))
           for launch in read_launches(workdir) for u in launch["units"]}
@@ -301,27 +251,25 @@ def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) 
     ValueError: no records of a unit.
     ImportError: as_frame=True without pandas.
   """
-  pd = None
+  pd, where = None, f"workdir {os.fspath(workdir)!r}"
   if as_frame is not False:  # imported only when a frame may be wanted (~0.3 s, ~30 MiB)
-    try:
+    with contextlib.suppress(ImportError):
       import pandas as pd
-    except ImportError:
-      pass
   if as_frame and pd is None:
     raise ImportError("load_results(as_frame=True) needs pandas: pip install lie_unitary[pandas]")
-  if not os.path.isdir(workdir):
-    raise FileNotFoundError(f"no workdir {os.fspath(workdir)!r}")
   if not os.path.exists(path(workdir, file)):
-    raise FileNotFoundError(f"workdir {os.fspath(workdir)!r} holds no {file}")
+    raise FileNotFoundError(f"{where} holds no {file}" if os.path.isdir(workdir) else
+                            f"no {where}")
   recs = [r for r in read(workdir, file) if "unit" in r]
   if not recs:
-    raise ValueError(f"workdir {os.fspath(workdir)!r}: {file} holds no records of a unit")
-  last = lambda r: (r["unit"], r["kind"]) if r.get("kind") in ("final", "curve") else None
+    raise ValueError(f"{where}: {file} holds no records of a unit")
+  step = lambda r: int(r.get("step", -1))
   furthest = {}
-  for r in filter(last, recs):
-    furthest[last(r)] = max(furthest.get(last(r), -1), int(r.get("step", -1)))
-  recs = [r for r in recs if last(r) is None or int(r.get("step", -1)) == furthest[last(r)]]
-  return pd.DataFrame.from_records(recs) if pd is not None and as_frame is not False else recs
+  for r in recs:
+    if r.get("kind") in ("final", "curve"):
+      furthest[r["unit"], r["kind"]] = max(furthest.get((r["unit"], r["kind"]), -1), step(r))
+  recs = [r for r in recs if furthest.get((r["unit"], r.get("kind")), step(r)) == step(r)]
+  return pd.DataFrame.from_records(recs) if pd is not None else recs
 
 
 def as_records(results: Any) -> list[dict]:
@@ -376,20 +324,13 @@ def load_unit(workdir, which: str) -> LoadedUnit:
                     (uid, unit.target_step) in finished_units(workdir))
 
 
-# Claims ---------------------------------------------------------------------------------
-
-
-def _owner(file: str) -> dict:
-  with open(file, encoding="utf-8") as f:
-    return json.load(f)
-
-
 def _stale(file: str) -> bool:
   """A claim whose owner is gone: a dead pid on this host, or no heartbeat for STALE."""
   try:
-    owner, age = _owner(file), time.time() - os.stat(file).st_mtime
+    with open(file, encoding="utf-8") as f:
+      owner, age = json.load(f), time.time() - os.fstat(f.fileno()).st_mtime
   except (OSError, ValueError):
-    return False  # being written or just released: not ours to judge
+    return False  # absent, being written or just released: not ours to judge
   if owner.get("host") == socket.gethostname():
     try:
       os.kill(int(owner.get("pid", 0)), 0)
@@ -403,38 +344,31 @@ def _stale(file: str) -> bool:
 def claim_owner(workdir, slug: str) -> str:
   """Who holds the claim of unit `slug`: "process PID on HOST" (for messages)."""
   try:
-    owner = _owner(path(workdir, "claims", slug))
+    with open(path(workdir, "claims", slug), encoding="utf-8") as f:
+      owner = json.load(f)
     return f"process {owner['pid']} on {owner['host']}"
   except (OSError, ValueError, KeyError):
     return "another process"
 
 
 @contextlib.contextmanager
-def claim(workdir, slug: str) -> Iterator[bool]:
+def claim(workdir, slug: str):
   """Yields True when this process takes unit `slug`, False when another live one (another
   launch or host) computes it. WORKDIR/claims/<slug> is created exclusively, refreshed by
   a heartbeat and removed on exit; a dead owner's is taken over (`_stale`)."""
-  folder = path(workdir, "claims")
-  os.makedirs(folder, exist_ok=True)
-  file, fd = os.path.join(folder, slug), None
-  with open(os.path.join(folder, ".lock"), "a") as lock:  # closing it releases the lock
-    fcntl.flock(lock, fcntl.LOCK_EX)
-    if os.path.exists(file) and _stale(file):
+  file, mine = path(workdir, "claims", slug), False
+  os.makedirs(os.path.dirname(file), exist_ok=True)
+  with _locked(path(workdir, "claims", ".lock")):  # one process judges a claim at a time
+    if _stale(file):
       os.remove(file)
-    with contextlib.suppress(FileExistsError):
-      fd = os.open(file, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-  if fd is None:
+    with contextlib.suppress(FileExistsError), open(file, "x", encoding="utf-8") as f:
+      json.dump({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}, f)
+      mine = True
+  if not mine:
     yield False
     return
-  with os.fdopen(fd, "w", encoding="utf-8") as f:
-    json.dump({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}, f)
-
-  def heartbeat():
-    with contextlib.suppress(OSError):
-      os.utime(file)
-
   try:
-    with periodically(HEARTBEAT_SECONDS, heartbeat):
+    with periodically(HEARTBEAT_SECONDS, lambda: os.utime(file)):
       yield True
   finally:
     with contextlib.suppress(OSError):
@@ -442,15 +376,16 @@ def claim(workdir, slug: str) -> Iterator[bool]:
 
 
 @contextlib.contextmanager
-def periodically(seconds: float, fn: Callable[[], Any]) -> Iterator[None]:
-  """Calls `fn` every `seconds` from a thread while the block runs."""
+def periodically(seconds: float, fn: Callable[[], Any]):
+  """Calls `fn` every `seconds` from a thread while the block runs (an OSError skips a call)."""
   done = threading.Event()
 
   def run():
     while not done.wait(seconds):
-      fn()
+      with contextlib.suppress(OSError):
+        fn()
 
-  thread = threading.Thread(target=run, daemon=True, name=getattr(fn, "__name__", "every"))
+  thread = threading.Thread(target=run, daemon=True)
   thread.start()
   try:
     yield
