@@ -16,13 +16,13 @@ import helpers
 
 def test_a_claim_is_exclusive_and_released(tmp_path):
   with workdir_lib.claim(str(tmp_path), "u") as first:
-    assert first
+    assert first is None  # this process's
     with workdir_lib.claim(str(tmp_path), "u") as second:
-      assert not second
+      assert second == f"process {os.getpid()} on {socket.gethostname()}"
     with workdir_lib.claim(str(tmp_path), "v") as other:
-      assert other  # another unit
+      assert other is None  # another unit
   with workdir_lib.claim(str(tmp_path), "u") as again:
-    assert again
+    assert again is None
   assert os.listdir(tmp_path / "claims") == [".lock"]
 
 
@@ -39,18 +39,18 @@ def test_a_claim_of_a_dead_process_on_this_host_is_taken_over_at_once(tmp_path):
   dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
                         capture_output=True, text=True, check=True)
   _leave_claim(tmp_path, {"host": socket.gethostname(), "pid": int(dead.stdout)})
-  with workdir_lib.claim(str(tmp_path), "u") as mine:
-    assert mine
+  with workdir_lib.claim(str(tmp_path), "u") as holder:
+    assert holder is None
 
 
 def test_a_claim_without_heartbeat_is_taken_over_only_when_stale(tmp_path):
   owner = {"host": "another-host", "pid": 1}
   _leave_claim(tmp_path, owner, age=workdir_lib.STALE_SECONDS / 2)
-  with workdir_lib.claim(str(tmp_path), "u") as mine:
-    assert not mine  # its owner may be alive elsewhere
+  with workdir_lib.claim(str(tmp_path), "u") as holder:
+    assert holder == "process 1 on another-host"  # it may be alive there
   _leave_claim(tmp_path, owner, age=workdir_lib.STALE_SECONDS + 5)
-  with workdir_lib.claim(str(tmp_path), "u") as mine:
-    assert mine
+  with workdir_lib.claim(str(tmp_path), "u") as holder:
+    assert holder is None
 
 
 def test_the_heartbeat_keeps_a_held_claim_fresh(tmp_path, monkeypatch):

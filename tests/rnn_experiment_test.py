@@ -443,8 +443,8 @@ def test_a_unit_claimed_by_another_process_is_skipped(tmp_path):
   config = _smoke("lstm", "tanh", num_updates=20)
   lines = []
   lstm = [u for u in rnn.units(config) if u.spec.model == "lstm"][0]
-  with workdir_lib.claim(str(tmp_path), lstm.slug) as mine:  # held while the launch runs
-    assert mine
+  with workdir_lib.claim(str(tmp_path), lstm.slug) as holder:  # held while the launch runs
+    assert holder is None
     runner.train_and_evaluate(rnn, config, str(tmp_path), printer=lines.append)
   assert any("lstm" in l and f"running in process {os.getpid()} on" in l for l in lines), lines
   assert {r["model"] for r in _records(tmp_path)} == {"tanh"}
@@ -456,7 +456,8 @@ def test_a_launch_whose_units_all_run_elsewhere_says_where_and_exits_0(tmp_path)
   config.seeds = (0, 1)
   units = rnn.units(config)
   with contextlib.ExitStack() as held:  # another process holds every unit
-    assert all(held.enter_context(workdir_lib.claim(str(tmp_path), u.slug)) for u in units)
+    assert all(held.enter_context(workdir_lib.claim(str(tmp_path), u.slug)) is None
+               for u in units)
     out = helpers.launcher("rnn", "--config=rnn_smoke", "--config.model=tanh",
                            "--config.num_updates=20", "--config.seeds=0,1",
                            f"--workdir={tmp_path}", cwd=tmp_path)

@@ -42,8 +42,7 @@ class Family(Protocol):
     """A unit's training as pure functions, for `loop.train_unit`."""
 
   def run_unit(self, config, unit: Unit, ctx: "UnitContext") -> None:
-    """Computes or resumes one unit (`loop.train_unit(make_task(...), ctx, replicas)`),
-    writing its records through `ctx`; raises loop.Interrupted on a stop request."""
+    """Trains one unit by `loop.train_unit` (loop.Interrupted on a stop), records by `ctx`."""
 
   def write_report(self, workdir: str) -> list[str]:
     """Writes WORKDIR's report; returns the paths written."""
@@ -58,9 +57,8 @@ def get_family(name: str) -> Family:
 
 @dataclasses.dataclass
 class UnitContext:
-  """What a running unit sees of the runner: its workdir, the unit, where progress lines
-  go, the stop request of the first SIGINT/SIGTERM, and the run's permissions (see
-  `train_and_evaluate`)."""
+  """What a running unit sees of the runner: its workdir, the unit, where progress lines go,
+  the stop request of the first SIGINT/SIGTERM, the run's permissions (`train_and_evaluate`)."""
   workdir: str
   unit: Unit
   printer: Callable[[str], None]
@@ -69,8 +67,7 @@ class UnitContext:
   restart_lost_units: bool = False
 
   def write(self, recs: list[dict], file: str = workdir_lib.RESULTS) -> None:
-    """Appends records with the unit's id, name and fields (process 0 only), but those
-    the file has (`workdir.record_key`: a rerun after a kill)."""
+    """Appends records with the unit's id, name and fields (process 0), but those the file has."""
     if jax.process_index() == 0 and recs:
       base = {"unit": self.unit.id, "unit_name": self.unit.name, **self.unit.fields}
       workdir_lib.append_records(workdir_lib.path(self.workdir, file),
@@ -126,17 +123,16 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
     for i, unit in enumerate(units):
       label = f"[{i + 1}/{len(units)}] {unit.label}"
       claim = (workdir_lib.claim(workdir, unit.slug) if jax.process_index() == 0
-               else contextlib.nullcontext(True))  # every process follows process 0's
-      with claim as mine:
+               else contextlib.nullcontext())  # every process follows process 0's
+      with claim as holder:
         if jax.process_count() > 1:
           from jax.experimental import multihost_utils
-          mine = bool(multihost_utils.broadcast_one_to_all(bool(mine)))
+          if not multihost_utils.broadcast_one_to_all(holder is None):
+            holder = holder or "another process"
         # Finished (perhaps by another process before the claim), or computed elsewhere.
         done = (unit.id, unit.target_step) in workdir_lib.finished_units(workdir)
-        if done or not mine:
-          where = ("already done" if done
-                   else f"running in {workdir_lib.claim_owner(workdir, unit.slug)}")
-          printer(f"{label}: {where}, skipped")
+        if done or holder:
+          printer(f"{label}: {'already done' if done else f'running in {holder}'}, skipped")
           summary.skipped += 1
           summary.elsewhere += not done
           total -= unit.cost  # skipped units do not set the pace

@@ -55,7 +55,6 @@ def append_records(file: str | os.PathLike, records: Iterable[dict],
     return
   os.makedirs(os.path.dirname(os.path.abspath(file)), exist_ok=True)
   with _locked(file) as f:
-    f.seek(0)
     text = f.read()
     if text and not text.endswith(b"\n"):  # a writer killed mid-line
       text = text[:text.rfind(b"\n") + 1]
@@ -70,11 +69,13 @@ def append_records(file: str | os.PathLike, records: Iterable[dict],
 
 @contextlib.contextmanager
 def _locked(file: str | os.PathLike):
-  """`file` opened "ab+", locked, and still the file at its path (`remove_unit_records`)."""
+  """`file` opened "ab+" at its start, locked, and still the file at its path (a writer that
+  waited while `remove_unit_records` replaced it opens the new one)."""
   while True:
     with open(file, "ab+") as f:  # closing it releases the lock
       fcntl.flock(f, fcntl.LOCK_EX)
       if os.path.exists(file) and os.path.samestat(os.fstat(f.fileno()), os.stat(file)):
+        f.seek(0)
         yield f
         return
 
@@ -86,19 +87,15 @@ def unit_records(workdir, unit_id: str) -> int:
 
 def remove_unit_records(workdir, unit_id: str) -> None:
   """Removes unit `unit_id`'s records, each file replaced whole under the appends' lock."""
-  for file in (path(workdir, name) for name in _RECORD_FILES):
-    if not os.path.exists(file):
-      continue
+  for file in [path(workdir, n) for n in _RECORD_FILES if os.path.exists(path(workdir, n))]:
     with _locked(file) as f:
-      f.seek(0)
       keep = b"".join(x for x in f.read().splitlines(keepends=True)
                       if not any(r.get("unit") == unit_id for r in _parse_lines([x])))
-      temporary = f"{file}.{os.getpid()}.tmp"
-      with open(temporary, "wb") as out:
+      with open(f"{file}.{os.getpid()}.tmp", "wb") as out:
         out.write(keep)
         out.flush()
         os.fsync(out.fileno())
-      os.replace(temporary, file)
+      os.replace(out.name, file)
 
 
 def _parse_lines(lines: Iterable[str]) -> list[dict]:
@@ -148,21 +145,16 @@ def _version(package: str) -> str | None:
   return None
 
 
-def _git_commit() -> dict | None:
-  """{'commit', 'dirty'} of the checkout holding this package, or None (a wheel)."""
+def _provenance() -> dict:
+  import jax
+  cpus, git = [], None  # the CPU's model names (Linux); the checkout's commit (None: a wheel)
+  with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
+    cpus = [x.split(":", 1)[1].strip() for x in f if x.startswith("model name")]
   with contextlib.suppress(OSError, subprocess.SubprocessError):
     lines = subprocess.run(["git", "status", "--porcelain=v2", "--branch", "--untracked-files=no"],
                            cwd=os.path.dirname(os.path.abspath(__file__)), capture_output=True,
                            text=True, timeout=10, check=True).stdout.splitlines()
-    return {"commit": lines[0].split()[-1], "dirty": any(x[0] != "#" for x in lines)}
-  return None
-
-
-def _provenance() -> dict:
-  import jax
-  cpus = []  # the CPU's model names (Linux), else `platform.processor()`
-  with contextlib.suppress(OSError), open("/proc/cpuinfo", encoding="utf-8") as f:
-    cpus = [x.split(":", 1)[1].strip() for x in f if x.startswith("model name")]
+    git = {"commit": lines[0].split()[-1], "dirty": any(x[0] != "#" for x in lines)}
   return {
       "time": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
       "versions": {p: _version(p) for p in _PACKAGES}, "python": sys.version.split()[0],
@@ -174,7 +166,7 @@ def _provenance() -> dict:
       "argv": list(sys.argv), "env": {  # what can change a unit's numbers or speed
           k: v for k, v in sorted(os.environ.items())
           if k in ("OPENBLAS_NUM_THREADS", "XLA_FLAGS") or k.startswith("JAX_")},
-      "git": _git_commit()}
+      "git": git}
 
 
 def code_fingerprint(root: str | None = None) -> dict:
@@ -264,10 +256,8 @@ def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) 
   if not recs:
     raise ValueError(f"{where}: {file} holds no records of a unit")
   step = lambda r: int(r.get("step", -1))
-  furthest = {}
-  for r in recs:
-    if r.get("kind") in ("final", "curve"):
-      furthest[r["unit"], r["kind"]] = max(furthest.get((r["unit"], r["kind"]), -1), step(r))
+  furthest = {(r["unit"], r["kind"]): step(r) for r in sorted(recs, key=step)
+              if r.get("kind") in ("final", "curve")}
   recs = [r for r in recs if furthest.get((r["unit"], r.get("kind")), step(r)) == step(r)]
   return pd.DataFrame.from_records(recs) if pd is not None else recs
 
@@ -324,52 +314,49 @@ def load_unit(workdir, which: str) -> LoadedUnit:
                     (uid, unit.target_step) in finished_units(workdir))
 
 
-def _stale(file: str) -> bool:
-  """A claim whose owner is gone: a dead pid on this host, or no heartbeat for STALE."""
+def _holder(file: str) -> str | None:
+  """Who holds the claim `file`, "process PID on HOST"; None when no live process does (no
+  file, a dead pid on this host, or no heartbeat for STALE_SECONDS)."""
   try:
     with open(file, encoding="utf-8") as f:
       owner, age = json.load(f), time.time() - os.fstat(f.fileno()).st_mtime
+  except FileNotFoundError:
+    return None
   except (OSError, ValueError):
-    return False  # absent, being written or just released: not ours to judge
+    return "another process"  # being written or just released: not ours to judge
   if owner.get("host") == socket.gethostname():
     try:
       os.kill(int(owner.get("pid", 0)), 0)
     except ProcessLookupError:
-      return True
+      return None
     except PermissionError:  # alive, another user's
       pass
-  return age > STALE_SECONDS
-
-
-def claim_owner(workdir, slug: str) -> str:
-  """Who holds the claim of unit `slug`: "process PID on HOST" (for messages)."""
-  try:
-    with open(path(workdir, "claims", slug), encoding="utf-8") as f:
-      owner = json.load(f)
-    return f"process {owner['pid']} on {owner['host']}"
-  except (OSError, ValueError, KeyError):
-    return "another process"
+  return None if age > STALE_SECONDS else f"process {owner.get('pid')} on {owner.get('host')}"
 
 
 @contextlib.contextmanager
 def claim(workdir, slug: str):
-  """Yields True when this process takes unit `slug`, False when another live one (another
-  launch or host) computes it. WORKDIR/claims/<slug> is created exclusively, refreshed by
-  a heartbeat and removed on exit; a dead owner's is taken over (`_stale`)."""
-  file, mine = path(workdir, "claims", slug), False
+  """Yields None when this process takes unit `slug`, else who computes it (`_holder`: another
+  launch or host). WORKDIR/claims/<slug> is created exclusively, refreshed by a heartbeat and
+  removed on exit; a dead owner's is taken over."""
+  file = path(workdir, "claims", slug)
   os.makedirs(os.path.dirname(file), exist_ok=True)
   with _locked(path(workdir, "claims", ".lock")):  # one process judges a claim at a time
-    if _stale(file):
-      os.remove(file)
-    with contextlib.suppress(FileExistsError), open(file, "x", encoding="utf-8") as f:
-      json.dump({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}, f)
-      mine = True
-  if not mine:
-    yield False
+    holder = _holder(file)
+    if holder is None:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(file)
+      try:
+        with open(file, "x", encoding="utf-8") as f:
+          json.dump({"host": socket.gethostname(), "pid": os.getpid(), "since": time.time()}, f)
+      except FileExistsError:  # another host's, just now
+        holder = "another process"
+  if holder is not None:
+    yield holder
     return
   try:
     with periodically(HEARTBEAT_SECONDS, lambda: os.utime(file)):
-      yield True
+      yield None
   finally:
     with contextlib.suppress(OSError):
       os.remove(file)
