@@ -108,10 +108,9 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
   family = get_family(family) if isinstance(family, str) else family
   family.validate_config(config)
   units = family.units(config)
-  ids = [u.id for u in units]
-  if len(set(ids)) < len(ids):
-    raise ConfigError(f"the config lists the same unit twice: "
-                      f"{sorted({u.label for u in units if ids.count(u.id) > 1})}.")
+  twice = sorted({u.label for u in units if [v.id for v in units].count(u.id) > 1})
+  if twice:
+    raise ConfigError(f"the config lists the same unit twice: {twice}.")
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     workdir_lib.write_launch(workdir, family.NAME, config, units)

@@ -69,8 +69,7 @@ def append_records(file: str | os.PathLike, records: Iterable[dict],
 
 @contextlib.contextmanager
 def _locked(file: str | os.PathLike):
-  """`file` opened "ab+" at its start, locked, and still the file at its path (a writer that
-  waited while `remove_unit_records` replaced it opens the new one)."""
+  """`file` opened "ab+" at its start, locked, still at its path (`remove_unit_records`)."""
   while True:
     with open(file, "ab+") as f:  # closing it releases the lock
       fcntl.flock(f, fcntl.LOCK_EX)
@@ -120,8 +119,7 @@ def read(workdir, name: str = RESULTS) -> list[dict]:
 
 def finished_units(workdir) -> set[tuple[str, int]]:
   """{(unit id, target step)} of the units finished in `workdir`."""
-  return {(r["unit"], int(r["step"])) for r in read(workdir, FINISHED)
-          if "unit" in r and "step" in r}
+  return {(r["unit"], int(r["step"])) for r in read(workdir, FINISHED)}
 
 
 def mark_finished(workdir, unit, seconds: float) -> None:
@@ -170,8 +168,8 @@ def _provenance() -> dict:
 
 
 def code_fingerprint(root: str | None = None) -> dict:
-  """What computes a unit's numbers: {"files": {path: sha256[:16]}} of the *.py below
-  `root` (default: this package) but reports, and {"versions"} of the numerics packages."""
+  """{"files": {path: sha256[:16]}} of the *.py below `root` (this package) that compute
+  numbers, and {"versions"} of the packages that do."""
   root = pathlib.Path(root or pathlib.Path(__file__).parents[1]).absolute()
   files = {f.relative_to(root.parent).as_posix(): hashlib.sha256(f.read_bytes()).hexdigest()[:16]
            for f in sorted(root.rglob("*.py")) if f.name not in _NOT_NUMERICS}
@@ -207,8 +205,7 @@ def write_launch(workdir, family: str, config, units: list) -> str:
 
 
 def read_launches(workdir) -> list[dict]:
-  """Every launch of `workdir`, oldest first ([] without a launches/ folder); ValueError: a
-  launch file that is not JSON or lacks its units' names and ids."""
+  """Every launch of `workdir`, oldest first; ValueError: an unreadable launch file."""
   out = []
   for file in sorted(pathlib.Path(workdir, "launches").glob("*.json")):
     try:
@@ -263,8 +260,7 @@ def load_results(workdir, file: str = RESULTS, *, as_frame: bool | None = None) 
 
 
 def as_records(results: Any) -> list[dict]:
-  """`load_results`' output (a DataFrame or a list of dicts) as a list of dicts; a
-  DataFrame's NaN cell (a field that record lacked) is dropped."""
+  """`load_results`' output as a list of dicts (without a DataFrame's NaN of a missing field)."""
   if not hasattr(results, "to_dict"):
     return [dict(r) for r in results]
   return [{str(k): v for k, v in row.items() if not (isinstance(v, float) and v != v)}
