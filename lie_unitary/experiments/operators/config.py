@@ -1,18 +1,12 @@
-"""The operator-learning family's fields (paper §3, Tables 1-2, app. B), one table.
-
-A unit's identity: its n, approach, epochs, learning rate, basis scale and seed, and the
-fields whose rule holds (training fields when trained, refresh fields when refreshing).
-Importing this module loads ml_collections only.
-"""
+"""The operator-learning family's fields (paper §3, Tables 1-2, app. B), one table. A unit's
+identity: its settings and the fields whose rule holds (training fields when trained,
+refresh fields when refreshing). Importing this module loads ml_collections only."""
 
 from __future__ import annotations
 
 import ml_collections
 
 from lie_unitary.experiments import fields as F
-
-__all__ = ["BASELINES", "BASIS_CHANGE_APPROACHES", "FIELDS", "NAMED_CONFIGS",
-           "REAL_GENERATORS", "approaches", "defaults", "get_config", "real_dtype"]
 
 # The experiments that ``--config=NAME`` knows: the files configs/NAME.py.
 NAMED_CONFIGS = ("table1", "table1_rmsprop", "table2", "basis_change", "large", "orthogonal",
