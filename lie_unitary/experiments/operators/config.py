@@ -19,13 +19,6 @@ REAL_GENERATORS = ("haar", "lie")
 BASIS_CHANGE_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
 
 
-def approaches(field: str) -> tuple[str, ...]:
-  """The parametrizations that fit `field` ('complex': unitary, 'real': orthogonal)."""
-  from lie_unitary import parametrizations
-  return tuple(n for n, p in parametrizations.PARAMETRIZATIONS.items()
-               if p.is_orthogonal == (field == "real"))
-
-
 def _trained(config, setting) -> bool:
   return setting.approach != "baselines"
 
@@ -39,9 +32,8 @@ def _refreshes(config, setting) -> bool:
 def _epochs(value) -> str | None:
   pair = lambda p: (isinstance(p, (tuple, list)) and len(p) == 2 and not F.integer(0)(p[0])
                     and not F.integer(1)(p[1]))
-  if isinstance(value, (tuple, list)) and value and all(map(pair, value)):
-    return None
-  return "a non-empty tuple of pairs (n ≥ 0, epochs ≥ 1), e.g. ((0, 1), (8, 3))"
+  ok = isinstance(value, (tuple, list)) and value and all(map(pair, value))
+  return None if ok else "a non-empty tuple of pairs (n ≥ 0, epochs ≥ 1), e.g. ((0, 1), (8, 3))"
 
 
 _POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
@@ -55,19 +47,16 @@ FIELDS = {
     "n_values": F.Field((6,), "matrix sizes n, units each",
                         F.tuple_of(F.integer(1), unique=True, example="(3, 6)"), identity=False),
     "approaches": F.Field(("true", "rand", "lstsq", "procrustes", "projection", "arjovsky",
-                           "lie_algebra"), "what to fit: the field's parametrizations "
-                          "(`lie_unitary.PARAMETRIZATIONS`) and the baselines true (the "
-                          "target), rand (another draw), lstsq (least squares), procrustes "
-                          "(the least-squares unitary or orthogonal)",
-                          F.tuple_of(F.string, unique=True), identity=False),
+                           "lie_algebra"), "the field's parametrizations and the `BASELINES` "
+                          "(`data.make_baselines`)", F.tuple_of(F.string, unique=True),
+                          identity=False),
     "generators": F.Field(("lie", "qr", "composition"), "target generators, replicate r uses "
                           "generators[r % len]: qr, haar, lie, composition (complex); haar, "
                           "lie (real)", F.tuple_of(F.string)),
     "seeds": F.Field((0,), "root seeds, units each: replicate r at size n uses fold_in(fold_in("
                      "key(seed), n), r), one target and data for every approach",
                      F.tuple_of(F.integer(0), unique=True, example="(0, 1)"), identity=False),
-    "num_replicates": F.Field(18, "replicates (target, data, init) per unit, one vmapped "
-                              "program", _POSITIVE),
+    "num_replicates": F.Field(18, "replicates (target, data, init) per unit", _POSITIVE),
     "num_epochs": F.Field(((0, 1),), "epochs per n as (n, epochs) pairs, (0, e) for every n "
                           "not listed; each epoch visits the num_train pairs in a fresh order",
                           _epochs, identity=False),
@@ -86,15 +75,12 @@ FIELDS = {
     "num_test": F.Field(100_000, "test pairs", _POSITIVE),
     "val_every": F.Field(250, "steps between validation points (the paper: 250); divides "
                          "num_train // batch_size", _POSITIVE, identity=_trained),
-    "val_subsample": F.Field(10_000, "validation pairs of the curve (the set's first)",
-                             _POSITIVE),
+    "val_subsample": F.Field(10_000, "validation pairs of the curve (the first)", _POSITIVE),
     "noise_std": F.Field(0.01, "std of each real component of the noise ε", _NONNEGATIVE),
     "lie_target_std": F.Field(1.0, "std of the 'lie' generator's λ (1 in §3; 0.01 in app. B)",
                               _NONNEGATIVE),
     "basis_scales": F.Field((0.0,), "app. B: c of the change of basis M ~ U(-c, c) (n² × n²), "
-                            "units each; 0: the standard basis; c > 0 needs approaches from "
-                            "`BASIS_CHANGE_APPROACHES`", F.tuple_of(_NONNEGATIVE),
-                            identity=False),
+                            "units each; 0: none", F.tuple_of(_NONNEGATIVE), identity=False),
     "lr_divisors": F.Field((1.0,), "app. B: a unit per learning rate learning_rate / d",
                            F.tuple_of(F.number(positive=True)), identity=False),
     "lr_schedule": F.Field("constant", "'constant' or 'cosine' (decays to 0 over the run)",
@@ -102,10 +88,9 @@ FIELDS = {
     "refresh_every": F.Field(100, "refreshing approaches (lie_recentred, lie_rebased, ...): "
                              "before each step s with s % refresh_every == 0, s = 0 included; "
                              "0: never", F.integer(0), identity=_refreshes),
-    "refresh_state": F.Field("keep", "a refresh's optimizer moments: 'keep' or 'reset' (step "
-                             "counts and schedule kept)", F.one_of(F.registry(
-                                 "lie_unitary.principal_branch", "REFRESH_STATES")),
-                             identity=_refreshes),
+    "refresh_state": F.Field("keep", "a refresh's optimizer moments: 'keep' or 'reset'",
+                             F.one_of(F.registry("lie_unitary.principal_branch",
+                                                 "REFRESH_STATES")), identity=_refreshes),
 }
 
 

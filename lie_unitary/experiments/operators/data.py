@@ -115,12 +115,8 @@ def _scan_over_pairs(key, num, target, task, fn, init):
 
 def dataset_loss(matrix, key, num: int, target, task: TaskSpec) -> jax.Array:
   """`squared_error_loss` of `matrix` over pairs 0..num-1 of a data set (chunked)."""
-  real, _ = dtypes(task)
-  total = _scan_over_pairs(
-      key, num, target, task,
-      lambda s, x, y: s + squared_error_loss(matrix, x, y) * x.shape[0],
-      jnp.zeros((), real))
-  return total / num
+  total = lambda s, x, y: s + squared_error_loss(matrix, x, y) * x.shape[0]
+  return _scan_over_pairs(key, num, target, task, total, jnp.zeros((), dtypes(task)[0])) / num
 
 
 def closed_form_fits(key, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:

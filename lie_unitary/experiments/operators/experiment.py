@@ -6,7 +6,6 @@ Records: "final" and "curve" (fields: docs/reproduction.md)."""
 import functools
 import itertools
 import math
-import sys
 import time
 from typing import Callable
 from typing import NamedTuple
@@ -26,7 +25,6 @@ from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
-from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data
 from lie_unitary.experiments.operators import report
@@ -230,7 +228,8 @@ def validate_config(config) -> None:
   real = config.field == "real"
   if real and min(config.n_values) < 2:
     F.fail("n_values", config.n_values, "n ≥ 2 for SO(n) targets")
-  allowed = config_lib.approaches(config.field) + config_lib.BASELINES
+  allowed = tuple(a for a, p in parametrizations.PARAMETRIZATIONS.items()
+                  if p.is_orthogonal == real) + config_lib.BASELINES
   wrong = [a for a in config.approaches if a not in allowed]
   if wrong:
     F.fail("approaches", config.approaches, f"approaches for field {config.field!r} from "
@@ -253,7 +252,7 @@ def validate_config(config) -> None:
            f"only, and approaches = {tuple(config.approaches)}")
 
 
-def units(config) -> list[Unit]:
+def units(config) -> list[F.Unit]:
   """The units of a validated `config`: smallest n first, baselines first at each n, then
   seed by seed; spec: n, approach (or "baselines"), num_epochs, learning_rate, basis_scale, seed."""
   baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
@@ -277,7 +276,7 @@ def units(config) -> list[Unit]:
         fields.update(approach=s.approach, num_epochs=s.num_epochs,
                       learning_rate=s.learning_rate, basis_scale=s.basis_scale)
       # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
-      out.append(Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n, spec=s,
+      out.append(F.Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n, spec=s,
                       target_step=s.num_epochs * (config.num_train // config.batch_size)))
   return out
 
@@ -298,7 +297,7 @@ def unit_specs(config, spec) -> tuple[data.TaskSpec, TrainSpec, jax.Array | None
   return task, train, m, jax.random.fold_in(seed, spec.n)
 
 
-def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
+def run_unit(config, unit: F.Unit, ctx: runner.UnitContext) -> None:
   """Computes (or resumes) one unit's replicates, writing their records: a trained unit by
   `loop.train_unit` (raises loop.Interrupted on a stop), the baselines in one program."""
   # complex128 needs x64 for this unit only: a context, not a global switch.
@@ -313,12 +312,12 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     seconds = round(time.perf_counter() - start, 3)
     ctx.write([dict(kind="final", step=unit.target_step, approach=a, optimizer="none",
                     replicate=r, learning_rate=0.0, num_epochs=0, basis_scale=0.0,
-                    generator=gens[r % len(gens)], test_loss=float(out[a]["test_loss"][r]),
-                    final_val_loss=float(out[a]["final_val_loss"][r]), seconds=seconds)
+                    generator=gens[r % len(gens)], **{k: float(v[r]) for k, v in out[a].items()},
+                    seconds=seconds)
                for a in unit.fields["baselines"] for r in range(config.num_replicates)])
 
 
-def make_task(config, unit: Unit, replicas) -> loop.Task:
+def make_task(config, unit: F.Unit, replicas) -> loop.Task:
   """A trained unit's `loop.Task`: calls of whole validation intervals (about
   1/_CHUNKS_PER_RUN of the run, dividing an epoch), the curves in the history."""
   gens, num = tuple(config.generators), config.num_replicates
@@ -384,4 +383,4 @@ def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
   Raises:
     runner.ConfigError: a bad config field, before anything is written.
   """
-  return runner.train_and_evaluate(sys.modules[__name__], config, workdir, **kwargs)
+  return runner.train_and_evaluate(NAME, config, workdir, **kwargs)

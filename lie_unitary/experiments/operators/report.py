@@ -15,16 +15,20 @@ from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.operators.config import BASIS_CHANGE_APPROACHES as _BASIS
 
 
-def _paper(name: str) -> dict:
-  """{n: {approach: (mean, s.e. or None where the paper gives "~")}} of a published table."""
-  out = {}
+def _paper(name: str, out=None, approaches=None) -> dict:
+  """{n: {approach: (mean, s.e. or None where the paper gives "~")}} of a published table
+  (`approaches` only), added to `out`."""
+  out = {} if out is None else out
   for r in common.published(name)[1]:
-    out.setdefault(r["n"], {})[r["approach"]] = (r["mean"], r["se"])
+    if approaches is None or r["approach"] in approaches:
+      out.setdefault(r["n"], {})[r["approach"]] = (r["mean"], r["se"])
   return out
 
 
-# The paper's Tables 1 and 2 (its Table 2's "lie_unrestricted" is our lie_algebra).
-PAPER_TABLE1, PAPER_TABLE2 = _paper("operators_table1"), _paper("operators_table2")
+# The paper's Table 2 (its "lie_unrestricted" is our lie_algebra), and the value of each
+# cell of ours: Table 1's, Table 2's for lie_restricted (not in Table 1).
+PAPER_TABLE2 = _paper("operators_table2")
+_PAPER = _paper("operators_table2", _paper("operators_table1"), ("lie_restricted",))
 # The columns' order.
 ORDER = ("true", "lstsq", "procrustes", "projection", "projection_orthogonal", "arjovsky",
          "lie_restricted", "so_algebra", "lie_algebra", "lie_zero_init", "lie_haar_init",
@@ -36,11 +40,6 @@ _SHORT_RUN_PAIRS = 100_000  # fewer training pairs per replicate: "too short to 
 # The fields of the task (not of an approach): results of other values are other tables.
 _TASK_FIELDS = ("field", "generators", "num_replicates", "dtype", "num_train", "num_val",
                 "num_test", "val_subsample", "noise_std", "lie_target_std")
-
-
-def schedule(r: dict) -> str:
-  """A record's learning-rate schedule ("constant" where it names none)."""
-  return r.get("lr_schedule") or "constant"
 
 
 def task_of(r: dict) -> tuple:
@@ -63,7 +62,8 @@ def groups(results: list[dict]) -> dict:
   out = collections.defaultdict(list)
   for r in results:
     if r["optimizer"] != "none":
-      out[(task_of(r), r["optimizer"], r["learning_rate"], schedule(r))].append(r)
+      out[(task_of(r), r["optimizer"], r["learning_rate"],
+           r.get("lr_schedule") or "constant")].append(r)
   if not out:
     for task in sorted({task_of(r) for r in baselines}, key=repr):
       out[(task, "none", 0.0, "constant")] = []
@@ -85,12 +85,9 @@ def _fmt(x: float) -> str:
 
 def _cell(values, paper=None) -> str:
   """`common.pm` of `values`, the paper's (mean ± s.e.) in parentheses."""
-  if not values:
-    return "—"
-  out = common.pm(values, _fmt)
-  if paper is not None:
-    out += f" ({_fmt(paper[0])}" + (f" ± {_fmt(paper[1])})" if paper[1] is not None else ")")
-  return out
+  if not values or paper is None:
+    return common.pm(values, _fmt)
+  return f"{common.pm(values, _fmt)} ({' ± '.join(_fmt(v) for v in paper if v is not None)})"
 
 
 def _table(results, paper, approaches=ORDER, title="") -> list[str]:
@@ -109,8 +106,7 @@ def _table(results, paper, approaches=ORDER, title="") -> list[str]:
 
 def _basis_tables(results) -> list[str]:
   """Appendix B: final test loss per (c, learning rate), one grid per approach."""
-  basis = [r for r in results
-           if r["approach"] in _BASIS and r["optimizer"] != "none"]
+  basis = [r for r in results if r["approach"] in _BASIS and r["optimizer"] != "none"]
   scales = sorted({r["basis_scale"] for r in basis})
   if len(scales) < 2:
     return []
@@ -207,11 +203,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
               "the paper's 10⁶): too short to learn; it checks that everything runs. Its "
               "losses are not results, and the paper's values beside them show the tables' "
               "shape only.**", ""]
-  paper = {n: {**PAPER_TABLE1.get(n, {}), **{k: v for k, v in PAPER_TABLE2.get(n, {}).items()
-                                              if k == "lie_restricted"}}
-           for n in {*PAPER_TABLE1, *PAPER_TABLE2}}
-  if any(r.get("field") == "real" for r in results):
-    paper = {}  # SO(n) targets: the paper has no numbers for them
+  real = any(r.get("field") == "real" for r in results)  # SO(n): the paper has no numbers
+  paper = {} if real else _PAPER
   by_group = groups(results)
   tasks = sorted({k[0] for k in by_group}, key=repr)
   for (task, opt, lr, sched), group in sorted(by_group.items(), key=repr):
