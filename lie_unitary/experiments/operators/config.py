@@ -50,16 +50,14 @@ FIELDS = {
                            "lie_algebra"), "the field's parametrizations and the `BASELINES` "
                           "(`data.make_baselines`)", F.tuple_of(F.string, unique=True),
                           identity=False),
-    "generators": F.Field(("lie", "qr", "composition"), "target generators, replicate r uses "
-                          "generators[r % len]: qr, haar, lie, composition (complex); haar, "
-                          "lie (real)", F.tuple_of(F.string)),
-    "seeds": F.Field((0,), "root seeds, units each: replicate r at size n uses fold_in(fold_in("
-                     "key(seed), n), r), one target and data for every approach",
-                     F.tuple_of(F.integer(0), unique=True, example="(0, 1)"), identity=False),
+    "generators": F.Field(("lie", "qr", "composition"), "target generators (`REAL_GENERATORS` "
+                          "for SO(n)), replicate r's: generators[r % len]", F.tuple_of(F.string)),
+    "seeds": F.Field((0,), "root seeds, units each: replicate r at n: fold_in(fold_in(key(seed), "
+                     "n), r)", F.tuple_of(F.integer(0), unique=True, example="(0, 1)"),
+                     identity=False),
     "num_replicates": F.Field(18, "replicates (target, data, init) per unit", _POSITIVE),
-    "num_epochs": F.Field(((0, 1),), "epochs per n as (n, epochs) pairs, (0, e) for every n "
-                          "not listed; each epoch visits the num_train pairs in a fresh order",
-                          _epochs, identity=False),
+    "num_epochs": F.Field(((0, 1),), "(n, epochs) pairs, (0, e) for every n not listed; an "
+                          "epoch: the num_train pairs in a fresh order", _epochs, identity=False),
     "batch_size": F.Field(20, "pairs per step", _POSITIVE, identity=_trained),
     "optimizer": F.Field("sgd", "'sgd' (as the paper ran it) or 'rmsprop' (no momentum)",
                          F.one_of(F.registry(_OPTIMIZERS, "OPTIMIZERS")), identity=_trained),
@@ -85,9 +83,9 @@ FIELDS = {
                            F.tuple_of(F.number(positive=True)), identity=False),
     "lr_schedule": F.Field("constant", "'constant' or 'cosine' (decays to 0 over the run)",
                            F.one_of(F.registry(_OPTIMIZERS, "SCHEDULES")), identity=_trained),
-    "refresh_every": F.Field(100, "refreshing approaches (lie_recentred, lie_rebased, ...): "
-                             "before each step s with s % refresh_every == 0, s = 0 included; "
-                             "0: never", F.integer(0), identity=_refreshes),
+    "refresh_every": F.Field(100, "refreshing approaches: before each step s ≡ 0 (mod "
+                             "refresh_every), s = 0 included; 0: never", F.integer(0),
+                             identity=_refreshes),
     "refresh_state": F.Field("keep", "a refresh's optimizer moments: 'keep' or 'reset'",
                              F.one_of(F.registry("lie_unitary.principal_branch",
                                                  "REFRESH_STATES")), identity=_refreshes),

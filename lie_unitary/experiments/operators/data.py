@@ -56,12 +56,10 @@ def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
   n, std = task.n, task.lie_target_std
 
   def draw(method, k):
-    if method == "lie" and task.field == "real":
-      return expm.orthogonal_from_lambdas(
-          std * jax.random.normal(k, (n * (n - 1) // 2,), real), method="eigh")
-    if method == "lie":
-      return expm.unitary_from_lambdas(std * jax.random.normal(k, (n * n,), real),
-                                       method="eigh")
+    if method == "lie":  # λ ~ N(0, std²) of so(n) or u(n)
+      size, lambdas_to = ((n * (n - 1) // 2, expm.orthogonal_from_lambdas) if task.field == "real"
+                          else (n * n, expm.unitary_from_lambdas))
+      return lambdas_to(std * jax.random.normal(k, (size,), real), method="eigh")
     if task.field == "complex":
       return generators.random_unitary(k, n, method, cplx)
     if method == "haar":  # the first column flipped where det = -1: exactly Haar on SO(n)
@@ -83,11 +81,9 @@ def example_pairs(key, indices, target, task: TaskSpec) -> tuple[jax.Array, jax.
   parts = 4 if task.field == "complex" else 2
   z = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i), (parts, task.n), real))(
       indices)
-  if task.field == "complex":
-    x_PxN = jax.lax.complex(z[:, 0], z[:, 1])
-    eps_PxN = jax.lax.complex(z[:, 2], z[:, 3]) * jnp.asarray(task.noise_std, real)
-  else:
-    x_PxN, eps_PxN = z[:, 0], z[:, 1] * jnp.asarray(task.noise_std, real)
+  if task.field == "complex":  # parts (re x, im x, re ε, im ε)
+    z = jax.lax.complex(z[:, 0::2], z[:, 1::2])
+  x_PxN, eps_PxN = z[:, 0], z[:, 1] * jnp.asarray(task.noise_std, real)
   return x_PxN, (x_PxN @ target.T.astype(cplx) + eps_PxN).astype(cplx)
 
 

@@ -1,7 +1,6 @@
-"""The operator-learning family (paper §3): per n, a ``baselines`` unit (true, rand, lstsq,
-procrustes) and a unit per (approach, basis scale, learning rate, seed), its replicates one
-vmapped program trained in `make_trainer`'s jittable pieces (or at once: `make_train`).
-Records: "final" and "curve" (fields: docs/reproduction.md)."""
+"""The operator-learning family (paper §3): per n, a ``baselines`` unit and a unit per
+(approach, basis scale, learning rate, seed), its replicates one vmapped program trained in
+`make_trainer`'s pieces (or at once: `make_train`); records: docs/reproduction.md."""
 
 import functools
 import itertools
@@ -62,8 +61,7 @@ class ReplicateState(NamedTuple):
 class Trainer(NamedTuple):
   """One replicate's training in pieces. A point: {val_loss, the λ chart's spectrum fields}."""
   init: Callable  # (replicate, key) -> (ReplicateState, initial point)
-  # (replicate, state, key, epoch) -> (the epoch's pair order (num_train,), validation (x, y))
-  epoch_data: Callable
+  epoch_data: Callable  # (replicate, state, key, epoch) -> (pair order, validation (x, y))
   # (replicate, state, epoch data, key, epoch, first, num) -> (state, points (num,)): the
   # validation intervals first..first+num-1 of `epoch` (num static under jit)
   chunk: Callable
@@ -107,11 +105,9 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
       return params
     return {**params, "lam": algebra.change_basis(params["lam"], change_of_basis)}
 
-  def to_matrix(params, constants):
-    return param.to_unitary(effective(params), constants)
-
-  def loss_fn(params, constants, x, y):
-    return data.squared_error_loss(to_matrix(params, constants), x, y)
+  to_matrix = lambda params, constants: param.to_unitary(effective(params), constants)
+  loss_fn = lambda params, constants, x, y: data.squared_error_loss(
+      to_matrix(params, constants), x, y)
 
   def val_pairs(keys, target):
     indices = jnp.arange(min(task.val_subsample, task.num_val))
@@ -214,14 +210,6 @@ def make_train(task: data.TaskSpec, train: TrainSpec,
   return train_fn
 
 
-def epochs_for(config, n: int) -> int:
-  """Epochs at size n of ``config.num_epochs`` (n = 0: the default); ConfigError: none."""
-  table = dict(config.num_epochs)
-  if n not in table and 0 not in table:
-    F.fail("num_epochs", config.num_epochs, f"an entry for n = {n} or a default (0, e)")
-  return table.get(n, table.get(0))
-
-
 def validate_config(config) -> None:
   """Raises runner.ConfigError naming the first bad field and its valid choices."""
   F.validate(config, config_lib.FIELDS)
@@ -243,25 +231,26 @@ def validate_config(config) -> None:
   if steps % config.val_every:
     F.fail("val_every", config.val_every,
            f"a divisor of the steps per epoch num_train // batch_size = {steps}")
-  for n in config.n_values:
-    epochs_for(config, n)
   fixed = set(config.approaches) - {*config_lib.BASELINES, *config_lib.BASIS_CHANGE_APPROACHES}
   if any(c > 0 for c in config.basis_scales) and fixed:
     F.fail("basis_scales", config.basis_scales,
            f"(0.0,): a change of basis applies to {config_lib.BASIS_CHANGE_APPROACHES} "
            f"only, and approaches = {tuple(config.approaches)}")
+  units(config)  # an n without epochs
 
 
 def units(config) -> list[F.Unit]:
   """The units of a validated `config`: smallest n first, baselines first at each n, then
-  seed by seed; spec: n, approach (or "baselines"), num_epochs, learning_rate, basis_scale, seed."""
+  seed by seed; spec: n, approach (or "baselines"), num_epochs, learning_rate, basis_scale,
+  seed. ConfigError: an n without epochs in num_epochs ((n, epochs) pairs, n = 0: the rest)."""
   baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
   schedule = "" if config.lr_schedule == "constant" else f" {config.lr_schedule}"
-  out = []
+  out, epochs = [], dict(config.num_epochs)
   for n in config.n_values:
-    epochs = epochs_for(config, n)
+    if n not in epochs and 0 not in epochs:
+      F.fail("num_epochs", config.num_epochs, f"an entry for n = {n} or a default (0, e)")
     settings = [("baselines", 0, 0.0, 0.0)] if baselines else []
-    settings += [(a, epochs, float(config.learning_rate) / float(d), float(c))
+    settings += [(a, epochs.get(n, epochs.get(0)), float(config.learning_rate) / float(d), float(c))
                  for a in config.approaches if a not in config_lib.BASELINES
                  for c in config.basis_scales for d in config.lr_divisors]
     for setting, seed in itertools.product(settings, config.seeds):
@@ -277,7 +266,7 @@ def units(config) -> list[F.Unit]:
                       learning_rate=s.learning_rate, basis_scale=s.basis_scale)
       # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
       out.append(F.Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n, spec=s,
-                      target_step=s.num_epochs * (config.num_train // config.batch_size)))
+                        target_step=s.num_epochs * (config.num_train // config.batch_size)))
   return out
 
 

@@ -1,6 +1,5 @@
-"""Report of the operator-learning runs (paper §3): a test-loss table per (task, optimizer,
-learning rate, schedule), every seed pooled, beside the paper's Tables 1 and 2; appendix
-B's grid; figures. More: `scripts/detail_tables.py`, `scripts/spectrum_figure.py`."""
+"""Report of the operator-learning runs (paper §3): test-loss tables, seeds pooled, beside the
+paper's Tables 1-2; appendix B; figures. More: scripts/detail_tables.py, spectrum_figure.py."""
 
 import collections
 import contextlib
@@ -12,12 +11,12 @@ import numpy as np
 
 from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
+from lie_unitary.experiments.operators.config import BASELINES
 from lie_unitary.experiments.operators.config import BASIS_CHANGE_APPROACHES as _BASIS
 
 
 def _paper(name: str, out=None, approaches=None) -> dict:
-  """{n: {approach: (mean, s.e. or None where the paper gives "~")}} of a published table
-  (`approaches` only), added to `out`."""
+  """`out` with {n: {approach: (mean, s.e. or None for "~")}} of a published table added."""
   out = {} if out is None else out
   for r in common.published(name)[1]:
     if approaches is None or r["approach"] in approaches:
@@ -64,9 +63,7 @@ def groups(results: list[dict]) -> dict:
     if r["optimizer"] != "none":
       out[(task_of(r), r["optimizer"], r["learning_rate"],
            r.get("lr_schedule") or "constant")].append(r)
-  if not out:
-    for task in sorted({task_of(r) for r in baselines}, key=repr):
-      out[(task, "none", 0.0, "constant")] = []
+  out = out or {(task, "none", 0.0, "constant"): [] for task in map(task_of, baselines)}
   return {k: v + [b for b in baselines if task_of(b) == k[0]] for k, v in out.items()}
 
 
@@ -92,20 +89,19 @@ def _cell(values, paper=None) -> str:
 
 def _table(results, paper, approaches=ORDER, title="") -> list[str]:
   cols = [a for a in approaches if a in {r["approach"] for r in results}]
-  if not results or not cols:
+  if not cols:
     return []
-  vals, epochs = _losses(results), collections.defaultdict(set)
-  for r in results:
-    if r.get("optimizer") != "none" and r.get("num_epochs"):
-      epochs[r["n"]].add(r["num_epochs"])
-  rows = [[str(n), ",".join(str(e) for e in sorted(epochs[n])) or "—"]
+  vals = _losses(results)
+  trained = [r for r in results if r.get("optimizer") != "none" and r.get("num_epochs")]
+  epochs = lambda n: sorted({r["num_epochs"] for r in trained if r["n"] == n})
+  rows = [[str(n), ",".join(map(str, epochs(n))) or "—"]
           + [_cell(vals[(n, a)], paper.get(n, {}).get(a)) for a in cols]
           for n in sorted({r["n"] for r in results})]
   return [title, ""] + common.table(["n", "epochs"] + cols, rows)
 
 
-def _basis_tables(results) -> list[str]:
-  """Appendix B: final test loss per (c, learning rate), one grid per approach."""
+def _basis_tables(results, figure=None) -> list[str]:
+  """Appendix B: final test loss per (c, learning rate), one grid per approach; `figure`'s link."""
   basis = [r for r in results if r["approach"] in _BASIS and r["optimizer"] != "none"]
   scales = sorted({r["basis_scale"] for r in basis})
   if len(scales) < 2:
@@ -118,8 +114,8 @@ def _basis_tables(results) -> list[str]:
     lines += ([f"## Appendix B: change of basis, {a} (final test loss)", ""]
               + common.table(["c \\ lr"] + [f"{lr:.3g}" for lr in lrs], rows))
   by_approach = _losses(results, lambda r: r["approach"])
-  return lines + [f"\n{a}: {_cell(by_approach[a])}" for a in ("true", "rand")
-                  if by_approach[a]] + [""]
+  lines += [f"\n{a}: {_cell(by_approach[a])}" for a in ("true", "rand") if by_approach[a]]
+  return lines + [""] + ([f"![appendix B grid]({figure})", ""] if figure else [])
 
 
 def _figure2(results):
@@ -129,8 +125,7 @@ def _figure2(results):
   ratios = _losses([r for r in results if r["n"] in rand and r["approach"] != "rand"],
                    lambda r: (r["generator"], r["approach"]), lambda r: rand[r["n"]])
   gens = sorted({g for g, _ in ratios})
-  approaches = [a for a in ORDER if a not in ("true", "rand", "lstsq", "procrustes")
-                and any(k[1] == a for k in ratios)]
+  approaches = [a for a in ORDER if a not in BASELINES and any(k[1] == a for k in ratios)]
   if not approaches:
     return None
   fig, ax = common.figure((8, 4.5))
@@ -199,12 +194,9 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   pairs = [int(r["num_train"]) * int(r.get("num_epochs", 1)) for r in results
            if r.get("optimizer") != "none" and "num_train" in r]
   if pairs and max(pairs) < _SHORT_RUN_PAIRS:
-    lines += [f"**A short run ({max(pairs):,} training pairs per replicate at most, against "
-              "the paper's 10⁶): too short to learn; it checks that everything runs. Its "
-              "losses are not results, and the paper's values beside them show the tables' "
-              "shape only.**", ""]
-  real = any(r.get("field") == "real" for r in results)  # SO(n): the paper has no numbers
-  paper = {} if real else _PAPER
+    lines += [f"**A short run ({max(pairs):,} training pairs per replicate at most, the "
+              "paper's 10⁶): it checks that everything runs, too short to learn: no results.**", ""]
+  paper = {} if any(r.get("field") == "real" for r in results) else _PAPER  # SO(n): none
   by_group = groups(results)
   tasks = sorted({k[0] for k in by_group}, key=repr)
   for (task, opt, lr, sched), group in sorted(by_group.items(), key=repr):
@@ -217,10 +209,7 @@ def markdown(results: Any, *, figure_files: dict | None = None,
       lines += _table([r for r in group if r["n"] in PAPER_TABLE2], PAPER_TABLE2,
                       ("arjovsky", "lie_restricted", "lie_algebra"),
                       title=f"### Table 2 ({opt}) beside the paper's Table 2")
-  basis = _basis_tables(results)
-  if basis and "basis_change" in figure_files:
-    basis += [f"![appendix B grid]({figure_files['basis_change']})", ""]
-  lines += basis
+  lines += _basis_tables(results, figure_files.get("basis_change"))
   if "figure2" in figure_files:
     lines += ["## Figure 2", "", f"![figure 2]({figure_files['figure2']})", ""]
   return "\n".join(lines) + "\n"
@@ -233,6 +222,5 @@ def write_report(workdir: str, results: Any = None, curves: Any = None) -> list[
     curves = []
     with contextlib.suppress(FileNotFoundError, ValueError):  # none: no basis figure
       curves = workdir_lib.load_results(workdir, workdir_lib.CURVES, as_frame=False)
-  return common.write_report(workdir, results, lambda r: figures(r, curves), markdown,
-                             {"figure2": 120, "basis_change": 110},
+  return common.write_report(workdir, results, lambda r: figures(r, curves), markdown, 120,
                              source=workdir_lib.path(workdir, workdir_lib.RESULTS))
