@@ -194,8 +194,8 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   pairs = [int(r["num_train"]) * int(r.get("num_epochs", 1)) for r in results
            if r.get("optimizer") != "none" and "num_train" in r]
   if pairs and max(pairs) < _SHORT_RUN_PAIRS:
-    lines += [f"**A short run ({max(pairs):,} training pairs per replicate at most, the "
-              "paper's 10⁶): it checks that everything runs, too short to learn: no results.**", ""]
+    lines += [f"**A short run ({max(pairs):,} training pairs per replicate at most; the paper: "
+              "10⁶): a check that everything runs, too short to learn: no results.**", ""]
   paper = {} if any(r.get("field") == "real" for r in results) else _PAPER  # SO(n): none
   by_group = groups(results)
   tasks = sorted({k[0] for k in by_group}, key=repr)
