@@ -25,14 +25,15 @@ def spectrum_figure(curves):
           ("min_sinc", "min |sinc(Δ/2)|", True))
   fig = Figure(figsize=(3.6 * len(ns), 7.5))
   axes = fig.subplots(len(rows), len(ns), sharex="col", squeeze=False)
-  keys = sorted({(c["approach"], report.schedule(c), report.task_of(c)) for c in curves},
+  schedule = lambda c: c.get("lr_schedule") or "constant"
+  keys = sorted({(c["approach"], schedule(c), report.task_of(c)) for c in curves},
                 key=lambda k: (report.ORDER.index(k[0]) if k[0] in report.ORDER else 99,
                                k[1], repr(k[2])))
   colors = {k: f"C{i}" for i, k in enumerate(dict.fromkeys((a, t) for a, _, t in keys))}
   for j, n in enumerate(ns):
     for a, sched, task in keys:
       mine = [c for c in curves if c["n"] == n and c["approach"] == a
-              and report.schedule(c) == sched and report.task_of(c) == task]
+              and schedule(c) == sched and report.task_of(c) == task]
       if not mine:
         continue
       for i, (field, label, log) in enumerate(rows):

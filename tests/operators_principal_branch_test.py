@@ -15,6 +15,7 @@ import pytest
 from lie_unitary import algebra
 from lie_unitary import logm
 from lie_unitary import parametrizations
+from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import runner
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data as ol_data
@@ -87,7 +88,8 @@ def test_refreshes_follow_the_hand_written_loop(x64, approach, opt, refresh_stat
                        refresh_state=refresh_state)
   train_fn = experiment.make_train(ol_data.TaskSpec(**_TASK), train)
   out = jax.jit(lambda r: train_fn(jax.random.key(7), r))(jnp.int32(0))
-  ref = _reference_curve(approach, experiment.optimizer_for(train, _STEPS), refresh_state)
+  optimizer = optimizers.make_optimizer(opt, optimizers.schedule("constant", 0.05))
+  ref = _reference_curve(approach, optimizer, refresh_state)
   assert ref[-1] < 0.9 * float(out["val_curve"][0])  # it trained
   np.testing.assert_allclose(np.asarray(out["val_curve"][1:]), ref, rtol=1e-9)
 
@@ -126,8 +128,7 @@ def test_spectrum_points_are_the_charts_spectrum(x64):
 
 
 def test_cosine_schedule_is_the_closed_form():
-  opt = experiment.optimizer_for(experiment.TrainSpec("lie_algebra", learning_rate=0.1,
-                                       lr_schedule="cosine"), total_steps=10)
+  opt = optimizers.make_optimizer("sgd", optimizers.schedule("cosine", 0.1, total_steps=10))
   params = {"lam": jnp.ones(4)}
   state = opt.init(params)
   steps = []
@@ -137,7 +138,7 @@ def test_cosine_schedule_is_the_closed_form():
   np.testing.assert_allclose(steps, 0.1 * 0.5 * (1 + np.cos(np.pi * np.arange(10) / 10)),
                              rtol=1e-6)
   with pytest.raises(ValueError, match="learning-rate schedule 'linear'"):
-    experiment.optimizer_for(experiment.TrainSpec("lie_algebra", lr_schedule="linear"), 10)
+    optimizers.schedule("linear", 1e-3, 10)
 
 
 def test_bad_settings_are_named():

@@ -73,7 +73,7 @@ def test_least_squares_matches_numpy_on_the_training_pairs():
   task = ol_data.TaskSpec(n=n, generators=("qr",), num_train=700)
   u = lu.random_unitary(jax.random.key(5), n, "qr")
   key = jax.random.key(6)
-  fit = ol_data.least_squares_fit(ol_data.training_moments(key, u, task))
+  fit, _ = ol_data.closed_form_fits(key, u, task)
   fit = np.asarray(fit, np.complex128)
   x, y = ol_data.example_pairs(key, jnp.arange(700), u, task)
   ref_t, *_ = np.linalg.lstsq(np.asarray(x, np.complex128), np.asarray(y, np.complex128),
@@ -92,12 +92,12 @@ def _noisy_fit_setup(n, num_train, field="complex", noise_std=0.01):
 
 def test_procrustes_recovers_a_noiseless_target_and_is_unitary():
   task, u, key = _noisy_fit_setup(5, 40, noise_std=0.0)
-  fit = ol_data.procrustes_fit(ol_data.training_moments(key, u, task))
+  _, fit = ol_data.closed_form_fits(key, u, task)
   fit = np.asarray(fit, np.complex128)
   np.testing.assert_allclose(fit, np.asarray(u, np.complex128), atol=2e-6)
   np.testing.assert_allclose(fit.conj().T @ fit, np.eye(5), atol=2e-6)
   task, r, key = _noisy_fit_setup(5, 40, field="real", noise_std=0.0)
-  fit = ol_data.procrustes_fit(ol_data.training_moments(key, r, task))
+  _, fit = ol_data.closed_form_fits(key, r, task)
   assert fit.dtype == jnp.float32
   np.testing.assert_allclose(np.asarray(fit), np.asarray(r), atol=2e-6)
 
@@ -105,7 +105,7 @@ def test_procrustes_recovers_a_noiseless_target_and_is_unitary():
 @pytest.mark.parametrize("field", ["complex", "real"])
 def test_procrustes_is_the_svd_polar_factor_of_the_accumulated_cross_matrix(field):
   task, u, key = _noisy_fit_setup(4, 30, field=field, noise_std=0.3)
-  fit = ol_data.procrustes_fit(ol_data.training_moments(key, u, task))
+  _, fit = ol_data.closed_form_fits(key, u, task)
   fit = np.asarray(fit, np.complex128)
   x, y = (np.asarray(a, np.complex128)
           for a in ol_data.example_pairs(key, jnp.arange(30), u, task))
@@ -124,9 +124,7 @@ def test_training_loss_orders_lstsq_procrustes_true_and_test_loss_true_procruste
   unitary fit (n² real parameters) beats least squares (2n²) when pairs are few."""
   n, num_train = 4, 12
   task, u, key = _noisy_fit_setup(n, num_train)
-  moments = ol_data.training_moments(key, u, task)
-  lstsq = ol_data.least_squares_fit(moments)
-  procrustes = ol_data.procrustes_fit(moments)
+  lstsq, procrustes = ol_data.closed_form_fits(key, u, task)
   train = [float(ol_data.dataset_loss(m, key, num_train, u, task))
            for m in (lstsq, procrustes, u)]
   assert train[0] <= train[1] <= train[2], train

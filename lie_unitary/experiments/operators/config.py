@@ -1,18 +1,12 @@
-"""The operator-learning family's fields (paper §3, Tables 1-2, app. B), one table.
-
-A unit's identity: its n, approach, epochs, learning rate, basis scale and seed, and the
-fields whose rule holds (training fields when trained, refresh fields when refreshing).
-Importing this module loads ml_collections only.
-"""
+"""The operator-learning family's fields (paper §3, Tables 1-2, app. B), one table. A unit's
+identity: its settings and the fields whose rule holds (training fields when trained,
+refresh fields when refreshing). Importing this module loads ml_collections only."""
 
 from __future__ import annotations
 
 import ml_collections
 
 from lie_unitary.experiments import fields as F
-
-__all__ = ["BASELINES", "BASIS_CHANGE_APPROACHES", "FIELDS", "NAMED_CONFIGS",
-           "REAL_GENERATORS", "approaches", "defaults", "get_config", "real_dtype"]
 
 # The experiments that ``--config=NAME`` knows: the files configs/NAME.py.
 NAMED_CONFIGS = ("table1", "table1_rmsprop", "table2", "basis_change", "large", "orthogonal",
@@ -23,13 +17,6 @@ BASELINES = ("true", "rand", "lstsq", "procrustes")
 REAL_GENERATORS = ("haar", "lie")
 # Approaches that accept appendix B's λ = λ̃ᵀ M: a refresh (if any) returns λ = λ̃ = 0.
 BASIS_CHANGE_APPROACHES = ("lie_algebra", "lie_zero_init", "lie_rebased")
-
-
-def approaches(field: str) -> tuple[str, ...]:
-  """The parametrizations that fit `field` ('complex': unitary, 'real': orthogonal)."""
-  from lie_unitary import parametrizations
-  return tuple(n for n, p in parametrizations.PARAMETRIZATIONS.items()
-               if p.is_orthogonal == (field == "real"))
 
 
 def _trained(config, setting) -> bool:
@@ -45,9 +32,8 @@ def _refreshes(config, setting) -> bool:
 def _epochs(value) -> str | None:
   pair = lambda p: (isinstance(p, (tuple, list)) and len(p) == 2 and not F.integer(0)(p[0])
                     and not F.integer(1)(p[1]))
-  if isinstance(value, (tuple, list)) and value and all(map(pair, value)):
-    return None
-  return "a non-empty tuple of pairs (n ≥ 0, epochs ≥ 1), e.g. ((0, 1), (8, 3))"
+  ok = isinstance(value, (tuple, list)) and value and all(map(pair, value))
+  return None if ok else "a non-empty tuple of pairs (n ≥ 0, epochs ≥ 1), e.g. ((0, 1), (8, 3))"
 
 
 _POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
@@ -61,22 +47,17 @@ FIELDS = {
     "n_values": F.Field((6,), "matrix sizes n, units each",
                         F.tuple_of(F.integer(1), unique=True, example="(3, 6)"), identity=False),
     "approaches": F.Field(("true", "rand", "lstsq", "procrustes", "projection", "arjovsky",
-                           "lie_algebra"), "what to fit: the field's parametrizations "
-                          "(`lie_unitary.PARAMETRIZATIONS`) and the baselines true (the "
-                          "target), rand (another draw), lstsq (least squares), procrustes "
-                          "(the least-squares unitary or orthogonal)",
-                          F.tuple_of(F.string, unique=True), identity=False),
-    "generators": F.Field(("lie", "qr", "composition"), "target generators, replicate r uses "
-                          "generators[r % len]: qr, haar, lie, composition (complex); haar, "
-                          "lie (real)", F.tuple_of(F.string)),
-    "seeds": F.Field((0,), "root seeds, units each: replicate r at size n uses fold_in(fold_in("
-                     "key(seed), n), r), one target and data for every approach",
-                     F.tuple_of(F.integer(0), unique=True, example="(0, 1)"), identity=False),
-    "num_replicates": F.Field(18, "replicates (target, data, init) per unit, one vmapped "
-                              "program", _POSITIVE),
-    "num_epochs": F.Field(((0, 1),), "epochs per n as (n, epochs) pairs, (0, e) for every n "
-                          "not listed; each epoch visits the num_train pairs in a fresh order",
-                          _epochs, identity=False),
+                           "lie_algebra"), "the field's parametrizations and the `BASELINES` "
+                          "(`data.make_baselines`)", F.tuple_of(F.string, unique=True),
+                          identity=False),
+    "generators": F.Field(("lie", "qr", "composition"), "target generators (`REAL_GENERATORS` "
+                          "for SO(n)), replicate r's: generators[r % len]", F.tuple_of(F.string)),
+    "seeds": F.Field((0,), "root seeds, units each: replicate r at n: fold_in(fold_in(key(seed), "
+                     "n), r)", F.tuple_of(F.integer(0), unique=True, example="(0, 1)"),
+                     identity=False),
+    "num_replicates": F.Field(18, "replicates (target, data, init) per unit", _POSITIVE),
+    "num_epochs": F.Field(((0, 1),), "(n, epochs) pairs, (0, e) for every n not listed; an "
+                          "epoch: the num_train pairs in a fresh order", _epochs, identity=False),
     "batch_size": F.Field(20, "pairs per step", _POSITIVE, identity=_trained),
     "optimizer": F.Field("sgd", "'sgd' (as the paper ran it) or 'rmsprop' (no momentum)",
                          F.one_of(F.registry(_OPTIMIZERS, "OPTIMIZERS")), identity=_trained),
@@ -92,26 +73,22 @@ FIELDS = {
     "num_test": F.Field(100_000, "test pairs", _POSITIVE),
     "val_every": F.Field(250, "steps between validation points (the paper: 250); divides "
                          "num_train // batch_size", _POSITIVE, identity=_trained),
-    "val_subsample": F.Field(10_000, "validation pairs of the curve (the set's first)",
-                             _POSITIVE),
+    "val_subsample": F.Field(10_000, "validation pairs of the curve (the first)", _POSITIVE),
     "noise_std": F.Field(0.01, "std of each real component of the noise ε", _NONNEGATIVE),
     "lie_target_std": F.Field(1.0, "std of the 'lie' generator's λ (1 in §3; 0.01 in app. B)",
                               _NONNEGATIVE),
     "basis_scales": F.Field((0.0,), "app. B: c of the change of basis M ~ U(-c, c) (n² × n²), "
-                            "units each; 0: the standard basis; c > 0 needs approaches from "
-                            "`BASIS_CHANGE_APPROACHES`", F.tuple_of(_NONNEGATIVE),
-                            identity=False),
+                            "units each; 0: none", F.tuple_of(_NONNEGATIVE), identity=False),
     "lr_divisors": F.Field((1.0,), "app. B: a unit per learning rate learning_rate / d",
                            F.tuple_of(F.number(positive=True)), identity=False),
     "lr_schedule": F.Field("constant", "'constant' or 'cosine' (decays to 0 over the run)",
                            F.one_of(F.registry(_OPTIMIZERS, "SCHEDULES")), identity=_trained),
-    "refresh_every": F.Field(100, "refreshing approaches (lie_recentred, lie_rebased, ...): "
-                             "before each step s with s % refresh_every == 0, s = 0 included; "
-                             "0: never", F.integer(0), identity=_refreshes),
-    "refresh_state": F.Field("keep", "a refresh's optimizer moments: 'keep' or 'reset' (step "
-                             "counts and schedule kept)", F.one_of(F.registry(
-                                 "lie_unitary.principal_branch", "REFRESH_STATES")),
+    "refresh_every": F.Field(100, "refreshing approaches: before each step s ≡ 0 (mod "
+                             "refresh_every), s = 0 included; 0: never", F.integer(0),
                              identity=_refreshes),
+    "refresh_state": F.Field("keep", "a refresh's optimizer moments: 'keep' or 'reset'",
+                             F.one_of(F.registry("lie_unitary.principal_branch",
+                                                 "REFRESH_STATES")), identity=_refreshes),
 }
 
 

@@ -1,7 +1,7 @@
 """The operator-learning task's data (paper §3): targets, noisy pairs, losses, baselines,
-as pure functions of PRNG keys for one replicate (the caller vmaps).
-"""
+as pure functions of PRNG keys for one replicate (the caller vmaps)."""
 
+import collections
 from typing import Callable
 from typing import NamedTuple
 
@@ -20,8 +20,7 @@ _DEFAULTS = config_lib.defaults()
 
 
 class TaskSpec(NamedTuple):
-  """The task (hashable, static under jit): size `n`, the real dtype and the config
-  fields of the same names."""
+  """The task (hashable, static under jit): size `n`, the real dtype, the config fields."""
   n: int
   field: str = _DEFAULTS.field
   generators: tuple[str, ...] = tuple(_DEFAULTS.generators)
@@ -34,15 +33,8 @@ class TaskSpec(NamedTuple):
   real_dtype: str = config_lib.real_dtype(_DEFAULTS.dtype)
 
 
-class ReplicateKeys(NamedTuple):
-  """A replicate's keys, one per purpose; the same for every approach (paired comparisons)."""
-  target: jax.Array
-  train: jax.Array
-  val: jax.Array
-  test: jax.Array
-  rand: jax.Array
-  init: jax.Array
-  order: jax.Array
+# A replicate's keys, one per purpose; the same for every approach (paired comparisons).
+ReplicateKeys = collections.namedtuple("ReplicateKeys", "target train val test rand init order")
 
 
 def replicate_keys(key, replicate) -> ReplicateKeys:
@@ -58,22 +50,16 @@ def dtypes(task: TaskSpec) -> tuple[jnp.dtype, jnp.dtype]:
 
 
 def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
-  """The (n, n) target, unitary (SO(n) for field="real"), of ``task.generators[i]`` (i may
-  be traced: every generator is drawn, one selected).
-
-  Raises:
-    ValueError: an unknown generator.
-  """
+  """The (n, n) unitary (SO(n): field="real") target of ``task.generators[i]`` (i may be
+  traced: every generator is drawn, one selected); ValueError: an unknown generator."""
   real, cplx = dtypes(task)
   n, std = task.n, task.lie_target_std
 
   def draw(method, k):
-    if method == "lie" and task.field == "real":
-      return expm.orthogonal_from_lambdas(
-          std * jax.random.normal(k, (n * (n - 1) // 2,), real), method="eigh")
-    if method == "lie":
-      return expm.unitary_from_lambdas(std * jax.random.normal(k, (n * n,), real),
-                                       method="eigh")
+    if method == "lie":  # λ ~ N(0, std²) of so(n) or u(n)
+      size, lambdas_to = ((n * (n - 1) // 2, expm.orthogonal_from_lambdas) if task.field == "real"
+                          else (n * n, expm.unitary_from_lambdas))
+      return lambdas_to(std * jax.random.normal(k, (size,), real), method="eigh")
     if task.field == "complex":
       return generators.random_unitary(k, n, method, cplx)
     if method == "haar":  # the first column flipped where det = -1: exactly Haar on SO(n)
@@ -89,21 +75,15 @@ def make_target(key, generator_index, task: TaskSpec) -> jax.Array:
 
 
 def example_pairs(key, indices, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
-  """Pairs i of a data set's `key` at int `indices` (P,), from fold_in(key, i): x ~ N(0, 1)
-  and y = Ux + ε, ε ~ N(0, noise_std²), per real component; `target`: the (n, n) U.
-
-  Returns:
-    x_PxN, y_PxN of the data dtype (`dtypes`).
-  """
+  """(x_PxN, y_PxN) of the data dtype: pairs i of a data set's `key` at int `indices` (P,)
+  from fold_in(key, i), x ~ N(0, 1), y = Ux + ε, ε ~ N(0, noise_std²) per real component."""
   real, cplx = dtypes(task)
   parts = 4 if task.field == "complex" else 2
   z = jax.vmap(lambda i: jax.random.normal(jax.random.fold_in(key, i), (parts, task.n), real))(
       indices)
-  if task.field == "complex":
-    x_PxN = jax.lax.complex(z[:, 0], z[:, 1])
-    eps_PxN = jax.lax.complex(z[:, 2], z[:, 3]) * jnp.asarray(task.noise_std, real)
-  else:
-    x_PxN, eps_PxN = z[:, 0], z[:, 1] * jnp.asarray(task.noise_std, real)
+  if task.field == "complex":  # parts (re x, im x, re ε, im ε)
+    z = jax.lax.complex(z[:, 0::2], z[:, 1::2])
+  x_PxN, eps_PxN = z[:, 0], z[:, 1] * jnp.asarray(task.noise_std, real)
   return x_PxN, (x_PxN @ target.T.astype(cplx) + eps_PxN).astype(cplx)
 
 
@@ -131,17 +111,14 @@ def _scan_over_pairs(key, num, target, task, fn, init):
 
 def dataset_loss(matrix, key, num: int, target, task: TaskSpec) -> jax.Array:
   """`squared_error_loss` of `matrix` over pairs 0..num-1 of a data set (chunked)."""
-  real, _ = dtypes(task)
-  total = _scan_over_pairs(
-      key, num, target, task,
-      lambda s, x, y: s + squared_error_loss(matrix, x, y) * x.shape[0],
-      jnp.zeros((), real))
-  return total / num
+  total = lambda s, x, y: s + squared_error_loss(matrix, x, y) * x.shape[0]
+  return _scan_over_pairs(key, num, target, task, total, jnp.zeros((), dtypes(task)[0])) / num
 
 
-def training_moments(key, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
-  """(XᴴX, XᴴY), two (n, n) arrays of the data dtype, over the training pairs: what both
-  closed-form fits need."""
+def closed_form_fits(key, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]:
+  """(lstsq, procrustes), two (n, n) arrays: argmin Σ_i ‖M x_i − y_i‖² over the training
+  pairs of `key`, M free (Mᵀ = (XᴴX)⁻¹ XᴴY) and unitary (orthogonal: the polar factor of
+  (XᴴY)ᵀ), from the pairs' moments XᴴX, XᴴY."""
   _, cplx = dtypes(task)
   zeros = jnp.zeros((task.n, task.n), cplx)
 
@@ -150,35 +127,21 @@ def training_moments(key, target, task: TaskSpec) -> tuple[jax.Array, jax.Array]
     xh = jnp.conj(x).T
     return xx + xh @ x, xy + xh @ y
 
-  return _scan_over_pairs(key, task.num_train, target, task, acc, (zeros, zeros))
-
-
-def least_squares_fit(moments) -> jax.Array:
-  """The (n, n) A minimising Σ_i ‖A x_i − y_i‖² over the training pairs, from their
-  `training_moments`: Aᵀ = (XᴴX)⁻¹ XᴴY."""
-  return jnp.linalg.solve(*moments).T
-
-
-def procrustes_fit(moments) -> jax.Array:
-  """The (n, n) unitary (orthogonal for field='real') U minimising Σ_i ‖U x_i − y_i‖² over
-  the training pairs, from their `training_moments`: the polar factor of (XᴴY)ᵀ."""
-  return parametrizations.polar_unitary(moments[1].T)
+  moments = _scan_over_pairs(key, task.num_train, target, task, acc, (zeros, zeros))
+  lstsq = jnp.linalg.solve(*moments).T
+  return lstsq, parametrizations.polar_unitary(_after(moments, lstsq)[1].T)
 
 
 def make_baselines(task: TaskSpec) -> Callable[[jax.Array, jax.Array], dict]:
-  """``baselines_fn(key, replicate) -> {name: {"test_loss", "final_val_loss"}}`` for
-  ``true`` (the target), ``rand`` (another draw of its generator), ``lstsq`` and
-  ``procrustes``, with the keys and targets of `trainer.make_trainer`."""
+  """``baselines_fn(key, replicate) -> {name: {test_loss, final_val_loss}}`` of true (the
+  target), rand (another draw), lstsq and procrustes, with the trained units' keys."""
 
   def baselines_fn(key, replicate):
     keys = replicate_keys(key, replicate)
     g = replicate % len(task.generators)
     target = make_target(keys.target, g, task)
     rand = make_target(_after(keys.rand, target), g, task)
-    train_key = _after(keys.train, rand)
-    moments = training_moments(train_key, target, task)
-    lstsq = least_squares_fit(moments)
-    procrustes = procrustes_fit(_after(moments, lstsq))
+    lstsq, procrustes = closed_form_fits(_after(keys.train, rand), target, task)
     loss = lambda m, k, num: dataset_loss(m, k, num, target, task)
     return {name: dict(test_loss=loss(m, keys.test, task.num_test),
                        final_val_loss=loss(m, keys.val, task.num_val))

@@ -1,14 +1,10 @@
-"""The operator-learning family (paper §3): config → units → training → records.
-
-Per n, a ``baselines`` unit (true, rand, lstsq, procrustes) and a unit per (approach, basis
-scale, learning rate, seed), its replicates one vmapped program, trained in the jittable
-pieces of `make_trainer` (or in one function, `make_train`). Records: "final" and "curve"
-(fields: docs/reproduction.md).
-"""
+"""The operator-learning family (paper §3): per n, a ``baselines`` unit and a unit per
+(approach, basis scale, learning rate, seed), its replicates one vmapped program trained in
+`make_trainer`'s pieces (or at once: `make_train`); records: docs/reproduction.md."""
 
 import functools
+import itertools
 import math
-import sys
 import time
 from typing import Callable
 from typing import NamedTuple
@@ -28,7 +24,6 @@ from lie_unitary.experiments import optimizers
 from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
-from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.operators import config as config_lib
 from lie_unitary.experiments.operators import data
 from lie_unitary.experiments.operators import report
@@ -42,8 +37,7 @@ _SETTING = ("n", "approach", "num_epochs", "learning_rate", "basis_scale", "seed
 
 
 class TrainSpec(NamedTuple):
-  """One training setting: `approach` (a parametrization), `num_epochs`, and the config
-  fields of the same names (meanings and defaults: `config.FIELDS`)."""
+  """One training setting: `approach`, `num_epochs` and the config fields so named."""
   approach: str
   optimizer: str = _DEFAULTS.optimizer
   learning_rate: float = _DEFAULTS.learning_rate
@@ -56,17 +50,6 @@ class TrainSpec(NamedTuple):
   refresh_state: str = _DEFAULTS.refresh_state
 
 
-def optimizer_for(train: TrainSpec, total_steps: int | None = None
-                  ) -> optax.GradientTransformation:
-  """`train`'s optax optimizer; a cosine schedule needs `total_steps`.
-
-  Raises:
-    ValueError: an unknown optimizer or schedule, or cosine without `total_steps`.
-  """
-  rate = optimizers.schedule(train.lr_schedule, train.learning_rate, total_steps)
-  return optimizers.make_optimizer(train.optimizer, rate, rmsprop_decay=train.rmsprop_decay)
-
-
 class ReplicateState(NamedTuple):
   """What a replicate carries from one chunk of training to the next."""
   train: optimizers.TrainState  # parameters and optimizer state
@@ -75,19 +58,11 @@ class ReplicateState(NamedTuple):
   mask: dict  # the 0/1 gradient mask (ones for unrestricted parametrizations)
 
 
-class EpochData(NamedTuple):
-  """What every chunk of one epoch reads: computed once per epoch, never stored."""
-  order: jax.Array  # (num_train,) int32: the epoch's order of the training pairs
-  val_x: jax.Array  # (val_subsample, n): the validation subsample
-  val_y: jax.Array
-
-
 class Trainer(NamedTuple):
-  """One replicate's training in pieces, each a jitted call. A point: a dict of ``val_loss``
-  and, for the complex λ approaches, the chart's `workdir.SPECTRUM_FIELDS`."""
+  """One replicate's training in pieces. A point: {val_loss, the λ chart's spectrum fields}."""
   init: Callable  # (replicate, key) -> (ReplicateState, initial point)
-  epoch_data: Callable  # (replicate, state, key, epoch) -> EpochData
-  # (replicate, state, EpochData, key, epoch, first, num) -> (state, points (num,)):
+  epoch_data: Callable  # (replicate, state, key, epoch) -> (pair order, validation (x, y))
+  # (replicate, state, epoch data, key, epoch, first, num) -> (state, points (num,)): the
   # validation intervals first..first+num-1 of `epoch` (num static under jit)
   chunk: Callable
   finish: Callable  # (replicate, state, key) -> dict(test_loss, final_val_loss)
@@ -96,15 +71,9 @@ class Trainer(NamedTuple):
 
 
 def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) -> Trainer:
-  """One replicate's training as a `Trainer` (split anywhere, the same numbers); a
-  ``refresh`` (U kept) before every step s with s % refresh_every == 0; `change_of_basis`:
-  appendix B's real (n², n²) M (λ = λ̃ᵀ M, λ̃ trained) or None.
-
-  Raises:
-    ValueError: an unknown approach, optimizer, schedule or refresh rule, an approach that
-      fits neither the field nor the change of basis, a negative refresh_every, or steps
-      per epoch that do not split into validation intervals.
-  """
+  """One replicate's training as a `Trainer` (split anywhere, the same numbers), a refresh
+  before each step s with s % refresh_every == 0; `change_of_basis`: appendix B's real
+  (n², n²) M (λ = λ̃ᵀ M, λ̃ trained) or None. ValueError: a bad setting, named."""
   param = parametrizations.get_parametrization(train.approach)
   if param.is_orthogonal != (task.field == "real"):
     raise ValueError(f"approach {train.approach!r} does not fit field {task.field!r}.")
@@ -114,8 +83,7 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
   if train.refresh_state not in principal_branch.REFRESH_STATES:
     raise ValueError(f"unknown refresh_state {train.refresh_state!r}; expected one of "
                      f"{principal_branch.REFRESH_STATES}.")
-  if isinstance(train.refresh_every, bool) or not isinstance(train.refresh_every, int) or (
-      train.refresh_every < 0):
+  if F.integer(0)(train.refresh_every):
     raise ValueError(f"refresh_every must be an integer ≥ 0; got {train.refresh_every!r}.")
   steps_per_epoch = task.num_train // train.batch_size
   if steps_per_epoch < 1 or steps_per_epoch % train.val_every:
@@ -123,7 +91,9 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
         f"steps per epoch (num_train // batch_size = {steps_per_epoch}) must be a positive "
         f"multiple of val_every = {train.val_every}.")
   intervals = steps_per_epoch // train.val_every
-  optimizer = optimizer_for(train, total_steps=steps_per_epoch * train.num_epochs)
+  rate = optimizers.schedule(train.lr_schedule, train.learning_rate,
+                            total_steps=steps_per_epoch * train.num_epochs)
+  optimizer = optimizers.make_optimizer(train.optimizer, rate, rmsprop_decay=train.rmsprop_decay)
   refresh_every = train.refresh_every if param.refresh is not None else 0
   # Steps run as blocks with a possible refresh before each: a refresh costs one
   # block boundary, not a branch inside every step.
@@ -135,11 +105,9 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
       return params
     return {**params, "lam": algebra.change_basis(params["lam"], change_of_basis)}
 
-  def to_matrix(params, constants):
-    return param.to_unitary(effective(params), constants)
-
-  def loss_fn(params, constants, x, y):
-    return data.squared_error_loss(to_matrix(params, constants), x, y)
+  to_matrix = lambda params, constants: param.to_unitary(effective(params), constants)
+  loss_fn = lambda params, constants, x, y: data.squared_error_loss(
+      to_matrix(params, constants), x, y)
 
   def val_pairs(keys, target):
     indices = jnp.arange(min(task.val_subsample, task.num_val))
@@ -175,10 +143,10 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
   def epoch_data(replicate, state, key, epoch):
     keys = data.replicate_keys(key, replicate)
     order = jax.random.permutation(jax.random.fold_in(keys.order, epoch), task.num_train)
-    return EpochData(order.astype(jnp.int32), *val_pairs(keys, state.target))
+    return order.astype(jnp.int32), val_pairs(keys, state.target)  # never stored
 
   def chunk(replicate, carry, this_epoch, key, epoch, first, num):
-    keys = data.replicate_keys(key, replicate)
+    keys, (epoch_order, val) = data.replicate_keys(key, replicate), this_epoch
 
     def run_block(sc, xs):  # a possible refresh, then `block` steps
       (state, constants), (idx_SxB, first_step) = sc, xs
@@ -202,11 +170,11 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
       first_step = index * train.val_every + block * jnp.arange(train.val_every // block)
       (state, constants), _ = jax.lax.scan(
           run_block, sc, (idx_SxB.reshape(-1, block, idx_SxB.shape[-1]), first_step))
-      p = point(state.params, constants, (this_epoch.val_x, this_epoch.val_y))
+      p = point(state.params, constants, val)
       return (_after(state, p), constants), p
 
     per_interval = train.val_every * train.batch_size
-    order = jax.lax.dynamic_slice_in_dim(this_epoch.order, first * per_interval, num * per_interval)
+    order = jax.lax.dynamic_slice_in_dim(epoch_order, first * per_interval, num * per_interval)
     indices = epoch * intervals + first + jnp.arange(num)
     (state, constants), points = jax.lax.scan(
         interval, (carry.train, carry.constants),
@@ -225,9 +193,8 @@ def make_trainer(task: data.TaskSpec, train: TrainSpec, change_of_basis=None) ->
 
 def make_train(task: data.TaskSpec, train: TrainSpec,
                change_of_basis=None) -> Callable[[jax.Array, jax.Array], dict]:
-  """`make_trainer`'s pieces chained into ``train_fn(key, replicate)`` -> ``test_loss``,
-  ``final_val_loss``, ``params`` and the points at steps 0, val_every, ... as curves
-  (``val_curve`` and the spectrum fields). Raises ValueError as `make_trainer`."""
+  """`make_trainer`'s pieces as ``train_fn(key, replicate)`` -> test_loss, final_val_loss,
+  params and the curves at steps 0, val_every, ... (val_curve, the spectrum fields)."""
   trainer = make_trainer(task, train, change_of_basis)
 
   def train_fn(key, replicate):
@@ -243,90 +210,69 @@ def make_train(task: data.TaskSpec, train: TrainSpec,
   return train_fn
 
 
-def epochs_for(config, n: int) -> int:
-  """Epochs at size n of ``config.num_epochs`` ((n, epochs) pairs; n = 0: the default).
-
-  Raises:
-    ConfigError: no entry for n and no default.
-  """
-  table = {int(k): int(e) for k, e in config.num_epochs}
-  for k in (n, 0):
-    if k in table:
-      return table[k]
-  F.fail("num_epochs", config.num_epochs, f"an entry for n = {n} or a default (0, e)")
-
-
 def validate_config(config) -> None:
-  """Checks every field of an operators config.
-
-  Raises:
-    runner.ConfigError: naming the first bad field and its valid choices.
-  """
+  """Raises runner.ConfigError naming the first bad field and its valid choices."""
   F.validate(config, config_lib.FIELDS)
   real = config.field == "real"
   if real and min(config.n_values) < 2:
     F.fail("n_values", config.n_values, "n ≥ 2 for SO(n) targets")
-  allowed = config_lib.approaches(config.field) + config_lib.BASELINES
+  allowed = tuple(a for a, p in parametrizations.PARAMETRIZATIONS.items()
+                  if p.is_orthogonal == real) + config_lib.BASELINES
   wrong = [a for a in config.approaches if a not in allowed]
   if wrong:
     F.fail("approaches", config.approaches, f"approaches for field {config.field!r} from "
            f"{allowed} ({wrong[0]!r} is not)")
   gens = config_lib.REAL_GENERATORS if real else tuple(generators.GENERATORS)
   if any(g not in gens for g in config.generators):
-    F.fail("generators", config.generators, f"generators for field {config.field!r} from "
-           f"{gens}")
+    F.fail("generators", config.generators, f"generators for field {config.field!r} from {gens}")
   if config.batch_size > config.num_train:
     F.fail("batch_size", config.batch_size, f"at most num_train = {config.num_train}")
   steps = config.num_train // config.batch_size
   if steps % config.val_every:
     F.fail("val_every", config.val_every,
            f"a divisor of the steps per epoch num_train // batch_size = {steps}")
-  for n in config.n_values:
-    epochs_for(config, n)
-  trained = [a for a in config.approaches if a not in config_lib.BASELINES]
-  if (any(c > 0 for c in config.basis_scales)
-      and any(a not in config_lib.BASIS_CHANGE_APPROACHES for a in trained)):
+  fixed = set(config.approaches) - {*config_lib.BASELINES, *config_lib.BASIS_CHANGE_APPROACHES}
+  if any(c > 0 for c in config.basis_scales) and fixed:
     F.fail("basis_scales", config.basis_scales,
            f"(0.0,): a change of basis applies to {config_lib.BASIS_CHANGE_APPROACHES} "
            f"only, and approaches = {tuple(config.approaches)}")
+  units(config)  # an n without epochs
 
 
-def units(config) -> list[Unit]:
+def units(config) -> list[F.Unit]:
   """The units of a validated `config`: smallest n first, baselines first at each n, then
-  seed by seed; identity: its settings and the fields whose rule holds for it. Its spec:
-  n, approach (or "baselines"), num_epochs, learning_rate, basis_scale, seed."""
+  seed by seed; spec: n, approach (or "baselines"), num_epochs, learning_rate, basis_scale,
+  seed. ConfigError: an n without epochs in num_epochs ((n, epochs) pairs, n = 0: the rest)."""
   baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
   schedule = "" if config.lr_schedule == "constant" else f" {config.lr_schedule}"
-  out = []
+  out, epochs = [], dict(config.num_epochs)
   for n in config.n_values:
-    epochs = epochs_for(config, n)
+    if n not in epochs and 0 not in epochs:
+      F.fail("num_epochs", config.num_epochs, f"an entry for n = {n} or a default (0, e)")
     settings = [("baselines", 0, 0.0, 0.0)] if baselines else []
-    settings += [(a, epochs, float(config.learning_rate) / float(d), float(c))
+    settings += [(a, epochs.get(n, epochs.get(0)), float(config.learning_rate) / float(d), float(c))
                  for a in config.approaches if a not in config_lib.BASELINES
                  for c in config.basis_scales for d in config.lr_divisors]
-    for setting in settings:
-      for seed in config.seeds:
-        s = F.resolved(zip(_SETTING, (n, *setting, seed)))
-        fields = {"family": NAME, "n": n, "seed": seed,
-                  **F.identity(config, config_lib.FIELDS, s)}
-        if s.approach == "baselines":
-          name = f"n={n} baselines"
-          fields.update(approach="baselines", baselines=baselines)
-        else:
-          name = (f"n={n} {s.approach} epochs={s.num_epochs} lr={s.learning_rate:.3g}"
-                  + (f" c={s.basis_scale:g}" if s.basis_scale else "") + schedule)
-          fields.update(approach=s.approach, num_epochs=s.num_epochs,
-                        learning_rate=s.learning_rate, basis_scale=s.basis_scale)
-        # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
-        out.append(Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n, spec=s,
+    for setting, seed in itertools.product(settings, config.seeds):
+      s = F.resolved(zip(_SETTING, (n, *setting, seed)))
+      fields = {"family": NAME, "n": n, "seed": seed, **F.identity(config, config_lib.FIELDS, s)}
+      if s.approach == "baselines":
+        name = f"n={n} baselines"
+        fields.update(approach="baselines", baselines=baselines)
+      else:
+        name = (f"n={n} {s.approach} epochs={s.num_epochs} lr={s.learning_rate:.3g}"
+                + (f" c={s.basis_scale:g}" if s.basis_scale else "") + schedule)
+        fields.update(approach=s.approach, num_epochs=s.num_epochs,
+                      learning_rate=s.learning_rate, basis_scale=s.basis_scale)
+      # Cost ~ epochs · n (the baselines regenerate the training set: about half an epoch).
+      out.append(F.Unit(name=name, fields=fields, cost=(s.num_epochs or 0.5) * n, spec=s,
                         target_step=s.num_epochs * (config.num_train // config.batch_size)))
   return out
 
 
 def unit_specs(config, spec) -> tuple[data.TaskSpec, TrainSpec, jax.Array | None, jax.Array]:
-  """A unit's (`data.TaskSpec`, `TrainSpec`, appendix B's change of basis, key) under
-  `config`: M ~ U(−c, c) of shape (n², n²), one per c (every learning rate and replicate
-  share it), None for c = 0; replicate r's keys fold r into the key."""
+  """A unit's (`data.TaskSpec`, `TrainSpec`, appendix B's change of basis, key): M ~ U(−c, c)
+  of shape (n², n²), one per c (every learning rate and replicate share it), None for c = 0."""
   task = {f: config[f] for f in data.TaskSpec._fields if f in config}
   task = data.TaskSpec(**dict(task, n=spec.n, generators=tuple(config.generators),
                               real_dtype=config_lib.real_dtype(config.dtype)))
@@ -340,48 +286,36 @@ def unit_specs(config, spec) -> tuple[data.TaskSpec, TrainSpec, jax.Array | None
   return task, train, m, jax.random.fold_in(seed, spec.n)
 
 
-def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Computes (or resumes) one unit, all replicates, and writes its records: a trained
-  unit through `loop.train_unit`, the baselines in one program (no checkpoint).
-
-  Raises:
-    loop.Interrupted: after a checkpoint, when a stop was requested.
-  """
+def run_unit(config, unit: F.Unit, ctx: runner.UnitContext) -> None:
+  """Computes (or resumes) one unit's replicates, writing their records: a trained unit by
+  `loop.train_unit` (raises loop.Interrupted on a stop), the baselines in one program."""
   # complex128 needs x64 for this unit only: a context, not a global switch.
   with jax.enable_x64(config.dtype == "complex128" or bool(jax.config.jax_enable_x64)):
     replicas = replicas_lib.Replicas(config.num_replicates)
-    task = make_task(config, unit, replicas)
     if unit.spec.approach != "baselines":
-      loop.train_unit(task, ctx, replicas)
-    else:
-      start = time.perf_counter()
-      (records,) = task.finish(None, {}).values()
-      ctx.write([dict(r, seconds=round(time.perf_counter() - start, 3)) for r in records])
+      return loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
+    start, gens = time.perf_counter(), config.generators
+    task, _, _, key = unit_specs(config, unit.spec)
+    fn = replicas.map(lambda r, k: data.make_baselines(task)(k, r), (0, None))
+    out = replicas.gather(fn(replicas.ids, key))
+    seconds = round(time.perf_counter() - start, 3)
+    ctx.write([dict(kind="final", step=unit.target_step, approach=a, optimizer="none",
+                    replicate=r, learning_rate=0.0, num_epochs=0, basis_scale=0.0,
+                    generator=gens[r % len(gens)], **{k: float(v[r]) for k, v in out[a].items()},
+                    seconds=seconds)
+               for a in unit.fields["baselines"] for r in range(config.num_replicates)])
 
 
-def make_task(config, unit: Unit, replicas) -> loop.Task:
-  """A unit's `loop.Task`: calls of whole validation intervals (about 1/_CHUNKS_PER_RUN of
-  the run, dividing an epoch), the curves in the history; the baselines: `finish` alone."""
-  s, gens, num = unit.spec, tuple(config.generators), config.num_replicates
-  task, train, change_of_basis, key = unit_specs(config, s)
-  if s.approach == "baselines":
-    def baselines(state, history):
-      fn = replicas.map(lambda r, k: data.make_baselines(task)(k, r), (0, None))
-      out = replicas.gather(fn(replicas.ids, key))
-      return {workdir_lib.RESULTS: [
-          dict(kind="final", step=unit.target_step, approach=a, optimizer="none", replicate=r,
-               learning_rate=0.0, num_epochs=0, basis_scale=0.0, generator=gens[r % len(gens)],
-               test_loss=float(out[a]["test_loss"][r]),
-               final_val_loss=float(out[a]["final_val_loss"][r]))
-          for a in unit.fields["baselines"] for r in range(num)]}
-    return loop.Task(lambda: (None, {}), None, None, baselines, 0)
-  t = make_trainer(task, train, change_of_basis)
+def make_task(config, unit: F.Unit, replicas) -> loop.Task:
+  """A trained unit's `loop.Task`: calls of whole validation intervals (about
+  1/_CHUNKS_PER_RUN of the run, dividing an epoch), the curves in the history."""
+  gens, num = tuple(config.generators), config.num_replicates
+  *specs, key = unit_specs(config, unit.spec)
+  t = make_trainer(*specs)
   val_every, per_epoch = config.val_every, t.intervals_per_epoch
   want = max(1, math.ceil(per_epoch * t.num_epochs / _CHUNKS_PER_RUN))
   per_call = max(d for d in range(1, min(want, per_epoch) + 1) if per_epoch % d == 0)
-  v_init = replicas.map(t.init, (0, None))
   v_epoch_data = replicas.map(t.epoch_data, (0, 0, None, None))
-  v_finish = replicas.map(t.finish, (0, 0, None))
 
   @functools.cache  # one program per number of validation intervals in a call
   def v_chunk(num_intervals):
@@ -389,7 +323,7 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
                         (0, 0, 0, None, None, None))
 
   def init():
-    state, initial = v_init(replicas.ids, key)
+    state, initial = replicas.map(t.init, (0, None))(replicas.ids, key)
     return state, {"curves": {k: [np.asarray(v, np.float64).tolist()]
                               for k, v in replicas.gather(initial).items()}}
 
@@ -413,10 +347,10 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
     return [], history, f"val loss median {loop.median(last['val_loss']):.4g}{spread}"
 
   def finish(state, history):
-    out = replicas.gather(v_finish(replicas.ids, state, key))  # test_loss, final_val_loss
+    out = replicas.gather(replicas.map(t.finish, (0, 0, None))(replicas.ids, state, key))
     curves = {k: np.asarray(c, np.float64) for k, c in history["curves"].items()}
     val_steps = np.arange(0, unit.target_step + 1, val_every)  # the curves' steps
-    base = [dict(step=unit.target_step, approach=s.approach, replicate=r,
+    base = [dict(step=unit.target_step, approach=unit.spec.approach, replicate=r,
                  generator=gens[r % len(gens)]) for r in range(num)]
     return {workdir_lib.RESULTS: [dict(b, kind="final", **{k: float(v[r]) for k, v in out.items()})
                                   for r, b in enumerate(base)],
@@ -438,4 +372,4 @@ def train_and_evaluate(config, workdir: str, **kwargs) -> runner.RunSummary:
   Raises:
     runner.ConfigError: a bad config field, before anything is written.
   """
-  return runner.train_and_evaluate(sys.modules[__name__], config, workdir, **kwargs)
+  return runner.train_and_evaluate(NAME, config, workdir, **kwargs)
