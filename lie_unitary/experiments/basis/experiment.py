@@ -68,26 +68,68 @@ def _squared_error(u, x, y) -> jax.Array:
   return jnp.mean(jnp.sum(jnp.real(err) ** 2 + jnp.imag(err) ** 2, axis=-1))
 
 
-def _fit_loss(params, xy, train_basis: bool):
-  """The loss of {"coef": (m, k), "basis": (k, n²)}; the basis constant unless trained."""
-  basis = params["basis"] if train_basis else jax.lax.stop_gradient(params["basis"])
-  return _squared_error(lb.unitary_from_basis(params["coef"], basis, method="eigh"), *xy)
-
-
 def _adam(lr, num_steps: int):  # cosine decay from lr to 0
   return optax.adam(optax.cosine_decay_schedule(lr, num_steps))
 
 
-def make_fitter(spec):
-  """A unit's (init, steps, results) for one replicate r, jittable. Fits: ({"coef": (F, m,
-  k), "basis": (F, k, n²)}, Adam states), one per (start, rate), start-major, from c = 0 and
-  M: learned's random starts (random_fixed: the first), full: the standard basis, oracle:
-  G*. init(r, key) -> fits; steps(r, fits, key, first, num) -> fits after steps first..
-  first+num-1; results(r, fits, key) -> the replicate's record fields, of the fit of least
-  validation loss (procrustes: the closed form, fits unused; angles NaN without a k-dim M)."""
-  real = jnp.dtype(spec.real_dtype)
-  trained = spec.approach in config_lib.TRAINED
-  starts = spec.restarts if spec.approach == "learned" else 1
+def validate_config(config) -> None:
+  """Raises runner.ConfigError naming the first bad field (a cell's k: ≤ n², commuting ≤ n)."""
+  F.validate(config, config_lib.FIELDS)
+  for i, cell in enumerate(config_lib.cells(config)):
+    most = cell["n"] if cell["subalgebra"] == "commuting" else cell["n"] ** 2
+    if cell["k"] > most:
+      F.fail("k" if i == 0 else "sweeps", config.k if i == 0 else config.sweeps,
+             f"k ≤ {most} for subalgebra {cell['subalgebra']!r} at n = {cell['n']} (a cell has "
+             f"k = {cell['k']})")
+
+
+def units(config) -> list[Unit]:
+  """A unit per (cell, approach, seed), in that order; identity: the cell, approach, seed
+  and the fields whose rule holds."""
+  out = []
+  for cell in config_lib.cells(config):
+    for approach in config.approaches:
+      trained = approach in config_lib.TRAINED
+      fits = len(config.learning_rates) * (config.restarts if approach == "learned" else 1)
+      for seed in config.seeds:
+        out.append(Unit(name=(f"n={cell['n']} k={cell['k']} m={cell['m']} P={cell['pairs']} "
+                              f"{cell['subalgebra']} {approach}"),
+                        fields={"family": NAME, "approach": approach, "seed": seed, **cell,
+                                **F.identity(config, config_lib.FIELDS, approach)},
+                        cost=cell["m"] * cell["n"] ** 2 * (fits if trained else 0.01),
+                        spec=F.resolved(cell, approach=approach, seed=seed, field="complex",
+                                        real_dtype=config.dtype,
+                                        **{f: config[f] for f in _SPEC_FIELDS}),
+                        target_step=config.num_steps if trained else 0))
+  return out
+
+
+def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
+  """Computes or resumes one unit (all replicates) in `loop.train_unit`; raises
+  loop.Interrupted after a checkpoint when a stop was requested."""
+  with jax.enable_x64(config.dtype == "float64" or bool(jax.config.jax_enable_x64)):
+    replicas = replicas_lib.Replicas(config.num_replicates)
+    loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
+
+
+def unit_key(spec) -> jax.Array:
+  """The unit's key: fold_in(key(seed), (n, k, subalgebra)); replicate r's data come from
+  the first half of split(fold_in(it, r)), its initial bases from the second."""
+  key = jax.random.key(spec.seed)
+  for value in (spec.n, spec.k, config_lib.SUBALGEBRAS.index(spec.subalgebra)):
+    key = jax.random.fold_in(key, value)
+  return key
+
+
+def make_task(config, unit: Unit, replicas) -> loop.Task:
+  """A unit's `loop.Task`. A replicate's state: ({"coef": (F, m, k), "basis": (F, k, n²)},
+  Adam states), a fit per (start, rate), start-major, from c = 0 and M: learned's random
+  starts (random_fixed: the first), full: the standard basis, else G*; its record, at the
+  end: the fit of least validation loss (procrustes: the closed form; angles NaN without a
+  k-dim M)."""
+  spec = unit.spec
+  real, learned = jnp.dtype(spec.real_dtype), spec.approach == "learned"
+  trained, starts = spec.approach in config_lib.TRAINED, spec.restarts if learned else 1
   rates = lambda: jnp.tile(jnp.asarray(spec.learning_rates, real), starts)  # (F,)
 
   def data_of(replicate, key):  # (Data, the starts' key)
@@ -110,12 +152,16 @@ def make_fitter(spec):
   def steps(replicate, fits, key, first, num):
     data, _ = data_of(replicate, key)
 
+    def loss(params):  # the basis constant unless learned
+      basis = params["basis"] if learned else jax.lax.stop_gradient(params["basis"])
+      return _squared_error(lb.unitary_from_basis(params["coef"], basis, method="eigh"),
+                            *data.train)
+
     def one(params, state, lr):
       opt = _adam(lr, spec.num_steps)
 
       def step(_, carry):
-        grads = jax.grad(_fit_loss)(carry[0], data.train, spec.approach == "learned")
-        updates, state = opt.update(grads, carry[1], carry[0])
+        updates, state = opt.update(jax.grad(loss)(carry[0]), carry[1], carry[0])
         return optax.apply_updates(carry[0], updates), state
 
       return jax.lax.fori_loop(first, first + num, step, (params, state))
@@ -144,75 +190,19 @@ def make_fitter(spec):
       out.update(angle_max=jnp.max(angles), angle_mean=jnp.mean(angles))
     return out
 
-  return init, steps, results
-
-
-def validate_config(config) -> None:
-  """Checks every field, then every cell's k (≤ n² general, ≤ n commuting).
-
-  Raises:
-    runner.ConfigError: naming the first bad field.
-  """
-  F.validate(config, config_lib.FIELDS)
-  for i, cell in enumerate(config_lib.cells(config)):
-    most = cell["n"] if cell["subalgebra"] == "commuting" else cell["n"] ** 2
-    if cell["k"] > most:
-      F.fail("k" if i == 0 else "sweeps", config.k if i == 0 else config.sweeps,
-             f"k ≤ {most} for subalgebra {cell['subalgebra']!r} at n = {cell['n']} (a cell has "
-             f"k = {cell['k']})")
-
-
-def units(config) -> list[Unit]:
-  """A unit per (cell, approach, seed), in that order; identity: the cell, approach, seed
-  and the fields whose rule holds."""
-  out = []
-  for cell in config_lib.cells(config):
-    for approach in config.approaches:
-      trained = approach in config_lib.TRAINED
-      fits = len(config.learning_rates) * (config.restarts if approach == "learned" else 1)
-      for seed in config.seeds:
-        spec = F.resolved(cell, approach=approach, seed=seed, field="complex",
-                          real_dtype=config.dtype, **{f: config[f] for f in _SPEC_FIELDS})
-        out.append(Unit(name=(f"n={cell['n']} k={cell['k']} m={cell['m']} P={cell['pairs']} "
-                              f"{cell['subalgebra']} {approach}"),
-                        fields={"family": NAME, "approach": approach, "seed": seed, **cell,
-                                **F.identity(config, config_lib.FIELDS, approach)},
-                        cost=cell["m"] * cell["n"] ** 2 * (fits if trained else 0.01),
-                        spec=spec, target_step=config.num_steps if trained else 0))
-  return out
-
-
-def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
-  """Computes or resumes one unit (all replicates) in `loop.train_unit`; raises
-  loop.Interrupted after a checkpoint when a stop was requested."""
-  with jax.enable_x64(config.dtype == "float64" or bool(jax.config.jax_enable_x64)):
-    replicas = replicas_lib.Replicas(config.num_replicates)
-    loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
-
-
-def make_task(config, unit: Unit, replicas) -> loop.Task:
-  """A unit's `loop.Task`: every fit of every replicate steps in calls; records at the end."""
-  spec = unit.spec
-  key = jax.random.key(spec.seed)
-  for value in (spec.n, spec.k, config_lib.SUBALGEBRAS.index(spec.subalgebra)):
-    key = jax.random.fold_in(key, value)
-  init, steps, results = make_fitter(spec)
-  v_init = replicas.map(init, (0, None))
+  key, ids = unit_key(spec), replicas.ids
   v_steps = replicas.map(steps, (0, 0, None, None, None), donate_argnums=(1,))
-  v_results = replicas.map(results, (0, 0, None))
-
-  def train(fits, history, step, num):
-    return v_steps(replicas.ids, fits, key, step, num), history
 
   def finish(fits, history):
-    out = replicas.gather(v_results(replicas.ids, fits, key))
+    out = replicas.gather(replicas.map(results, (0, 0, None))(ids, fits, key))
     floor = 2 * spec.n * float(spec.noise_std) ** 2  # the true operators' loss
     return {workdir_lib.RESULTS: [
         dict(kind="final", step=unit.target_step, replicate=r, noise_floor=floor,
              **{k: (v[r].tolist() if k == "val_losses" else float(v[r]))
                 for k, v in out.items()}) for r in range(replicas.num_replicates)]}
 
-  return loop.Task(lambda: (v_init(replicas.ids, key), {}), train,
+  return loop.Task(lambda: (replicas.map(init, (0, None))(ids, key), {}),
+                   lambda fits, history, step, num: (v_steps(ids, fits, key, step, num), history),
                    lambda fits, history, step: ([], history, ""), finish, unit.target_step,
                    target_field="num_steps")
 
