@@ -6,8 +6,6 @@ field, the cells that change that field alone (`cells`). A unit is one (cell, ap
 
 from __future__ import annotations
 
-import ml_collections
-
 from lie_unitary.experiments import fields as F
 
 NAMED_CONFIGS = ("basis", "basis_smoke")  # the files configs/NAME.py
@@ -39,11 +37,11 @@ def _sweeps(value) -> str | None:
 
 
 _CENTRE = "the centre cell's "
+_TRAINED = lambda config, approach: approach in TRAINED  # an identity rule
 FIELDS = {
-    "variant": F.Field("", "the experiment's name (in the launch file only)", F.string,
-                       identity=False),
+    "variant": F.Field("", "the experiment's name (launch file only)", F.string, identity=False),
     "n": F.Field(6, _CENTRE + "matrix size n", F.integer(2), identity=False),
-    "k": F.Field(3, _CENTRE + "hidden generators (≤ n² general, ≤ n commuting)", F.integer(1),
+    "k": F.Field(3, _CENTRE + "hidden generators (≤ n², commuting ≤ n)", F.integer(1),
                  identity=False),
     "m": F.Field(16, _CENTRE + "number of operators", F.integer(1), identity=False),
     "pairs": F.Field(2, _CENTRE + "training pairs per operator", F.integer(1), identity=False),
@@ -52,35 +50,26 @@ FIELDS = {
     "coef_std": F.Field(1.0, _CENTRE + "std s of the coefficients c_ij ~ N(0, s²) (G*'s rows "
                         "orthonormal)", F.number(positive=True), identity=False),
     "sweeps": F.Field((("pairs", (1, 2, 4, 8, 32)), ("m", (1, 4, 16, 64))), "the cells beside "
-                      "the centre: per (field, values), the centre with the field at each value "
-                      "(several fields: set together)", _sweeps, identity=False),
+                      "the centre: per (field(s), values), the centre with the field(s) at each",
+                      _sweeps, identity=False),
     "approaches": F.Field(APPROACHES, "what to fit, units each",
                           F.tuple_of(F.one_of(APPROACHES), unique=True), identity=False),
-    "seeds": F.Field((0,), "root seeds, units each: replicate r of a cell uses fold_in(key(seed),"
-                     " (n, k, subalgebra, r)), its first m operators and P pairs shared",
+    "seeds": F.Field((0,), "root seeds, units each (`experiment.unit_key`)",
                      F.tuple_of(F.integer(0), unique=True), identity=False),
     "num_replicates": F.Field(8, "replicates per unit, one vmapped program", F.integer(1)),
-    "noise_std": F.Field(0.01, "std of each real component of the noise ε (paper §3)",
-                         F.number(0.0)),
+    "noise_std": F.Field(0.01, "std of each real component of the noise ε", F.number(0.0)),
     "num_val": F.Field(32, "validation pairs per operator (they choose the rate)", F.integer(1)),
     "num_test": F.Field(256, "test pairs per operator", F.integer(1)),
-    "num_steps": F.Field(3000, "full-batch Adam steps", F.integer(1),
-                         identity=lambda c, approach: approach in TRAINED),
+    "num_steps": F.Field(3000, "full-batch Adam steps", F.integer(1), identity=_TRAINED),
     "learning_rates": F.Field((3e-3, 1e-2, 3e-2), "Adam's peak rates (cosine decay to 0), one "
                               "program; a replicate keeps its best on validation",
                               F.tuple_of(F.number(positive=True), unique=True),
-                              identity=lambda c, approach: approach in TRAINED),
+                              identity=_TRAINED),
     "restarts": F.Field(4, "learned's random initial bases, each at every rate (random_fixed: "
-                        "the first)", F.integer(1),
-                        identity=lambda c, approach: approach == "learned"),
+                        "the first)", F.integer(1), identity=lambda c, a: a == "learned"),
     "dtype": F.Field("float32", "real dtype (float64: the unit runs with x64)",
                      F.one_of(("float32", "float64"))),
 }
-
-
-def defaults() -> ml_collections.ConfigDict:
-  """Every field at its default (`FIELDS`)."""
-  return F.defaults(FIELDS)
 
 
 def cells(config) -> list[dict]:

@@ -1,12 +1,10 @@
 """The hidden-subalgebra family: config → units → records, each unit in `loop.train_unit`.
 
-Replicate r of a cell draws k orthonormal hidden generators G* of u(n) and m operators
-U_i = expm(L(c_i @ G*)) with paper §3's pairs; a trained approach fits U_i = expm(L(c_i @ M))
-by full-batch Adam, keeping the (start, rate) of least validation loss. Fields: `config.py`.
+A replicate draws k orthonormal generators G* of u(n) and m operators U_i = expm(L(c_i @ G*))
+with paper §3's pairs; a trained approach fits U_i = expm(L(c_i @ M)) by full-batch Adam.
 """
 
 import sys
-from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +19,6 @@ from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.basis import config as config_lib
 from lie_unitary.experiments.basis import report
-from lie_unitary.experiments.fields import Unit
 from lie_unitary.experiments.operators.data import example_pairs
 from lie_unitary.sequencing import after as _after
 
@@ -30,20 +27,11 @@ NAME = "basis"
 _SPEC_FIELDS = ("noise_std", "num_val", "num_test", "num_steps", "learning_rates", "restarts")
 
 
-class Data(NamedTuple):
-  """A replicate's problem: G* (k, n²), the targets (m, n, n), how many generators c_i @ G*
-  have an eigenvalue beyond ±π, and (x, y) pairs (m, P, n) of the train, val and test sets."""
-  gstar: jax.Array
-  targets: jax.Array
-  wrapped: jax.Array
-  train: tuple[jax.Array, jax.Array]
-  val: tuple[jax.Array, jax.Array]
-  test: tuple[jax.Array, jax.Array]
-
-
-def make_data(key, spec) -> Data:
-  """Replicate `key`'s problem under a unit's spec: operator i and its pairs come from
-  fold_in(·, i), so cells that differ in m or pairs alone share their first ones."""
+def make_data(key, spec) -> dict:
+  """Replicate `key`'s problem under a unit's spec: {"gstar": G* (k, n²), "targets": (m, n,
+  n), "wrapped": how many c_i @ G* have an eigenvalue beyond ±π, "train", "val", "test":
+  (x, y) pairs (m, P, n)}; operator i and its pairs come from fold_in(·, i), so cells that
+  differ in m or pairs alone share their first ones."""
   k_g, k_c, k_train, k_val, k_test = jax.random.split(key, 5)
   real = jnp.dtype(spec.real_dtype)
   gstar = lb.init_basis(k_g, spec.n, spec.k, "random" if spec.subalgebra == "general" else
@@ -58,8 +46,9 @@ def make_data(key, spec) -> Data:
     return jax.vmap(lambda i, u: example_pairs(jax.random.fold_in(key, i), jnp.arange(num), u,
                                                spec))(jnp.arange(spec.m), targets)
 
-  return Data(gstar, targets, wrapped.astype(real), pairs(k_train, spec.pairs),
-              pairs(k_val, spec.num_val), pairs(k_test, spec.num_test))
+  return dict(gstar=gstar, targets=targets, wrapped=wrapped.astype(real),
+              train=pairs(k_train, spec.pairs), val=pairs(k_val, spec.num_val),
+              test=pairs(k_test, spec.num_test))
 
 
 def _squared_error(u, x, y) -> jax.Array:
@@ -83,7 +72,7 @@ def validate_config(config) -> None:
              f"k = {cell['k']})")
 
 
-def units(config) -> list[Unit]:
+def units(config) -> list[F.Unit]:
   """A unit per (cell, approach, seed), in that order; identity: the cell, approach, seed
   and the fields whose rule holds."""
   out = []
@@ -91,20 +80,19 @@ def units(config) -> list[Unit]:
     for approach in config.approaches:
       trained = approach in config_lib.TRAINED
       fits = len(config.learning_rates) * (config.restarts if approach == "learned" else 1)
-      for seed in config.seeds:
-        out.append(Unit(name=(f"n={cell['n']} k={cell['k']} m={cell['m']} P={cell['pairs']} "
-                              f"{cell['subalgebra']} {approach}"),
-                        fields={"family": NAME, "approach": approach, "seed": seed, **cell,
-                                **F.identity(config, config_lib.FIELDS, approach)},
-                        cost=cell["m"] * cell["n"] ** 2 * (fits if trained else 0.01),
-                        spec=F.resolved(cell, approach=approach, seed=seed, field="complex",
-                                        real_dtype=config.dtype,
-                                        **{f: config[f] for f in _SPEC_FIELDS}),
-                        target_step=config.num_steps if trained else 0))
+      out += [F.Unit(
+          name=(f"n={cell['n']} k={cell['k']} m={cell['m']} P={cell['pairs']} "
+                f"{cell['subalgebra']} {approach}"),
+          fields={"family": NAME, "approach": approach, "seed": seed, **cell,
+                  **F.identity(config, config_lib.FIELDS, approach)},
+          cost=cell["m"] * cell["n"] ** 2 * (fits if trained else 0.01),
+          spec=F.resolved(cell, approach=approach, seed=seed, field="complex",
+                          real_dtype=config.dtype, **{f: config[f] for f in _SPEC_FIELDS}),
+          target_step=config.num_steps if trained else 0) for seed in config.seeds]
   return out
 
 
-def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
+def run_unit(config, unit: F.Unit, ctx: runner.UnitContext) -> None:
   """Computes or resumes one unit (all replicates) in `loop.train_unit`; raises
   loop.Interrupted after a checkpoint when a stop was requested."""
   with jax.enable_x64(config.dtype == "float64" or bool(jax.config.jax_enable_x64)):
@@ -112,39 +100,29 @@ def run_unit(config, unit: Unit, ctx: runner.UnitContext) -> None:
     loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
 
 
-def unit_key(spec) -> jax.Array:
-  """The unit's key: fold_in(key(seed), (n, k, subalgebra)); replicate r's data come from
-  the first half of split(fold_in(it, r)), its initial bases from the second."""
-  key = jax.random.key(spec.seed)
+def make_task(config, unit: F.Unit, replicas) -> loop.Task:
+  """A unit's `loop.Task`: a replicate's fits, one per (start, rate), from c = 0; its record
+  of the fit of least validation loss (procrustes: the closed form, at step 0)."""
+  spec, key = unit.spec, jax.random.key(unit.spec.seed)
   for value in (spec.n, spec.k, config_lib.SUBALGEBRAS.index(spec.subalgebra)):
-    key = jax.random.fold_in(key, value)
-  return key
-
-
-def make_task(config, unit: Unit, replicas) -> loop.Task:
-  """A unit's `loop.Task`. A replicate's state: ({"coef": (F, m, k), "basis": (F, k, n²)},
-  Adam states), a fit per (start, rate), start-major, from c = 0 and M: learned's random
-  starts (random_fixed: the first), full: the standard basis, else G*; its record, at the
-  end: the fit of least validation loss (procrustes: the closed form; angles NaN without a
-  k-dim M)."""
-  spec = unit.spec
+    key = jax.random.fold_in(key, value)  # replicate r: split(fold_in(key, r)): data, starts
   real, learned = jnp.dtype(spec.real_dtype), spec.approach == "learned"
   trained, starts = spec.approach in config_lib.TRAINED, spec.restarts if learned else 1
   rates = lambda: jnp.tile(jnp.asarray(spec.learning_rates, real), starts)  # (F,)
 
-  def data_of(replicate, key):  # (Data, the starts' key)
+  def data_of(replicate, key):  # (its data, the starts' key)
     k_data, k_init = jax.random.split(jax.random.fold_in(key, replicate))
     return make_data(k_data, spec), k_init
 
   def init(replicate, key):
     data, k_init = data_of(replicate, key)
     if spec.approach in ("learned", "random_fixed"):
-      k_init = _after(k_init, data.test)
+      k_init = _after(k_init, data["test"])
       bases = jnp.stack([lb.random_basis(jax.random.fold_in(k_init, s), spec.n, spec.k,
                                          dtype=real) for s in range(starts)])
     else:
-      bases = {"full": jnp.eye(spec.n * spec.n, dtype=real)}.get(spec.approach, data.gstar)[None]
-    grid_b = jnp.repeat(_after(bases, data.test), len(spec.learning_rates), axis=0)
+      bases = {"full": jnp.eye(spec.n * spec.n, dtype=real)}.get(spec.approach, data["gstar"])[None]
+    grid_b = jnp.repeat(_after(bases, data["test"]), len(spec.learning_rates), axis=0)
     params = {"coef": jnp.zeros((grid_b.shape[0], spec.m, grid_b.shape[1]), real),
               "basis": grid_b}
     return params, jax.vmap(lambda p: _adam(1.0, 1).init(p))(params)  # no rate in the state
@@ -155,7 +133,7 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
     def loss(params):  # the basis constant unless learned
       basis = params["basis"] if learned else jax.lax.stop_gradient(params["basis"])
       return _squared_error(lb.unitary_from_basis(params["coef"], basis, method="eigh"),
-                            *data.train)
+                            *data["train"])
 
     def one(params, state, lr):
       opt = _adam(lr, spec.num_steps)
@@ -174,23 +152,23 @@ def make_task(config, unit: Unit, replicas) -> loop.Task:
       unitaries = jax.vmap(lambda p: lb.unitary_from_basis(p["coef"], p["basis"],
                                                            method="eigh"))(fits[0])
       train, val = (jax.vmap(lambda u: _squared_error(u, *xy))(unitaries)
-                    for xy in (data.train, data.val))
+                    for xy in (data["train"], data["val"]))
     else:  # one fit, in closed form
-      unitaries = lb.procrustes_unitary(*data.train)[None]
-      train, val = (_squared_error(unitaries[0], *xy)[None] for xy in (data.train, data.val))
+      unitaries = lb.procrustes_unitary(*data["train"])[None]
+      train, val = (_squared_error(unitaries[0], *xy)[None] for xy in (data["train"], data["val"]))
     best = jnp.argmin(jnp.where(jnp.isfinite(val), val, jnp.inf))
     nan = jnp.asarray(jnp.nan, real)
     out = dict(train_loss=train[best], val_loss=val[best],
-               test_loss=_squared_error(unitaries[best], *data.test),
+               test_loss=_squared_error(unitaries[best], *data["test"]),
                learning_rate=(rates() if trained else jnp.zeros(1, real))[best],
                restart=(best // len(spec.learning_rates)).astype(real), angle_max=nan,
-               angle_mean=nan, wrapped=data.wrapped, val_losses=val if trained else val[:0])
+               angle_mean=nan, wrapped=data["wrapped"], val_losses=val if trained else val[:0])
     if spec.approach in ("learned", "random_fixed", "oracle"):
-      angles = lb.principal_angles(_after(fits[0]["basis"][best], unitaries), data.gstar)
+      angles = lb.principal_angles(_after(fits[0]["basis"][best], unitaries), data["gstar"])
       out.update(angle_max=jnp.max(angles), angle_mean=jnp.mean(angles))
     return out
 
-  key, ids = unit_key(spec), replicas.ids
+  ids = replicas.ids
   v_steps = replicas.map(steps, (0, 0, None, None, None), donate_argnums=(1,))
 
   def finish(fits, history):
