@@ -1,17 +1,11 @@
-"""The hidden-subalgebra family's fields, one table (jax-free).
-
-A cell is (n, k, m, pairs, subalgebra, coef_std); the sweep is a centre cell and, per
-field, the cells that change that field alone (`cells`). A unit is one (cell, approach, seed).
-"""
-
-from __future__ import annotations
+"""The hidden-subalgebra family's fields, one table (jax-free). A cell: (n, k, m, pairs,
+subalgebra, coef_std); a unit: one (cell, approach, seed); the cells: `cells`."""
 
 from lie_unitary.experiments import fields as F
 
 NAMED_CONFIGS = ("basis", "basis_smoke")  # the files configs/NAME.py
-# learned: M and every c_i trained; full: per-operator λ in the standard basis (n² each);
-# random_fixed: a fixed random k-dim basis (learned's initial M), c_i trained; oracle:
-# M = G*, c_i trained; procrustes: the least-squares unitary per operator, closed form.
+# learned: M and every c_i trained; full: each operator's λ (n²); random_fixed: M learned's
+# first start, oracle: M = G*, c_i trained; procrustes: each least-squares unitary, closed form.
 APPROACHES = ("learned", "full", "random_fixed", "oracle", "procrustes")
 TRAINED = APPROACHES[:4]
 SUBALGEBRAS = ("general", "commuting")  # a random k-dim subspace of u(n); a toroidal one
@@ -31,9 +25,8 @@ def _sweeps(value) -> str | None:
       isinstance(s, (tuple, list)) and len(s) == 2 and isinstance(s[1], (tuple, list)) and s[1]
       and len({repr(v) for v in s[1]}) == len(s[1]) and sweep(*s) for s in value):
     return None
-  return (f"a tuple of (field, values) pairs: field one of {CELL_FIELDS} and values a tuple "
-          "of that field's values, or a tuple of fields and a tuple of their values' tuples, "
-          "e.g. (('pairs', (1, 2)), (('n', 'm'), ((20, 64),)))")
+  return (f"a tuple of (field, values) pairs, field one of {CELL_FIELDS} or a tuple of them "
+          "set together, e.g. (('pairs', (1, 2)), (('n', 'm'), ((20, 64),)))")
 
 
 _CENTRE = "the centre cell's "
@@ -41,8 +34,7 @@ _TRAINED = lambda config, approach: approach in TRAINED  # an identity rule
 FIELDS = {
     "variant": F.Field("", "the experiment's name (launch file only)", F.string, identity=False),
     "n": F.Field(6, _CENTRE + "matrix size n", F.integer(2), identity=False),
-    "k": F.Field(3, _CENTRE + "hidden generators (≤ n², commuting ≤ n)", F.integer(1),
-                 identity=False),
+    "k": F.Field(3, _CENTRE + "generators (≤ n², commuting ≤ n)", F.integer(1), identity=False),
     "m": F.Field(16, _CENTRE + "number of operators", F.integer(1), identity=False),
     "pairs": F.Field(2, _CENTRE + "training pairs per operator", F.integer(1), identity=False),
     "subalgebra": F.Field("general", _CENTRE + "hidden subalgebra", F.one_of(SUBALGEBRAS),
@@ -54,21 +46,19 @@ FIELDS = {
                       _sweeps, identity=False),
     "approaches": F.Field(APPROACHES, "what to fit, units each",
                           F.tuple_of(F.one_of(APPROACHES), unique=True), identity=False),
-    "seeds": F.Field((0,), "root seeds, units each (`experiment.unit_key`)",
+    "seeds": F.Field((0,), "root seeds, units each (keys: `experiment.make_task`)",
                      F.tuple_of(F.integer(0), unique=True), identity=False),
     "num_replicates": F.Field(8, "replicates per unit, one vmapped program", F.integer(1)),
     "noise_std": F.Field(0.01, "std of each real component of the noise ε", F.number(0.0)),
     "num_val": F.Field(32, "validation pairs per operator (they choose the rate)", F.integer(1)),
     "num_test": F.Field(256, "test pairs per operator", F.integer(1)),
     "num_steps": F.Field(3000, "full-batch Adam steps", F.integer(1), identity=_TRAINED),
-    "learning_rates": F.Field((3e-3, 1e-2, 3e-2), "Adam's peak rates (cosine decay to 0), one "
-                              "program; a replicate keeps its best on validation",
-                              F.tuple_of(F.number(positive=True), unique=True),
-                              identity=_TRAINED),
+    "learning_rates": F.Field((3e-3, 1e-2, 3e-2), "Adam's peak rates, cosine decay to 0; a "
+                              "replicate keeps its best on validation", identity=_TRAINED,
+                              check=F.tuple_of(F.number(positive=True), unique=True)),
     "restarts": F.Field(4, "learned's random initial bases, each at every rate (random_fixed: "
                         "the first)", F.integer(1), identity=lambda c, a: a == "learned"),
-    "dtype": F.Field("float32", "real dtype (float64: the unit runs with x64)",
-                     F.one_of(("float32", "float64"))),
+    "dtype": F.Field("float32", "real dtype (float64: with x64)", F.one_of(("float32", "float64"))),
 }
 
 

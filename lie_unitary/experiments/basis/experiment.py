@@ -1,8 +1,5 @@
-"""The hidden-subalgebra family: config → units → records, each unit in `loop.train_unit`.
-
-A replicate draws k orthonormal generators G* of u(n) and m operators U_i = expm(L(c_i @ G*))
-with paper §3's pairs; a trained approach fits U_i = expm(L(c_i @ M)) by full-batch Adam.
-"""
+"""The hidden-subalgebra family: m operators U_i = expm(L(c_i @ G*)) sharing k generators
+G* of u(n), fitted as expm(L(c_i @ M)) by full-batch Adam; each unit in `loop.train_unit`."""
 
 import sys
 
@@ -28,10 +25,9 @@ _SPEC_FIELDS = ("noise_std", "num_val", "num_test", "num_steps", "learning_rates
 
 
 def make_data(key, spec) -> dict:
-  """Replicate `key`'s problem under a unit's spec: {"gstar": G* (k, n²), "targets": (m, n,
-  n), "wrapped": how many c_i @ G* have an eigenvalue beyond ±π, "train", "val", "test":
-  (x, y) pairs (m, P, n)}; operator i and its pairs come from fold_in(·, i), so cells that
-  differ in m or pairs alone share their first ones."""
+  """Replicate `key`'s {"gstar": G* (k, n²), "targets": (m, n, n), "wrapped": how many c_i @ G*
+  have an eigenvalue beyond ±π, "train"/"val"/"test": (x, y) pairs (m, P, n)}; operator i's
+  from fold_in(·, i): cells that differ in m or pairs alone share their first ones."""
   k_g, k_c, k_train, k_val, k_test = jax.random.split(key, 5)
   real = jnp.dtype(spec.real_dtype)
   gstar = lb.init_basis(k_g, spec.n, spec.k, "random" if spec.subalgebra == "general" else
@@ -51,14 +47,9 @@ def make_data(key, spec) -> dict:
               test=pairs(k_test, spec.num_test))
 
 
-def _squared_error(u, x, y) -> jax.Array:
-  """Mean over operators and pairs of ‖U_i x − y‖²: u (m, n, n), x and y (m, P, n)."""
+def _squared_error(u, x, y) -> jax.Array:  # mean of ‖U_i x − y‖²: u (m, n, n), x, y (m, P, n)
   err = jnp.einsum("mpj,mij->mpi", x, u) - y
   return jnp.mean(jnp.sum(jnp.real(err) ** 2 + jnp.imag(err) ** 2, axis=-1))
-
-
-def _adam(lr, num_steps: int):  # cosine decay from lr to 0
-  return optax.adam(optax.cosine_decay_schedule(lr, num_steps))
 
 
 def validate_config(config) -> None:
@@ -68,13 +59,11 @@ def validate_config(config) -> None:
     most = cell["n"] if cell["subalgebra"] == "commuting" else cell["n"] ** 2
     if cell["k"] > most:
       F.fail("k" if i == 0 else "sweeps", config.k if i == 0 else config.sweeps,
-             f"k ≤ {most} for subalgebra {cell['subalgebra']!r} at n = {cell['n']} (a cell has "
-             f"k = {cell['k']})")
+             f"k ≤ {most} for a {cell['subalgebra']} subalgebra at n = {cell['n']}")
 
 
 def units(config) -> list[F.Unit]:
-  """A unit per (cell, approach, seed), in that order; identity: the cell, approach, seed
-  and the fields whose rule holds."""
+  """A unit per (cell, approach, seed); identity: those and the fields whose rule holds."""
   out = []
   for cell in config_lib.cells(config):
     for approach in config.approaches:
@@ -93,8 +82,7 @@ def units(config) -> list[F.Unit]:
 
 
 def run_unit(config, unit: F.Unit, ctx: runner.UnitContext) -> None:
-  """Computes or resumes one unit (all replicates) in `loop.train_unit`; raises
-  loop.Interrupted after a checkpoint when a stop was requested."""
+  """Computes or resumes one unit in `loop.train_unit` (loop.Interrupted: stopped)."""
   with jax.enable_x64(config.dtype == "float64" or bool(jax.config.jax_enable_x64)):
     replicas = replicas_lib.Replicas(config.num_replicates)
     loop.train_unit(make_task(config, unit, replicas), ctx, replicas)
@@ -123,9 +111,9 @@ def make_task(config, unit: F.Unit, replicas) -> loop.Task:
     else:
       bases = {"full": jnp.eye(spec.n * spec.n, dtype=real)}.get(spec.approach, data["gstar"])[None]
     grid_b = jnp.repeat(_after(bases, data["test"]), len(spec.learning_rates), axis=0)
-    params = {"coef": jnp.zeros((grid_b.shape[0], spec.m, grid_b.shape[1]), real),
-              "basis": grid_b}
-    return params, jax.vmap(lambda p: _adam(1.0, 1).init(p))(params)  # no rate in the state
+    params = {"coef": jnp.zeros((len(grid_b), spec.m, grid_b.shape[1]), real), "basis": grid_b}
+    adam = optax.adam(optax.cosine_decay_schedule(1.0, 1))  # the state holds no rate
+    return params, jax.vmap(adam.init)(params)
 
   def steps(replicate, fits, key, first, num):
     data, _ = data_of(replicate, key)
@@ -136,7 +124,7 @@ def make_task(config, unit: F.Unit, replicas) -> loop.Task:
                             *data["train"])
 
     def one(params, state, lr):
-      opt = _adam(lr, spec.num_steps)
+      opt = optax.adam(optax.cosine_decay_schedule(lr, spec.num_steps))  # decay to 0
 
       def step(_, carry):
         updates, state = opt.update(jax.grad(loss)(carry[0]), carry[1], carry[0])
@@ -157,16 +145,15 @@ def make_task(config, unit: F.Unit, replicas) -> loop.Task:
       unitaries = lb.procrustes_unitary(*data["train"])[None]
       train, val = (_squared_error(unitaries[0], *xy)[None] for xy in (data["train"], data["val"]))
     best = jnp.argmin(jnp.where(jnp.isfinite(val), val, jnp.inf))
-    nan = jnp.asarray(jnp.nan, real)
-    out = dict(train_loss=train[best], val_loss=val[best],
-               test_loss=_squared_error(unitaries[best], *data["test"]),
-               learning_rate=(rates() if trained else jnp.zeros(1, real))[best],
-               restart=(best // len(spec.learning_rates)).astype(real), angle_max=nan,
-               angle_mean=nan, wrapped=data["wrapped"], val_losses=val if trained else val[:0])
+    angles = jnp.full(1, jnp.nan, real)  # without a k-dim M
     if spec.approach in ("learned", "random_fixed", "oracle"):
       angles = lb.principal_angles(_after(fits[0]["basis"][best], unitaries), data["gstar"])
-      out.update(angle_max=jnp.max(angles), angle_mean=jnp.mean(angles))
-    return out
+    return dict(train_loss=train[best], val_loss=val[best],
+                test_loss=_squared_error(unitaries[best], *data["test"]),
+                learning_rate=(rates() if trained else jnp.zeros(1, real))[best],
+                restart=(best // len(spec.learning_rates)).astype(real),
+                angle_max=jnp.max(angles), angle_mean=jnp.mean(angles), wrapped=data["wrapped"],
+                val_losses=val if trained else val[:0])
 
   ids = replicas.ids
   v_steps = replicas.map(steps, (0, 0, None, None, None), donate_argnums=(1,))
