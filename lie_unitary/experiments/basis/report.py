@@ -10,8 +10,7 @@ from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.basis.config import APPROACHES
 from lie_unitary.experiments.basis.config import CELL_FIELDS
 
-# The cell of the stated targets: learned within 2× of oracle, ≥ 10× below full.
-TARGET_CELL = dict(n=6, k=3, m=16, pairs=2, subalgebra="general", coef_std=1.0)
+TARGET_CELL = dict(n=6, k=3, m=16, pairs=2, subalgebra="general", coef_std=1.0)  # the targets'
 RECOVERED = 0.1  # radians: a learned basis recovered span(G*) when its largest angle is less
 _ANGLES = (("learned", "angle_max"), ("learned", "angle_mean"), ("random_fixed", "angle_max"))
 _FIGURES = {  # name: (the field swept, curves (label, approach, record key), its axes)
@@ -20,14 +19,8 @@ _FIGURES = {  # name: (the field swept, curves (label, approach, record key), it
     "angles_vs_m": ("m", [(f"{a}: {k[6:]}", a, k) for a, k in _ANGLES], dict(
         xlabel="operators m", ylabel="principal angle (rad, mean ± s.e.)")),
 }
-
-
-def _of(recs, approach, key="test_loss") -> list:
-  return [r[key] for r in recs if r["approach"] == approach]
-
-
-def _words(fixed: dict) -> str:
-  return ", ".join(f"{k} = {v}" for k, v in fixed.items())
+_of = lambda recs, approach, key="test_loss": [r[key] for r in recs if r["approach"] == approach]
+_words = lambda fixed: ", ".join(f"{k} = {v}" for k, v in fixed.items())  # a cell's fields
 
 
 def _by_cell(results) -> dict:
@@ -44,8 +37,7 @@ def _groups(by_cell) -> list[tuple[str, dict, list]]:
     groups = collections.defaultdict(list)
     for c in sorted(by_cell):
       groups[c[:i] + c[i + 1:]].append(c)
-    out += [(field, dict(zip(CELL_FIELDS[:i] + CELL_FIELDS[i + 1:], fixed)),
-             sorted(cells, key=lambda c, i=i: c[i]))
+    out += [(field, dict(zip(CELL_FIELDS[:i] + CELL_FIELDS[i + 1:], fixed)), cells)
             for fixed, cells in sorted(groups.items()) if len(cells) > 1]
   return out
 
@@ -68,19 +60,6 @@ def _table(field, cells, by_cell) -> list[str]:
                       rows)
 
 
-def _targets(by_cell) -> list[str]:
-  """The test-loss ratios at `TARGET_CELL` beside the stated targets."""
-  loss = {a: _of(by_cell.get(tuple(TARGET_CELL.values()), []), a)
-          for a in ("learned", "oracle", "full")}
-  if not all(loss.values()):
-    return []
-  ratios = lambda f: [f"{f(loss['learned']) / f(loss['oracle']):.3g}",
-                      f"{f(loss['full']) / f(loss['learned']):.3g}"]
-  return [f"## Targets ({_words(TARGET_CELL)}; at the largest m: all recovered)", ""
-          ] + common.table(["test loss", "learned / oracle (≤ 2)", "full / learned (≥ 10)"],
-                           [["means", *ratios(np.mean)], ["medians", *ratios(np.median)]])
-
-
 def markdown(results, figure_files: dict | None = None, source: str = "", launches=()) -> str:
   """The report of the "final" records (dicts or a DataFrame), linking `figure_files` {name:
   file}; `source`: the records' file; `launches`: for `common.machines_note`."""
@@ -91,7 +70,15 @@ def markdown(results, figure_files: dict | None = None, source: str = "", launch
            "loss (per replicate the mean over its operators; the noise floor 2nσ²: the truth's) "
            f"and principal angles (radians) between span(M) and span(G*), {common.SE}. A trained "
            "replicate keeps its (start, rate) of least validation loss, not test.", ""]
-  lines += common.machines_note(launches, {r["unit"] for r in results}) + _targets(by_cell)
+  lines += common.machines_note(launches, {r["unit"] for r in results})
+  loss = {a: _of(by_cell.get(tuple(TARGET_CELL.values()), []), a)
+          for a in ("learned", "oracle", "full")}
+  if all(loss.values()):  # the stated targets' test-loss ratios
+    ratios = lambda f: [f"{f(loss['learned']) / f(loss['oracle']):.3g}",
+                        f"{f(loss['full']) / f(loss['learned']):.3g}"]
+    lines += [f"## Targets ({_words(TARGET_CELL)}; at the largest m: all recovered)", ""]
+    lines += common.table(["test loss", "learned / oracle (≤ 2)", "full / learned (≥ 10)"],
+                          [["means", *ratios(np.mean)], ["medians", *ratios(np.median)]])
   if figure_files:
     lines += ["## Figures", ""] + [f"![{k}]({v})" for k, v in figure_files.items()] + [""]
   for field, fixed, cells in _groups(by_cell):
