@@ -10,7 +10,7 @@ from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.basis.config import APPROACHES
 from lie_unitary.experiments.basis.config import CELL_FIELDS
 
-TARGET_CELL = dict(n=6, k=3, m=16, pairs=2, subalgebra="general", coef_std=1.0)  # the targets'
+TARGET_CELL = dict(n=6, k=3, m=16, pairs=2, subalgebra="general", coef_std=1.0)  # the targets' cell
 RECOVERED = 0.1  # radians: a learned basis recovered span(G*) when its largest angle is less
 _ANGLES = (("learned", "angle_max"), ("learned", "angle_mean"), ("random_fixed", "angle_max"))
 _FIGURES = {  # name: (the field swept, curves (label, approach, record key), its axes)
@@ -67,16 +67,17 @@ def markdown(results, figure_files: dict | None = None, source: str = "", launch
   by_cell = _by_cell(results)
   lines = ["# Recovering a hidden subalgebra: results", "",
            f"{len(results)} records" + (f" from `{source}`" if source else "") + ". Cells: test "
-           "loss (per replicate the mean over its operators; the noise floor 2nσ²: the truth's) "
-           f"and principal angles (radians) between span(M) and span(G*), {common.SE}. A trained "
-           "replicate keeps its (start, rate) of least validation loss, not test.", ""]
+           "loss (per replicate the mean over its operators; the noise floor 2nσ² is the true "
+           "operators' loss) and principal angles (radians) between span(M) and span(G*), "
+           f"{common.SE}. Each trained replicate keeps the (start, learning rate) of least "
+           "validation loss; the test pairs choose nothing.", ""]
   lines += common.machines_note(launches, {r["unit"] for r in results})
   loss = {a: _of(by_cell.get(tuple(TARGET_CELL.values()), []), a)
           for a in ("learned", "oracle", "full")}
   if all(loss.values()):  # the stated targets' test-loss ratios
     ratios = lambda f: [f"{f(loss['learned']) / f(loss['oracle']):.3g}",
                         f"{f(loss['full']) / f(loss['learned']):.3g}"]
-    lines += [f"## Targets ({_words(TARGET_CELL)}; at the largest m: all recovered)", ""]
+    lines += [f"## Targets ({_words(TARGET_CELL)}; at the largest m, all recover G*)", ""]
     lines += common.table(["test loss", "learned / oracle (≤ 2)", "full / learned (≥ 10)"],
                           [["means", *ratios(np.mean)], ["medians", *ratios(np.median)]])
   if figure_files:
