@@ -173,6 +173,14 @@ def test_smoke_runs_through_the_runner_and_writes_records_and_a_report(tmp_path)
   assert jnp.asarray(0).dtype == jnp.int32  # x64 left off after the run
 
 
+def test_the_published_folders_units_are_the_basis_configs_units():
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  have = workdir_lib.units(os.path.join(root, "results", "learned_basis"))
+  config = F.load_config("basis", "basis")
+  experiment.validate_config(config)
+  assert len(have) == 80 and set(have) == {u.id for u in experiment.units(config)}
+
+
 def test_the_committed_report_is_what_its_records_give():
   folder = os.path.join("results", "learned_basis")
   path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), folder)
