@@ -14,11 +14,12 @@ About 20 minutes on one CPU core (the environment variable cuts each unit's comp
 from about 10 s to 2 s); results in docs/learned_basis.md.
 """
 
+from lie_unitary.experiments import fields
 from lie_unitary.experiments.basis import config as basis
 
 
 def get_config():
-  c = basis.defaults()
+  c = fields.defaults(basis.FIELDS)
   c.variant = "basis"
   c.n, c.k, c.m, c.pairs, c.subalgebra, c.coef_std = 6, 3, 16, 2, "general", 1.0
   c.sweeps = (("pairs", (1, 4, 8, 32)), ("m", (1, 4, 64)), ("k", (2, 6)),

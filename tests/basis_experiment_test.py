@@ -8,9 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from lie_unitary.experiments import fields as F
+from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
-from lie_unitary.experiments.basis import config as cfg_lib
 from lie_unitary.experiments.basis import experiment
 from lie_unitary.experiments.basis import report
 from scripts import detail_tables
@@ -18,71 +19,78 @@ from scripts import detail_tables
 _QUIET = dict(printer=lambda *_: None, handle_signals=False)
 
 
-def _task(**changes):
-  return experiment.Task(**dict(dict(n=4, k=2, m=3, pairs=4, subalgebra="general",
-                                     num_val=8, num_test=64), **changes))
+def _smoke(**changes):
+  config = F.load_config("basis", "basis_smoke")
+  for k, v in changes.items():
+    config[k] = v
+  return config
 
 
-def _solve(key, replicate, task, fit):
-  """A `make_fitter`'s results after its init and every step, in one go."""
-  fitter, fits = experiment.make_fitter(task, fit), None
-  if fit.approach != "procrustes":
-    fits = fitter.steps(replicate, fitter.init(replicate, key), key, 0, fit.num_steps)
-  return fitter.results(replicate, fits, key)
+_CELL = dict(n=4, k=2, m=3, pairs=4, num_test=64, num_steps=600, restarts=1, sweeps=())
+
+
+def _spec(approach="oracle", **changes):
+  """The spec of a unit at n = 4, k = 2, m = 3, 4 pairs, as `experiment.units` makes it."""
+  return experiment.units(_smoke(approaches=(approach,), **dict(_CELL, **changes)))[0].spec
+
+
+def _record(approach, **changes) -> dict:
+  """Replicate 0's record of that unit after every step, through its `loop.Task`."""
+  config = _smoke(approaches=(approach,), **dict(_CELL, **changes))
+  unit = experiment.units(config)[0]
+  task = experiment.make_task(config, unit, replicas_lib.Replicas(config.num_replicates))
+  state, history = task.init()
+  if unit.target_step:
+    state, history = task.train(state, history, 0, unit.target_step)
+  return task.finish(state, history)[workdir_lib.RESULTS][0]
 
 
 def test_operators_and_pairs_are_shared_across_m_and_pairs():
   key = jax.random.key(3)
-  small = experiment.make_data(key, _task(m=2, pairs=2))
-  big = experiment.make_data(key, _task(m=3, pairs=5))
-  np.testing.assert_array_equal(small.gstar, big.gstar)
-  np.testing.assert_allclose(small.targets, big.targets[:2], atol=1e-6)
-  np.testing.assert_allclose(small.train[0], big.train[0][:2, :2], atol=1e-6)
-  np.testing.assert_allclose(small.test[1], big.test[1][:2], atol=1e-6)
+  small = experiment.make_data(key, _spec(m=2, pairs=2))
+  big = experiment.make_data(key, _spec(m=3, pairs=5))
+  np.testing.assert_array_equal(small["gstar"], big["gstar"])
+  np.testing.assert_allclose(small["targets"], big["targets"][:2], atol=1e-6)
+  np.testing.assert_allclose(small["train"][0], big["train"][0][:2, :2], atol=1e-6)
+  np.testing.assert_allclose(small["test"][1], big["test"][1][:2], atol=1e-6)
   # Targets are unitary, and noiseless pairs follow them.
-  u = np.asarray(big.targets, np.complex128)
+  u = np.asarray(big["targets"], np.complex128)
   np.testing.assert_allclose(u @ np.conj(np.swapaxes(u, 1, 2)),
                              np.broadcast_to(np.eye(4), u.shape), atol=2e-6)
-  clean = experiment.make_data(key, _task(noise_std=0.0))
-  x, y = (np.asarray(a, np.complex128) for a in clean.train)
-  np.testing.assert_allclose(y, np.einsum("mpj,mij->mpi", x, np.asarray(clean.targets)),
+  clean = experiment.make_data(key, _spec(noise_std=0.0))
+  x, y = (np.asarray(a, np.complex128) for a in clean["train"])
+  np.testing.assert_allclose(y, np.einsum("mpj,mij->mpi", x, np.asarray(clean["targets"])),
                              atol=2e-5)
 
 
 @pytest.mark.parametrize("subalgebra", ["general", "commuting"])
 def test_oracle_reaches_the_noise_floor_with_zero_principal_angles(subalgebra):
-  solve = lambda task, approach: jax.jit(lambda k: _solve(  # noqa: E731
-      k, 0, task, experiment.Fit(approach, (3e-2,), 1, 600)))(jax.random.key(1))
-  clean = solve(_task(subalgebra=subalgebra, noise_std=0.0), "oracle")
+  clean = _record("oracle", subalgebra=subalgebra, noise_std=0.0)
   assert float(clean["test_loss"]) < 1e-6 and float(clean["train_loss"]) < 1e-6
   assert float(clean["angle_max"]) < 1e-5  # M = G*: the same span
-  noisy = solve(_task(subalgebra=subalgebra), "oracle")
-  floor = 2 * 4 * 0.01 ** 2  # 2nσ²
-  assert floor < float(noisy["test_loss"]) < 1.3 * floor
+  noisy = _record("oracle", subalgebra=subalgebra)
+  floor = 2 * 4 * 0.01 ** 2  # 2nσ², estimated from 192 noisy test pairs (s.e. ≈ 3%)
+  assert 0.9 * floor < float(noisy["test_loss"]) < 1.3 * floor
   # A fixed random basis is far from span(G*), and fits worse.
-  rand = solve(_task(subalgebra=subalgebra), "random_fixed")
+  rand = _record("random_fixed", subalgebra=subalgebra)
   assert float(rand["angle_max"]) > 0.3 and float(rand["test_loss"]) > 10 * floor
 
 
 def test_procrustes_fits_each_operator_in_closed_form():
-  task, key = _task(pairs=40), jax.random.key(2)
-  out = jax.jit(lambda k: _solve(
-      k, 0, task, experiment.Fit("procrustes")))(key)
+  out = _record("procrustes", pairs=40)
   floor = 2 * 4 * 0.01 ** 2
   assert floor < float(out["test_loss"]) < 1.2 * floor and np.isnan(float(out["angle_max"]))
   # The least-squares unitary: on its own training pairs no worse than the truth.
-  data = experiment.make_data(jax.random.split(jax.random.fold_in(key, 0))[0], task)
-  x, y = (np.asarray(a, np.complex128) for a in data.train)
-  err = np.einsum("mpj,mij->mpi", x, np.asarray(data.targets, np.complex128)) - y
+  spec = _spec("procrustes", pairs=40)
+  key = jax.random.key(0)  # the unit's: seed 0 folded with n, k and subalgebra's index
+  for value in (4, 2, 0):
+    key = jax.random.fold_in(key, value)
+  key = jax.random.split(jax.random.fold_in(key, 0))[0]  # replicate 0's data
+  data = experiment.make_data(key, spec)
+  x, y = (np.asarray(a, np.complex128) for a in data["train"])
+  err = np.einsum("mpj,mij->mpi", x, np.asarray(data["targets"], np.complex128)) - y
   truth = np.mean(np.sum(np.abs(err) ** 2, axis=-1))
   assert float(out["train_loss"]) <= truth * (1 + 1e-5)
-
-
-def _smoke(**changes):
-  config = cfg_lib.get_config("basis_smoke")
-  for k, v in changes.items():
-    config[k] = v
-  return config
 
 
 @pytest.mark.parametrize("field,value,match", [
@@ -102,8 +110,8 @@ def test_config_errors_name_the_field(field, value, match):
 
 
 def test_every_named_config_validates_and_unit_ids_hold_only_what_computes():
-  for name in cfg_lib.NAMED_CONFIGS:
-    experiment.validate_config(cfg_lib.get_config(name))
+  for name in ("basis", "basis_smoke"):
+    experiment.validate_config(F.load_config("basis", name))
   ids = lambda config: {u.name: u.id for u in experiment.units(config)}  # noqa: E731
   base = ids(_smoke())
   assert len(base) == 10  # 2 cells × 5 approaches
@@ -130,11 +138,12 @@ def test_the_report_states_the_targets_and_a_table_per_sweep():
           for r in range(3)]
   recs += [_rec("learned", 1.0, m=4, replicate=r, angle=0.8) for r in range(3)]
   text = report.markdown(recs)
-  assert "learned / oracle test loss (means): 1.43 (target ≤ 2: met)" in text
-  assert "full / learned test loss (means): 150 (target ≥ 10: met)" in text
-  assert "at m = 16 the learned basis' largest angle averages 0.05 rad; 3 of 3" in text
-  assert "## Test loss against m (n = 6, k = 3, pairs = 2" in text
-  assert "| 4 | 3 | 0.0012 | 1 ± 0 | — | — |" in text
+  # Means: learned 0.0022 / oracle 0.00154 = 1.43; full 0.33 / learned = 150.
+  assert "| means | 1.43 | 150 |" in text
+  assert "## Against m (n = 6, k = 3, pairs = 2" in text
+  assert "| m | runs | noise floor | learned | full | oracle | learned: max angle |" in text
+  assert "| 4 | 3 | 0.0012 | 1 ± 0 | — | — | 0.8 ± " in text
+  assert text.count(" of 3 |") == 2 and "| 0.05 ± 4.91e-18 | 0.025 ± 2.45e-18 | 3 of 3 |" in text
   failed = detail_tables.basis_lines(recs)  # the failures: a table of the script
   assert "| 6 | 3 | 4 | 2 | general | 1.0 | 3 of 3 | 3 | 0 | 0 |" in failed  # stuck
   assert set(report.figures(recs)) == {"angles_vs_m"}
@@ -156,12 +165,20 @@ def test_smoke_runs_through_the_runner_and_writes_records_and_a_report(tmp_path)
   paths = experiment.write_report(workdir)
   assert [os.path.basename(p) for p in paths] == ["report.md", "loss_vs_pairs.png"]
   text = open(paths[0], encoding="utf-8").read()
-  assert "## Test loss against pairs (n = 3, k = 2, m = 4" in text
-  # The trained units ran in the loop: each left its trained state's checkpoint.
-  assert len(os.listdir(os.path.join(workdir, "checkpoints"))) == 8
+  assert "## Against pairs (n = 3, k = 2, m = 4" in text
+  # Every unit ran in the loop (procrustes at step 0): each left its checkpoint.
+  assert len(os.listdir(os.path.join(workdir, "checkpoints"))) == 10
   again = experiment.train_and_evaluate(_smoke(), workdir, **_QUIET)
   assert again.computed == 0 and again.skipped == 10
   assert jnp.asarray(0).dtype == jnp.int32  # x64 left off after the run
+
+
+def test_the_published_folders_units_are_the_basis_configs_units():
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  have = workdir_lib.units(os.path.join(root, "results", "learned_basis"))
+  config = F.load_config("basis", "basis")
+  experiment.validate_config(config)
+  assert len(have) == 80 and set(have) == {u.id for u in experiment.units(config)}
 
 
 def test_the_committed_report_is_what_its_records_give():
