@@ -1,22 +1,12 @@
-"""The RNN family's fields (paper §4 and sequential images), one table.
-
-A unit's identity: its task, model, T and seed, the model's entry of `models`, and the
-fields whose rule holds for the model (h0 for complex states, λ fields for the guRNNs,
-refresh fields with a refresh on, image fields for the image tasks). Importing this
-module loads ml_collections only: choices kept in jax modules are read when checking.
-"""
-
-from __future__ import annotations
+"""The RNN family's fields (paper §4 and sequential images), one table: a unit's identity
+is its task, model, T and seed, its `models` entry, and the fields whose rule holds for its
+model. Loads ml_collections only: choices kept in jax modules are read when checking."""
 
 import math
 
 import ml_collections
 
 from lie_unitary.experiments import fields as F
-
-__all__ = ["BUDGETS", "FIELDS", "GURNN_MODELS", "H0_MODELS", "IMAGE_MODELS", "IMAGE_TASKS",
-           "LAMBDA_MODELS", "MODELS", "MODEL_FIELDS", "NAMED_CONFIGS", "ORTHOGONAL_MODELS",
-           "defaults", "get_config", "image_models", "paper_models"]
 
 # The experiments that ``--config=NAME`` knows: the files configs/NAME.py.
 NAMED_CONFIGS = ("adding", "memory", "copy_long", "adding_long", "rnn_smoke", "pixel_mnist",
@@ -30,76 +20,67 @@ ORTHOGONAL_MODELS = ("orthogonal",)  # expRNN's: W ∈ SO(n) from so(n) coeffici
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")  # a complex state, h0 its initial value
 IMAGE_TASKS = ("pixel", "permuted")
 IMAGE_MODELS = ("gurnn", "orthogonal", "lstm")
-LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
-READOUT_INITS = ("lecun_normal", "torch")
-ORTHOGONAL_EXPMS = ("eigh", "pade")
-LAMBDA_REFRESHES = ("none", "recentre", "rebase")
-# Parameter budgets of the image tasks: each model's hidden size whose trainable count is
-# nearest to expRNN's orthogonal RNN's (`experiment.budget_hidden_size` computes them).
+# Each image model's hidden size whose trainable count is nearest expRNN's orthogonal
+# RNN's at a parameter budget (`experiment.budget_hidden_size` computes them).
 BUDGETS = {"16k": {"gurnn": 116, "orthogonal": 170, "lstm": 62},
            "69k": {"gurnn": 250, "orthogonal": 360, "lstm": 129},
            "137k": {"gurnn": 358, "orthogonal": 512, "lstm": 183}}
 
-_POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
-
+_POSITIVE, _NONNEGATIVE, _RATE = F.integer(1), F.number(0.0), F.number(positive=True)
 
 # An entry of `models` (a model has the fields its `paper_models` entry has).
 MODEL_FIELDS = {
-    "hidden_size": F.Field(30, "state units (complex units for the guRNNs, ruRNN, free)",
-                           _POSITIVE),
-    "beta": F.Field(1.0, "β in f(β U h + V x + b)", F.number(positive=True)),
-    "activation": F.Field("relu", "f", F.one_of(F.registry("lie_unitary.nn",
-                                                          "GURNN_ACTIVATIONS"))),
-    "learning_rate": F.Field(1e-3, "RMSProp's rate of all but λ or μ", F.number(positive=True)),
-    "lambda_learning_rate": F.Field(1e-3, "the rate of the guRNN's λ or the orthogonal "
-                                    "RNN's μ", F.number(positive=True)),
+    "hidden_size": F.Field(30, "state units (complex for the guRNNs, ruRNN, free)", _POSITIVE),
+    "beta": F.Field(1.0, "β in f(β U h + V x + b)", _RATE),
+    "activation": F.Field(
+        "relu", "f", F.one_of(F.registry("lie_unitary.nn", "GURNN_ACTIVATIONS"))),
+    "learning_rate": F.Field(1e-3, "RMSProp's rate of all but λ or μ", _RATE),
+    "lambda_learning_rate": F.Field(1e-3, "the rate of the guRNN's λ or the orthogonal RNN's μ",
+                                    _RATE),
     "clip_value": F.Field(0.0, "clip every gradient entry to ±clip_value (0: off)",
                           _NONNEGATIVE),
-    "clip_norm": F.Field(0.0, "> 0: scale the gradient of all but λ or μ to this global "
-                         "norm first (0: off)", _NONNEGATIVE, before=0.0),
+    "clip_norm": F.Field(0.0, "> 0: scale the gradient of all but λ or μ to this global norm "
+                         "first (0: off)", _NONNEGATIVE, before=0.0),
 }
 
 
-def _entry(**values) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict({**values, "clip_norm": MODEL_FIELDS["clip_norm"].default})
+def _table(**entries) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict({m: {**e, "clip_norm": 0.0} for m, e in entries.items()})
 
 
 def paper_models(task: str) -> ml_collections.ConfigDict:
-  """The paper's per-model settings (§4) for 'adding' or 'memory' ('copy'): an entry per
-  model with the `MODEL_FIELDS` it reads. Raises ValueError for another task."""
+  """The paper's per-model settings (§4) of 'adding' or 'memory' ('copy'), an entry per
+  model. Raises ValueError for another task."""
   name = {"copy": "memory"}.get(task, task)
   if name not in ("adding", "memory"):
     raise ValueError(f"paper_models: task {task!r} is not 'adding' or 'memory'.")
-  beta = {"adding": 1.4, "memory": 1.05}[name]
-  act = {"adding": "relu", "memory": "tanh"}[name]
+  beta, act = {"adding": (1.4, "relu"), "memory": (1.05, "tanh")}[name]
   gurnn = dict(hidden_size=30, activation=act, learning_rate=1e-3, clip_value=0.0)
-  return ml_collections.ConfigDict({
-      "gurnn": _entry(**gurnn, beta=1.0, lambda_learning_rate=1e-3),
-      "gurnn_beta": _entry(**gurnn, beta=beta, lambda_learning_rate=1e-3),
-      "free": _entry(**gurnn, beta=beta),
-      "urnn": _entry(hidden_size={"adding": 512, "memory": 128}[name], learning_rate=1e-3,
-                     clip_value=0.0),
-      "lstm": _entry(hidden_size=30, learning_rate=1e-3, clip_value=1.0),
-      "irnn": _entry(hidden_size=30, learning_rate=1e-4, clip_value=1.0),
-      "tanh": _entry(hidden_size=30, learning_rate=1e-3, clip_value=1.0),
+  clipped = dict(hidden_size=30, learning_rate=1e-3, clip_value=1.0)
+  return _table(
+      gurnn=dict(gurnn, beta=1.0, lambda_learning_rate=1e-3),
+      gurnn_beta=dict(gurnn, beta=beta, lambda_learning_rate=1e-3),
+      free=dict(gurnn, beta=beta),
+      urnn=dict(hidden_size={"adding": 512, "memory": 128}[name], learning_rate=1e-3,
+                clip_value=0.0),
+      lstm=clipped, irnn=dict(clipped, learning_rate=1e-4), tanh=clipped,
       # Beyond the paper: expRNN's orthogonal RNN (a real state of the guRNN's size).
-      "orthogonal": _entry(hidden_size=60, learning_rate=1e-3, lambda_learning_rate=1e-4,
-                           clip_value=0.0),
-  })
+      orthogonal=dict(hidden_size=60, learning_rate=1e-3, lambda_learning_rate=1e-4,
+                      clip_value=0.0))
 
 
 def image_models(budget: str = "16k") -> ml_collections.ConfigDict:
-  """The image tasks' per-model settings, sized by `BUDGETS[budget]`: the orthogonal RNN
-  as expRNN ran it on permuted MNIST, the guRNN likewise. ValueError: unknown budget."""
+  """The image tasks' per-model settings (expRNN's for the orthogonal RNN, the guRNN
+  likewise), sized by `BUDGETS[budget]`. Raises ValueError: an unknown budget."""
   if budget not in BUDGETS:
     raise ValueError(f"unknown parameter budget {budget!r}; expected one of {tuple(BUDGETS)}.")
   size = BUDGETS[budget]
-  return ml_collections.ConfigDict({
-      "gurnn": _entry(hidden_size=size["gurnn"], beta=1.0, activation="modrelu",
-                      learning_rate=1e-3, lambda_learning_rate=1e-4, clip_value=0.0),
-      "orthogonal": _entry(hidden_size=size["orthogonal"], learning_rate=1e-3,
-                           lambda_learning_rate=1e-4, clip_value=0.0),
-      "lstm": _entry(hidden_size=size["lstm"], learning_rate=1e-3, clip_value=1.0)})
+  return _table(
+      gurnn=dict(hidden_size=size["gurnn"], beta=1.0, activation="modrelu",
+                 learning_rate=1e-3, lambda_learning_rate=1e-4, clip_value=0.0),
+      orthogonal=dict(hidden_size=size["orthogonal"], learning_rate=1e-3,
+                      lambda_learning_rate=1e-4, clip_value=0.0),
+      lstm=dict(hidden_size=size["lstm"], learning_rate=1e-3, clip_value=1.0))
 
 
 # Identity rules: (config, model) -> whether the field enters the unit's identity.
@@ -131,19 +112,19 @@ FIELDS = {
                   identity=lambda c, m: m in H0_MODELS),
     "lambda_init_std": F.Field(1.0, "std of the guRNN's λ at init (the paper: 1)", _NONNEGATIVE,
                                identity=_lambda),
-    "lambda_init": F.Field("normal", "guRNN λ init: 'normal' (N(0, lambda_init_std²)), 'phases' "
-                           "(U = diag(e^{iθ}), θ ~ U(-r, r), Henaff et al.'s), 'zeros' (U = I) "
-                           "or 'haar' (log of a Haar U)", F.one_of(LAMBDA_INITS),
-                           identity=_lambda),
+    "lambda_init": F.Field(
+        "normal", "guRNN λ init: 'normal' (N(0, lambda_init_std²)), 'phases' (U = diag(e^{iθ}), "
+        "θ ~ U(-r, r), Henaff et al.'s), 'zeros' (U = I) or 'haar' (log of a Haar U)",
+        F.one_of(("normal", "phases", "zeros", "haar")), identity=_lambda),
     "lambda_phase_range": F.Field(math.pi, "r of 'phases' (π/2: expRNN's Cayley init's)",
                                   F.number(positive=True), identity=lambda c, m:
                                   _lambda(c, m) and c.lambda_init == "phases"),
     "readout_init": F.Field("lecun_normal", "the readout's init: 'lecun_normal' (flax's Dense) "
-                            "or 'torch' (PyTorch's nn.Linear)", F.one_of(READOUT_INITS),
+                            "or 'torch' (PyTorch's nn.Linear)", F.one_of(("lecun_normal", "torch")),
                             before="lecun_normal"),
     "orthogonal_expm": F.Field("eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster "
                                "vmapped) or 'pade' (PyTorch's matrix_exp)",
-                               F.one_of(ORTHOGONAL_EXPMS),
+                               F.one_of(("eigh", "pade")),
                                identity=lambda c, m: m in ORTHOGONAL_MODELS, before="eigh"),
     "lstm_forget_bias": F.Field(0.0, "the LSTM's forget-gate bias at init (1: Jozefowicz et "
                                 "al. 2015's; 0: flax's)", _NONNEGATIVE,
@@ -151,13 +132,12 @@ FIELDS = {
     "lambda_refresh": F.Field("none", "guRNN λ refresh before update u with u % "
                               "lambda_refresh_every == 0, U kept: 'none', 'recentre' (λ ← the "
                               "principal log's) or 'rebase' (U₀ ← U₀ U(λ), λ ← 0)",
-                              F.one_of(LAMBDA_REFRESHES), identity=_refresh),
+                              F.one_of(("none", "recentre", "rebase")), identity=_refresh),
     "lambda_refresh_every": F.Field(100, "updates between refreshes", _POSITIVE,
                                     identity=_refresh),
-    "lambda_refresh_state": F.Field("keep", "λ's optimizer statistics at a refresh: 'keep' or "
-                                    "'reset'", F.one_of(F.registry(
-                                        "lie_unitary.principal_branch", "REFRESH_STATES")),
-                                    identity=_refresh),
+    "lambda_refresh_state": F.Field(
+        "keep", "λ's optimizer statistics at a refresh: 'keep' or 'reset'",
+        F.one_of(F.registry("lie_unitary.principal_branch", "REFRESH_STATES")), identity=_refresh),
     "lambda_optimizer": F.Field("sgd", "the guRNN's λ optimizer: 'sgd' (the original code's) "
                                 "or 'rmsprop'", F.one_of(F.registry(
                                     "lie_unitary.experiments.optimizers", "OPTIMIZERS")),
@@ -186,8 +166,7 @@ FIELDS = {
     "eval_size": F.Field(10_000, "validation and test sequences at the end", _POSITIVE),
     "eval_batch_size": F.Field(1_000, "divides val_size and eval_size; sets the sets' "
                                "sequences", _POSITIVE),
-    "eval_seed": F.Field(1234, "the validation and test sets, shared by all units",
-                         F.integer(0)),
+    "eval_seed": F.Field(1234, "the validation and test sets, shared by all units", F.integer(0)),
     "unroll": F.Field(1, "time steps per loop iteration: speed, but part of a unit (XLA "
                       "rounding)", _POSITIVE),
     "dataset": F.Field("mnist", "image tasks: 'mnist', 'fashion_mnist', 'kmnist', or a folder "

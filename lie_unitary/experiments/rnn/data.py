@@ -1,9 +1,7 @@
-"""The RNN tasks: the adding and memory (copy) problems (paper §4), drawn from a PRNG key
-inside jit, and sequential images read one pixel a step ('pixel' row by row, 'permuted' in
-one fixed order); a unit's programs read them through a `Source`. B batch, T sequence
-length, L steps, D input features, K classes."""
-
-from __future__ import annotations
+"""The RNN tasks (`get_task`): the adding and memory (copy) problems (paper §4), drawn
+from a PRNG key inside jit, and sequential images read a pixel a step ('pixel' row by row,
+'permuted' in one fixed order); a unit's programs read a task's data through a `Source`.
+B batch, T sequence length, L steps, D input features, K classes."""
 
 import functools
 import math
@@ -15,14 +13,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from lie_unitary.experiments.rnn.config import IMAGE_TASKS
-from lie_unitary.experiments.rnn.images import ImageSets
-from lie_unitary.experiments.rnn.images import load_image_sets
-
-__all__ = ["IMAGE_TASKS", "ImageSets", "Source", "Task", "accuracy", "adding_baseline",
-           "adding_batch", "adding_loss", "classification_loss", "get_task", "image_inputs",
-           "image_source", "load_image_sets", "memory_baseline", "memory_batch", "memory_loss",
-           "synthetic_source"]
+from lie_unitary.experiments.rnn.config import IMAGE_TASKS as IMAGE_TASKS
+from lie_unitary.experiments.rnn.images import ImageSets as ImageSets
+from lie_unitary.experiments.rnn.images import load_image_sets as load_image_sets
 
 # The memory problem: 10 symbols from 1..8 to remember; inputs one-hot over blank (0), the
 # symbols and the delimiter (9); outputs over blank and the symbols.
@@ -30,10 +23,9 @@ MEMORY_SYMBOLS, MEMORY_ALPHABET = 10, 8
 
 
 def _check_batch_args(batch_size, T, min_T):
-  if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-    raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
-  if isinstance(T, bool) or not isinstance(T, int) or T < min_T:
-    raise ValueError(f"T must be an integer ≥ {min_T}; got {T!r}.")
+  for name, value, least in (("batch_size", batch_size, 1), ("T", T, min_T)):
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+      raise ValueError(f"{name} must be an integer ≥ {least}; got {value!r}.")
 
 
 def adding_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
@@ -42,12 +34,9 @@ def adding_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
   _check_batch_args(batch_size, T, 2)
   k_val, k_first, k_second = jax.random.split(key, 3)
   values_BxT = jax.random.uniform(k_val, (batch_size, T), jnp.float32)
-  half = T // 2
-  first_B = jax.random.randint(k_first, (batch_size,), 0, half)
-  second_B = jax.random.randint(k_second, (batch_size,), half, T)
-  steps_T = jnp.arange(T)
-  markers_BxT = ((steps_T == first_B[:, None]) | (steps_T == second_B[:, None])).astype(
-      jnp.float32)
+  first_B = jax.random.randint(k_first, (batch_size,), 0, T // 2)
+  second_B = jax.random.randint(k_second, (batch_size,), T // 2, T)
+  markers_BxT = jax.nn.one_hot(first_B, T) + jax.nn.one_hot(second_B, T)
   y_B = jnp.sum(values_BxT * markers_BxT, axis=1)
   return jnp.stack([values_BxT, markers_BxT], axis=-1), y_B
 
@@ -55,12 +44,6 @@ def adding_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
 def adding_loss(pred_B, y_B) -> jax.Array:
   """Mean squared error over the batch: pred_B (B,) float, y_B (B,) float -> scalar."""
   return jnp.mean((pred_B - y_B) ** 2)
-
-
-def adding_baseline(T: int | None = None) -> float:
-  """MSE of always predicting 1 (the target's mean): Var(u1 + u2) = 1/6, for any T."""
-  del T
-  return 1.0 / 6.0
 
 
 def memory_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
@@ -103,10 +86,10 @@ def accuracy(logits_BxK, labels_B) -> jax.Array:
 
 
 class Task(NamedTuple):
-  """A task: `sample` (key, batch_size, T) -> (x (B, L, D), targets) (None: images),
-  `loss`, `baseline` T -> a random guess's loss, `readout` 'last' or 'all', `length` T -> L."""
+  """A task: `sample` (key, B, T) -> (x (B, L, D), targets) (None: images), `loss`,
+  `baseline` T -> a random guess's loss, `readout` 'last' or 'all', `length` T -> L."""
   name: str
-  sample: Callable[..., tuple[jax.Array, jax.Array]]
+  sample: Callable[..., tuple[jax.Array, jax.Array]] | None
   loss: Callable[[jax.Array, jax.Array], jax.Array]
   baseline: Callable[[int], float]
   input_size: int
@@ -115,9 +98,10 @@ class Task(NamedTuple):
   length: Callable[[int], int]
 
 
-_TASKS: dict[str, Task] = {
+_TASKS = {
+    # The adding baseline: always predicting 1, the target's mean; Var(u1 + u2) = 1/6.
     "adding": Task("adding", adding_batch, lambda out_Bx1, y_B: adding_loss(out_Bx1[:, 0], y_B),
-                   adding_baseline, 2, 1, "last", lambda T: T),
+                   lambda T: 1.0 / 6.0, 2, 1, "last", lambda T: T),
     "memory": Task("memory", memory_batch, memory_loss, memory_baseline, 10, 9, "all",
                    lambda T: T + 2 * MEMORY_SYMBOLS),
     **{name: Task(name, None, classification_loss, lambda T: math.log(10), 1, 10, "last",
@@ -134,14 +118,12 @@ def get_task(name: str) -> Task:
 
 
 class Source(NamedTuple):
-  """A task's data for `trainer.make_experiment` (hashable: it keys the compiled programs;
-  the arrays, `ImageSets`, are arguments). `updates_per_epoch` S (0: no epochs; calls never
-  cross an epoch); `epoch_data` (data key, epoch) -> an image order, or None;
-  `train_batch` (data key, u, epoch data, arrays) -> (inputs (B, L, D), targets);
-  `val_sets` / `final_sets` arrays -> {name: set, all of one shape}; `eval_batches` set ->
-  (count, initial-state key, j -> batch j); `metrics` -> {name in `names`: scalar}, "loss"
-  first; `split_eval`: whether a data axis splits evaluation batches too."""
-  updates_per_epoch: int
+  """A task's data for `trainer.make_experiment` (hashable; the arrays, `ImageSets` or None,
+  are arguments): `epoch_data` (data key, epoch) -> an image order; `train_batch` (data key,
+  u, epoch data, arrays) -> (x, targets); `val_sets` / `final_sets` arrays -> {name: set};
+  `eval_batches` set -> (count, initial state key, j -> batch j); `metrics` -> {name in
+  `names`: scalar}, "loss" first; `split_eval`: a data axis splits evaluation batches."""
+  updates_per_epoch: int  # 0: no epochs (and no `epoch_data`)
   epoch_data: Callable | None
   train_batch: Callable
   val_sets: Callable[[Any], dict]
@@ -152,38 +134,36 @@ class Source(NamedTuple):
   split_eval: bool
 
 
+def _batches(size: int, **counts: int) -> dict[str, int]:
+  """{name: count / size}; ValueError: a count that eval_batch_size `size` does not divide."""
+  for name, count in counts.items():
+    if count % size:
+      raise ValueError(f"{name} = {count}: expected a multiple of eval_batch_size = {size}.")
+  return {name: count // size for name, count in counts.items()}
+
+
 @functools.lru_cache(maxsize=16)
 def synthetic_source(spec) -> Source:
-  """The adding or memory problem's `Source` (cached): update u from fold_in(data key,
-  u mod num_train / batch_size) (num_train 0: u); set s (1 val, 2 test) batch j from
-  fold_in(fold_in(key(eval_seed), s), j), initial states fold_in(that, 2³⁰); "val"
-  records: val_size validation sequences, "final" ones eval_size of each.
-
-  Raises:
-    ValueError: an image task, or val_size or eval_size not a multiple of eval_batch_size.
-  """
-  task = get_task(spec.task)
+  """The adding or memory problem's `Source` (cached); ValueError: an image task, or
+  val_size or eval_size not a multiple of eval_batch_size."""
+  task, size = get_task(spec.task), spec.eval_batch_size
   if task.sample is None:
     raise ValueError(f"task {spec.task!r} reads images: its source is `image_source`.")
   num_batches = spec.num_train // spec.batch_size if spec.num_train > 0 else 0
-  size = spec.eval_batch_size
-  for field in ("val_size", "eval_size"):
-    if spec[field] % size:
-      raise ValueError(f"{field} = {spec[field]} must be a multiple of eval_batch_size = {size}.")
+  count = _batches(size, val_size=spec.val_size, eval_size=spec.eval_size)
 
-  def train_batch(data_key, u, epoch_data, arrays):
-    del epoch_data, arrays
+  def train_batch(data_key, u, epoch_data, arrays):  # fresh data for num_train 0
     key = jax.random.fold_in(data_key, u % num_batches if num_batches else u)
     return task.sample(key, spec.batch_size, spec.T)
 
-  def eval_batches(salt_and_count):
+  def eval_batches(salt_and_count):  # set s: 1 val, 2 test
     salt, count = salt_and_count
     key = jax.random.fold_in(jax.random.key(spec.eval_seed), salt)
     return (count, jax.random.fold_in(key, 2**30),
             lambda j: task.sample(jax.random.fold_in(key, j), size, spec.T))
 
-  val_sets = {"val": (1, spec.val_size // size)}
-  final_sets = {"val": (1, spec.eval_size // size), "test": (2, spec.eval_size // size)}
+  val_sets = {"val": (1, count["val_size"])}
+  final_sets = {"val": (1, count["eval_size"]), "test": (2, count["eval_size"])}
   return Source(0, None, train_batch, lambda arrays: val_sets, lambda arrays: final_sets,
                 eval_batches, lambda outputs, targets: {"loss": task.loss(outputs, targets)},
                 ("loss",), split_eval=False)
@@ -191,47 +171,36 @@ def synthetic_source(spec) -> Source:
 
 @functools.lru_cache(maxsize=16)
 def image_source(spec, num_train: int) -> Source:
-  """A sequential-image `Source` of N = num_train images (cached): epoch e's order
-  permutation(fold_in(data key, e), N), update u its (u mod N // B)-th batch; "val"
-  records: the validation and test sets (initial states key(eval_seed)), "final" none.
-
-  Raises:
-    ValueError: not an image task, fewer images than a batch; a set size that
-      eval_batch_size does not divide (from `val_sets`).
-  """
-  if spec.task not in IMAGE_TASKS:
-    raise ValueError(f"task {spec.task!r} is not an image task {IMAGE_TASKS}.")
+  """A sequential-image `Source` of num_train images (cached), a permutation of them an
+  epoch; "val" records: validation and test sets. ValueError: fewer images than a batch."""
   if num_train < spec.batch_size:
     raise ValueError(f"{num_train} training images cannot fill a batch of {spec.batch_size}.")
   per_epoch, size = num_train // spec.batch_size, spec.eval_batch_size
 
   def epoch_data(data_key, epoch):
-    return jax.random.permutation(jax.random.fold_in(data_key, epoch), num_train).astype(
-        jnp.int32)
+    order = jax.random.permutation(jax.random.fold_in(data_key, epoch), num_train)
+    return order.astype(jnp.int32)
 
   def train_batch(data_key, u, order, sets):
-    del data_key
-    batch = jax.lax.dynamic_slice_in_dim(order, (u % per_epoch) * spec.batch_size,
-                                         spec.batch_size)
+    start = (u % per_epoch) * spec.batch_size
+    batch = jax.lax.dynamic_slice_in_dim(order, start, spec.batch_size)
     return image_inputs(sets.train_x[batch]), sets.train_y[batch]
 
   def val_sets(sets):
-    for labels in (sets.val_y, sets.test_y):
-      if labels.shape[0] % size:
-        raise ValueError(f"{labels.shape[0]} images are not a multiple of "
-                         f"eval_batch_size = {size}.")
+    count = _batches(size, validation_images=sets.val_y.shape[0],
+                     test_images=sets.test_y.shape[0])
     # Both sets as batch ranges of one array: one compiled evaluation reads either.
     pixels, labels = (jnp.concatenate(pair) for pair in ((sets.val_x, sets.test_x),
                                                          (sets.val_y, sets.test_y)))
-    num_val = sets.val_y.shape[0] // size
+    num_val = count["validation_images"]
     return {"val": (pixels, labels, 0, num_val),
-            "test": (pixels, labels, num_val, sets.test_y.shape[0] // size)}
+            "test": (pixels, labels, num_val, count["test_images"])}
 
   def eval_batches(batch_range):
     pixels, labels, first, count = batch_range
     at = lambda a, j: jax.lax.dynamic_slice_in_dim(a, (first + j) * size, size)
-    rows = lambda j: (image_inputs(at(pixels, j)), at(labels, j))
-    return count, jax.random.key(spec.eval_seed), rows
+    return count, jax.random.key(spec.eval_seed), lambda j: (image_inputs(at(pixels, j)),
+                                                             at(labels, j))
 
   def metrics(logits, labels):
     return {"loss": classification_loss(logits, labels), "accuracy": accuracy(logits, labels)}
