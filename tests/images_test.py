@@ -347,7 +347,7 @@ def test_module_is_numpy_only():
               if isinstance(node, ast.Import) for alias in node.names}
   imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                if isinstance(node, ast.ImportFrom) and node.module}
-  assert imported <= {"gzip", "json", "numpy", "os", "pathlib", "struct", "typing", "zlib"}
+  assert imported <= {"collections", "gzip", "json", "numpy", "os", "pathlib", "struct", "zlib"}
 
 
 def test_real_fashion_mnist():

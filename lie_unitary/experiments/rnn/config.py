@@ -85,26 +85,25 @@ def image_models(budget: str = "16k") -> ml_collections.ConfigDict:
 
 # Identity rules: (config, model) -> whether the field enters the unit's identity.
 _lambda = lambda c, m: m in LAMBDA_MODELS
+_phases = lambda c, m: _lambda(c, m) and c.lambda_init == "phases"
 _refresh = lambda c, m: _lambda(c, m) and c.lambda_refresh != "none"
 _images = lambda c, m: c.task in IMAGE_TASKS
 
 FIELDS = {
-    "variant": F.Field("", "the experiment's name (recorded, not computed with)", F.string,
-                       identity=False),
+    "variant": F.Field("", "the experiment's name (recorded only)", F.string, identity=False),
     "task": F.Field("adding", "'adding', 'memory' ('copy') or the image tasks 'pixel', "
                     "'permuted'; set `models` with it",
                     F.one_of(("adding", "memory", "copy") + IMAGE_TASKS), identity=False),
     "model": F.Field(("gurnn_beta",), "models, a unit each: gurnn (β = 1), gurnn_beta, urnn "
                      "(ruRNN), lstm, irnn, tanh, free (an unconstrained 2n×2n guRNN), "
-                     "orthogonal (expRNN's)", identity=False, check=F.tuple_of(
-                         F.one_of(MODELS), unique=True,
-                         example="('gurnn', 'lstm') or --config.model=gurnn,lstm")),
+                     "orthogonal (expRNN's)", F.tuple_of(F.one_of(MODELS), unique=True, example=
+                     "('gurnn', 'lstm') or --config.model=gurnn,lstm"), identity=False),
     "T": F.Field((100,), "sequence lengths, a unit each (memory: T - 1 blanks, length T + 20; "
                  "images: the pixels)", identity=False,
                  check=F.tuple_of(F.integer(1), unique=True, example="(100, 200)")),
     "seeds": F.Field((0,), "seeds, a unit each (init and training data); replicate r starts "
-                     "from fold_in(key(seed), r)", identity=False, check=F.tuple_of(
-                         F.integer(0), unique=True, example="(0, 1, 2) or --config.seeds=0,1,2")),
+                     "from fold_in(key(seed), r)", F.tuple_of(F.integer(0), unique=True, example=
+                     "(0, 1, 2) or --config.seeds=0,1,2"), identity=False),
     "models": F.Field(paper_models("adding"), "per-model settings (`paper_models`, "
                       "`image_models`), fields `MODEL_FIELDS`", identity=False),
     "h0": F.Field("random", "guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), redrawn "
@@ -116,9 +115,8 @@ FIELDS = {
         "normal", "guRNN λ init: 'normal' (N(0, lambda_init_std²)), 'phases' (U = diag(e^{iθ}), "
         "θ ~ U(-r, r), Henaff et al.'s), 'zeros' (U = I) or 'haar' (log of a Haar U)",
         F.one_of(("normal", "phases", "zeros", "haar")), identity=_lambda),
-    "lambda_phase_range": F.Field(math.pi, "r of 'phases' (π/2: expRNN's Cayley init's)",
-                                  F.number(positive=True), identity=lambda c, m:
-                                  _lambda(c, m) and c.lambda_init == "phases"),
+    "lambda_phase_range": F.Field(math.pi, "r of 'phases' (π/2: expRNN's Cayley init's)", _RATE,
+                                  identity=_phases),
     "readout_init": F.Field("lecun_normal", "the readout's init: 'lecun_normal' (flax's Dense) "
                             "or 'torch' (PyTorch's nn.Linear)", F.one_of(("lecun_normal", "torch")),
                             before="lecun_normal"),
@@ -138,10 +136,9 @@ FIELDS = {
     "lambda_refresh_state": F.Field(
         "keep", "λ's optimizer statistics at a refresh: 'keep' or 'reset'",
         F.one_of(F.registry("lie_unitary.principal_branch", "REFRESH_STATES")), identity=_refresh),
-    "lambda_optimizer": F.Field("sgd", "the guRNN's λ optimizer: 'sgd' (the original code's) "
-                                "or 'rmsprop'", F.one_of(F.registry(
-                                    "lie_unitary.experiments.optimizers", "OPTIMIZERS")),
-                                identity=_lambda),
+    "lambda_optimizer": F.Field(
+        "sgd", "the guRNN's λ optimizer: 'sgd' (the original code's) or 'rmsprop'",
+        F.one_of(F.registry("lie_unitary.experiments.optimizers", "OPTIMIZERS")), identity=_lambda),
     "lr_drops": F.Field((), "updates from which every rate gets one more lr_drop_factor",
                         F.tuple_of(F.integer(0), nonempty=False, example="(45000, 65000)")),
     "lr_drop_factor": F.Field(0.1, "the factor of each drop", _NONNEGATIVE),

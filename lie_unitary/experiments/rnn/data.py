@@ -5,7 +5,6 @@ B batch, T sequence length, L steps, D input features, K classes."""
 
 import functools
 import math
-from typing import Any
 from typing import Callable
 from typing import NamedTuple
 
@@ -86,16 +85,15 @@ def accuracy(logits_BxK, labels_B) -> jax.Array:
 
 
 class Task(NamedTuple):
-  """A task: `sample` (key, B, T) -> (x (B, L, D), targets) (None: images), `loss`,
-  `baseline` T -> a random guess's loss, `readout` 'last' or 'all', `length` T -> L."""
+  """A task's sizes, data, loss and baseline (`get_task`)."""
   name: str
-  sample: Callable[..., tuple[jax.Array, jax.Array]] | None
-  loss: Callable[[jax.Array, jax.Array], jax.Array]
-  baseline: Callable[[int], float]
+  sample: Callable | None  # (key, B, T) -> (x (B, L, D), targets); None: images
+  loss: Callable  # (outputs, targets) -> scalar
+  baseline: Callable[[int], float]  # T -> a random guess's loss
   input_size: int
   output_size: int
-  readout: str
-  length: Callable[[int], int]
+  readout: str  # 'last' or 'all'
+  length: Callable[[int], int]  # T -> L
 
 
 _TASKS = {
@@ -118,20 +116,17 @@ def get_task(name: str) -> Task:
 
 
 class Source(NamedTuple):
-  """A task's data for `trainer.make_experiment` (hashable; the arrays, `ImageSets` or None,
-  are arguments): `epoch_data` (data key, epoch) -> an image order; `train_batch` (data key,
-  u, epoch data, arrays) -> (x, targets); `val_sets` / `final_sets` arrays -> {name: set};
-  `eval_batches` set -> (count, initial state key, j -> batch j); `metrics` -> {name in
-  `names`: scalar}, "loss" first; `split_eval`: a data axis splits evaluation batches."""
-  updates_per_epoch: int  # 0: no epochs (and no `epoch_data`)
-  epoch_data: Callable | None
-  train_batch: Callable
-  val_sets: Callable[[Any], dict]
-  final_sets: Callable[[Any], dict]
-  eval_batches: Callable
-  metrics: Callable[[jax.Array, jax.Array], dict]
+  """A task's data for `trainer.make_experiment`: hashable (it keys compiled programs); the
+  arrays (`ImageSets` or None) are arguments."""
+  updates_per_epoch: int  # 0: no epochs
+  epoch_data: Callable | None  # (data key, epoch) -> an image order
+  train_batch: Callable  # (data key, u, epoch data, arrays) -> (x, targets)
+  val_sets: Callable  # arrays -> {name: set} of the "val" records
+  final_sets: Callable  # arrays -> {name: set} of the "final" records
+  eval_batches: Callable  # set -> (count, initial-state key, j -> batch j)
+  metrics: Callable  # (outputs, targets) -> {name in `names`: scalar}, "loss" first
   names: tuple[str, ...]
-  split_eval: bool
+  split_eval: bool  # whether a data axis splits evaluation batches too
 
 
 def _batches(size: int, **counts: int) -> dict[str, int]:

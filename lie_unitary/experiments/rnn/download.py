@@ -4,14 +4,9 @@ import hashlib
 import http.client
 import os
 import shutil
-import tempfile
 import urllib.request
 
 from lie_unitary.experiments.rnn import images
-
-
-class DownloadError(OSError):
-  """No mirror gave a file with the published checksum (offline, moved, or corrupt)."""
 
 
 def _md5(path: str) -> str:
@@ -19,17 +14,15 @@ def _md5(path: str) -> str:
     return hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
-def _fetch(url: str, folder: str, name: str, md5: str) -> None:
-  """url → folder/name, renamed into place only when its md5 is `md5` (else OSError)."""
-  fd, partial = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
+def _fetch(url: str, path: str, md5: str) -> None:
+  """url → path, renamed into place only when its md5 is `md5` (else OSError)."""
+  partial = f"{path}.{os.getpid()}.partial"
   try:
-    with os.fdopen(fd, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-      shutil.copyfileobj(response, out, 1 << 20)
-      out.flush()
-      os.fsync(out.fileno())
+    with open(partial, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+      shutil.copyfileobj(response, out)
     if (got := _md5(partial)) != md5:
       raise OSError(f"md5 {got}, expected {md5}")
-    os.replace(partial, os.path.join(folder, name))
+    os.replace(partial, path)
   finally:
     if os.path.exists(partial):
       os.remove(partial)
@@ -38,28 +31,27 @@ def _fetch(url: str, folder: str, name: str, md5: str) -> None:
 def download(dataset: str, folder: str | os.PathLike | None = None) -> str:
   """Fetches a dataset's missing IDX files (`images.DATASETS`' mirrors and md5s) into
   `folder` (None: `images.default_folder`); returns it. Raises ValueError: an unknown
-  dataset; DownloadError: a file no mirror gave (one line: each mirror's failure)."""
+  dataset; OSError: a file no mirror gave (one line: each mirror's failure)."""
   if dataset not in images.DATASETS:
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(images.DATASETS)}.")
   folder = os.path.expanduser(os.fspath(folder or images.default_folder(dataset)))
   os.makedirs(folder, exist_ok=True)
-  mirrors, md5s = images.DATASETS[dataset]["mirrors"], images.DATASETS[dataset]["md5"]
-  for name, md5 in zip(images.IDX_FILE_NAMES, md5s):
+  for name, md5 in zip(images.IDX_FILE_NAMES, images.DATASETS[dataset]["md5"]):
     path = os.path.join(folder, name)
     if (os.path.isfile(path + ".gz") and _md5(path + ".gz") == md5) or (
         not os.path.exists(path + ".gz") and os.path.isfile(path)):
       continue  # already here (an uncompressed copy: checked by its header and size below)
     failures = []
-    for url in (base.rstrip("/") + "/" + name + ".gz" for base in mirrors):
+    for url in (base.rstrip("/") + f"/{name}.gz" for base in images.DATASETS[dataset]["mirrors"]):
       try:
-        _fetch(url, folder, name + ".gz", md5)
+        _fetch(url, path + ".gz", md5)
         print(f"{dataset}: {name}.gz from {url}")
         break
       except (OSError, http.client.HTTPException, ValueError) as e:
         failures.append(f"{url}: {getattr(e, 'reason', None) or e}")
     else:
-      raise DownloadError(f"{dataset}: could not download {name}.gz ({'; '.join(failures)}); "
-                          f"offline? put the four files {', '.join(images.IDX_FILE_NAMES)} "
-                          f"(.gz or not) in {folder} by hand.")
+      raise OSError(f"{dataset}: could not download {name}.gz ({'; '.join(failures)}); "
+                    f"offline? put the four files {', '.join(images.IDX_FILE_NAMES)} (.gz or "
+                    f"not) in {folder} by hand.")
   images.check_dataset_files(folder)
   return folder

@@ -3,12 +3,12 @@ IDX files, each possibly gzipped (a magic number 0, 0, a type code, the number o
 dimensions; a big-endian uint32 per dimension; the values big-endian in C order), checked
 by their headers and read (`load_image_sets`)."""
 
+import collections
 import gzip
 import json
 import os
 import pathlib
 import struct
-from typing import NamedTuple
 import zlib
 
 import numpy as np
@@ -28,19 +28,13 @@ _EXPECTED = (f"expected the four IDX files {', '.join(IDX_FILE_NAMES)} (each may
              f"{DATASETS['fashion_mnist']['how_to_get']}")
 
 
-class ImageSets(NamedTuple):
-  """An image task's sets: *_x uint8 (N, P), the pixels in reading order; *_y int32 (N,)."""
-  train_x: np.ndarray
-  train_y: np.ndarray
-  val_x: np.ndarray
-  val_y: np.ndarray
-  test_x: np.ndarray
-  test_y: np.ndarray
+# An image task's sets: *_x uint8 (N, P), the pixels in reading order; *_y int32 (N,).
+ImageSets = collections.namedtuple("ImageSets", "train_x train_y val_x val_y test_x test_y")
 
 
 def _read(path, whole: bool):
-  """(shape, dtype, data bytes) of an IDX file; `whole` False: data None, the size checked
-  from the file's size or gzip's trailer."""
+  """(shape, dtype, data bytes) of an IDX file; `whole` False: no data, its size checked
+  from the file's size or gzip's trailer (the uncompressed size mod 2³²)."""
   if os.path.isdir(path):
     raise ValueError(f"{path}: a folder, not an IDX file.")
   if not os.path.isfile(path):
@@ -48,28 +42,24 @@ def _read(path, whole: bool):
   with open(path, "rb") as raw:
     compressed = raw.read(2) == b"\x1f\x8b"
     raw.seek(0)
-    f = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+    f = gzip.GzipFile(fileobj=raw) if compressed else raw
     try:
       magic = f.read(4)
-      if len(magic) < 4:
-        raise ValueError(f"{path}: truncated IDX file: {len(magic)} bytes, the magic number "
-                         "alone needs 4.")
-      code, ndim = magic[2], magic[3]
-      why = ("expected 00 00, a data type code, the number of dimensions"
-             if magic[:2] != b"\0\0" else "0 dimensions" if not ndim else
-             None if code in _IDX_DTYPES else f"unknown IDX data type 0x{code:02X}")
+      why = ("truncated" if len(magic) < 4 else "expected 00 00, a data type code, the number "
+             "of dimensions" if magic[:2] != b"\0\0" else "0 dimensions" if not magic[3] else
+             None if magic[2] in _IDX_DTYPES else f"unknown IDX data type 0x{magic[2]:02X}")
       if why:
         raise ValueError(f"{path}: not an IDX file: bad magic number 0x{magic.hex()} ({why}).")
-      header = f.read(4 * ndim)
-      if len(header) < 4 * ndim:
-        raise ValueError(f"{path}: truncated IDX file: the header has {len(header)} of the "
-                         f"{4 * ndim} bytes of its {ndim} dimensions.")
-      shape, dtype = struct.unpack(f">{ndim}I", header), _IDX_DTYPES[code]
+      ndim, dtype = magic[3], _IDX_DTYPES[magic[2]]
+      if len(header := f.read(4 * ndim)) < 4 * ndim:
+        raise ValueError(f"{path}: truncated IDX file: {len(header)} of the {4 * ndim} header "
+                         f"bytes of its {ndim} dimensions.")
+      shape = struct.unpack(f">{ndim}I", header)
       want = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
       data = f.read() if whole else None  # to the end: a gzip stream's CRC is checked
       if whole:
         size = len(data)
-      elif compressed:  # gzip's trailer: the uncompressed size mod 2³²
+      elif compressed:
         raw.seek(-4, os.SEEK_END)
         size, want = (struct.unpack("<I", raw.read(4))[0] - 4 - 4 * ndim) % 2**32, want % 2**32
       else:
