@@ -168,7 +168,7 @@ def test_read_idx_truncated_gzip_stream(tmp_path):
 
 
 def test_read_idx_a_folder(tmp_path):
-  with pytest.raises(ValueError) as e:
+  with pytest.raises(IsADirectoryError) as e:
     images.read_idx(tmp_path)
   _assert_one_line(e, tmp_path)
 

@@ -1,6 +1,5 @@
-"""The RNN family's fields (paper §4 and sequential images), one table: a unit's identity
-is its task, model, T and seed, its `models` entry, and the fields whose rule holds for its
-model. Loads ml_collections only: choices kept in jax modules are read when checking."""
+"""The RNN family's fields (paper §4, sequential images): a unit is its task, model, T, seed,
+`models` entry and the fields whose rule holds for its model. Loads no jax."""
 
 import math
 
@@ -120,10 +119,9 @@ FIELDS = {
     "readout_init": F.Field("lecun_normal", "the readout's init: 'lecun_normal' (flax's Dense) "
                             "or 'torch' (PyTorch's nn.Linear)", F.one_of(("lecun_normal", "torch")),
                             before="lecun_normal"),
-    "orthogonal_expm": F.Field("eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster "
-                               "vmapped) or 'pade' (PyTorch's matrix_exp)",
-                               F.one_of(("eigh", "pade")),
-                               identity=lambda c, m: m in ORTHOGONAL_MODELS, before="eigh"),
+    "orthogonal_expm": F.Field(
+        "eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster vmapped) or 'pade' (PyTorch's)",
+        F.one_of(("eigh", "pade")), identity=lambda c, m: m in ORTHOGONAL_MODELS, before="eigh"),
     "lstm_forget_bias": F.Field(0.0, "the LSTM's forget-gate bias at init (1: Jozefowicz et "
                                 "al. 2015's; 0: flax's)", _NONNEGATIVE,
                                 identity=lambda c, m: m == "lstm", before=0.0),

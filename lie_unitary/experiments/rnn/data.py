@@ -1,7 +1,6 @@
-"""The RNN tasks (`get_task`): the adding and memory (copy) problems (paper §4), drawn
-from a PRNG key inside jit, and sequential images read a pixel a step ('pixel' row by row,
-'permuted' in one fixed order); a unit's programs read a task's data through a `Source`.
-B batch, T sequence length, L steps, D input features, K classes."""
+"""The RNN tasks (`get_task`): the adding and memory problems (paper §4), drawn from a key
+inside jit, and sequential images, a pixel a step; a unit's programs read a task's data
+through a `Source`. B batch, T sequence length, L steps, D input features, K classes."""
 
 import functools
 import math
@@ -46,9 +45,8 @@ def adding_loss(pred_B, y_B) -> jax.Array:
 
 
 def memory_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
-  """The memory (copy) problem, L = T + 20: x (B, L, 10) float32 one-hot, 10 symbols in
-  1..8, T - 1 blanks 0, the delimiter 9, 10 blanks; labels (B, L) int32, 0 but the symbols
-  at the end. Raises ValueError: batch_size < 1 or T < 1."""
+  """The memory (copy) problem: x (B, T + 20, 10) float32 one-hot, 10 symbols in 1..8, T - 1
+  blanks 0, the delimiter 9, 10 blanks; labels (B, T + 20) int32, 0 but the symbols last."""
   _check_batch_args(batch_size, T, 1)
   S = MEMORY_SYMBOLS
   symbols_BxS = jax.random.randint(key, (batch_size, S), 1, MEMORY_ALPHABET + 1, jnp.int32)
@@ -129,14 +127,6 @@ class Source(NamedTuple):
   split_eval: bool  # whether a data axis splits evaluation batches too
 
 
-def _batches(size: int, **counts: int) -> dict[str, int]:
-  """{name: count / size}; ValueError: a count that eval_batch_size `size` does not divide."""
-  for name, count in counts.items():
-    if count % size:
-      raise ValueError(f"{name} = {count}: expected a multiple of eval_batch_size = {size}.")
-  return {name: count // size for name, count in counts.items()}
-
-
 @functools.lru_cache(maxsize=16)
 def synthetic_source(spec) -> Source:
   """The adding or memory problem's `Source` (cached); ValueError: an image task, or
@@ -145,7 +135,9 @@ def synthetic_source(spec) -> Source:
   if task.sample is None:
     raise ValueError(f"task {spec.task!r} reads images: its source is `image_source`.")
   num_batches = spec.num_train // spec.batch_size if spec.num_train > 0 else 0
-  count = _batches(size, val_size=spec.val_size, eval_size=spec.eval_size)
+  for field in ("val_size", "eval_size"):
+    if spec[field] % size:
+      raise ValueError(f"{field} = {spec[field]} must be a multiple of eval_batch_size = {size}.")
 
   def train_batch(data_key, u, epoch_data, arrays):  # fresh data for num_train 0
     key = jax.random.fold_in(data_key, u % num_batches if num_batches else u)
@@ -157,8 +149,8 @@ def synthetic_source(spec) -> Source:
     return (count, jax.random.fold_in(key, 2**30),
             lambda j: task.sample(jax.random.fold_in(key, j), size, spec.T))
 
-  val_sets = {"val": (1, count["val_size"])}
-  final_sets = {"val": (1, count["eval_size"]), "test": (2, count["eval_size"])}
+  val_sets = {"val": (1, spec.val_size // size)}
+  final_sets = {"val": (1, spec.eval_size // size), "test": (2, spec.eval_size // size)}
   return Source(0, None, train_batch, lambda arrays: val_sets, lambda arrays: final_sets,
                 eval_batches, lambda outputs, targets: {"loss": task.loss(outputs, targets)},
                 ("loss",), split_eval=False)
@@ -167,7 +159,7 @@ def synthetic_source(spec) -> Source:
 @functools.lru_cache(maxsize=16)
 def image_source(spec, num_train: int) -> Source:
   """A sequential-image `Source` of num_train images (cached), a permutation of them an
-  epoch; "val" records: validation and test sets. ValueError: fewer images than a batch."""
+  epoch; ValueError: fewer images than a batch, sets that eval_batch_size does not divide."""
   if num_train < spec.batch_size:
     raise ValueError(f"{num_train} training images cannot fill a batch of {spec.batch_size}.")
   per_epoch, size = num_train // spec.batch_size, spec.eval_batch_size
@@ -182,14 +174,14 @@ def image_source(spec, num_train: int) -> Source:
     return image_inputs(sets.train_x[batch]), sets.train_y[batch]
 
   def val_sets(sets):
-    count = _batches(size, validation_images=sets.val_y.shape[0],
-                     test_images=sets.test_y.shape[0])
+    if sets.val_y.shape[0] % size or sets.test_y.shape[0] % size:
+      raise ValueError(f"eval_batch_size = {size} must divide both sets' sizes.")
     # Both sets as batch ranges of one array: one compiled evaluation reads either.
     pixels, labels = (jnp.concatenate(pair) for pair in ((sets.val_x, sets.test_x),
                                                          (sets.val_y, sets.test_y)))
-    num_val = count["validation_images"]
+    num_val = sets.val_y.shape[0] // size
     return {"val": (pixels, labels, 0, num_val),
-            "test": (pixels, labels, num_val, count["test_images"])}
+            "test": (pixels, labels, num_val, sets.test_y.shape[0] // size)}
 
   def eval_batches(batch_range):
     pixels, labels, first, count = batch_range

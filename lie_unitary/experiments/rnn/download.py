@@ -14,20 +14,6 @@ def _md5(path: str) -> str:
     return hashlib.file_digest(f, lambda: hashlib.md5(usedforsecurity=False)).hexdigest()
 
 
-def _fetch(url: str, path: str, md5: str) -> None:
-  """url → path, renamed into place only when its md5 is `md5` (else OSError)."""
-  partial = f"{path}.{os.getpid()}.partial"
-  try:
-    with open(partial, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
-      shutil.copyfileobj(response, out)
-    if (got := _md5(partial)) != md5:
-      raise OSError(f"md5 {got}, expected {md5}")
-    os.replace(partial, path)
-  finally:
-    if os.path.exists(partial):
-      os.remove(partial)
-
-
 def download(dataset: str, folder: str | os.PathLike | None = None) -> str:
   """Fetches a dataset's missing IDX files (`images.DATASETS`' mirrors and md5s) into
   `folder` (None: `images.default_folder`); returns it. Raises ValueError: an unknown
@@ -37,18 +23,25 @@ def download(dataset: str, folder: str | os.PathLike | None = None) -> str:
   folder = os.path.expanduser(os.fspath(folder or images.default_folder(dataset)))
   os.makedirs(folder, exist_ok=True)
   for name, md5 in zip(images.IDX_FILE_NAMES, images.DATASETS[dataset]["md5"]):
-    path = os.path.join(folder, name)
-    if (os.path.isfile(path + ".gz") and _md5(path + ".gz") == md5) or (
-        not os.path.exists(path + ".gz") and os.path.isfile(path)):
+    path = os.path.join(folder, name + ".gz")
+    if (os.path.isfile(path) and _md5(path) == md5) or (
+        not os.path.exists(path) and os.path.isfile(path[:-3])):
       continue  # already here (an uncompressed copy: checked by its header and size below)
-    failures = []
+    failures, partial = [], f"{path}.{os.getpid()}.partial"
     for url in (base.rstrip("/") + f"/{name}.gz" for base in images.DATASETS[dataset]["mirrors"]):
-      try:
-        _fetch(url, path + ".gz", md5)
+      try:  # into place only with the published md5
+        with open(partial, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+          shutil.copyfileobj(response, out)
+        if (got := _md5(partial)) != md5:
+          raise OSError(f"md5 {got}, expected {md5}")
+        os.replace(partial, path)
         print(f"{dataset}: {name}.gz from {url}")
         break
       except (OSError, http.client.HTTPException, ValueError) as e:
         failures.append(f"{url}: {getattr(e, 'reason', None) or e}")
+      finally:
+        if os.path.exists(partial):
+          os.remove(partial)
     else:
       raise OSError(f"{dataset}: could not download {name}.gz ({'; '.join(failures)}); "
                     f"offline? put the four files {', '.join(images.IDX_FILE_NAMES)} (.gz or "

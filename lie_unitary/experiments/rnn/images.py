@@ -1,7 +1,6 @@
 """MNIST-family images as a task's sets: a dataset's folder (`resolve_data_dir`), its four
-IDX files, each possibly gzipped (a magic number 0, 0, a type code, the number of
-dimensions; a big-endian uint32 per dimension; the values big-endian in C order), checked
-by their headers and read (`load_image_sets`)."""
+IDX files (each possibly gzipped: a magic number 0, 0, a type code, the number of dimensions;
+a big-endian uint32 per dimension; the values big-endian in C order), the sets read."""
 
 import collections
 import gzip
@@ -15,9 +14,8 @@ import numpy as np
 
 IDX_FILE_NAMES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
                   "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
-# The datasets known by name: how to get each by hand, the mirrors `download` tries in
-# order, the md5 of each gzipped file (IDX_FILE_NAMES order) as its authors publish it, and
-# where a Debian package puts them (`apt-get install dataset-fashion-mnist`).
+# The datasets known by name: how to get them by hand, where a system package puts them, the
+# mirrors `download` tries in order, each gzipped file's md5 as its authors publish it.
 DATASETS = json.loads(pathlib.Path(__file__).with_name("datasets.json").read_text("utf-8"))
 DATA_DIR_ENV = "LIE_UNITARY_DATA_DIR"
 _PERMUTATION_SEED = 92916  # the permuted task's pixel order, as expRNN's code draws it
@@ -35,11 +33,7 @@ ImageSets = collections.namedtuple("ImageSets", "train_x train_y val_x val_y tes
 def _read(path, whole: bool):
   """(shape, dtype, data bytes) of an IDX file; `whole` False: no data, its size checked
   from the file's size or gzip's trailer (the uncompressed size mod 2³²)."""
-  if os.path.isdir(path):
-    raise ValueError(f"{path}: a folder, not an IDX file.")
-  if not os.path.isfile(path):
-    raise FileNotFoundError(f"{path}: no such IDX file.")
-  with open(path, "rb") as raw:
+  with open(path, "rb") as raw:  # OSError: no such file, a folder
     compressed = raw.read(2) == b"\x1f\x8b"
     raw.seek(0)
     f = gzip.GzipFile(fileobj=raw) if compressed else raw
@@ -64,9 +58,7 @@ def _read(path, whole: bool):
         size, want = (struct.unpack("<I", raw.read(4))[0] - 4 - 4 * ndim) % 2**32, want % 2**32
       else:
         size = os.fstat(raw.fileno()).st_size - 4 - 4 * ndim
-    except (EOFError, OSError, zlib.error) as e:  # EOFError: a gzip stream ending early
-      if not compressed:
-        raise
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:  # EOFError: a stream ending early
       reason = str(e).splitlines()[0] if str(e) else type(e).__name__
       raise ValueError(f"{path}: corrupt or truncated gzip data ({reason}).") from e
   if size != want:
@@ -79,7 +71,7 @@ def _read(path, whole: bool):
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
   """One IDX file (gzip told by its first bytes) as a writable native-order array. Raises
-  FileNotFoundError: no such file; ValueError: a folder, not IDX, truncated or corrupt."""
+  OSError: no file; ValueError: not IDX, truncated or corrupt (one line, the path)."""
   shape, dtype, data = _read(os.fspath(path), whole=True)
   return np.frombuffer(data, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
@@ -92,9 +84,8 @@ def _find(folder: str) -> list[str | None]:
 
 
 def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
-  """The paths of a folder's four IDX files (.gz first), checked by headers and sizes:
-  images (N, H, W) uint8, labels (N,) integers. Raises FileNotFoundError: a missing folder
-  or file (how to get them); ValueError: a bad file, files that do not fit together."""
+  """A folder's four IDX files (.gz first), checked by headers and sizes. Raises OSError: a
+  missing folder or file (how to get them); ValueError: bad files, or ones that differ."""
   folder = os.fspath(folder)
   if not os.path.isdir(folder):
     raise FileNotFoundError(f"{folder}: no such folder; {_EXPECTED}.")
@@ -121,10 +112,8 @@ def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
 
 def load_image_sets(folder: str | os.PathLike, task: str, seed: int = _PERMUTATION_SEED,
                     num_validation: int = 5_000) -> ImageSets:
-  """A folder's images (any H × W) as `ImageSets` of `task`, 'pixel' (row by row) or
-  'permuted' (RandomState(seed).permutation(H·W)); validation: the last `num_validation`
-  training images. Raises as `check_dataset_files`, and ValueError: labels outside 0..9,
-  an unknown task, num_validation outside 1..N_train - 1."""
+  """A folder's images as `ImageSets` of 'pixel' (row by row) or 'permuted' (RandomState(seed)
+  order), the last `num_validation` training images held out. Raises as `check_dataset_files`."""
   if task not in ("pixel", "permuted"):
     raise ValueError(f"unknown image task {task!r}; expected one of ('pixel', 'permuted').")
   paths = check_dataset_files(folder)
@@ -154,10 +143,8 @@ def default_folder(dataset: str) -> str:
 
 
 def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
-  """The folder (`~` expanded) of a dataset's four IDX files, the first of: `data_dir`;
-  `dataset` when not one of `DATASETS` (a path), both checked; `default_folder(dataset)`
-  or the Debian package's folder, when it holds them. Raises FileNotFoundError: none
-  found (where it looked, how to get them); ValueError: a bad explicit folder."""
+  """A dataset's folder: `data_dir` or `dataset` itself (a path) checked, else the first of its
+  places that holds the files. Raises FileNotFoundError: none (where, how to get them)."""
   if data_dir or dataset not in DATASETS:
     folder = os.path.expanduser(data_dir or dataset)
     if not data_dir and not os.path.isdir(folder):
