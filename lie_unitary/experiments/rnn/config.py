@@ -19,8 +19,7 @@ ORTHOGONAL_MODELS = ("orthogonal",)  # expRNN's: W ∈ SO(n) from so(n) coeffici
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")  # a complex state, h0 its initial value
 IMAGE_TASKS = ("pixel", "permuted")
 IMAGE_MODELS = ("gurnn", "orthogonal", "lstm")
-# Each image model's hidden size whose trainable count is nearest expRNN's orthogonal
-# RNN's at a parameter budget (`experiment.budget_hidden_size` computes them).
+# The image models' sizes at expRNN's parameter budgets (`experiment.budget_hidden_size`).
 BUDGETS = {"16k": {"gurnn": 116, "orthogonal": 170, "lstm": 62},
            "69k": {"gurnn": 250, "orthogonal": 360, "lstm": 129},
            "137k": {"gurnn": 358, "orthogonal": 512, "lstm": 183}}
@@ -48,8 +47,7 @@ def _table(**entries) -> ml_collections.ConfigDict:
 
 
 def paper_models(task: str) -> ml_collections.ConfigDict:
-  """The paper's per-model settings (§4) of 'adding' or 'memory' ('copy'), an entry per
-  model. Raises ValueError for another task."""
+  """The paper's per-model settings (§4) of 'adding' or 'memory' ('copy'); ValueError: else."""
   name = {"copy": "memory"}.get(task, task)
   if name not in ("adding", "memory"):
     raise ValueError(f"paper_models: task {task!r} is not 'adding' or 'memory'.")
@@ -69,8 +67,7 @@ def paper_models(task: str) -> ml_collections.ConfigDict:
 
 
 def image_models(budget: str = "16k") -> ml_collections.ConfigDict:
-  """The image tasks' per-model settings (expRNN's for the orthogonal RNN, the guRNN
-  likewise), sized by `BUDGETS[budget]`. Raises ValueError: an unknown budget."""
+  """The image tasks' per-model settings (expRNN's), sized by `BUDGETS[budget]` (ValueError)."""
   if budget not in BUDGETS:
     raise ValueError(f"unknown parameter budget {budget!r}; expected one of {tuple(BUDGETS)}.")
   size = BUDGETS[budget]

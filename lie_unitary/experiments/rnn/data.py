@@ -114,8 +114,7 @@ def get_task(name: str) -> Task:
 
 
 class Source(NamedTuple):
-  """A task's data for `trainer.make_experiment`: hashable (it keys compiled programs); the
-  arrays (`ImageSets` or None) are arguments."""
+  """A task's data for `trainer.make_experiment`: hashable; the arrays (`ImageSets`) are args."""
   updates_per_epoch: int  # 0: no epochs
   epoch_data: Callable | None  # (data key, epoch) -> an image order
   train_batch: Callable  # (data key, u, epoch data, arrays) -> (x, targets)
@@ -129,8 +128,7 @@ class Source(NamedTuple):
 
 @functools.lru_cache(maxsize=16)
 def synthetic_source(spec) -> Source:
-  """The adding or memory problem's `Source` (cached); ValueError: an image task, or
-  val_size or eval_size not a multiple of eval_batch_size."""
+  """The adding or memory problem's `Source` (cached); ValueError: an image task, set sizes."""
   task, size = get_task(spec.task), spec.eval_batch_size
   if task.sample is None:
     raise ValueError(f"task {spec.task!r} reads images: its source is `image_source`.")
@@ -158,8 +156,7 @@ def synthetic_source(spec) -> Source:
 
 @functools.lru_cache(maxsize=16)
 def image_source(spec, num_train: int) -> Source:
-  """A sequential-image `Source` of num_train images (cached), a permutation of them an
-  epoch; ValueError: fewer images than a batch, sets that eval_batch_size does not divide."""
+  """A `Source` of num_train images (cached), a new order each epoch; ValueError: bad sizes."""
   if num_train < spec.batch_size:
     raise ValueError(f"{num_train} training images cannot fill a batch of {spec.batch_size}.")
   per_epoch, size = num_train // spec.batch_size, spec.eval_batch_size

@@ -15,9 +15,8 @@ def _md5(path: str) -> str:
 
 
 def download(dataset: str, folder: str | os.PathLike | None = None) -> str:
-  """Fetches a dataset's missing IDX files (`images.DATASETS`' mirrors and md5s) into
-  `folder` (None: `images.default_folder`); returns it. Raises ValueError: an unknown
-  dataset; OSError: a file no mirror gave (one line: each mirror's failure)."""
+  """Fetches a dataset's missing files into `folder` (None: `images.default_folder`), returned.
+  Raises ValueError: an unknown dataset; OSError: a file no mirror gave (each one's failure)."""
   if dataset not in images.DATASETS:
     raise ValueError(f"unknown dataset {dataset!r}; expected one of {sorted(images.DATASETS)}.")
   folder = os.path.expanduser(os.fspath(folder or images.default_folder(dataset)))

@@ -31,8 +31,7 @@ ImageSets = collections.namedtuple("ImageSets", "train_x train_y val_x val_y tes
 
 
 def _read(path, whole: bool):
-  """(shape, dtype, data bytes) of an IDX file; `whole` False: no data, its size checked
-  from the file's size or gzip's trailer (the uncompressed size mod 2³²)."""
+  """(shape, dtype, data) of an IDX file; `whole` False: data None, checked by size alone."""
   with open(path, "rb") as raw:  # OSError: no such file, a folder
     compressed = raw.read(2) == b"\x1f\x8b"
     raw.seek(0)
@@ -53,7 +52,7 @@ def _read(path, whole: bool):
       data = f.read() if whole else None  # to the end: a gzip stream's CRC is checked
       if whole:
         size = len(data)
-      elif compressed:
+      elif compressed:  # gzip's trailer: the uncompressed size mod 2³²
         raw.seek(-4, os.SEEK_END)
         size, want = (struct.unpack("<I", raw.read(4))[0] - 4 - 4 * ndim) % 2**32, want % 2**32
       else:
@@ -77,8 +76,7 @@ def read_idx(path: str | os.PathLike) -> np.ndarray:
 
 
 def _find(folder: str) -> list[str | None]:
-  # The four files' paths, None where missing; the .gz first (its CRC is checked, while an
-  # uncompressed copy beside it may be a half-finished extraction).
+  # The four files' paths (None: missing), .gz first: a copy beside it may be half-extracted.
   paths = ([os.path.join(folder, n) for n in (name + ".gz", name)] for name in IDX_FILE_NAMES)
   return [next((p for p in pair if os.path.isfile(p)), None) for pair in paths]
 
@@ -135,8 +133,7 @@ def load_image_sets(folder: str | os.PathLike, task: str, seed: int = _PERMUTATI
 
 
 def default_folder(dataset: str) -> str:
-  """Where a dataset is looked for and downloaded to: $LIE_UNITARY_DATA_DIR/<dataset>, else
-  $XDG_CACHE_HOME (~/.cache)/lie_unitary/<dataset>."""
+  """$LIE_UNITARY_DATA_DIR/<dataset>, else $XDG_CACHE_HOME (~/.cache)/lie_unitary/<dataset>."""
   root = os.environ.get(DATA_DIR_ENV, "") or os.path.join(
       os.environ.get("XDG_CACHE_HOME", "") or "~/.cache", "lie_unitary")
   return os.path.join(os.path.expanduser(root), dataset)
