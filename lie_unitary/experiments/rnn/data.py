@@ -34,7 +34,7 @@ def adding_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
   values_BxT = jax.random.uniform(k_val, (batch_size, T), jnp.float32)
   first_B = jax.random.randint(k_first, (batch_size,), 0, T // 2)
   second_B = jax.random.randint(k_second, (batch_size,), T // 2, T)
-  markers_BxT = jax.nn.one_hot(first_B, T) + jax.nn.one_hot(second_B, T)
+  markers_BxT = jax.nn.one_hot(jnp.stack([first_B, second_B], 1), T, dtype=jnp.float32).sum(1)
   y_B = jnp.sum(values_BxT * markers_BxT, axis=1)
   return jnp.stack([values_BxT, markers_BxT], axis=-1), y_B
 
@@ -115,7 +115,7 @@ def get_task(name: str) -> Task:
 
 class Source(NamedTuple):
   """A task's data for `trainer.make_experiment`: hashable; the arrays (`ImageSets`) are args."""
-  updates_per_epoch: int  # 0: no epochs
+  updates_per_epoch: int  # 0: no epochs; else no call crosses one
   epoch_data: Callable | None  # (data key, epoch) -> an image order
   train_batch: Callable  # (data key, u, epoch data, arrays) -> (x, targets)
   val_sets: Callable  # arrays -> {name: set} of the "val" records
