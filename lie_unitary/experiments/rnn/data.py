@@ -162,8 +162,7 @@ def image_source(spec, num_train: int) -> Source:
   per_epoch, size = num_train // spec.batch_size, spec.eval_batch_size
 
   def epoch_data(data_key, epoch):
-    order = jax.random.permutation(jax.random.fold_in(data_key, epoch), num_train)
-    return order.astype(jnp.int32)
+    return jax.random.permutation(jax.random.fold_in(data_key, epoch), num_train).astype(jnp.int32)
 
   def train_batch(data_key, u, order, sets):
     start = (u % per_epoch) * spec.batch_size
@@ -172,7 +171,8 @@ def image_source(spec, num_train: int) -> Source:
 
   def val_sets(sets):
     if sets.val_y.shape[0] % size or sets.test_y.shape[0] % size:
-      raise ValueError(f"eval_batch_size = {size} must divide both sets' sizes.")
+      raise ValueError(f"eval_batch_size = {size} must divide the {len(sets.val_y)} validation "
+                       f"and {len(sets.test_y)} test images.")
     # Both sets as batch ranges of one array: one compiled evaluation reads either.
     pixels, labels = (jnp.concatenate(pair) for pair in ((sets.val_x, sets.test_x),
                                                          (sets.val_y, sets.test_y)))
