@@ -72,22 +72,30 @@ def _gz_source(tmp_path):
   return src, md5s
 
 
-def test_download_fetches_checks_and_keeps(tmp_path):
+def _mirrors(monkeypatch, dataset, mirrors, md5s=None):
+  """Points `dataset`'s mirrors (and checksums) at the test's servers."""
+  monkeypatch.setitem(images.DATASETS[dataset], "mirrors", list(mirrors))
+  if md5s is not None:
+    monkeypatch.setitem(images.DATASETS[dataset], "md5", list(md5s))
+
+
+def test_download_fetches_checks_and_keeps(tmp_path, monkeypatch):
   src, md5s = _gz_source(tmp_path)
   out = tmp_path / "out"
   with serve(src) as (url, requested):
-    got = download_lib.download("mnist", out, mirrors=[url], checksums=md5s, printer=print)
+    _mirrors(monkeypatch, "mnist", [url], md5s)
+    got = download_lib.download("mnist", out)
     assert got == str(out) and sorted(os.listdir(out)) == sorted(NAMES)
     for name in NAMES:
       assert (out / name).read_bytes() == (src / name).read_bytes()
     sets = images.load_image_sets(out, "pixel", num_validation=2)
     assert sets.train_x.shape == (30, 16) and sets.test_y.shape == (8,)
     count = len(requested)
-    download_lib.download("mnist", out, mirrors=[url], checksums=md5s)  # all present
+    download_lib.download("mnist", out)  # all present
     assert len(requested) == count == 4
 
 
-def test_a_bad_mirror_falls_through_to_the_next(tmp_path):
+def test_a_bad_mirror_falls_through_to_the_next(tmp_path, monkeypatch):
   src, md5s = _gz_source(tmp_path)
   wrong = tmp_path / "wrong"
   shutil.copytree(src, wrong)
@@ -96,19 +104,19 @@ def test_a_bad_mirror_falls_through_to_the_next(tmp_path):
   (wrong / NAMES[2]).unlink()  # the next mirror cuts this one short
   with serve(wrong) as (bad, _), serve(src, truncate={NAMES[2]}) as (cut, _), \
       serve(src) as (good, _):
-    download_lib.download("mnist", tmp_path / "out", mirrors=[bad, cut, good],
-                          checksums=md5s, printer=lambda _: None)
+    _mirrors(monkeypatch, "mnist", [bad, cut, good], md5s)
+    download_lib.download("mnist", tmp_path / "out")
   for name in NAMES:
     assert (tmp_path / "out" / name).read_bytes() == (src / name).read_bytes()
   assert not [f for f in os.listdir(tmp_path / "out") if f.endswith(".partial")]
 
 
-def test_every_mirror_failing_is_one_line_and_leaves_no_file(tmp_path):
+def test_every_mirror_failing_is_one_line_and_leaves_no_file(tmp_path, monkeypatch):
   src, md5s = _gz_source(tmp_path)
   with serve(src, truncate=set(NAMES)) as (cut, _):
-    with pytest.raises(download_lib.DownloadError) as e:
-      download_lib.download("kmnist", tmp_path / "out", mirrors=[cut, "http://127.0.0.1:9/"],
-                            checksums=md5s, timeout=5)
+    _mirrors(monkeypatch, "kmnist", [cut, "http://127.0.0.1:9/"], md5s)
+    with pytest.raises(OSError) as e:
+      download_lib.download("kmnist", tmp_path / "out")
   message = str(e.value)
   assert "\n" not in message and "kmnist" in message and cut in message
   assert "127.0.0.1:9" in message and "by hand" in message
@@ -117,9 +125,9 @@ def test_every_mirror_failing_is_one_line_and_leaves_no_file(tmp_path):
 
 def test_the_published_checksums_and_an_unknown_dataset():
   for dataset in ("mnist", "fashion_mnist", "kmnist"):
-    sums = download_lib.CHECKSUMS[dataset]
+    sums = images.DATASETS[dataset]["md5"]
     assert len(sums) == 4 and all(len(s) == 32 and int(s, 16) >= 0 for s in sums)
-    assert len(set(sums)) == 4 and download_lib.MIRRORS[dataset]
+    assert len(set(sums)) == 4 and images.DATASETS[dataset]["mirrors"]
   with pytest.raises(ValueError, match="unknown dataset 'cifar'"):
     download_lib.download("cifar", "/nonexistent")
 
@@ -133,14 +141,15 @@ def test_default_folder(monkeypatch, tmp_path):
 
 
 
-def test_uncompressed_files_already_there_are_kept(tmp_path):
+def test_uncompressed_files_already_there_are_kept(tmp_path, monkeypatch):
   src, md5s = _gz_source(tmp_path)
   out = tmp_path / "out"
   out.mkdir()
   for name in images.IDX_FILE_NAMES:
     (out / name).write_bytes(gzip.decompress((src / (name + ".gz")).read_bytes()))
   with serve(src) as (url, requested):
-    download_lib.download("fashion_mnist", out, mirrors=[url], checksums=md5s)
+    _mirrors(monkeypatch, "fashion_mnist", [url], md5s)
+    download_lib.download("fashion_mnist", out)
   assert requested == [] and sorted(os.listdir(out)) == sorted(images.IDX_FILE_NAMES)
 
 
@@ -154,15 +163,14 @@ def test_the_launchers_download_field_fetches_a_missing_set_before_anything_else
     rnn.validate_config(c)
   assert "\n" not in str(e.value) and str(tmp_path / "data" / "kmnist") in str(e.value)
   with serve(src) as (url, requested):
-    monkeypatch.setitem(download_lib.MIRRORS, "kmnist", (url,))
-    monkeypatch.setitem(download_lib.CHECKSUMS, "kmnist", tuple(md5s))
+    _mirrors(monkeypatch, "kmnist", [url], md5s)
     c.download = True
     rnn.validate_config(c)
     assert len(requested) == 4
     rnn.validate_config(c)  # found now: nothing fetched again
     assert len(requested) == 4
   assert sorted(os.listdir(tmp_path / "data" / "kmnist")) == sorted(NAMES)
-  monkeypatch.setitem(download_lib.MIRRORS, "mnist", ("http://127.0.0.1:9/",))
+  _mirrors(monkeypatch, "mnist", ["http://127.0.0.1:9/"])
   c.dataset = "mnist"
   with pytest.raises(fields.ConfigError, match="could not download") as e:
     rnn.validate_config(c)

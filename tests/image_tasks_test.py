@@ -246,7 +246,7 @@ def test_the_progress_line_names_replicates_with_a_nan_loss():
 
 
 def test_the_real_fashion_mnist_files_when_installed():
-  folder = images.DEBIAN_FASHION_MNIST_DIR
+  folder = images.DATASETS["fashion_mnist"]["system_folders"][0]
   if not os.path.isdir(folder):
     pytest.skip(f"Fashion-MNIST is not installed ({folder}: apt-get install "
                 "dataset-fashion-mnist).")

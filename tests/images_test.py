@@ -12,6 +12,8 @@ from lie_unitary.experiments.rnn import images
 
 import helpers
 
+TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS = images.IDX_FILE_NAMES
+
 # IDX type code -> (struct format character, numpy dtype): the test's own writer.
 _TYPES = {
     0x08: ("B", np.uint8),
@@ -44,10 +46,10 @@ def _make_folder(folder, n_train=12, n_test=5, hw=(28, 28), gz=False, seed=0, sk
   rng = np.random.RandomState(seed)
   os.makedirs(folder, exist_ok=True)
   arrays = {
-      images.TRAIN_IMAGES: rng.randint(0, 256, (n_train, *hw)).astype(np.uint8),
-      images.TRAIN_LABELS: rng.randint(0, 10, n_train).astype(np.uint8),
-      images.TEST_IMAGES: rng.randint(0, 256, (n_test, *hw)).astype(np.uint8),
-      images.TEST_LABELS: rng.randint(0, 10, n_test).astype(np.uint8),
+      TRAIN_IMAGES: rng.randint(0, 256, (n_train, *hw)).astype(np.uint8),
+      TRAIN_LABELS: rng.randint(0, 10, n_train).astype(np.uint8),
+      TEST_IMAGES: rng.randint(0, 256, (n_test, *hw)).astype(np.uint8),
+      TEST_LABELS: rng.randint(0, 10, n_test).astype(np.uint8),
   }
   for name, values in arrays.items():
     if name not in skip:
@@ -166,7 +168,7 @@ def test_read_idx_truncated_gzip_stream(tmp_path):
 
 
 def test_read_idx_a_folder(tmp_path):
-  with pytest.raises(ValueError) as e:
+  with pytest.raises(IsADirectoryError) as e:
     images.read_idx(tmp_path)
   _assert_one_line(e, tmp_path)
 
@@ -183,33 +185,33 @@ def test_load_image_sets_round_trip(tmp_path, gz):
   assert train_y.shape == (12,) and train_y.dtype == np.int32
   assert test_y.shape == (5,) and test_y.dtype == np.int32
   # Flattened row by row: pixel 28·r + c is row r, column c.
-  np.testing.assert_array_equal(train_x, written[images.TRAIN_IMAGES].reshape(12, -1))
-  np.testing.assert_array_equal(train_x[:, 28 * 2 + 5], written[images.TRAIN_IMAGES][:, 2, 5])
-  np.testing.assert_array_equal(test_x, written[images.TEST_IMAGES].reshape(5, -1))
-  np.testing.assert_array_equal(train_y, written[images.TRAIN_LABELS])
-  np.testing.assert_array_equal(test_y, written[images.TEST_LABELS])
+  np.testing.assert_array_equal(train_x, written[TRAIN_IMAGES].reshape(12, -1))
+  np.testing.assert_array_equal(train_x[:, 28 * 2 + 5], written[TRAIN_IMAGES][:, 2, 5])
+  np.testing.assert_array_equal(test_x, written[TEST_IMAGES].reshape(5, -1))
+  np.testing.assert_array_equal(train_y, written[TRAIN_LABELS])
+  np.testing.assert_array_equal(test_y, written[TEST_LABELS])
 
 
 def test_load_image_sets_any_image_shape(tmp_path):
   written = _make_folder(tmp_path, hw=(5, 7))
   train_x, _, test_x, _ = _load(tmp_path)
   assert train_x.shape == (12, 35)
-  np.testing.assert_array_equal(test_x, written[images.TEST_IMAGES].reshape(5, 35))
+  np.testing.assert_array_equal(test_x, written[TEST_IMAGES].reshape(5, 35))
 
 
 def test_gz_preferred_when_both_exist_and_mixed_accepted(tmp_path):
   _make_folder(tmp_path, seed=1, gz=False)
-  gz_arrays = _make_folder(tmp_path, seed=2, gz=True, skip=(images.TEST_LABELS,))
+  gz_arrays = _make_folder(tmp_path, seed=2, gz=True, skip=(TEST_LABELS,))
   paths = images.check_dataset_files(tmp_path)
   assert [os.path.basename(p) for p in paths] == [
       "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz",
       "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte"]
   np.testing.assert_array_equal(_load(tmp_path)[0],
-                                gz_arrays[images.TRAIN_IMAGES].reshape(12, -1))
+                                gz_arrays[TRAIN_IMAGES].reshape(12, -1))
 
 
 def test_missing_file_lists_the_four_names_and_how_to_get_them(tmp_path):
-  _make_folder(tmp_path, skip=(images.TEST_IMAGES,))
+  _make_folder(tmp_path, skip=(TEST_IMAGES,))
   for call in (images.check_dataset_files, _load):
     with pytest.raises(FileNotFoundError) as e:
       call(tmp_path)
@@ -225,7 +227,7 @@ def test_missing_folder(tmp_path):
 
 def test_image_and_label_counts_differ(tmp_path):
   _make_folder(tmp_path)
-  _write(tmp_path / images.TEST_LABELS, _idx_bytes(np.zeros(4, np.uint8)))
+  _write(tmp_path / TEST_LABELS, _idx_bytes(np.zeros(4, np.uint8)))
   with pytest.raises(ValueError) as e:
     _load(tmp_path)
   _assert_one_line(e, "5 test images", "4 labels")
@@ -233,16 +235,16 @@ def test_image_and_label_counts_differ(tmp_path):
 
 def test_labels_out_of_range(tmp_path):
   _make_folder(tmp_path)
-  _write(tmp_path / images.TRAIN_LABELS, _idx_bytes(np.array([0, 10, 3] + [1] * 8 + [255],
+  _write(tmp_path / TRAIN_LABELS, _idx_bytes(np.array([0, 10, 3] + [1] * 8 + [255],
                                                              np.uint8)))
   with pytest.raises(ValueError) as e:
     _load(tmp_path)
-  _assert_one_line(e, images.TRAIN_LABELS, "2 labels outside 0..9", "max 255")
+  _assert_one_line(e, TRAIN_LABELS, "2 labels outside 0..9", "max 255")
 
 
 def test_train_and_test_image_shapes_differ(tmp_path):
   _make_folder(tmp_path)
-  _write(tmp_path / images.TEST_IMAGES, _idx_bytes(np.zeros((5, 27, 29), np.uint8)))
+  _write(tmp_path / TEST_IMAGES, _idx_bytes(np.zeros((5, 27, 29), np.uint8)))
   with pytest.raises(ValueError) as e:
     _load(tmp_path)
   _assert_one_line(e, "(28, 28)", "(27, 29)")
@@ -250,7 +252,7 @@ def test_train_and_test_image_shapes_differ(tmp_path):
 
 def test_images_must_be_uint8_stacks(tmp_path):
   _make_folder(tmp_path)
-  _write(tmp_path / images.TRAIN_IMAGES, _idx_bytes(np.zeros((12, 784), np.uint8)))
+  _write(tmp_path / TRAIN_IMAGES, _idx_bytes(np.zeros((12, 784), np.uint8)))
   with pytest.raises(ValueError) as e:
     _load(tmp_path)
   _assert_one_line(e, "(N, H, W) uint8", "(12, 784)")
@@ -267,7 +269,7 @@ def places(tmp_path, monkeypatch):
   _make_folder(root / "fashion_mnist")
   _make_folder(debian, gz=True)
   monkeypatch.setenv(images.DATA_DIR_ENV, str(root))
-  monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST_DIR", str(debian))
+  monkeypatch.setitem(images.DATASETS["fashion_mnist"], "system_folders", [str(debian)])
   return explicit, root, debian
 
 
@@ -313,7 +315,8 @@ def test_resolve_env_var_sub_folder_per_dataset(places):
 
 
 def test_resolve_nothing_found(places, monkeypatch, tmp_path):
-  monkeypatch.setattr(images, "DEBIAN_FASHION_MNIST_DIR", str(tmp_path / "no-debian"))
+  monkeypatch.setitem(images.DATASETS["fashion_mnist"], "system_folders",
+                      [str(tmp_path / "no-debian")])
   monkeypatch.delenv(images.DATA_DIR_ENV)
   monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
   with pytest.raises(FileNotFoundError) as e:
@@ -338,19 +341,17 @@ def test_resolve_a_folder_path(places, tmp_path):
 # --- the module itself and the real data --------------------------------------------------
 
 
-def test_module_is_numpy_only_and_all_sorted():
+def test_module_is_numpy_only():
   tree = ast.parse(open(images.__file__, encoding="utf-8").read())
   imported = {alias.name.split(".")[0] for node in ast.walk(tree)
               if isinstance(node, ast.Import) for alias in node.names}
   imported |= {node.module.split(".")[0] for node in ast.walk(tree)
                if isinstance(node, ast.ImportFrom) and node.module}
-  assert imported <= {"__future__", "gzip", "numpy", "os", "struct", "typing", "zlib"}
-  assert images.__all__ == sorted(images.__all__)
-  assert all(hasattr(images, name) for name in images.__all__)
+  assert imported <= {"collections", "gzip", "json", "numpy", "os", "pathlib", "struct", "zlib"}
 
 
 def test_real_fashion_mnist():
-  folder = images.DEBIAN_FASHION_MNIST_DIR
+  folder = images.DATASETS["fashion_mnist"]["system_folders"][0]
   try:
     images.check_dataset_files(folder)
   except FileNotFoundError:
@@ -386,7 +387,7 @@ def test_real_mnist():
 def test_check_dataset_files_reads_headers_and_catches_a_truncated_file(tmp_path, gz, cut):
   _make_folder(tmp_path, gz=gz)
   assert images.check_dataset_files(tmp_path)[0].endswith(".gz" if gz else "ubyte")
-  name = images.TRAIN_IMAGES + (".gz" if gz else "")
+  name = TRAIN_IMAGES + (".gz" if gz else "")
   data = open(tmp_path / name, "rb").read()
   if gz:  # a partial download: the gzip stream ends early
     data = data[:len(data) - cut - 8]
@@ -401,7 +402,7 @@ def test_check_dataset_files_reads_headers_and_catches_a_truncated_file(tmp_path
 
 def test_check_dataset_files_catches_counts_that_differ(tmp_path):
   _make_folder(tmp_path)
-  _write(tmp_path / images.TEST_LABELS, _idx_bytes(np.zeros(4, np.uint8)))
+  _write(tmp_path / TEST_LABELS, _idx_bytes(np.zeros(4, np.uint8)))
   with pytest.raises(ValueError) as e:
     images.check_dataset_files(tmp_path)
   _assert_one_line(e, "5 test images but 4 labels")
@@ -411,7 +412,7 @@ def test_check_dataset_files_catches_counts_that_differ(tmp_path):
 def test_a_truncated_file_is_one_line_exit_2_and_no_workdir(tmp_path):
   folder = tmp_path / "data"
   _make_folder(folder, hw=(4, 4))
-  with open(folder / images.TEST_IMAGES, "r+b") as f:
+  with open(folder / TEST_IMAGES, "r+b") as f:
     f.truncate(40)
   workdir = tmp_path / "w"
   out = helpers.launcher("rnn", "--config=permuted_mnist", f"--config.data_dir={folder}",

@@ -55,6 +55,9 @@ def test_the_wheel_holds_every_config_file_and_the_type_marker(wheel):
   configs = {f"lie_unitary/configs/{p.name}" for p in (ROOT / "configs").glob("*.py")}
   assert configs - names == set()
   assert "lie_unitary/py.typed" in names
+  # The data files the package reads: the published tables, the datasets' mirrors.
+  assert {"lie_unitary/experiments/published.json",
+          "lie_unitary/experiments/rnn/datasets.json"} <= names
 
 
 def test_every_family_of_the_runner_is_a_subpackage():

@@ -1,22 +1,11 @@
-"""The RNN family's fields (paper §4 and sequential images), one table.
-
-A unit's identity: its task, model, T and seed, the model's entry of `models`, and the
-fields whose rule holds for the model (h0 for complex states, λ fields for the guRNNs,
-refresh fields with a refresh on, image fields for the image tasks). Importing this
-module loads ml_collections only: choices kept in jax modules are read when checking.
-"""
-
-from __future__ import annotations
+"""The RNN family's fields (paper §4, sequential images): a unit is its task, model, T, seed,
+`models` entry and the fields whose rule holds for its model. Loads no jax."""
 
 import math
 
 import ml_collections
 
 from lie_unitary.experiments import fields as F
-
-__all__ = ["BUDGETS", "FIELDS", "GURNN_MODELS", "H0_MODELS", "IMAGE_MODELS", "IMAGE_TASKS",
-           "LAMBDA_MODELS", "MODELS", "MODEL_FIELDS", "NAMED_CONFIGS", "ORTHOGONAL_MODELS",
-           "defaults", "get_config", "image_models", "paper_models"]
 
 # The experiments that ``--config=NAME`` knows: the files configs/NAME.py.
 NAMED_CONFIGS = ("adding", "memory", "copy_long", "adding_long", "rnn_smoke", "pixel_mnist",
@@ -30,100 +19,87 @@ ORTHOGONAL_MODELS = ("orthogonal",)  # expRNN's: W ∈ SO(n) from so(n) coeffici
 H0_MODELS = ("gurnn", "gurnn_beta", "free", "urnn")  # a complex state, h0 its initial value
 IMAGE_TASKS = ("pixel", "permuted")
 IMAGE_MODELS = ("gurnn", "orthogonal", "lstm")
-LAMBDA_INITS = ("normal", "phases", "zeros", "haar")
-READOUT_INITS = ("lecun_normal", "torch")
-ORTHOGONAL_EXPMS = ("eigh", "pade")
-LAMBDA_REFRESHES = ("none", "recentre", "rebase")
-# Parameter budgets of the image tasks: each model's hidden size whose trainable count is
-# nearest to expRNN's orthogonal RNN's (`experiment.budget_hidden_size` computes them).
+# The image models' sizes at expRNN's parameter budgets (`experiment.budget_hidden_size`).
 BUDGETS = {"16k": {"gurnn": 116, "orthogonal": 170, "lstm": 62},
            "69k": {"gurnn": 250, "orthogonal": 360, "lstm": 129},
            "137k": {"gurnn": 358, "orthogonal": 512, "lstm": 183}}
 
-_POSITIVE, _NONNEGATIVE = F.integer(1), F.number(0.0)
-
+_POSITIVE, _NONNEGATIVE, _RATE = F.integer(1), F.number(0.0), F.number(positive=True)
 
 # An entry of `models` (a model has the fields its `paper_models` entry has).
 MODEL_FIELDS = {
-    "hidden_size": F.Field(30, "state units (complex units for the guRNNs, ruRNN, free)",
-                           _POSITIVE),
-    "beta": F.Field(1.0, "β in f(β U h + V x + b)", F.number(positive=True)),
-    "activation": F.Field("relu", "f", F.one_of(F.registry("lie_unitary.nn",
-                                                          "GURNN_ACTIVATIONS"))),
-    "learning_rate": F.Field(1e-3, "RMSProp's rate of all but λ or μ", F.number(positive=True)),
-    "lambda_learning_rate": F.Field(1e-3, "the rate of the guRNN's λ or the orthogonal "
-                                    "RNN's μ", F.number(positive=True)),
+    "hidden_size": F.Field(30, "state units (complex for the guRNNs, ruRNN, free)", _POSITIVE),
+    "beta": F.Field(1.0, "β in f(β U h + V x + b)", _RATE),
+    "activation": F.Field(
+        "relu", "f", F.one_of(F.registry("lie_unitary.nn", "GURNN_ACTIVATIONS"))),
+    "learning_rate": F.Field(1e-3, "RMSProp's rate of all but λ or μ", _RATE),
+    "lambda_learning_rate": F.Field(1e-3, "the rate of the guRNN's λ or the orthogonal RNN's μ",
+                                    _RATE),
     "clip_value": F.Field(0.0, "clip every gradient entry to ±clip_value (0: off)",
                           _NONNEGATIVE),
-    "clip_norm": F.Field(0.0, "> 0: scale the gradient of all but λ or μ to this global "
-                         "norm first (0: off)", _NONNEGATIVE, before=0.0),
+    "clip_norm": F.Field(0.0, "> 0: scale the gradient of all but λ or μ to this global norm "
+                         "first (0: off)", _NONNEGATIVE, before=0.0),
 }
 
 
-def _entry(**values) -> ml_collections.ConfigDict:
-  return ml_collections.ConfigDict({**values, "clip_norm": MODEL_FIELDS["clip_norm"].default})
+def _table(**entries) -> ml_collections.ConfigDict:
+  return ml_collections.ConfigDict({m: {**e, "clip_norm": 0.0} for m, e in entries.items()})
 
 
 def paper_models(task: str) -> ml_collections.ConfigDict:
-  """The paper's per-model settings (§4) for 'adding' or 'memory' ('copy'): an entry per
-  model with the `MODEL_FIELDS` it reads. Raises ValueError for another task."""
+  """The paper's per-model settings (§4) of 'adding' or 'memory' ('copy'); ValueError: else."""
   name = {"copy": "memory"}.get(task, task)
   if name not in ("adding", "memory"):
     raise ValueError(f"paper_models: task {task!r} is not 'adding' or 'memory'.")
-  beta = {"adding": 1.4, "memory": 1.05}[name]
-  act = {"adding": "relu", "memory": "tanh"}[name]
+  beta, act = {"adding": (1.4, "relu"), "memory": (1.05, "tanh")}[name]
   gurnn = dict(hidden_size=30, activation=act, learning_rate=1e-3, clip_value=0.0)
-  return ml_collections.ConfigDict({
-      "gurnn": _entry(**gurnn, beta=1.0, lambda_learning_rate=1e-3),
-      "gurnn_beta": _entry(**gurnn, beta=beta, lambda_learning_rate=1e-3),
-      "free": _entry(**gurnn, beta=beta),
-      "urnn": _entry(hidden_size={"adding": 512, "memory": 128}[name], learning_rate=1e-3,
-                     clip_value=0.0),
-      "lstm": _entry(hidden_size=30, learning_rate=1e-3, clip_value=1.0),
-      "irnn": _entry(hidden_size=30, learning_rate=1e-4, clip_value=1.0),
-      "tanh": _entry(hidden_size=30, learning_rate=1e-3, clip_value=1.0),
+  clipped = dict(hidden_size=30, learning_rate=1e-3, clip_value=1.0)
+  return _table(
+      gurnn=dict(gurnn, beta=1.0, lambda_learning_rate=1e-3),
+      gurnn_beta=dict(gurnn, beta=beta, lambda_learning_rate=1e-3),
+      free=dict(gurnn, beta=beta),
+      urnn=dict(hidden_size={"adding": 512, "memory": 128}[name], learning_rate=1e-3,
+                clip_value=0.0),
+      lstm=clipped, irnn=dict(clipped, learning_rate=1e-4), tanh=clipped,
       # Beyond the paper: expRNN's orthogonal RNN (a real state of the guRNN's size).
-      "orthogonal": _entry(hidden_size=60, learning_rate=1e-3, lambda_learning_rate=1e-4,
-                           clip_value=0.0),
-  })
+      orthogonal=dict(hidden_size=60, learning_rate=1e-3, lambda_learning_rate=1e-4,
+                      clip_value=0.0))
 
 
 def image_models(budget: str = "16k") -> ml_collections.ConfigDict:
-  """The image tasks' per-model settings, sized by `BUDGETS[budget]`: the orthogonal RNN
-  as expRNN ran it on permuted MNIST, the guRNN likewise. ValueError: unknown budget."""
+  """The image tasks' per-model settings (expRNN's), sized by `BUDGETS[budget]` (ValueError)."""
   if budget not in BUDGETS:
     raise ValueError(f"unknown parameter budget {budget!r}; expected one of {tuple(BUDGETS)}.")
   size = BUDGETS[budget]
-  return ml_collections.ConfigDict({
-      "gurnn": _entry(hidden_size=size["gurnn"], beta=1.0, activation="modrelu",
-                      learning_rate=1e-3, lambda_learning_rate=1e-4, clip_value=0.0),
-      "orthogonal": _entry(hidden_size=size["orthogonal"], learning_rate=1e-3,
-                           lambda_learning_rate=1e-4, clip_value=0.0),
-      "lstm": _entry(hidden_size=size["lstm"], learning_rate=1e-3, clip_value=1.0)})
+  return _table(
+      gurnn=dict(hidden_size=size["gurnn"], beta=1.0, activation="modrelu",
+                 learning_rate=1e-3, lambda_learning_rate=1e-4, clip_value=0.0),
+      orthogonal=dict(hidden_size=size["orthogonal"], learning_rate=1e-3,
+                      lambda_learning_rate=1e-4, clip_value=0.0),
+      lstm=dict(hidden_size=size["lstm"], learning_rate=1e-3, clip_value=1.0))
 
 
 # Identity rules: (config, model) -> whether the field enters the unit's identity.
 _lambda = lambda c, m: m in LAMBDA_MODELS
+_phases = lambda c, m: _lambda(c, m) and c.lambda_init == "phases"
 _refresh = lambda c, m: _lambda(c, m) and c.lambda_refresh != "none"
 _images = lambda c, m: c.task in IMAGE_TASKS
 
 FIELDS = {
-    "variant": F.Field("", "the experiment's name (recorded, not computed with)", F.string,
-                       identity=False),
+    "variant": F.Field("", "the experiment's name (recorded only)", F.string, identity=False),
     "task": F.Field("adding", "'adding', 'memory' ('copy') or the image tasks 'pixel', "
                     "'permuted'; set `models` with it",
                     F.one_of(("adding", "memory", "copy") + IMAGE_TASKS), identity=False),
     "model": F.Field(("gurnn_beta",), "models, a unit each: gurnn (β = 1), gurnn_beta, urnn "
                      "(ruRNN), lstm, irnn, tanh, free (an unconstrained 2n×2n guRNN), "
-                     "orthogonal (expRNN's)", identity=False, check=F.tuple_of(
-                         F.one_of(MODELS), unique=True,
-                         example="('gurnn', 'lstm') or --config.model=gurnn,lstm")),
+                     "orthogonal (expRNN's)", F.tuple_of(F.one_of(MODELS), unique=True, example=
+                     "('gurnn', 'lstm') or --config.model=gurnn,lstm"), identity=False),
     "T": F.Field((100,), "sequence lengths, a unit each (memory: T - 1 blanks, length T + 20; "
                  "images: the pixels)", identity=False,
                  check=F.tuple_of(F.integer(1), unique=True, example="(100, 200)")),
     "seeds": F.Field((0,), "seeds, a unit each (init and training data); replicate r starts "
-                     "from fold_in(key(seed), r)", identity=False, check=F.tuple_of(
-                         F.integer(0), unique=True, example="(0, 1, 2) or --config.seeds=0,1,2")),
+                     "from fold_in(key(seed), r)", F.tuple_of(F.integer(0), unique=True, example=
+                     "(0, 1, 2) or --config.seeds=0,1,2"), identity=False),
     "models": F.Field(paper_models("adding"), "per-model settings (`paper_models`, "
                       "`image_models`), fields `MODEL_FIELDS`", identity=False),
     "h0": F.Field("random", "guRNN / ruRNN initial state: 'random' (U(±sqrt(3/(2n))), redrawn "
@@ -131,37 +107,33 @@ FIELDS = {
                   identity=lambda c, m: m in H0_MODELS),
     "lambda_init_std": F.Field(1.0, "std of the guRNN's λ at init (the paper: 1)", _NONNEGATIVE,
                                identity=_lambda),
-    "lambda_init": F.Field("normal", "guRNN λ init: 'normal' (N(0, lambda_init_std²)), 'phases' "
-                           "(U = diag(e^{iθ}), θ ~ U(-r, r), Henaff et al.'s), 'zeros' (U = I) "
-                           "or 'haar' (log of a Haar U)", F.one_of(LAMBDA_INITS),
-                           identity=_lambda),
-    "lambda_phase_range": F.Field(math.pi, "r of 'phases' (π/2: expRNN's Cayley init's)",
-                                  F.number(positive=True), identity=lambda c, m:
-                                  _lambda(c, m) and c.lambda_init == "phases"),
+    "lambda_init": F.Field(
+        "normal", "guRNN λ init: 'normal' (N(0, lambda_init_std²)), 'phases' (U = diag(e^{iθ}), "
+        "θ ~ U(-r, r), Henaff et al.'s), 'zeros' (U = I) or 'haar' (log of a Haar U)",
+        F.one_of(("normal", "phases", "zeros", "haar")), identity=_lambda),
+    "lambda_phase_range": F.Field(math.pi, "r of 'phases' (π/2: expRNN's Cayley init's)", _RATE,
+                                  identity=_phases),
     "readout_init": F.Field("lecun_normal", "the readout's init: 'lecun_normal' (flax's Dense) "
-                            "or 'torch' (PyTorch's nn.Linear)", F.one_of(READOUT_INITS),
+                            "or 'torch' (PyTorch's nn.Linear)", F.one_of(("lecun_normal", "torch")),
                             before="lecun_normal"),
-    "orthogonal_expm": F.Field("eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster "
-                               "vmapped) or 'pade' (PyTorch's matrix_exp)",
-                               F.one_of(ORTHOGONAL_EXPMS),
-                               identity=lambda c, m: m in ORTHOGONAL_MODELS, before="eigh"),
+    "orthogonal_expm": F.Field(
+        "eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster vmapped) or 'pade' (PyTorch's)",
+        F.one_of(("eigh", "pade")), identity=lambda c, m: m in ORTHOGONAL_MODELS, before="eigh"),
     "lstm_forget_bias": F.Field(0.0, "the LSTM's forget-gate bias at init (1: Jozefowicz et "
                                 "al. 2015's; 0: flax's)", _NONNEGATIVE,
                                 identity=lambda c, m: m == "lstm", before=0.0),
     "lambda_refresh": F.Field("none", "guRNN λ refresh before update u with u % "
                               "lambda_refresh_every == 0, U kept: 'none', 'recentre' (λ ← the "
                               "principal log's) or 'rebase' (U₀ ← U₀ U(λ), λ ← 0)",
-                              F.one_of(LAMBDA_REFRESHES), identity=_refresh),
+                              F.one_of(("none", "recentre", "rebase")), identity=_refresh),
     "lambda_refresh_every": F.Field(100, "updates between refreshes", _POSITIVE,
                                     identity=_refresh),
-    "lambda_refresh_state": F.Field("keep", "λ's optimizer statistics at a refresh: 'keep' or "
-                                    "'reset'", F.one_of(F.registry(
-                                        "lie_unitary.principal_branch", "REFRESH_STATES")),
-                                    identity=_refresh),
-    "lambda_optimizer": F.Field("sgd", "the guRNN's λ optimizer: 'sgd' (the original code's) "
-                                "or 'rmsprop'", F.one_of(F.registry(
-                                    "lie_unitary.experiments.optimizers", "OPTIMIZERS")),
-                                identity=_lambda),
+    "lambda_refresh_state": F.Field(
+        "keep", "λ's optimizer statistics at a refresh: 'keep' or 'reset'",
+        F.one_of(F.registry("lie_unitary.principal_branch", "REFRESH_STATES")), identity=_refresh),
+    "lambda_optimizer": F.Field(
+        "sgd", "the guRNN's λ optimizer: 'sgd' (the original code's) or 'rmsprop'",
+        F.one_of(F.registry("lie_unitary.experiments.optimizers", "OPTIMIZERS")), identity=_lambda),
     "lr_drops": F.Field((), "updates from which every rate gets one more lr_drop_factor",
                         F.tuple_of(F.integer(0), nonempty=False, example="(45000, 65000)")),
     "lr_drop_factor": F.Field(0.1, "the factor of each drop", _NONNEGATIVE),
@@ -186,8 +158,7 @@ FIELDS = {
     "eval_size": F.Field(10_000, "validation and test sequences at the end", _POSITIVE),
     "eval_batch_size": F.Field(1_000, "divides val_size and eval_size; sets the sets' "
                                "sequences", _POSITIVE),
-    "eval_seed": F.Field(1234, "the validation and test sets, shared by all units",
-                         F.integer(0)),
+    "eval_seed": F.Field(1234, "the validation and test sets, shared by all units", F.integer(0)),
     "unroll": F.Field(1, "time steps per loop iteration: speed, but part of a unit (XLA "
                       "rounding)", _POSITIVE),
     "dataset": F.Field("mnist", "image tasks: 'mnist', 'fashion_mnist', 'kmnist', or a folder "

@@ -1,13 +1,9 @@
-"""The RNN tasks: the adding and memory (copy) problems (paper §4), drawn from a PRNG key
-inside jit, and sequential images read one pixel a step ('pixel' row by row, 'permuted' in
-one fixed order); a unit's programs read them through a `Source`. B batch, T sequence
-length, L steps, D input features, K classes."""
-
-from __future__ import annotations
+"""The RNN tasks (`get_task`): the adding and memory problems (paper §4), drawn from a key
+inside jit, and sequential images, a pixel a step; a unit's programs read a task's data
+through a `Source`. B batch, T sequence length, L steps, D input features, K classes."""
 
 import functools
 import math
-from typing import Any
 from typing import Callable
 from typing import NamedTuple
 
@@ -15,14 +11,9 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from lie_unitary.experiments.rnn.config import IMAGE_TASKS
-from lie_unitary.experiments.rnn.images import ImageSets
-from lie_unitary.experiments.rnn.images import load_image_sets
-
-__all__ = ["IMAGE_TASKS", "ImageSets", "Source", "Task", "accuracy", "adding_baseline",
-           "adding_batch", "adding_loss", "classification_loss", "get_task", "image_inputs",
-           "image_source", "load_image_sets", "memory_baseline", "memory_batch", "memory_loss",
-           "synthetic_source"]
+from lie_unitary.experiments.rnn.config import IMAGE_TASKS as IMAGE_TASKS
+from lie_unitary.experiments.rnn.images import ImageSets as ImageSets
+from lie_unitary.experiments.rnn.images import load_image_sets as load_image_sets
 
 # The memory problem: 10 symbols from 1..8 to remember; inputs one-hot over blank (0), the
 # symbols and the delimiter (9); outputs over blank and the symbols.
@@ -30,10 +21,9 @@ MEMORY_SYMBOLS, MEMORY_ALPHABET = 10, 8
 
 
 def _check_batch_args(batch_size, T, min_T):
-  if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-    raise ValueError(f"batch_size must be a positive integer; got {batch_size!r}.")
-  if isinstance(T, bool) or not isinstance(T, int) or T < min_T:
-    raise ValueError(f"T must be an integer ≥ {min_T}; got {T!r}.")
+  for name, value, least in (("batch_size", batch_size, 1), ("T", T, min_T)):
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+      raise ValueError(f"{name} must be an integer ≥ {least}; got {value!r}.")
 
 
 def adding_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
@@ -42,12 +32,9 @@ def adding_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
   _check_batch_args(batch_size, T, 2)
   k_val, k_first, k_second = jax.random.split(key, 3)
   values_BxT = jax.random.uniform(k_val, (batch_size, T), jnp.float32)
-  half = T // 2
-  first_B = jax.random.randint(k_first, (batch_size,), 0, half)
-  second_B = jax.random.randint(k_second, (batch_size,), half, T)
-  steps_T = jnp.arange(T)
-  markers_BxT = ((steps_T == first_B[:, None]) | (steps_T == second_B[:, None])).astype(
-      jnp.float32)
+  first_B = jax.random.randint(k_first, (batch_size,), 0, T // 2)
+  second_B = jax.random.randint(k_second, (batch_size,), T // 2, T)
+  markers_BxT = jax.nn.one_hot(jnp.stack([first_B, second_B], 1), T, dtype=jnp.float32).sum(1)
   y_B = jnp.sum(values_BxT * markers_BxT, axis=1)
   return jnp.stack([values_BxT, markers_BxT], axis=-1), y_B
 
@@ -57,16 +44,9 @@ def adding_loss(pred_B, y_B) -> jax.Array:
   return jnp.mean((pred_B - y_B) ** 2)
 
 
-def adding_baseline(T: int | None = None) -> float:
-  """MSE of always predicting 1 (the target's mean): Var(u1 + u2) = 1/6, for any T."""
-  del T
-  return 1.0 / 6.0
-
-
 def memory_batch(key, batch_size: int, T: int) -> tuple[jax.Array, jax.Array]:
-  """The memory (copy) problem, L = T + 20: x (B, L, 10) float32 one-hot, 10 symbols in
-  1..8, T - 1 blanks 0, the delimiter 9, 10 blanks; labels (B, L) int32, 0 but the symbols
-  at the end. Raises ValueError: batch_size < 1 or T < 1."""
+  """The memory (copy) problem: x (B, T + 20, 10) float32 one-hot, 10 symbols in 1..8, T - 1
+  blanks 0, the delimiter 9, 10 blanks; labels (B, T + 20) int32, 0 but the symbols last."""
   _check_batch_args(batch_size, T, 1)
   S = MEMORY_SYMBOLS
   symbols_BxS = jax.random.randint(key, (batch_size, S), 1, MEMORY_ALPHABET + 1, jnp.int32)
@@ -103,21 +83,21 @@ def accuracy(logits_BxK, labels_B) -> jax.Array:
 
 
 class Task(NamedTuple):
-  """A task: `sample` (key, batch_size, T) -> (x (B, L, D), targets) (None: images),
-  `loss`, `baseline` T -> a random guess's loss, `readout` 'last' or 'all', `length` T -> L."""
+  """A task's sizes, data, loss and baseline (`get_task`)."""
   name: str
-  sample: Callable[..., tuple[jax.Array, jax.Array]]
-  loss: Callable[[jax.Array, jax.Array], jax.Array]
-  baseline: Callable[[int], float]
+  sample: Callable | None  # (key, B, T) -> (x (B, L, D), targets); None: images
+  loss: Callable  # (outputs, targets) -> scalar
+  baseline: Callable[[int], float]  # T -> a random guess's loss
   input_size: int
   output_size: int
-  readout: str
-  length: Callable[[int], int]
+  readout: str  # 'last' or 'all'
+  length: Callable[[int], int]  # T -> L
 
 
-_TASKS: dict[str, Task] = {
+_TASKS = {
+    # The adding baseline: always predicting 1, the target's mean; Var(u1 + u2) = 1/6.
     "adding": Task("adding", adding_batch, lambda out_Bx1, y_B: adding_loss(out_Bx1[:, 0], y_B),
-                   adding_baseline, 2, 1, "last", lambda T: T),
+                   lambda T: 1.0 / 6.0, 2, 1, "last", lambda T: T),
     "memory": Task("memory", memory_batch, memory_loss, memory_baseline, 10, 9, "all",
                    lambda T: T + 2 * MEMORY_SYMBOLS),
     **{name: Task(name, None, classification_loss, lambda T: math.log(10), 1, 10, "last",
@@ -134,49 +114,34 @@ def get_task(name: str) -> Task:
 
 
 class Source(NamedTuple):
-  """A task's data for `trainer.make_experiment` (hashable: it keys the compiled programs;
-  the arrays, `ImageSets`, are arguments). `updates_per_epoch` S (0: no epochs; calls never
-  cross an epoch); `epoch_data` (data key, epoch) -> an image order, or None;
-  `train_batch` (data key, u, epoch data, arrays) -> (inputs (B, L, D), targets);
-  `val_sets` / `final_sets` arrays -> {name: set, all of one shape}; `eval_batches` set ->
-  (count, initial-state key, j -> batch j); `metrics` -> {name in `names`: scalar}, "loss"
-  first; `split_eval`: whether a data axis splits evaluation batches too."""
-  updates_per_epoch: int
-  epoch_data: Callable | None
-  train_batch: Callable
-  val_sets: Callable[[Any], dict]
-  final_sets: Callable[[Any], dict]
-  eval_batches: Callable
-  metrics: Callable[[jax.Array, jax.Array], dict]
+  """A task's data for `trainer.make_experiment`: hashable; the arrays (`ImageSets`) are args."""
+  updates_per_epoch: int  # 0: no epochs; else no call crosses one
+  epoch_data: Callable | None  # (data key, epoch) -> an image order
+  train_batch: Callable  # (data key, u, epoch data, arrays) -> (x, targets)
+  val_sets: Callable  # arrays -> {name: set} of the "val" records
+  final_sets: Callable  # arrays -> {name: set} of the "final" records
+  eval_batches: Callable  # set -> (count, initial-state key, j -> batch j)
+  metrics: Callable  # (outputs, targets) -> {name in `names`: scalar}, "loss" first
   names: tuple[str, ...]
-  split_eval: bool
+  split_eval: bool  # whether a data axis splits evaluation batches too
 
 
 @functools.lru_cache(maxsize=16)
 def synthetic_source(spec) -> Source:
-  """The adding or memory problem's `Source` (cached): update u from fold_in(data key,
-  u mod num_train / batch_size) (num_train 0: u); set s (1 val, 2 test) batch j from
-  fold_in(fold_in(key(eval_seed), s), j), initial states fold_in(that, 2³⁰); "val"
-  records: val_size validation sequences, "final" ones eval_size of each.
-
-  Raises:
-    ValueError: an image task, or val_size or eval_size not a multiple of eval_batch_size.
-  """
-  task = get_task(spec.task)
+  """The adding or memory problem's `Source` (cached); ValueError: an image task, set sizes."""
+  task, size = get_task(spec.task), spec.eval_batch_size
   if task.sample is None:
     raise ValueError(f"task {spec.task!r} reads images: its source is `image_source`.")
   num_batches = spec.num_train // spec.batch_size if spec.num_train > 0 else 0
-  size = spec.eval_batch_size
   for field in ("val_size", "eval_size"):
     if spec[field] % size:
       raise ValueError(f"{field} = {spec[field]} must be a multiple of eval_batch_size = {size}.")
 
-  def train_batch(data_key, u, epoch_data, arrays):
-    del epoch_data, arrays
+  def train_batch(data_key, u, epoch_data, arrays):  # fresh data for num_train 0
     key = jax.random.fold_in(data_key, u % num_batches if num_batches else u)
     return task.sample(key, spec.batch_size, spec.T)
 
-  def eval_batches(salt_and_count):
+  def eval_batches(salt_and_count):  # set s: 1 val, 2 test
     salt, count = salt_and_count
     key = jax.random.fold_in(jax.random.key(spec.eval_seed), salt)
     return (count, jax.random.fold_in(key, 2**30),
@@ -191,35 +156,23 @@ def synthetic_source(spec) -> Source:
 
 @functools.lru_cache(maxsize=16)
 def image_source(spec, num_train: int) -> Source:
-  """A sequential-image `Source` of N = num_train images (cached): epoch e's order
-  permutation(fold_in(data key, e), N), update u its (u mod N // B)-th batch; "val"
-  records: the validation and test sets (initial states key(eval_seed)), "final" none.
-
-  Raises:
-    ValueError: not an image task, fewer images than a batch; a set size that
-      eval_batch_size does not divide (from `val_sets`).
-  """
-  if spec.task not in IMAGE_TASKS:
-    raise ValueError(f"task {spec.task!r} is not an image task {IMAGE_TASKS}.")
+  """A `Source` of num_train images (cached), a new order each epoch; ValueError: bad sizes."""
   if num_train < spec.batch_size:
     raise ValueError(f"{num_train} training images cannot fill a batch of {spec.batch_size}.")
   per_epoch, size = num_train // spec.batch_size, spec.eval_batch_size
 
   def epoch_data(data_key, epoch):
-    return jax.random.permutation(jax.random.fold_in(data_key, epoch), num_train).astype(
-        jnp.int32)
+    return jax.random.permutation(jax.random.fold_in(data_key, epoch), num_train).astype(jnp.int32)
 
   def train_batch(data_key, u, order, sets):
-    del data_key
-    batch = jax.lax.dynamic_slice_in_dim(order, (u % per_epoch) * spec.batch_size,
-                                         spec.batch_size)
+    start = (u % per_epoch) * spec.batch_size
+    batch = jax.lax.dynamic_slice_in_dim(order, start, spec.batch_size)
     return image_inputs(sets.train_x[batch]), sets.train_y[batch]
 
   def val_sets(sets):
-    for labels in (sets.val_y, sets.test_y):
-      if labels.shape[0] % size:
-        raise ValueError(f"{labels.shape[0]} images are not a multiple of "
-                         f"eval_batch_size = {size}.")
+    if sets.val_y.shape[0] % size or sets.test_y.shape[0] % size:
+      raise ValueError(f"eval_batch_size = {size} must divide the {len(sets.val_y)} validation "
+                       f"and {len(sets.test_y)} test images.")
     # Both sets as batch ranges of one array: one compiled evaluation reads either.
     pixels, labels = (jnp.concatenate(pair) for pair in ((sets.val_x, sets.test_x),
                                                          (sets.val_y, sets.test_y)))
@@ -230,8 +183,8 @@ def image_source(spec, num_train: int) -> Source:
   def eval_batches(batch_range):
     pixels, labels, first, count = batch_range
     at = lambda a, j: jax.lax.dynamic_slice_in_dim(a, (first + j) * size, size)
-    rows = lambda j: (image_inputs(at(pixels, j)), at(labels, j))
-    return count, jax.random.key(spec.eval_seed), rows
+    return count, jax.random.key(spec.eval_seed), lambda j: (image_inputs(at(pixels, j)),
+                                                             at(labels, j))
 
   def metrics(logits, labels):
     return {"loss": classification_loss(logits, labels), "accuracy": accuracy(logits, labels)}

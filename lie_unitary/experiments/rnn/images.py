@@ -1,84 +1,53 @@
-"""MNIST-family images (MNIST, Fashion-MNIST, KMNIST) as a task's sets, from a folder of
-their four IDX files, each possibly gzipped: a magic number (0, 0, a type code, the number
-of dimensions), a big-endian uint32 per dimension, the values big-endian in C order."""
+"""MNIST-family images as a task's sets: a dataset's folder (`resolve_data_dir`), its four
+IDX files (each possibly gzipped: a magic number 0, 0, a type code, the number of dimensions;
+a big-endian uint32 per dimension; the values big-endian in C order), the sets read."""
 
-from __future__ import annotations
-
+import collections
 import gzip
+import json
 import os
+import pathlib
 import struct
-from typing import NamedTuple
 import zlib
 
 import numpy as np
 
-__all__ = ["DATASETS", "DATA_DIR_ENV", "DEBIAN_FASHION_MNIST_DIR", "IDX_FILE_NAMES",
-           "ImageSets", "NUM_CLASSES", "check_dataset_files", "default_folder",
-           "load_image_sets", "read_idx", "resolve_data_dir"]
-
-TRAIN_IMAGES = "train-images-idx3-ubyte"
-TRAIN_LABELS = "train-labels-idx1-ubyte"
-TEST_IMAGES = "t10k-images-idx3-ubyte"
-TEST_LABELS = "t10k-labels-idx1-ubyte"
-IDX_FILE_NAMES = (TRAIN_IMAGES, TRAIN_LABELS, TEST_IMAGES, TEST_LABELS)
-NUM_CLASSES = 10
-_PERMUTATION_SEED = 92916  # the permuted task's pixel order, as expRNN's code draws it
-# The dataset names `resolve_data_dir` knows; anything else is taken as a folder.
-DATASETS = ("fashion_mnist", "kmnist", "mnist")
+IDX_FILE_NAMES = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte",
+                  "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte")
+# The datasets known by name: how to get them by hand, where a system package puts them, the
+# mirrors `download` tries in order, each gzipped file's md5 as its authors publish it.
+DATASETS = json.loads(pathlib.Path(__file__).with_name("datasets.json").read_text("utf-8"))
 DATA_DIR_ENV = "LIE_UNITARY_DATA_DIR"
-# Where `apt-get install dataset-fashion-mnist` puts the four .gz files (Debian bookworm).
-DEBIAN_FASHION_MNIST_DIR = "/usr/share/datasets/fashion-mnist"
-
-# IDX data type codes; every multi-byte type is big-endian.
+_PERMUTATION_SEED = 92916  # the permuted task's pixel order, as expRNN's code draws it
 _IDX_DTYPES = {0x08: np.dtype("u1"), 0x09: np.dtype("i1"), 0x0B: np.dtype(">i2"),
                0x0C: np.dtype(">i4"), 0x0D: np.dtype(">f4"), 0x0E: np.dtype(">f8")}
-_HOW_TO_GET = {
-    "mnist": "MNIST: from its homepage (yann.lecun.com/exdb/mnist) or any mirror",
-    "fashion_mnist": ("Fashion-MNIST on Debian/Ubuntu: apt-get install dataset-fashion-mnist, "
-                      "or from github.com/zalandoresearch/fashion-mnist"),
-    "kmnist": "KMNIST: from github.com/rois-codh/kmnist",
-}
 _EXPECTED = (f"expected the four IDX files {', '.join(IDX_FILE_NAMES)} (each may end in .gz); "
-             f"get them: {_HOW_TO_GET['mnist']}; {_HOW_TO_GET['fashion_mnist']}")
+             f"get them: {DATASETS['mnist']['how_to_get']}; "
+             f"{DATASETS['fashion_mnist']['how_to_get']}")
 
 
-class ImageSets(NamedTuple):
-  """An image task's sets: *_x uint8 (N, P), the pixels in reading order; *_y int32 (N,)."""
-  train_x: np.ndarray
-  train_y: np.ndarray
-  val_x: np.ndarray
-  val_y: np.ndarray
-  test_x: np.ndarray
-  test_y: np.ndarray
+# An image task's sets: *_x uint8 (N, P), the pixels in reading order; *_y int32 (N,).
+ImageSets = collections.namedtuple("ImageSets", "train_x train_y val_x val_y test_x test_y")
 
 
 def _read(path, whole: bool):
-  """(shape, dtype, data bytes) of an IDX file; `whole` False: data None, the size checked
-  from the file's size or gzip's trailer."""
-  if os.path.isdir(path):
-    raise ValueError(f"{path}: a folder, not an IDX file.")
-  if not os.path.isfile(path):
-    raise FileNotFoundError(f"{path}: no such IDX file.")
-  with open(path, "rb") as raw:
+  """(shape, dtype, data) of an IDX file; `whole` False: data None, checked by size alone."""
+  with open(path, "rb") as raw:  # OSError: no such file, a folder
     compressed = raw.read(2) == b"\x1f\x8b"
     raw.seek(0)
-    f = gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw
+    f = gzip.GzipFile(fileobj=raw) if compressed else raw
     try:
       magic = f.read(4)
-      if len(magic) < 4:
-        raise ValueError(f"{path}: truncated IDX file: {len(magic)} bytes, the magic number "
-                         "alone needs 4.")
-      code, ndim = magic[2], magic[3]
-      why = ("expected 00 00, a data type code, the number of dimensions"
-             if magic[:2] != b"\0\0" else "0 dimensions" if not ndim else
-             None if code in _IDX_DTYPES else f"unknown IDX data type 0x{code:02X}")
+      why = ("truncated" if len(magic) < 4 else "expected 00 00, a data type code, the number "
+             "of dimensions" if magic[:2] != b"\0\0" else "0 dimensions" if not magic[3] else
+             None if magic[2] in _IDX_DTYPES else f"unknown IDX data type 0x{magic[2]:02X}")
       if why:
         raise ValueError(f"{path}: not an IDX file: bad magic number 0x{magic.hex()} ({why}).")
-      header = f.read(4 * ndim)
-      if len(header) < 4 * ndim:
-        raise ValueError(f"{path}: truncated IDX file: the header has {len(header)} of the "
-                         f"{4 * ndim} bytes of its {ndim} dimensions.")
-      shape, dtype = struct.unpack(f">{ndim}I", header), _IDX_DTYPES[code]
+      ndim, dtype = magic[3], _IDX_DTYPES[magic[2]]
+      if len(header := f.read(4 * ndim)) < 4 * ndim:
+        raise ValueError(f"{path}: truncated IDX file: {len(header)} of the {4 * ndim} header "
+                         f"bytes of its {ndim} dimensions.")
+      shape = struct.unpack(f">{ndim}I", header)
       want = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
       data = f.read() if whole else None  # to the end: a gzip stream's CRC is checked
       if whole:
@@ -88,10 +57,7 @@ def _read(path, whole: bool):
         size, want = (struct.unpack("<I", raw.read(4))[0] - 4 - 4 * ndim) % 2**32, want % 2**32
       else:
         size = os.fstat(raw.fileno()).st_size - 4 - 4 * ndim
-    except (EOFError, OSError, zlib.error) as e:
-      if not compressed:
-        raise
-      # EOFError: the gzip stream ends early (a partial download).
+    except (EOFError, gzip.BadGzipFile, zlib.error) as e:  # EOFError: a stream ending early
       reason = str(e).splitlines()[0] if str(e) else type(e).__name__
       raise ValueError(f"{path}: corrupt or truncated gzip data ({reason}).") from e
   if size != want:
@@ -103,25 +69,21 @@ def _read(path, whole: bool):
 
 
 def read_idx(path: str | os.PathLike) -> np.ndarray:
-  """One IDX file (gzip told by its first bytes) as a writable native-order array of the
-  header's shape and type. Raises FileNotFoundError: no such file; ValueError: a folder,
-  a bad magic number, truncated or trailing data, corrupt gzip (one line, the path)."""
+  """One IDX file (gzip told by its first bytes) as a writable native-order array. Raises
+  OSError: no file; ValueError: not IDX, truncated or corrupt (one line, the path)."""
   shape, dtype, data = _read(os.fspath(path), whole=True)
   return np.frombuffer(data, dtype).reshape(shape).astype(dtype.newbyteorder("="))
 
 
 def _find(folder: str) -> list[str | None]:
-  # The four files' paths, None where missing; the .gz first (its CRC is checked, while an
-  # uncompressed copy beside it may be a half-finished extraction).
+  # The four files' paths (None: missing), .gz first: a copy beside it may be half-extracted.
   paths = ([os.path.join(folder, n) for n in (name + ".gz", name)] for name in IDX_FILE_NAMES)
   return [next((p for p in pair if os.path.isfile(p)), None) for pair in paths]
 
 
 def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
-  """Checks a folder's four IDX files by headers and sizes: images (N, H, W) uint8, labels
-  (N,) integers, one H × W; returns their paths (`IDX_FILE_NAMES` order, .gz first).
-  Raises FileNotFoundError: no folder or a missing file (says how to get them);
-  ValueError: a truncated or corrupt file, or files that do not fit together."""
+  """A folder's four IDX files (.gz first), checked by headers and sizes. Raises OSError: a
+  missing folder or file (how to get them); ValueError: bad files, or ones that differ."""
   folder = os.fspath(folder)
   if not os.path.isdir(folder):
     raise FileNotFoundError(f"{folder}: no such folder; {_EXPECTED}.")
@@ -148,29 +110,21 @@ def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
 
 def load_image_sets(folder: str | os.PathLike, task: str, seed: int = _PERMUTATION_SEED,
                     num_validation: int = 5_000) -> ImageSets:
-  """A folder's images (any H × W) as `ImageSets` of `task`, 'pixel' (row by row) or
-  'permuted' (RandomState(seed).permutation(H·W)); validation: the last `num_validation`
-  training images.
-
-  Raises:
-    FileNotFoundError, ValueError: as `check_dataset_files` and `read_idx`; labels outside
-      0..9, an unknown task, or num_validation outside 1..N_train - 1.
-  """
+  """A folder's images as `ImageSets` of 'pixel' (row by row) or 'permuted' (RandomState(seed)
+  order), the last `num_validation` training images held out. Raises as `check_dataset_files`."""
   if task not in ("pixel", "permuted"):
     raise ValueError(f"unknown image task {task!r}; expected one of ('pixel', 'permuted').")
-  folder = os.fspath(folder)
   paths = check_dataset_files(folder)
   train_x, train_y, test_x, test_y = map(read_idx, paths)
   for path, labels in ((paths[1], train_y), (paths[3], test_y)):
-    bad = (labels < 0) | (labels >= NUM_CLASSES)
-    if bad.any():
-      raise ValueError(f"{path}: {int(bad.sum())} labels outside 0..{NUM_CLASSES - 1} "
-                       f"(min {labels.min()}, max {labels.max()}).")
+    if (bad := (labels < 0) | (labels >= 10)).any():
+      raise ValueError(f"{path}: {int(bad.sum())} labels outside 0..9 (min {labels.min()}, "
+                       f"max {labels.max()}).")
   n, pixels = len(train_x), train_x[0].size
   if (isinstance(num_validation, bool) or not isinstance(num_validation, (int, np.integer))
       or not 0 < num_validation < n):
-    raise ValueError(f"{folder}: num_validation must be an integer in 1..{n - 1} (there are "
-                     f"{n} training images); got {num_validation!r}.")
+    raise ValueError(f"{os.fspath(folder)}: num_validation must be an integer in 1..{n - 1} "
+                     f"(there are {n} training images); got {num_validation!r}.")
   order = (np.random.RandomState(seed).permutation(pixels) if task == "permuted"
            else np.arange(pixels))
   x, y, cut = train_x.reshape(n, -1)[:, order], train_y.astype(np.int32), n - num_validation
@@ -179,20 +133,15 @@ def load_image_sets(folder: str | os.PathLike, task: str, seed: int = _PERMUTATI
 
 
 def default_folder(dataset: str) -> str:
-  """$LIE_UNITARY_DATA_DIR/<dataset>, else $XDG_CACHE_HOME (~/.cache)/lie_unitary/<dataset>:
-  where a dataset is looked for and downloaded to."""
-  root = os.environ.get(DATA_DIR_ENV, "")
-  if not root:
-    root = os.path.join(os.environ.get("XDG_CACHE_HOME", "") or "~/.cache", "lie_unitary")
+  """$LIE_UNITARY_DATA_DIR/<dataset>, else $XDG_CACHE_HOME (~/.cache)/lie_unitary/<dataset>."""
+  root = os.environ.get(DATA_DIR_ENV, "") or os.path.join(
+      os.environ.get("XDG_CACHE_HOME", "") or "~/.cache", "lie_unitary")
   return os.path.join(os.path.expanduser(root), dataset)
 
 
 def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
-  """The folder (`~` expanded) of a dataset's four IDX files, the first of: `data_dir`;
-  `dataset` when not one of `DATASETS` (a path: ./mnist for a dataset's name), both
-  checked; `default_folder(dataset)` when it holds them; Debian's for 'fashion_mnist'.
-  Raises FileNotFoundError: none found (the places looked in, how to get the files);
-  ValueError: a bad explicit folder."""
+  """A dataset's folder: `data_dir` or `dataset` itself (a path) checked, else the first of its
+  places that holds the files. Raises FileNotFoundError: none (where, how to get them)."""
   if data_dir or dataset not in DATASETS:
     folder = os.path.expanduser(data_dir or dataset)
     if not data_dir and not os.path.isdir(folder):
@@ -200,7 +149,7 @@ def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
                               f"nor a folder; {_EXPECTED}.")
     check_dataset_files(folder)
     return folder
-  places = [default_folder(dataset)] + [DEBIAN_FASHION_MNIST_DIR] * (dataset == "fashion_mnist")
+  places = [default_folder(dataset), *DATASETS[dataset].get("system_folders", ())]
   for folder in places:
     if os.path.isdir(folder) and all(_find(folder)):
       return folder
@@ -209,4 +158,4 @@ def resolve_data_dir(dataset: str, data_dir: str = "") -> str:
       f"end in .gz); looked in {' and '.join(places)}; download them there with "
       f"--config.download=True (or lie_unitary.experiments.rnn.download.download"
       f"({dataset!r})), pass data_dir, or set ${DATA_DIR_ENV}; or get them by hand: "
-      f"{_HOW_TO_GET[dataset]}.")
+      f"{DATASETS[dataset]['how_to_get']}.")
