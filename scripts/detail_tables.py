@@ -41,7 +41,7 @@ def curve_table(rows: list, runs: dict, field: str, width: int | None = None) ->
   from lie_unitary.experiments.rnn import report
   curves = [[[(float(r.get("epoch", 0)), r.get(field)) for r in run["val"].values()]
              for run in row["runs"].values()] for row in rows]
-  labels = [report.row_label(row) for row in rows]
+  labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
   if runs:
     curves.append([[(float(e), r.get(field)) for e, r in run.items()] for run in runs.values()])
     labels.append(report.REFERENCE_LABEL)
@@ -61,8 +61,9 @@ def curve_table(rows: list, runs: dict, field: str, width: int | None = None) ->
   if not columns or (width and max(len(c) for c in columns) < 2):
     return []
   what, scale, digits = _CURVES[field]
-  cell = lambda values, n: "—" if not values else report.mean_se(  # noqa: E731
-      values, scale, digits) + (f" ({len(values)} of {n})" if width and len(values) < n else "")
+  cell = lambda values, n: "—" if not values else common.pm(  # noqa: E731
+      [scale * float(v) for v in values], f"{{:.{digits}f}}".format) + (
+          f" ({len(values)} of {n})" if width and len(values) < n else "")
   name = (lambda b: f"{b * width + 1}-{(b + 1) * width}") if width else "{:g}".format
   lines = [f"{what} at each validation point, {common.SE}:" if not width else
            f"{what} averaged over blocks of {width} epochs (each run's mean over the block's "

@@ -1,7 +1,6 @@
 """What every family's report is made of: Markdown tables, mean ± standard error (one
-definition, `SE`) and its bands, the published rows (`published.json`), and a note when a
-table's units ran on different machines. Figures are `matplotlib.figure.Figure`s (no pyplot).
-"""
+definition, `SE`) and its bands, the published rows (`published.json`), a note when a
+table's units ran on different machines, figures (`matplotlib.figure.Figure`, no pyplot)."""
 
 from __future__ import annotations
 
@@ -16,9 +15,6 @@ from typing import Sequence
 import numpy as np
 
 from lie_unitary.experiments import workdir as workdir_lib
-
-__all__ = ["SE", "figure", "latest", "machines_note", "mean_se", "pm", "published", "se_band",
-           "table", "write_report"]
 
 # Every report's one definition of "±", said in the headers that use it.
 SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replicate)"
@@ -45,8 +41,7 @@ def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
 
 
 def figure(figsize: tuple[float, float], *grid: int, **subplots_kw):
-  """A `matplotlib.figure.Figure` (no pyplot) of `figsize` inches and its axes,
-  ``Figure.subplots(*grid, **subplots_kw)``."""
+  """A `Figure` of `figsize` inches and its ``Figure.subplots(*grid, **subplots_kw)``."""
   from matplotlib.figure import Figure
   fig = Figure(figsize=figsize)
   return fig, fig.subplots(*grid, **subplots_kw)
@@ -77,8 +72,22 @@ def published(name: str) -> tuple[dict, list[dict]]:
                              for r in data["tables"][name]["rows"]]
 
 
-# What tells machines and device layouts apart in a launch's provenance (the CPU's or GPU's
-# model only where recorded).
+def published_table(name: str) -> list[str]:
+  """The table `name` of published.json in Markdown: what it gives, its protocol, its rows
+  and their sources, with numbered notes saying where a row was read and its other protocol."""
+  info, rows = published(name)
+  columns = [k for k in rows[0] if k not in ("protocol", "source")]
+  note = lambda r: " ".join(
+      [f"Read from {r['source']['where']}."] * r["source"]["read_from_a_copy"]
+      + [f"Protocol: {r['protocol']}."] * (r["protocol"] != info["protocol"]))
+  notes = [n for n in dict.fromkeys(map(note, rows)) if n]
+  cite = lambda r: r["source"]["cite"] + (f" [{notes.index(note(r)) + 1}]" if note(r) else "")
+  return ([f"Published, {info['what']}: {info['protocol']}:", ""]
+          + table([*columns, "source"], [[r[k] for k in columns] + [cite(r)] for r in rows])
+          + [x for k, n in enumerate(notes) for x in (f"[{k + 1}] {n}", "")])
+
+
+# What tells machines and device layouts apart in a launch's provenance.
 _MACHINE = ("cpu_model", "cpu", "device_kind", "host", "platform", "backend", "devices",
             "process_count")
 
@@ -112,14 +121,9 @@ def latest(records: Any, kind: str, keys: Sequence[str] = ("replicate",)) -> lis
 
 def write_report(workdir: str, results: Any, figures: Callable[[list], dict],
                  markdown: Callable[..., str], dpi: int | dict = 120, **markdown_kw) -> list[str]:
-  """A family's report of `results` (records or a DataFrame; None: the workdir's): saves
-  each `figures(records)` {name: Figure} as WORKDIR/name.png (`dpi`: one, or {name: dpi})
-  and writes WORKDIR/report.md, ``markdown(records, figure_files={name: file name},
-  launches=the workdir's launches, **markdown_kw)``; returns the paths, report.md first.
-
-  Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
-  """
+  """Saves WORKDIR/name.png per `figures(records)` {name: Figure} (`dpi`: one or {name: dpi})
+  and report.md, ``markdown(records, figure_files=, launches=, **markdown_kw)``, of `results`
+  (None: the workdir's, or FileNotFoundError / ValueError); returns the paths, report.md first."""
   results = workdir_lib.as_records(
       workdir_lib.load_results(workdir, as_frame=False) if results is None else results)
   files = {}

@@ -1,15 +1,11 @@
 """The RNN family's report: Figure 3 and a loss table per (task, T) of the adding and
-memory problems (paper §4); an accuracy table and curves per sequential-image task, beside
-the published MNIST table and the PyTorch reference (WORKDIR/torch_reference.jsonl).
-
-A row is a setting: one model's units that share every field but the seed, their runs
-pooled. Tables over epochs and per run: `scripts/detail_tables.py`, `scripts/run_table.py`.
-"""
+memory problems (paper §4); per image task, an accuracy table and figure, the PyTorch
+reference (WORKDIR/torch_reference.jsonl) and the published MNIST table. A row pools the
+runs of one model's units that share every field but the seed."""
 
 from __future__ import annotations
 
 import collections
-import functools
 import os
 from typing import Any
 from typing import Sequence
@@ -19,10 +15,6 @@ import numpy as np
 from lie_unitary.experiments import report as common
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
-
-__all__ = ["REFERENCE", "REFERENCE_LABEL", "best", "epoch_range", "figures", "markdown",
-           "mean_se", "published_table", "reference_runs", "row_label", "table_rows",
-           "write_report"]
 
 REFERENCE = "torch_reference.jsonl"  # the PyTorch reference's records in a workdir
 REFERENCE_LABEL = "PyTorch expRNN reference"
@@ -34,6 +26,9 @@ _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm
            "irnn": "IRNN", "tanh": "tanh RNN", "free": "free 2n×2n RNN"}
 _IMAGE_LABELS = {"gurnn": "guRNN (modReLU)", "orthogonal": "orthogonal RNN (expRNN's)",
                  "lstm": "LSTM"}
+# What a synthetic guRNN's label says of a field set unlike the paper's.
+_NOTES = {("activation", "modrelu"): "modReLU", ("lambda_init", "phases"): "phases init",
+          ("lambda_init_std", 0): "U = I init", ("lambda_optimizer", "rmsprop"): "λ: RMSProp"}
 # Record keys that are not unit fields (a record: the unit's fields, then these).
 _NOT_FIELDS = {"kind", "replicate", "step", "seconds", "epoch", "unit", "unit_name", "seed",
                "num_params", workdir_lib.DRIFT_FIELD, *workdir_lib.SPECTRUM_FIELDS}
@@ -41,17 +36,10 @@ _METRIC = ("val_", "test_", "train_", "best_")
 
 
 def _label(fields: dict, images: bool) -> str:
-  """A model's label; a synthetic guRNN's says what its setting changes from the paper's."""
   model = fields["model"]
   if images or not model.startswith("gurnn"):
     return (_IMAGE_LABELS if images else _LABELS).get(model, model)
-  notes = ["modReLU"] * (fields.get("activation") == "modrelu")
-  if fields.get("lambda_init") == "phases":
-    notes.append("phases init")
-  elif fields.get("lambda_init_std") == 0:
-    notes.append("U = I init")
-  if fields.get("lambda_optimizer") == "rmsprop":  # the configs' default is plain SGD on λ
-    notes.append("λ: RMSProp")
+  notes = [note for (k, v), note in _NOTES.items() if fields.get(k) == v]
   return _LABELS[model] + (f" ({', '.join(notes)})" if notes else "")
 
 
@@ -62,11 +50,10 @@ def _value(v) -> str:
 
 
 def table_rows(records: Sequence[dict], images: bool) -> dict:
-  """The synthetic (`images`: image) tasks' "val" and "final" records as {(task, T) or
-  (task, dataset): [row]}; a row a dict of "model", "fields", "label", "setting" (the
-  fields that tell it from the same model's other rows), "seeds", "units" and "runs"
-  {(seed, replicate): {"val": {step: record}, "final": record}} (a record written twice:
-  the last)."""
+  """{(task, T), or with `images` (task, dataset): [row]} of the "val" and "final" records,
+  a row a dict of "model", "fields", "label", "setting" (the fields that tell it from the
+  same model's other rows), "seeds", "units" and "runs" {(seed, replicate): {"val": {step:
+  record}, "final": record}} (of a record written twice, the last)."""
   out = collections.defaultdict(dict)
   for r in records:
     if r.get("kind") not in ("val", "final") or (r.get("task") in data.IMAGE_TASKS) != images:
@@ -83,37 +70,21 @@ def table_rows(records: Sequence[dict], images: bool) -> dict:
       run["val"][r["step"]] = r
     else:
       run["final"] = r
-  tables = {}
-  for key, rows in sorted(out.items()):
-    rows = list(rows.values())
-    for row in rows:
-      same = [o["fields"] for o in rows if o["model"] == row["model"]]
+  for key, rows in out.items():
+    for row in rows.values():
+      same = [o["fields"] for o in rows.values() if o["model"] == row["model"]]
       differ = sorted(k for k in set().union(*same) if any(f.get(k) != same[0].get(k)
                                                            for f in same))
       row["label"] = _label(row["fields"], images)
       row["setting"] = ", ".join(f"{k}={_value(row['fields'].get(k, '—'))}" for k in differ)
-    order = (lambda r: (list(_IMAGE_LABELS).index(r["model"]) if r["model"] in _IMAGE_LABELS
-                        else 9, r["setting"])) if images else (
-        lambda r: (r["model"], str(r["fields"].get("lambda_optimizer")), r["setting"]))
-    tables[key] = sorted(rows, key=order)
-  return tables
+    models = list(_IMAGE_LABELS if images else _LABELS)
+    out[key] = sorted(rows.values(), key=lambda r: (
+        models.index(r["model"]) if r["model"] in models else 9, r["model"], r["setting"]))
+  return dict(sorted(out.items()))
 
 
-def row_label(row: dict) -> str:
-  """A row's model label, with its setting in brackets when it has one."""
+def _row_label(row: dict) -> str:
   return row["label"] + (f" [{row['setting']}]" if row["setting"] else "")
-
-
-def mean_se(values, scale: float = 100.0, digits: int = 2) -> str:
-  """`common.pm` of `values` × `scale` (None skipped), `digits` decimals."""
-  return common.pm([scale * float(x) for x in values if x is not None],
-                   lambda x: f"{x:.{digits}f}")
-
-
-def epoch_range(epochs) -> str:
-  """"E" when every epoch of `epochs` (floats, at least one) is E, else "E1–E2"."""
-  lo, hi = min(epochs), max(epochs)
-  return f"{lo:g}" if lo == hi else f"{lo:g}–{hi:g}"
 
 
 def best(points: Sequence[dict]) -> tuple[dict, float]:
@@ -126,7 +97,7 @@ def best(points: Sequence[dict]) -> tuple[dict, float]:
 def reference_runs(reference: Sequence[dict], task: str, dataset: str) -> dict:
   """{seed: {epoch: record}} of the PyTorch reference's records of `task` on `dataset` (of
   a folder's path, its last part)."""
-  name = lambda d: os.path.basename(str(d).rstrip("/"))  # noqa: E731
+  name = lambda d: os.path.basename(str(d).rstrip("/"))
   runs = collections.defaultdict(dict)
   for r in reference:
     if r.get("task") == task and name(r.get("dataset", "")) == name(dataset):
@@ -138,108 +109,72 @@ def _seeds(seeds) -> str:
   return ", ".join(map(str, sorted(seeds)))
 
 
-def _fmt(x) -> str:
-  return "—" if x is None else (f"{x:.4g}" if np.isfinite(x) else str(x))
+def _loss(values: list, reduce) -> str:
+  x = reduce(values) if values else None
+  return "—" if x is None else f"{x:.4g}" if np.isfinite(x) else str(x)
 
 
 def _loss_table(task: str, T: int, rows: list) -> list[str]:
   body = []
   for row in rows:
-    runs = row["runs"].values()
-    finals = [run["final"] for run in runs if run["final"]]
-    if finals:  # records store NaN / inf as strings, which float reads
-      val, test = ([float(r[k]) for r in finals] for k in ("val_loss", "test_loss"))
-      cells = [np.median(val), np.min(val), np.median(test)]
-      steps = max(r["step"] for r in finals)
-      secs = max((r["seconds"] for r in finals if "seconds" in r), default=None)
-    else:  # unfinished: the last subsample validation
-      last = [float(run["val"][max(run["val"])]["val_loss"]) for run in runs if run["val"]]
-      cells = [np.median(last), np.min(last), None] if last else [None] * 3
-      steps, secs = max((max(run["val"]) for run in runs if run["val"]), default=0), None
-    cells.append(_ORIGINAL.get((task, row["model"])) if T == 100 else None)
+    finals = [run["final"] for run in row["runs"].values() if run["final"]]
+    # Unfinished: each run's last subsample validation. NaN and inf are strings, read by float.
+    ends = finals or [run["val"][max(run["val"])] for run in row["runs"].values() if run["val"]]
+    val, test = [float(r["val_loss"]) for r in ends], [float(r["test_loss"]) for r in finals]
+    original = [_ORIGINAL[(task, row["model"])]] if (task, row["model"]) in _ORIGINAL else []
+    secs = max((r["seconds"] for r in finals if "seconds" in r), default=None)
     body.append([row["label"] + ("" if finals else " (unfinished, subsample)"),
                  row["setting"] or "—", _seeds(row["seeds"]), len(row["runs"]),
-                 *map(_fmt, cells), steps, "—" if secs is None else f"{float(secs):.0f}"])
+                 _loss(val, np.median), _loss(val, np.min), _loss(test, np.median),
+                 _loss(original * (T == 100), min), max((r["step"] for r in ends), default=0),
+                 "—" if secs is None else f"{float(secs):.0f}"])
   return [f"### {task}, T = {T} (random baseline {data.get_task(task).baseline(T):.4g})",
           ""] + common.table(["model", "setting", "seeds", "runs", "final val (median)",
                               "final val (best)", "test (median)", "original run (val)",
                               "steps", "wall time (s)"], body)
 
 
-def _image_cells(runs: Sequence[Sequence[dict]]) -> list[str]:
-  found = [best(points) for points in runs if points]
-  return [mean_se([b["val_accuracy"] for b, _ in found]),
-          mean_se([b["test_accuracy"] for b, _ in found]), mean_se([t for _, t in found])]
-
-
-def _shown(row: dict) -> tuple[list, list]:
-  """The runs a row's table and curves give: the finished ones once there are any (a
-  running one joins when it finishes), else every run so far; and the others."""
-  every = list(row["runs"].items())
-  finished = [(key, run) for key, run in every if run["final"]]
-  return finished or every, [(key, run) for key, run in every if not run["final"]]
-
-
 def _accuracy_table(task: str, dataset: str, rows: list, runs: dict) -> list[str]:
-  lines = [f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
-           f"{dataset} (T = 784)", "",
-           f"Accuracy (%), {common.SE}: the best validation accuracy, the test accuracy at that "
-           "epoch (chosen on the validation split), and the best test accuracy over the "
-           "epochs (the published anchors' protocol, which has no validation split). Where some "
-           "of a row's runs have finished, the row is theirs and says how many more are "
-           "running.", ""]
+  pm = lambda values: common.pm([100 * float(x) for x in values], "{:.2f}".format)
+  cells = lambda found: [pm(b["val_accuracy"] for b, _ in found),
+                         pm(b["test_accuracy"] for b, _ in found), pm(t for _, t in found)]
+  points = lambda run: [r for s, r in sorted(run["val"].items()) if s > 0]
+  epochs = lambda ps: [max(p, key=lambda r: r["step"]).get("epoch", 0) if p else 0 for p in ps]
+  span = lambda e: f"{min(e):g}" if min(e) == max(e) else f"{min(e):g}–{max(e):g}"
   body = []
-  points = lambda run: [r for s, r in sorted(run["val"].items()) if s > 0]  # noqa: E731
-  last = lambda p: max(p, key=lambda r: r["step"]).get("epoch", 0) if p else 0  # noqa: E731
   for row in rows:
-    shown, running = _shown(row)
+    every = list(row["runs"].items())  # the finished runs once there are any, else all
+    shown = [(key, run) for key, run in every if run["final"]] or every
+    running = [(key, run) for key, run in every if not run["final"]]
     finals = [run["final"] for _, run in shown if run["final"]]
     shown_points = [points(run) for _, run in shown]
-    epochs = sorted({last(p) for p in shown_points if p})
-    epochs = epoch_range(epochs) if epochs else "0"
+    at = span(epochs([p for p in shown_points if p]) or [0])
     if not finals:
-      epochs += " (unfinished)"
+      at += " (unfinished)"
     elif running:
-      epochs += (f"; {len(running)} more running, epoch "
-                 f"{epoch_range([last(points(run)) for _, run in running])}")
+      at += f"; {len(running)} more running, epoch {span(epochs(points(r) for _, r in running))}"
     params = f"{int(finals[0]['num_params']):,}" if finals and "num_params" in finals[0] else "—"
     secs = [max(r["seconds"] for r in p) for p in shown_points if p]
     body.append([row["label"], row["setting"] or "—", row["fields"]["hidden_size"], params,
-                 _seeds({seed for (seed, _), _ in shown}), len(shown), epochs,
-                 *_image_cells(shown_points), f"{np.median(secs):.0f}" if secs else "—"])
+                 _seeds({seed for (seed, _), _ in shown}), len(shown), at,
+                 *cells([best(p) for p in shown_points if p]),
+                 f"{np.median(secs):.0f}" if secs else "—"])
   if runs:
     hidden = {r.get("hidden") for run in runs.values() for r in run.values()}
     wall = np.median([max(r["seconds"] for r in run.values()) for run in runs.values()])
     body.append([REFERENCE_LABEL, "—", "/".join(map(str, sorted(hidden))), "—", _seeds(runs),
                  len(runs), max(max(run) for run in runs.values()),
-                 *_image_cells([list(run.values()) for run in runs.values()]), f"{wall:.0f}"])
-  lines += common.table(["model", "setting", "hidden", "parameters", "seeds", "n", "epochs",
-                         "best val", "test at best val", "best test over epochs",
-                         "wall time per unit (s)"], body)
-  if any("=—" in row["setting"] for row in rows):
-    lines += ["A setting's field given as — is absent from that unit's records: the unit "
-              "was recorded before the field existed or entered a unit's identity.", ""]
-  return lines
-
-
-def published_table() -> list[str]:
-  """The published MNIST table (`published.json`'s "mnist"): a row per model and size with
-  its source, a footnote per copy the numbers were read from and per other protocol."""
-  info, rows = common.published("mnist")
-  copies = list(dict.fromkeys(r["source"]["where"] for r in rows
-                              if r["source"]["read_from_a_copy"]))
-  others = list(dict.fromkeys(r["protocol"] for r in rows if r["protocol"] != info["protocol"]))
-  star = "\\*"  # a footnote's mark, escaped for Markdown
-  mark = lambda r: (star * (copies.index(r["source"]["where"]) + 1)  # noqa: E731
-                    if r["source"]["read_from_a_copy"] else "") + (
-      "†" * (others.index(r["protocol"]) + 1) if r["protocol"] in others else "")
-  lines = [f"Published MNIST results, test accuracy (%): {info['protocol']}:", ""]
-  lines += common.table(["model", "hidden", "parameters", "sMNIST", "psMNIST", "source"],
-                        [[r["model"], r["hidden"], r["params"], r["smnist"], r["psmnist"],
-                          r["source"]["cite"] + mark(r)] for r in rows])
-  notes = [f"{star * (k + 1)} Read from {w}." for k, w in enumerate(copies)]
-  notes += [f"{'†' * (k + 1)} Protocol: {p}." for k, p in enumerate(others)]
-  return lines + [line for note in notes for line in (note, "")]
+                 *cells([best(list(run.values())) for run in runs.values()]), f"{wall:.0f}"])
+  return ([f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
+           f"{dataset} (T = 784)", "",
+           f"Accuracy (%), {common.SE}: the best validation accuracy, the test accuracy at its "
+           "epoch, and the best test accuracy over the epochs (the published protocol, without "
+           "a validation split). A row with finished runs gives those, counting the others.", ""]
+          + common.table(["model", "setting", "hidden", "parameters", "seeds", "n", "epochs",
+                          "best val", "test at best val", "best test over epochs",
+                          "wall time per unit (s)"], body)
+          + ["A setting's field given as — is absent from that unit's records: the unit was "
+             "recorded before the field existed.", ""] * any("=—" in r["setting"] for r in rows))
 
 
 def _loss_figure(task: str, T: int, rows: list):
@@ -252,7 +187,7 @@ def _loss_figure(task: str, T: int, rows: list):
     steps = sorted(set.intersection(*map(set, curves))) if curves else []
     if steps:
       ax.plot(steps, [np.median([c[s] for c in curves]) for s in steps], color=f"C{i}",
-              lw=1.5, label=row_label(row))
+              lw=1.5, label=_row_label(row))
   baseline = data.get_task(task).baseline(T)
   ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
   # Log scale, capped: divergent runs (the IRNN on memory reaches 1e15) flatten the others.
@@ -267,92 +202,53 @@ def _loss_figure(task: str, T: int, rows: list):
 
 
 def _accuracy_figure(task: str, dataset: str, rows: list, runs: dict):
-  fig, ((by_epoch, by_time), (loss, drift)) = common.figure((10, 7.5), 2, 2)
-  drifting = False
+  fig, ax = common.figure((6.5, 4.2))
   for i, row in enumerate(rows):
-    drawn, running = _shown(row)  # as the table: a run just started cuts no curve short
-    steps = sorted(set.intersection(*(set(run["val"]) for _, run in drawn)))
-    if not steps:
-      continue
-    points = [[run["val"][s] for _, run in drawn] for s in steps]
-    epochs = [p[0].get("epoch", 0) for p in points]
-
-    def band(ax, key, scale=1.0, **kw):  # nothing when a point lacks the field
-      if all(key in x for p in points for x in p):
-        return common.se_band(ax, epochs, [[scale * float(x[key]) for x in p] for p in points],
-                              f"C{i}", **kw)
-
-    more = len(running) if len(drawn) < len(row["runs"]) else 0
-    label = (f"{row['label']} ({row['fields']['hidden_size']}, n = {len(drawn)}"
-             + (f", {more} more running" if more else "") + ")"
-             + (f" [{row['setting']}]" if row["setting"] else ""))
-    mean = band(by_epoch, "val_accuracy", 100.0, label=label)
-    by_time.plot([np.mean([x["seconds"] for x in p]) for p in points], mean, color=f"C{i}")
-    band(loss, "val_loss")
-    drifting |= band(drift, workdir_lib.DRIFT_FIELD, label=row["label"]) is not None
+    every = row["runs"].values()  # as the table's: a run just started cuts no curve short
+    drawn = [run for run in every if run["final"]] or list(every)
+    steps = sorted(set.intersection(*(set(run["val"]) for run in drawn)))
+    if steps:
+      common.se_band(ax, [drawn[0]["val"][s].get("epoch", 0) for s in steps],
+                     [[100 * float(run["val"][s]["val_accuracy"]) for run in drawn]
+                      for s in steps], f"C{i}", label=_row_label(row))
   if runs:  # the reference's mean over seeds at the end of each epoch
     epochs = sorted(set.intersection(*(set(run) for run in runs.values())))
-    by_epoch.plot(epochs, [100 * np.mean([run[e]["val_accuracy"] for run in runs.values()])
-                           for e in epochs], color="k", ls="--", label=REFERENCE_LABEL)
-  for ax, x, y in ((by_epoch, "epochs", "validation accuracy (%)"),
-                   (by_time, "wall-clock seconds", "validation accuracy (%)"),
-                   (loss, "epochs", "validation cross-entropy"),
-                   (drift, "epochs", "‖U − U₀‖_F / √n")):
-    ax.set(xlabel=x, ylabel=y)
-    ax.grid(alpha=0.3)
-  loss.set_yscale("log")
-  by_epoch.legend(fontsize=7)
-  if drifting:
-    drift.legend(fontsize=7)
-    drift.set_title("recurrent matrix from its initial value", fontsize=9)
-  else:
-    drift.set_axis_off()
-  fig.suptitle(f"{task} {dataset}: mean over runs, band ± 1 s.e.")
+    ax.plot(epochs, [100 * np.mean([run[e]["val_accuracy"] for run in runs.values()])
+                     for e in epochs], color="k", ls="--", label=REFERENCE_LABEL)
+  ax.set(xlabel="epochs", ylabel="validation accuracy (%)",
+         title=f"{task} {dataset}: mean over runs, band ± 1 s.e.")
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=7)
   fig.tight_layout()
   return fig
 
 
-def _sections(records: list, reference: Sequence[dict]) -> list[tuple]:
-  """(figure key, title, rows, table maker, figure maker) per (task, T), then per image
-  task and dataset."""
-  out = [(f"figure3_{task}_T{T}", f"{task}, T = {T}", rows,
-          functools.partial(_loss_table, task, T, rows),
-          functools.partial(_loss_figure, task, T, rows))
-         for (task, T), rows in table_rows(records, images=False).items()]
+def _sections(records: list, reference: Sequence[dict]):
+  """(figure key, title, rows, table maker, figure maker, their arguments) per section."""
+  for (task, T), rows in table_rows(records, images=False).items():
+    yield (f"figure3_{task}_T{T}", f"{task}, T = {T}", rows, _loss_table, _loss_figure,
+           (task, T, rows))
   for (task, dataset), rows in table_rows(records, images=True).items():
-    args = (task, dataset, rows, reference_runs(reference, task, dataset))
-    out.append((f"images_{task}_{dataset.replace('/', '_')}", f"{task} {dataset}", rows,
-                functools.partial(_accuracy_table, *args),
-                functools.partial(_accuracy_figure, *args)))
-  return out
+    yield (f"images_{task}_{dataset.replace('/', '_')}", f"{task} {dataset}", rows,
+           _accuracy_table, _accuracy_figure,
+           (task, dataset, rows, reference_runs(reference, task, dataset)))
 
 
 def figures(results: Any, reference: Sequence[dict] = ()) -> dict:
-  """The report's `matplotlib.figure.Figure`s (no pyplot) of `results` (records or a
-  DataFrame): ``figure3_{task}_T{T}``, validation loss against steps, each row's median
-  and every run faintly; ``images_{task}_{dataset}``, validation accuracy, loss and
-  ‖U − U₀‖_F / √n against epochs (mean ± 1 s.e. over the finished runs, all while none
-  has; `reference` dashed), accuracy against wall-clock seconds.
-
-  Raises:
-    ValueError: a record names a task `rnn.data` lacks.
-  """
-  return {key: figure() for key, *_, figure in _sections(workdir_lib.as_records(results),
-                                                         reference)}
+  """{key: `matplotlib.figure.Figure`} of `results` (records or a DataFrame):
+  ``figure3_{task}_T{T}``, validation loss against steps, each row's median and every run
+  faintly; ``images_{task}_{dataset}``, validation accuracy against epochs, mean ± 1 s.e.
+  (the finished runs, all while none has), `reference` dashed. ValueError: an unknown task."""
+  return {key: figure(*args) for key, *_, figure, args
+          in _sections(workdir_lib.as_records(results), reference)}
 
 
 def markdown(results: Any, *, figure_files: dict | None = None,
              reference: Sequence[dict] = (), anchors: bool = True,
              launches: Sequence[dict] = ()) -> str:
-  """The report's Markdown: a table per (task, T) and per image task and dataset, with
-  `figure_files` ({figure key: file name}) linked, a row of the PyTorch `reference`'s
-  records, the published MNIST table (`anchors`) and a note where `launches`
-  (`workdir.read_launches`) ran a table's units on different machines.
-
-  Raises:
-    ValueError: a record names a task `rnn.data` lacks.
-  """
-  figure_files = figure_files or {}
+  """The report's Markdown: the tables, `figure_files` ({key: file name}) linked, the
+  PyTorch `reference`'s row, the published MNIST table (`anchors`) and a note where
+  `launches` ran a table's units on different machines. ValueError: an unknown task."""
   records = workdir_lib.as_records(results)
   synthetic = [r for r in records if r.get("task") not in data.IMAGE_TASKS]
   sizes = sorted({int(r["eval_size"]) for r in synthetic if "eval_size" in r})
@@ -368,21 +264,20 @@ def markdown(results: Any, *, figure_files: dict | None = None,
     lines += [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
               "too short to learn these tasks; it checks that everything runs, and its "
               "losses are not results.**", ""]
-  sections = _sections(records, reference)
-  for key, title, rows, table, _ in sections:
-    lines += table() + common.machines_note(
+  images = False
+  for key, title, rows, table, _, args in _sections(records, reference):
+    lines += table(*args) + common.machines_note(
         launches, set().union(*(row["units"] for row in rows)) - {None})
-    if key in figure_files:
-      lines += [f"![{title}]({figure_files[key]})", ""]
-  if anchors and any(key.startswith("images_") for key, *_ in sections):
-    lines += published_table()
+    lines += [f"![{title}]({figure_files[key]})", ""] if key in (figure_files or {}) else []
+    images |= key.startswith("images_")
+  if anchors and images:
+    lines += common.published_table("mnist")
   return "\n".join(lines)
 
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
-  """Writes WORKDIR/report.md and WORKDIR/{key}.png per figure (`common.write_report`) from
-  `results` (default: the workdir's records) and the workdir's PyTorch reference; raises
-  as `common.write_report`."""
+  """WORKDIR/report.md and a WORKDIR/{key}.png per figure (`common.write_report`) of
+  `results` (None: the workdir's records) and the workdir's PyTorch reference."""
   reference = workdir_lib.read(workdir, REFERENCE)
   return common.write_report(workdir, results, lambda r: figures(r, reference), markdown,
                              reference=reference)
