@@ -29,22 +29,18 @@ _CURVES = {
 }
 
 
-def curve_table(rows: list, runs: dict, field: str, width: int | None = None) -> list[str]:
-  """`field` over training, a column per row of `rnn.report.table_rows` that records it
-  (and the PyTorch reference's `runs`, if they do), mean ± standard error over the runs:
+def curve_table(rows: list, field: str, width: int | None = None) -> list[str]:
+  """`field` over training, a column per row of `rnn.report.table_rows` (or its
+  `reference_row`) that records it, mean ± standard error over the runs:
   at each validation point (`width` None), or averaged over blocks of `width` epochs
   (each run's mean over its evaluations in the block, then over the runs that finished
   the block, "(k of n)" when not all did: one evaluation picked out of many carries its
   noise, a block's mean does not). [] when no column records `field`, or for blocks,
   unless some run finished two."""
   from lie_unitary.experiments import report as common
-  from lie_unitary.experiments.rnn import report
   curves = [[[(float(r.get("epoch", 0)), r.get(field)) for r in run["val"].values()]
              for run in row["runs"].values()] for row in rows]
-  labels = [row["label"] + (f" [{row['setting']}]" if row["setting"] else "") for row in rows]
-  if runs:
-    curves.append([[(float(e), r.get(field)) for e, r in run.items()] for run in runs.values()])
-    labels.append(report.REFERENCE_LABEL)
+  labels = [row["name"] for row in rows]
   kept = [i for i, c in enumerate(curves) if any(v is not None for run in c for _, v in run)]
   curves, labels = [curves[i] for i in kept], [labels[i] for i in kept]
   columns = [collections.defaultdict(list) for _ in curves]
@@ -80,10 +76,10 @@ def rnn_lines(records, reference=()) -> list[str]:
   from lie_unitary.experiments.rnn import report
   out = []
   for (task, dataset), rows in report.table_rows(records, images=True).items():
-    runs = report.reference_runs(reference, task, dataset)
+    rows += [row for row in [report.reference_row(reference, task, dataset)] if row]
     out += [f"### {task} {dataset}", ""]
-    out += sum((curve_table(rows, runs, f, _BLOCK_EPOCHS) for f in list(_CURVES)[:3]), [])
-    out += curve_table(rows, runs, "test_accuracy") + curve_table(rows, runs, "u_drift")
+    out += sum((curve_table(rows, f, _BLOCK_EPOCHS) for f in list(_CURVES)[:3]), [])
+    out += curve_table(rows, "test_accuracy") + curve_table(rows, "u_drift")
   return out
 
 

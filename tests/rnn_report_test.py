@@ -73,8 +73,8 @@ def _rows(text):
 def test_a_row_per_model_with_its_label():
   recs = [r for rs, _ in _all_models() for r in rs]
   text = report.markdown(recs)
-  assert "### adding, T = 10 (random baseline 0.1667)" in text
-  assert "### memory, T = 10 (random baseline 0.6931)" in text
+  assert "### adding, T = 10 (random baseline 0.1667; sets of ? sequences)" in text
+  assert "### memory, T = 10 (random baseline 0.6931; sets of ? sequences)" in text
   for label in ("guRNN_β", "ruRNN", "LSTM", "IRNN", "tanh RNN"):
     assert f"| {label} | — | 0 | 2 |" in text, text
   assert "| guRNN₁ (modReLU, phases init, λ: RMSProp) | — | 0 | 2 |" in text
@@ -189,7 +189,7 @@ def test_write_report_leaves_the_backend_alone(tmp_path):
 def test_the_report_names_the_sets_size_and_a_short_run():
   recs, _ = _unit_records("adding", 100, "gurnn", final_loss=0.1, eval_size=2000)
   text = report.markdown(recs)
-  assert "2,000 sequences each" in text and "10,000" not in text
+  assert "### adding, T = 100 (random baseline 0.1667; sets of 2,000 sequences)" in text
   assert "A short run (40 updates at most" in text  # _STEPS end at 40
   long = [dict(r, step=50_000) if r["kind"] == "final" else r for r in recs]
   assert "short run" not in report.markdown(long)
