@@ -30,8 +30,8 @@ _CURVES = {
 
 
 def curve_table(rows: list, field: str, width: int | None = None) -> list[str]:
-  """`field` over training, a column per row of `rnn.report.table_rows` (or its
-  `reference_row`) that records it, mean ± standard error over the runs:
+  """`field` over training, a column per row of `rnn.report.table_rows` that records it
+  (the PyTorch reference's too), mean ± standard error over the runs:
   at each validation point (`width` None), or averaged over blocks of `width` epochs
   (each run's mean over its evaluations in the block, then over the runs that finished
   the block, "(k of n)" when not all did: one evaluation picked out of many carries its
@@ -75,8 +75,8 @@ def rnn_lines(records, reference=()) -> list[str]:
   every validation point."""
   from lie_unitary.experiments.rnn import report
   out = []
+  records = records + report.reference_records(reference, records)
   for (task, dataset), rows in report.table_rows(records, images=True).items():
-    rows += [row for row in [report.reference_row(reference, task, dataset)] if row]
     out += [f"### {task} {dataset}", ""]
     out += sum((curve_table(rows, f, _BLOCK_EPOCHS) for f in list(_CURVES)[:3]), [])
     out += curve_table(rows, "test_accuracy") + curve_table(rows, "u_drift")

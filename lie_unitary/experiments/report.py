@@ -1,6 +1,5 @@
-"""What every family's report is made of: Markdown tables, mean ± standard error (one
-definition, `SE`) and its bands, the published rows (`published.json`), a note when a
-table's units ran on different machines, figures (`matplotlib.figure.Figure`, no pyplot)."""
+"""What every family's report is made of: Markdown tables, mean ± standard error (one `SE`)
+and its bands, figures (no pyplot), the published rows (published.json), the machines note."""
 
 from __future__ import annotations
 
@@ -21,8 +20,7 @@ SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replic
 
 
 def mean_se(values: Iterable[Any]) -> tuple[float, float, int]:
-  """(mean, std(ddof=1) / √n, n) of `values` (anything `float` takes, "nan" too; None
-  skipped); the s.e. is nan for one value, both nan for none."""
+  """(mean, std(ddof=1) / √n, n) of `values`, None skipped, as floats; nan where too few."""
   v = np.asarray([float(x) for x in values if x is not None], np.float64)
   se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
   return (float(v.mean()) if len(v) else np.nan), float(se), len(v)
@@ -48,8 +46,7 @@ def figure(figsize: tuple[float, float], *grid: int, **subplots_kw):
 
 
 def se_band(ax, x, values, color, **plot_kw):
-  """Plots on `ax` the means of `values` (p, runs) against `x` (p,), returned, in a band of
-  ± one standard error."""
+  """Plots on `ax` the means of `values` (p, runs) against `x` (p,), ± 1 s.e.; the means."""
   values = np.asarray(values, np.float64)
   mean, runs = values.mean(axis=1), values.shape[1]
   se = values.std(axis=1, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros_like(mean)
@@ -113,17 +110,16 @@ def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
 
 
 def latest(records: Any, kind: str, keys: Sequence[str] = ("replicate",)) -> list[dict]:
-  """The records of `kind` (a record without one counts as it), one per unit and `keys`,
-  the last of one written twice (`records`: a list of dicts or a DataFrame)."""
+  """The last record of `kind` (or none) per unit and `keys` of `records` (or a DataFrame)."""
   return list({(r.get("unit"),) + tuple(r.get(k) for k in keys): r
                for r in workdir_lib.as_records(records) if r.get("kind", kind) == kind}.values())
 
 
 def write_report(workdir: str, results: Any, figures: Callable[[list], dict],
                  markdown: Callable[..., str], dpi: int | dict = 120, **markdown_kw) -> list[str]:
-  """Saves WORKDIR/name.png per `figures(records)` {name: Figure} (`dpi`: one or {name: dpi})
-  and report.md, ``markdown(records, figure_files=, launches=, **markdown_kw)``, of `results`
-  (None: the workdir's, or FileNotFoundError / ValueError); returns the paths, report.md first."""
+  """Saves name.png per `figures(records)` {name: Figure} (`dpi`: one or {name: dpi}) and
+  report.md, `markdown(records, figure_files=, launches=, **markdown_kw)`, in `workdir`, of
+  `results` (None: the workdir's; FileNotFoundError, ValueError: none); returns their paths."""
   results = workdir_lib.as_records(
       workdir_lib.load_results(workdir, as_frame=False) if results is None else results)
   files = {}

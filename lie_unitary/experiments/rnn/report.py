@@ -24,7 +24,7 @@ _SHORT_RUN_UPDATES = 1_000  # fewer updates: the report says the run is too shor
 _LABELS = {"gurnn": "guRNN₁", "gurnn_beta": "guRNN_β", "urnn": "ruRNN", "lstm": "LSTM",
            "irnn": "IRNN", "tanh": "tanh RNN", "free": "free 2n×2n RNN"}
 _IMAGE_LABELS = {"gurnn": "guRNN (modReLU)", "orthogonal": "orthogonal RNN (expRNN's)",
-                 "lstm": "LSTM"}
+                 "lstm": "LSTM", "torch": REFERENCE_LABEL}
 # What a synthetic guRNN's label says of a field set unlike the paper's.
 _NOTES = {("activation", "modrelu"): "modReLU", ("lambda_init", "phases"): "phases init",
           ("lambda_init_std", 0): "U = I init", ("lambda_optimizer", "rmsprop"): "λ: RMSProp"}
@@ -42,9 +42,8 @@ def _value(v) -> str:
 
 def table_rows(records: Sequence[dict], images: bool) -> dict:
   """{(task, T), or with `images` (task, dataset): [row]}, a row one model's units alike but
-  for the seed: {"model", "fields", "label", "setting" (the fields that differ from its other
-  rows), "name" (both), "seeds", "units", "runs": {(seed, replicate): {"val": {step: record},
-  "final": record or None}}}."""
+  for the seed: {"model", "fields", "label", "setting" (fields unlike its other rows'), "name",
+  "seeds", "units", "runs": {(seed, replicate): {"val": {step: record}, "final": record}}}."""
   out = collections.defaultdict(dict)
   for r in records:
     if r.get("kind") not in ("val", "final") or (r.get("task") in data.IMAGE_TASKS) != images:
@@ -78,29 +77,20 @@ def table_rows(records: Sequence[dict], images: bool) -> dict:
   return dict(sorted(out.items()))
 
 
-def reference_row(reference: Sequence[dict], task: str, dataset: str) -> dict | None:
-  """The PyTorch reference's records of `task` on `dataset` (of a folder's path, its last
-  part) as a row of `table_rows`, a seed's run keyed by epoch; None for none."""
+def reference_records(reference: Sequence[dict], records: Sequence[dict]) -> list[dict]:
+  """The PyTorch reference's records of the image tables of `records` as records of model
+  "torch" (its dataset a folder's last part): a seed's epochs its steps, the last its final."""
   name = lambda d: os.path.basename(str(d).rstrip("/"))
-  mine = [r for r in reference
-          if r.get("task") == task and name(r.get("dataset", "")) == name(dataset)]
-  runs = collections.defaultdict(lambda: {"val": {}, "final": None})
-  for r in mine:
-    runs[(r["seed"], 0)]["val"][r["epoch"]] = runs[(r["seed"], 0)]["final"] = r
-  hidden = "/".join(map(str, sorted({r.get("hidden") for r in mine})))
-  return {"model": "torch", "fields": {"hidden_size": hidden}, "label": REFERENCE_LABEL,
-          "setting": "", "name": REFERENCE_LABEL, "seeds": {r["seed"] for r in mine},
-          "units": set(), "runs": runs} if mine else None
+  tables = {(r.get("task"), r.get("dataset")) for r in records}
+  return [dict(r, model="torch", dataset=name(r["dataset"]), hidden_size=r.get("hidden"),
+               replicate=0, step=r["epoch"], kind=kind) for r in reference
+          if (r.get("task"), name(r.get("dataset", ""))) in tables for kind in ("val", "final")]
 
 
 def best(points: Sequence[dict]) -> tuple[dict, float]:
   """A run's first point of best validation accuracy, and its best test accuracy."""
   return (max(points, key=lambda r: r["val_accuracy"]),
           max(r["test_accuracy"] for r in points))
-
-
-def _seeds(seeds) -> str:
-  return ", ".join(map(str, sorted(seeds)))
 
 
 def _loss(values: list, reduce) -> str:
@@ -118,21 +108,16 @@ def _loss_table(task: str, T: int, rows: list) -> list[str]:
     original = [_ORIGINAL[(task, row["model"])]] if (task, row["model"]) in _ORIGINAL else []
     secs = max((r["seconds"] for r in finals if "seconds" in r), default=None)
     body.append([row["label"] + ("" if finals else " (unfinished, subsample)"),
-                 row["setting"] or "—", _seeds(row["seeds"]), len(row["runs"]),
+                 row["setting"] or "—", ", ".join(map(str, sorted(row["seeds"]))), len(row["runs"]),
                  _loss(val, np.median), _loss(val, np.min), _loss(test, np.median),
                  _loss(original * (T == 100), min), max((r["step"] for r in ends), default=0),
                  "—" if secs is None else f"{float(secs):.0f}"])
   sizes = sorted({row["fields"]["eval_size"] for row in rows if "eval_size" in row["fields"]})
   return [f"### {task}, T = {T} (random baseline {data.get_task(task).baseline(T):.4g}; sets "
           f"of {' / '.join(f'{n:,}' for n in sizes) or '?'} sequences)", ""] + common.table(
-              ["model", "setting", "seeds", "runs", "final val (median)", "final val (best)",
-               "test (median)", "original run (val)", "steps", "wall time (s)"], body)
-
-
-def _shown(row: dict) -> list:
-  """A row's runs to give: the finished ones once there are any, else every run so far."""
-  every = list(row["runs"].items())
-  return [(key, run) for key, run in every if run["final"]] or every
+              ["model", "setting", "seeds", "runs (a seed's replicate each)", "final val (median)",
+               "final val (best)", "test (median)", "original run (val, the paper's code)",
+               "steps", "wall time (s)"], body)
 
 
 def _accuracy_table(task: str, dataset: str, rows: list) -> list[str]:
@@ -142,7 +127,8 @@ def _accuracy_table(task: str, dataset: str, rows: list) -> list[str]:
   span = lambda e: f"{min(e):g}" if min(e) == max(e) else f"{min(e):g}–{max(e):g}"
   body = []
   for row in rows:
-    shown = _shown(row)
+    shown = [(key, run) for key, run in row["runs"].items() if run["final"]]
+    shown = shown or list(row["runs"].items())  # the finished runs once there are any
     finals = [run["final"] for _, run in shown if run["final"]]
     running = [points(run) for run in row["runs"].values() if not run["final"]]
     found = [best(points(run)) for _, run in shown if points(run)]
@@ -152,11 +138,10 @@ def _accuracy_table(task: str, dataset: str, rows: list) -> list[str]:
     params = f"{int(finals[0]['num_params']):,}" if finals and "num_params" in finals[0] else "—"
     secs = [max(r["seconds"] for r in points(run)) for _, run in shown if points(run)]
     body.append([row["label"], row["setting"] or "—", row["fields"]["hidden_size"], params,
-                 _seeds({seed for (seed, _), _ in shown}), len(shown), at,
+                 ", ".join(map(str, sorted({seed for (seed, _), _ in shown}))), len(shown), at,
                  pm(b["val_accuracy"] for b, _ in found), pm(b["test_accuracy"] for b, _ in found),
                  pm(t for _, t in found), f"{np.median(secs):.0f}" if secs else "—"])
-  return ([f"### {'pixel-by-pixel' if task == 'pixel' else 'permuted pixel-by-pixel'} "
-           f"{dataset} (T = 784)", "",
+  return ([f"### {task} {dataset} (T = 784)", "",
            f"Accuracy (%), {common.SE}: the best validation accuracy, the test accuracy at its "
            "epoch, the best test accuracy over the epochs (the published protocol); a row's "
            "finished runs once there are any.", ""]
@@ -168,10 +153,10 @@ def _accuracy_table(task: str, dataset: str, rows: list) -> list[str]:
 
 
 def _curves(rows: list, field: str, scale: float = 1.0):
-  """Per row: colour, name, a run's records and `field` × `scale` (steps × runs) at the steps
-  all its `_shown` runs reached."""
+  """Per row: colour, name, records and `field` × `scale` (steps × runs) where its runs met."""
   for i, row in enumerate(rows):
-    runs = [run["val"] for _, run in _shown(row)]
+    runs = [run for run in row["runs"].values() if run["final"]] or row["runs"].values()
+    runs = [run["val"] for run in runs]
     steps = sorted(set.intersection(*map(set, runs))) if runs else []
     if steps:
       yield (f"C{i}", row["name"], [runs[0][s] for s in steps],
@@ -187,11 +172,9 @@ def _loss_figure(task: str, T: int, rows: list):
   baseline = data.get_task(task).baseline(T)
   ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
   # Log scale, capped: divergent runs (the IRNN on memory reaches 1e15) flatten the others.
-  batch = {row["fields"].get("batch_size") for row in rows} - {None}
-  ax.set(yscale="log", ylim=(None, min(ax.get_ylim()[1], 20 * baseline)),
-         title=f"{task} problem, T = {T}",
+  ax.set(yscale="log", ylim=(None, min(ax.get_ylim()[1], 20 * baseline)), xlabel="steps",
          ylabel="validation " + ("MSE" if task == "adding" else "cross-entropy"),
-         xlabel=f"steps (batches of {batch.pop()})" if len(batch) == 1 else "steps")
+         title=f"{task} problem, T = {T}")
   ax.legend(fontsize=8)
   fig.tight_layout()
   return fig
@@ -213,8 +196,8 @@ def _sections(records: list, reference: Sequence[dict]):
   """(figure key, title, table maker, figure maker, (task, T or dataset, rows)) per table."""
   for (task, T), rows in table_rows(records, images=False).items():
     yield f"figure3_{task}_T{T}", f"{task}, T = {T}", _loss_table, _loss_figure, (task, T, rows)
-  for (task, dataset), rows in table_rows(records, images=True).items():
-    rows += [row for row in [reference_row(reference, task, dataset)] if row]
+  images = table_rows(records + reference_records(reference, records), images=True)
+  for (task, dataset), rows in images.items():
     yield (f"images_{task}_{dataset.replace('/', '_')}", f"{task} {dataset}", _accuracy_table,
            _accuracy_figure, (task, dataset, rows))
 
@@ -233,20 +216,16 @@ def markdown(results: Any, *, figure_files: dict | None = None,
   (`anchors`), a note where `launches` differ in machine. ValueError: an unknown task."""
   records = workdir_lib.as_records(results)
   synthetic = [r for r in records if r.get("task") not in data.IMAGE_TASKS]
-  lines = ["# RNN results", ""] + [
-      "Final losses on the full validation and test sets (median and best over the runs, a "
-      "run: one seed's replicate); 'original run': the original code's logged runs.", ""] * bool(
-          synthetic)
+  lines = ["# RNN results", ""]
   steps = [int(r["step"]) for r in synthetic if r.get("kind") == "final"]
   if steps and max(steps) < _SHORT_RUN_UPDATES:  # far less than the paper's 50,000 updates
     lines += [f"**A short run ({max(steps):,} updates at most, against the paper's 50,000): "
               "too short to learn these tasks; its losses are not results.**", ""]
-  images = False
   for key, title, table, _, args in _sections(records, reference):
     lines += table(*args) + common.machines_note(
         launches, set().union(*(row["units"] for row in args[2])) - {None})
     lines += [f"![{title}]({figure_files[key]})", ""] if key in (figure_files or {}) else []
-    images |= key.startswith("images_")
+  images = len(synthetic) < len(records)
   return "\n".join(lines + common.published_table("mnist") * (anchors and images))
 
 
