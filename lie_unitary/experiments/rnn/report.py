@@ -153,10 +153,10 @@ def _accuracy_table(task: str, dataset: str, rows: list) -> list[str]:
 
 
 def _curves(rows: list, field: str, scale: float = 1.0):
-  """Per row: colour, name, records and `field` × `scale` (steps × runs) where its runs met."""
+  """Per row: colour, name, records and `field` × `scale` (steps × runs) at its runs' steps."""
   for i, row in enumerate(rows):
     runs = [run for run in row["runs"].values() if run["final"]] or row["runs"].values()
-    runs = [run["val"] for run in runs]
+    runs = [run["val"] for run in runs]  # as the tables: the finished runs once there are any
     steps = sorted(set.intersection(*map(set, runs))) if runs else []
     if steps:
       yield (f"C{i}", row["name"], [runs[0][s] for s in steps],
