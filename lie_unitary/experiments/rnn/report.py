@@ -148,8 +148,8 @@ def _accuracy_table(task: str, dataset: str, rows: list) -> list[str]:
           + common.table(["model", "setting", "hidden", "parameters", "seeds", "n", "epochs",
                           "best val", "test at best val", "best test over epochs",
                           "wall time per unit (s)"], body)
-          + ["A setting's field given as — is absent from that unit's records: the unit was "
-             "recorded before the field existed.", ""] * any("=—" in r["setting"] for r in rows))
+          + ["A setting's field given as — is absent from its unit's records: recorded before it "
+             "existed or was in a unit's identity.", ""] * any("=—" in r["setting"] for r in rows))
 
 
 def _curves(rows: list, field: str, scale: float = 1.0):
