@@ -24,10 +24,10 @@ def curves_figure(rows: list):
     steps = sorted(set.intersection(*(set(run["val"]) for run in runs)))
     points = [[run["val"][s] for run in runs] for s in steps]
     epochs = [p[0].get("epoch", 0) for p in points]
-    for ax, field, scale in ((loss, "val_loss", 1.0), (drift, workdir.DRIFT_FIELD, 1.0)):
+    for ax, field in ((loss, "val_loss"), (drift, workdir.DRIFT_FIELD)):
       if points and all(field in x for p in points for x in p):  # none where a point lacks it
-        common.se_band(ax, epochs, [[scale * float(x[field]) for x in p] for p in points],
-                       f"C{i}", label=row["name"])
+        common.se_band(ax, epochs, [[float(x[field]) for x in p] for p in points], f"C{i}",
+                       label=row["name"])
     if points:
       common.se_band(by_time, [np.mean([x["seconds"] for x in p]) for p in points],
                      [[100 * float(x["val_accuracy"]) for x in p] for p in points], f"C{i}")
