@@ -29,22 +29,18 @@ _CURVES = {
 }
 
 
-def curve_table(rows: list, runs: dict, field: str, width: int | None = None) -> list[str]:
+def curve_table(rows: list, field: str, width: int | None = None) -> list[str]:
   """`field` over training, a column per row of `rnn.report.table_rows` that records it
-  (and the PyTorch reference's `runs`, if they do), mean ± standard error over the runs:
+  (the PyTorch reference's too), mean ± standard error over the runs:
   at each validation point (`width` None), or averaged over blocks of `width` epochs
   (each run's mean over its evaluations in the block, then over the runs that finished
   the block, "(k of n)" when not all did: one evaluation picked out of many carries its
   noise, a block's mean does not). [] when no column records `field`, or for blocks,
   unless some run finished two."""
   from lie_unitary.experiments import report as common
-  from lie_unitary.experiments.rnn import report
   curves = [[[(float(r.get("epoch", 0)), r.get(field)) for r in run["val"].values()]
              for run in row["runs"].values()] for row in rows]
-  labels = [report.row_label(row) for row in rows]
-  if runs:
-    curves.append([[(float(e), r.get(field)) for e, r in run.items()] for run in runs.values()])
-    labels.append(report.REFERENCE_LABEL)
+  labels = [row["name"] for row in rows]
   kept = [i for i, c in enumerate(curves) if any(v is not None for run in c for _, v in run)]
   curves, labels = [curves[i] for i in kept], [labels[i] for i in kept]
   columns = [collections.defaultdict(list) for _ in curves]
@@ -61,8 +57,9 @@ def curve_table(rows: list, runs: dict, field: str, width: int | None = None) ->
   if not columns or (width and max(len(c) for c in columns) < 2):
     return []
   what, scale, digits = _CURVES[field]
-  cell = lambda values, n: "—" if not values else report.mean_se(  # noqa: E731
-      values, scale, digits) + (f" ({len(values)} of {n})" if width and len(values) < n else "")
+  cell = lambda values, n: "—" if not values else common.pm(  # noqa: E731
+      [scale * float(v) for v in values], f"{{:.{digits}f}}".format) + (
+          f" ({len(values)} of {n})" if width and len(values) < n else "")
   name = (lambda b: f"{b * width + 1}-{(b + 1) * width}") if width else "{:g}".format
   lines = [f"{what} at each validation point, {common.SE}:" if not width else
            f"{what} averaged over blocks of {width} epochs (each run's mean over the block's "
@@ -78,11 +75,11 @@ def rnn_lines(records, reference=()) -> list[str]:
   every validation point."""
   from lie_unitary.experiments.rnn import report
   out = []
+  records = records + report.reference_records(reference, records)
   for (task, dataset), rows in report.table_rows(records, images=True).items():
-    runs = report.reference_runs(reference, task, dataset)
     out += [f"### {task} {dataset}", ""]
-    out += sum((curve_table(rows, runs, f, _BLOCK_EPOCHS) for f in list(_CURVES)[:3]), [])
-    out += curve_table(rows, runs, "test_accuracy") + curve_table(rows, runs, "u_drift")
+    out += sum((curve_table(rows, f, _BLOCK_EPOCHS) for f in list(_CURVES)[:3]), [])
+    out += curve_table(rows, "test_accuracy") + curve_table(rows, "u_drift")
   return out
 
 

@@ -65,12 +65,12 @@ def section(folder: str) -> str:
 
 
 def page() -> str:
-  from lie_unitary.experiments.rnn import report
+  from lie_unitary.experiments import report as common
   parts = [_INTRO]
   for folder, heading in SECTIONS:
     parts.append(f"## {heading}\n\n[results/{folder}/report.md](../results/{folder}/"
                  f"report.md)\n\n{section(folder).strip()}\n")
-  parts.append("## Published\n\n" + "\n".join(report.published_table()).strip() + "\n")
+  parts.append("## Published\n\n" + "\n".join(common.published_table("mnist")).strip() + "\n")
   return "\n".join(parts)
 
 
@@ -149,13 +149,13 @@ def _cell(row: dict | None, field: str, bold: bool = False) -> str:
     return "not run yet"
   done = [v for v, f in zip(row[field], row["run_finished"]) if f]
   running = [e for e, f in zip(row["run_epoch"], row["run_finished"]) if not f]
-  from lie_unitary.experiments.rnn import report
+  from lie_unitary.experiments import report as common
   values = done or row[field]
-  text = report.mean_se(values, scale=1.0)
+  text = common.pm(values, "{:.2f}".format)
   text = (f"**{text}**" if bold else text) + f" ({len(values)})"
   if not running:
     return text
-  at = report.epoch_range(running)
+  at = f"{min(running):g}" + (f"–{max(running):g}" if min(running) < max(running) else "")
   return (f"{text}; {len(running)} more running, epoch {at}" if done
           else f"{text}, epoch {at} so far")
 

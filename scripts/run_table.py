@@ -21,7 +21,6 @@ def lines(records) -> list[str]:
   for (task, dataset), rows in report.table_rows(records, images=True).items():
     body = []
     for row in rows:
-      label = row["label"] + (f" [{row['setting']}]" if row["setting"] else "")
       for (seed, replicate), run in sorted(row["runs"].items()):
         points = [r for s, r in sorted(run["val"].items()) if s > 0]
         if not points:
@@ -29,7 +28,7 @@ def lines(records) -> list[str]:
         best_val = max(points, key=lambda r: r["val_accuracy"])  # the first, on ties
         best_test = max(points, key=lambda r: r["test_accuracy"])
         last = points[-1]
-        body.append([label, seed, replicate,
+        body.append([row["name"], seed, replicate,
                      epoch(last) + ("" if run["final"] else " (running)"),
                      f"{100 * best_val['val_accuracy']:.2f}", epoch(best_val),
                      f"{100 * best_val['test_accuracy']:.2f}",

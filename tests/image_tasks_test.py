@@ -232,9 +232,9 @@ def test_the_launcher_runs_a_small_idx_set_end_to_end(folder, tmp_path):
   assert sorted(r["model"] for r in finals) == ["lstm", "orthogonal"]
   report = (tmp_path / "w" / "report.md").read_text()
   # The image table with the parameter counts of finished units; no synthetic-task text.
-  assert "permuted pixel-by-pixel" in report and "unfinished" not in report
+  assert f"### permuted {folder} (T = 784)" in report and "unfinished" not in report
   assert f"{trainer.num_params('orthogonal', 6, 1, 10):,}" in report
-  assert "Final losses" not in report
+  assert "random baseline" not in report
 
 
 def test_the_progress_line_names_replicates_with_a_nan_loss():

@@ -1,12 +1,15 @@
 """The scripts that draw what one question needed, over the records: the λ chart's
-spectrum of an operators workdir, the detail tables of every family."""
+spectrum of an operators workdir, an RNN folder's loss and drift curves, the detail tables
+of every family."""
 
 import os
 
 import pytest
 
 from lie_unitary.experiments import workdir
+from lie_unitary.experiments.rnn import report as rnn_report
 from scripts import detail_tables
+from scripts import image_curves
 from scripts import spectrum_figure
 
 import helpers
@@ -55,3 +58,26 @@ def test_the_detail_tables_script_tells_a_folders_family_by_its_records(tmp_path
   assert "| 6 | 3 | 4 | 2 | general | 1.0 | 1 of 1 | 1 | 0 | 0 |" in detail_tables.lines(
       str(tmp_path / "basis"))  # train loss 0.5 > 2 × floor: stuck
   assert "| 3 | 4 |" in detail_tables.lines(str(tmp_path / "operators"))  # 2.0 / 0.5
+
+
+def test_the_image_curves_draw_loss_and_drift_per_epoch(tmp_path):
+  recs = helpers.image_records("gurnn", [[0.1, 0.70, 0.80], [0.1, 0.74, 0.78]])
+  recs += helpers.image_records("lstm", [[0.1, 0.5, 0.6], [0.1, 0.5, 0.6]])
+  for r in recs:
+    r["val_loss"] = 2.0 / (1 + r["epoch"]) + 0.1 * r["replicate"]
+    if r["model"] == "gurnn":
+      r["u_drift"] = 0.1 * r["epoch"] + 0.02 * r["replicate"]
+  rows, = rnn_report.table_rows(recs, images=True).values()
+  loss, drift, by_time = image_curves.curves_figure(rows).axes
+  # The mean over the two replicates at epochs 0, 1, 2.
+  line, = [ln for ln in loss.lines if ln.get_color() == "C0"]
+  assert list(line.get_ydata()) == pytest.approx([2.05, 1.05, 2 / 3 + 0.05])
+  line, = drift.lines  # the LSTM has no recurrent matrix of its own
+  assert line.get_label() == "guRNN (modReLU)"
+  assert list(line.get_ydata()) == pytest.approx([0.01, 0.11, 0.21])
+  line = by_time.lines[0]  # accuracy (validation: test − 1 %) against the mean seconds
+  assert list(line.get_xdata()) == [0.0, 10.0, 20.0]
+  assert list(line.get_ydata()) == pytest.approx([9.0, 71.0, 78.0])
+  workdir.append_records(tmp_path / "results.jsonl", recs)
+  assert image_curves.main([str(tmp_path)]) == 0
+  assert os.path.getsize(tmp_path / "curves_permuted_fashion_mnist.png") > 0

@@ -61,6 +61,20 @@ def test_the_published_rows_ship_with_the_package_with_their_sources():
     report.published("no_such_table")
 
 
+def test_a_published_table_numbers_a_note_per_copy_and_other_protocol():
+  lines = report.published_table("mnist")
+  assert lines[0].startswith("Published, test accuracy (%)") and "70 epochs" in lines[0]
+  assert lines[2] == "| model | hidden | params | smnist | psmnist | source |"
+  rows = [line for line in lines if line.startswith("| asRNN | 122 |")]
+  assert rows == ["| asRNN | 122 | 16K | 98.89 | 95.41 | asRNN (an orthogonal recurrence with "
+                  "a learned saturation, 2023) [2] |"]
+  notes = [line for line in lines if line.startswith("[")]
+  assert [n[:18] for n in notes] == ["[1] Read from a co", "[2] Read from the "]
+  assert "Protocol:" not in notes[0] and "Protocol: as its README gives it" in notes[1]
+  # The paper's code's own runs: read from no copy, one protocol: no notes.
+  assert not [line for line in report.published_table("original_runs") if line.startswith("[")]
+
+
 def _launch(units, devices=2, platform="Linux-a", **provenance):
   return {"units": [{"id": u} for u in units],
           "provenance": dict(host="vm", platform=platform, backend="cpu",

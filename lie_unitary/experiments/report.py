@@ -1,7 +1,5 @@
-"""What every family's report is made of: Markdown tables, mean ± standard error (one
-definition, `SE`) and its bands, the published rows (`published.json`), and a note when a
-table's units ran on different machines. Figures are `matplotlib.figure.Figure`s (no pyplot).
-"""
+"""What every family's report is made of: Markdown tables, mean ± standard error (one `SE`)
+and its bands, figures (no pyplot), the published rows (published.json), the machines note."""
 
 from __future__ import annotations
 
@@ -17,16 +15,12 @@ import numpy as np
 
 from lie_unitary.experiments import workdir as workdir_lib
 
-__all__ = ["SE", "figure", "latest", "machines_note", "mean_se", "pm", "published", "se_band",
-           "table", "write_report"]
-
 # Every report's one definition of "±", said in the headers that use it.
 SE = "mean ± standard error over the n runs (ddof = 1; a run: one seed's replicate)"
 
 
 def mean_se(values: Iterable[Any]) -> tuple[float, float, int]:
-  """(mean, std(ddof=1) / √n, n) of `values` (anything `float` takes, "nan" too; None
-  skipped); the s.e. is nan for one value, both nan for none."""
+  """(mean, std(ddof=1) / √n, n) of `values`, None skipped, as floats; nan where too few."""
   v = np.asarray([float(x) for x in values if x is not None], np.float64)
   se = v.std(ddof=1) / np.sqrt(len(v)) if len(v) > 1 else np.nan
   return (float(v.mean()) if len(v) else np.nan), float(se), len(v)
@@ -45,16 +39,14 @@ def table(header: Sequence[Any], rows: Iterable[Sequence[Any]]) -> list[str]:
 
 
 def figure(figsize: tuple[float, float], *grid: int, **subplots_kw):
-  """A `matplotlib.figure.Figure` (no pyplot) of `figsize` inches and its axes,
-  ``Figure.subplots(*grid, **subplots_kw)``."""
+  """A `Figure` of `figsize` inches and its ``Figure.subplots(*grid, **subplots_kw)``."""
   from matplotlib.figure import Figure
   fig = Figure(figsize=figsize)
   return fig, fig.subplots(*grid, **subplots_kw)
 
 
 def se_band(ax, x, values, color, **plot_kw):
-  """Plots on `ax` the means of `values` (p, runs) against `x` (p,), returned, in a band of
-  ± one standard error."""
+  """Plots on `ax` the means of `values` (p, runs) against `x` (p,), ± 1 s.e.; the means."""
   values = np.asarray(values, np.float64)
   mean, runs = values.mean(axis=1), values.shape[1]
   se = values.std(axis=1, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros_like(mean)
@@ -77,8 +69,22 @@ def published(name: str) -> tuple[dict, list[dict]]:
                              for r in data["tables"][name]["rows"]]
 
 
-# What tells machines and device layouts apart in a launch's provenance (the CPU's or GPU's
-# model only where recorded).
+def published_table(name: str) -> list[str]:
+  """The table `name` of published.json in Markdown: what it gives, its protocol, its rows
+  and their sources, with numbered notes saying where a row was read and its other protocol."""
+  info, rows = published(name)
+  columns = [k for k in rows[0] if k not in ("protocol", "source")]
+  note = lambda r: " ".join(
+      [f"Read from {r['source']['where']}."] * r["source"]["read_from_a_copy"]
+      + [f"Protocol: {r['protocol']}."] * (r["protocol"] != info["protocol"]))
+  notes = [n for n in dict.fromkeys(map(note, rows)) if n]
+  cite = lambda r: r["source"]["cite"] + (f" [{notes.index(note(r)) + 1}]" if note(r) else "")
+  return ([f"Published, {info['what']}: {info['protocol']}:", ""]
+          + table([*columns, "source"], [[r[k] for k in columns] + [cite(r)] for r in rows])
+          + [x for k, n in enumerate(notes) for x in (f"[{k + 1}] {n}", "")])
+
+
+# What tells machines and device layouts apart in a launch's provenance.
 _MACHINE = ("cpu_model", "cpu", "device_kind", "host", "platform", "backend", "devices",
             "process_count")
 
@@ -104,22 +110,16 @@ def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
 
 
 def latest(records: Any, kind: str, keys: Sequence[str] = ("replicate",)) -> list[dict]:
-  """The records of `kind` (a record without one counts as it), one per unit and `keys`,
-  the last of one written twice (`records`: a list of dicts or a DataFrame)."""
+  """The last record of `kind` (or none) per unit and `keys` of `records` (or a DataFrame)."""
   return list({(r.get("unit"),) + tuple(r.get(k) for k in keys): r
                for r in workdir_lib.as_records(records) if r.get("kind", kind) == kind}.values())
 
 
 def write_report(workdir: str, results: Any, figures: Callable[[list], dict],
                  markdown: Callable[..., str], dpi: int | dict = 120, **markdown_kw) -> list[str]:
-  """A family's report of `results` (records or a DataFrame; None: the workdir's): saves
-  each `figures(records)` {name: Figure} as WORKDIR/name.png (`dpi`: one, or {name: dpi})
-  and writes WORKDIR/report.md, ``markdown(records, figure_files={name: file name},
-  launches=the workdir's launches, **markdown_kw)``; returns the paths, report.md first.
-
-  Raises:
-    FileNotFoundError, ValueError: `results` is None and the workdir has no results.
-  """
+  """Saves name.png per `figures(records)` {name: Figure} (`dpi`: one or {name: dpi}) and
+  report.md, `markdown(records, figure_files=, launches=, **markdown_kw)`, in `workdir`, of
+  `results` (None: the workdir's; FileNotFoundError, ValueError: none); returns their paths."""
   results = workdir_lib.as_records(
       workdir_lib.load_results(workdir, as_frame=False) if results is None else results)
   files = {}
