@@ -1,14 +1,4 @@
-"""The command line of every experiment family: flags → `runner.train_and_evaluate` → report.
-
-    python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR [--config.FIELD=VALUE]
-    python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
-
-NAME: a config file of configs/, or a file's path. A bad flag, config name or field ends
-the program with one line on stderr (exit status 2); the first SIGINT/SIGTERM stops at
-the next checkpoint (exit status 128 + the signal), and the same command resumes.
-OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS, whose threads
-fight XLA's on few cores.
-"""
+"""The command line of every experiment family: flags → `runner.train_and_evaluate` → report."""
 
 from __future__ import annotations
 
@@ -17,14 +7,13 @@ import os
 import sys
 from typing import Sequence
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # jaxlib's eigh: its threads fight XLA's
 
 __all__ = ["cpu_cores", "interrupted_status", "main", "use_cpu_devices"]
 
 
 def _split_comma_lists(config) -> None:
-  """ml_collections parses --config.model=gurnn,lstm as ('gurnn,lstm',) and "(gurnn,)" as
-  ('(gurnn,)',): split such elements, in place, recursively."""
+  """Splits, in place, the ('gurnn,lstm',) and ('(gurnn,)',) that ml_collections parses."""
   pieces = lambda v: [p.strip(" ()[]'\"") for p in v.split(",")] if isinstance(v, str) else [v]
   for key, value in config.items():
     if hasattr(value, "items"):
@@ -53,9 +42,9 @@ def _parse_flags(argv):
     for flag in given:
       config, parts = flags.FLAGS["config"].parser.loaded, flag[len("--config."):].split(".")
       for i, part in enumerate(parts):
-        if not hasattr(config, "keys") or part not in config:
-          _fail(fields.unknown_field(part, config.keys() if hasattr(config, "keys") else (),
-                                     "".join(p + "." for p in parts[:i])))
+        known = config.keys() if hasattr(config, "keys") else ()
+        if part not in known:
+          _fail(fields.unknown_field(part, known, "".join(p + "." for p in parts[:i])))
         config = config[part]
     _fail(e)
   except (flags.Error, TypeError, ValueError) as e:
@@ -63,7 +52,7 @@ def _parse_flags(argv):
 
 
 def _named_configs(family_name: str, inner):
-  """ml_collections' config file parser `inner`, taking a family's config NAME too."""
+  """ml_collections' config file parser `inner`, taking a config NAME too."""
   from absl import flags
 
   from lie_unitary.experiments import fields
@@ -87,15 +76,12 @@ def _named_configs(family_name: str, inner):
 
 def cpu_cores() -> int:
   """The CPU cores this process may run on."""
-  try:
-    return len(os.sched_getaffinity(0))
-  except AttributeError:  # not on Linux
-    return os.cpu_count() or 1
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
 def use_cpu_devices(count: int) -> int:
-  """Asks XLA for `count` CPU devices (0: `cpu_cores()`) in XLA_FLAGS before jax starts,
-  unless XLA_FLAGS sets a count; returns the count asked for (0: XLA_FLAGS decides)."""
+  """Asks XLA_FLAGS for `count` CPU devices (0: `cpu_cores()`) unless it sets a count;
+  returns the count asked for (0: XLA_FLAGS decides)."""
   flags = os.environ.get("XLA_FLAGS", "")
   if "xla_force_host_platform_device_count" in flags:
     return 0
@@ -106,7 +92,7 @@ def use_cpu_devices(count: int) -> int:
 
 
 def _start_jax(flag_values) -> None:
-  """XLA's CPU devices, jax.distributed, and the persistent compilation cache."""
+  """CPU devices, jax.distributed and the persistent compilation cache."""
   address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
                            flag_values.process_id)
   if flag_values["cpu_devices"].present or not address:  # processes of a run keep one each
@@ -128,7 +114,7 @@ def _start_jax(flag_values) -> None:
 
 
 def _launch(family_name: str, argv) -> int | None:
-  """Runs the launch the parsed flags ask for; a bad one ends it in one line (`_fail`)."""
+  """Runs the launch the parsed flags ask for."""
   from absl import flags
   from absl import logging
   flag_values = flags.FLAGS
@@ -175,16 +161,20 @@ def _launch(family_name: str, argv) -> int | None:
 
 
 def interrupted_status(stopped_by: str) -> int:
-  """The exit status of a run stopped by `stopped_by`: 128 + a signal's number, else 1."""
+  """128 + the number of the signal `stopped_by`, else 1."""
   import signal
-  try:
-    return 128 + int(signal.Signals[stopped_by])
-  except KeyError:
-    return 1
+  return 128 + signal.Signals[stopped_by] if stopped_by in signal.Signals.__members__ else 1
 
 
 def main(family_name: str, argv: Sequence[str] | None = None) -> None:
-  """Defines the flags and runs the launcher of `family_name` (a family's ``__main__``).
+  """Defines the flags and runs the launcher of `family_name` (a family's ``__main__``)::
+
+    python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR [--config.FIELD=VALUE]
+    python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
+
+  NAME: a config file of configs/, or a file's path. A bad flag, config name or field ends
+  the program with one line on stderr (exit status 2); the first SIGINT/SIGTERM stops at
+  the next checkpoint (exit status 128 + the signal), and the same command resumes.
 
   Args:
     family_name: 'rnn', 'operators' or 'basis'.

@@ -1,13 +1,7 @@
-"""One unit's training, read top to bottom: `train_unit(task, ctx, replicas)`.
-
-A family declares a unit's training as a `Task` of pure functions. `train_unit` restores
-the unit's checkpoint, trains call by call to the target, evaluates and records at each
-validation point, checkpoints, and writes the final records. A call ends at a validation
-point and lasts about `call_seconds` (the first, which compiles, one step), so a stop
-(`handle_signals`: the first SIGINT/SIGTERM) is never more than a call and an evaluation
-away. Checkpoints (orbax, the two latest kept) hold the replicates without the sharding's
-padding, so a unit stopped on 2 devices resumes on 1 or 3; a damaged one is named, set
-aside and the one before it used. A thread prints a progress line with an ETA.
+"""One unit's training, read top to bottom: `train_unit(task, ctx, replicas)` restores,
+then per call trains, evaluates, records and checkpoints (orbax, without the sharding's
+padding: a unit resumes on any device count; a damaged checkpoint is set aside), with a
+progress line and its ETA; a first SIGINT/SIGTERM (`handle_signals`) stops after the call.
 """
 
 from __future__ import annotations
@@ -28,26 +22,16 @@ import numpy as np
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.fields import ConfigError
 
-__all__ = ["Interrupted", "StopRequest", "Task", "call_length", "checkpoints", "eta",
-           "format_seconds", "handle_signals", "median", "nonfinite_note", "restore_checkpoint",
-           "save_checkpoint", "train_unit", "validation_point"]
-
 
 class Task(NamedTuple):
-  """One unit's training: pure functions of the state (a pytree, leading axis the padded
-  replicates, sharded) and the history (JSON-able bookkeeping), both checkpointed.
+  """A family's unit as pure functions of the state (a pytree, leading axis the padded
+  replicates, sharded) and the history (JSON-able); both are checkpointed.
 
-  Attributes:
-    init: () -> (state, history), fresh.
-    train: (state, history, first step, steps) -> (state, history): one call.
-    evaluate: (state, history, step) -> (records, history, metrics text for the progress
-      line), at a validation point: 0, the target, multiples of `every` and epoch ends.
-    finish: (state, history) -> {file name: records} of the trained unit, written in order.
-    target: the step to train to.
-    every: validation points at its multiples (0: none).
-    epoch_steps: > 0: validation points at each epoch's end too; the line shows the epoch.
-    call_seconds: a call's length once the rate is known (None: to the validation point).
-    target_field: the config field that sets `target` (for messages).
+  init() -> (state, history); train(state, history, first step, steps) -> (state, history);
+  evaluate(state, history, step) -> (records, history, progress text), at the validation
+  points: 0, `target`, multiples of `every` and of `epoch_steps` (> 0: the line shows the
+  epoch); finish(state, history) -> {file: records}. A call lasts about `call_seconds`
+  (None: to the next validation point); `target_field` names the target in messages.
   """
   init: Callable[[], tuple[Any, dict]]
   train: Callable[[Any, dict, int, int], tuple[Any, dict]]
@@ -62,16 +46,14 @@ class Task(NamedTuple):
 
 def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.perf_counter,
                checkpoint_seconds: float = 60.0, progress_seconds: float = 15.0) -> None:
-  """Trains one unit (`ctx.unit`, its `replicas.Replicas`) to `task.target` from its
-  checkpoint (module docstring), writing the evaluations' records, then `task.finish`'s,
-  each of results.jsonl with the unit's ``seconds`` so far. `clock`: a test's own;
-  `checkpoint_seconds`: the most a crash may lose, besides the call in flight.
+  """Trains `ctx.unit` (its `replicas.Replicas`) to `task.target` from its checkpoint,
+  writing each record once with the unit's ``seconds``; `clock`: a test's own.
 
   Raises:
     Interrupted: after a checkpoint, when `ctx.stop` was requested.
     ConfigError: a checkpoint beyond the target or of other code (unless
-      `ctx.resume_across_code_change`: `workdir.code_fingerprint`); records but no
-      checkpoint, a lost unit (unless `ctx.restart_lost_units`).
+      `ctx.resume_across_code_change`); records without a checkpoint (unless
+      `ctx.restart_lost_units`).
   """
   now, say = clock, lambda text: ctx.printer(f"{ctx.unit.label}: {text}")
   progress = _Progress(task, now)
