@@ -33,21 +33,18 @@ Check = Callable[[Any], "str | None"]
 _NOTHING = object()  # every check refuses it: `check(_NOTHING)` says what it expects
 
 
-def _int(v) -> bool:
-  return isinstance(v, int) and not isinstance(v, bool)
-
-
 def integer(minimum: int = 1) -> Check:
   """Integers ≥ `minimum` (bool excluded)."""
-  return lambda v: None if _int(v) and v >= minimum else f"an integer ≥ {minimum}"
+  return lambda v: (None if isinstance(v, int) and not isinstance(v, bool) and v >= minimum
+                    else f"an integer ≥ {minimum}")
 
 
 def number(minimum: float = 0.0, positive: bool = False, below: float | None = None) -> Check:
   """Finite numbers ≥ `minimum` (> 0 when `positive`; < `below` when given)."""
   words = "a finite number " + ("> 0" if positive else f"≥ {minimum:g}")
   words += "" if below is None else f" and < {below:g}"
-  return lambda v: None if ((_int(v) or isinstance(v, float)) and math.isfinite(v)
-                            and v >= minimum and (v > 0 or not positive)
+  return lambda v: None if (isinstance(v, (int, float)) and not isinstance(v, bool)
+                            and math.isfinite(v) and v >= minimum and (v > 0 or not positive)
                             and (below is None or v < below)) else words
 
 
@@ -168,8 +165,6 @@ def config_path(family: str, name: str) -> str:
 
 def load_file(file: str) -> ml_collections.ConfigDict:
   """``get_config()`` of the config file at `file` (FileNotFoundError: none)."""
-  if not os.path.isfile(file):
-    raise FileNotFoundError(f"no config file {file}.")
   return runpy.run_path(file)["get_config"]()
 
 
@@ -184,20 +179,17 @@ def sibling(file: str, name: str) -> ml_collections.ConfigDict:
 
 
 def _canonical(value: Any) -> Any:
-  if hasattr(value, "tolist"):
-    value = value.tolist()
-  if isinstance(value, Mapping):
-    return {str(k): _canonical(v) for k, v in sorted(value.items(), key=lambda kv: str(kv[0]))}
+  value = value.tolist() if hasattr(value, "tolist") else value
+  if isinstance(value, Mapping):  # its keys sorted by `json.dumps`
+    return {str(k): _canonical(v) for k, v in value.items()}
   if isinstance(value, (list, tuple)):
     return [_canonical(v) for v in value]
-  if isinstance(value, (bool, str)) or value is None:
+  if isinstance(value, float) and not math.isfinite(value):
+    return repr(value)
+  if isinstance(value, float) and value.is_integer():
+    return int(value)  # 1 and 1.0: one setting
+  if value is None or isinstance(value, (bool, str, int, float)):
     return value
-  if isinstance(value, int):
-    return int(value)
-  if isinstance(value, float):
-    if not math.isfinite(value):
-      return repr(value)
-    return int(value) if value.is_integer() else float(repr(value))  # 1 and 1.0: one setting
   raise TypeError(f"unit fields must be JSON-like (numbers, strings, lists, dicts); got "
                   f"{type(value).__name__}: {value!r}.")
 

@@ -7,9 +7,15 @@ import os
 import sys
 from typing import Sequence
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # jaxlib's eigh: its threads fight XLA's
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
 
-__all__ = ["cpu_cores", "interrupted_status", "main", "use_cpu_devices"]
+from lie_unitary.experiments import fields
+
+# Before numpy loads (none of the above loads it): jaxlib's eigh's threads fight XLA's.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _split_comma_lists(config) -> None:
@@ -29,9 +35,6 @@ def _fail(message) -> None:
 
 
 def _parse_flags(argv):
-  from absl import flags
-
-  from lie_unitary.experiments import fields
   given = [a.split("=", 1)[0] for a in argv[1:] if a.startswith("--config.")]
   twice = sorted({a for a in given if given.count(a) > 1})
   if twice:  # ml_collections would append to a tuple field: one value per field
@@ -53,9 +56,6 @@ def _parse_flags(argv):
 
 def _named_configs(family_name: str, inner):
   """ml_collections' config file parser `inner`, taking a config NAME too."""
-  from absl import flags
-
-  from lie_unitary.experiments import fields
 
   class Parser(flags.ArgumentParser):
     loaded = None
@@ -79,25 +79,14 @@ def cpu_cores() -> int:
   return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
 
 
-def use_cpu_devices(count: int) -> int:
-  """Asks XLA_FLAGS for `count` CPU devices (0: `cpu_cores()`) unless it sets a count;
-  returns the count asked for (0: XLA_FLAGS decides)."""
-  flags = os.environ.get("XLA_FLAGS", "")
-  if "xla_force_host_platform_device_count" in flags:
-    return 0
-  count = count or cpu_cores()
-  if count > 1:
-    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
-  return count
-
-
 def _start_jax(flag_values) -> None:
-  """CPU devices, jax.distributed and the persistent compilation cache."""
+  """CPU devices (XLA_FLAGS' count wins), jax.distributed and the compilation cache."""
+  import jax
   address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
                            flag_values.process_id)
-  if flag_values["cpu_devices"].present or not address:  # processes of a run keep one each
-    use_cpu_devices(flag_values.cpu_devices)
-  import jax
+  forced = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+  if not forced and (flag_values["cpu_devices"].present or not address):  # a run's: one each
+    jax.config.update("jax_num_cpu_devices", flag_values.cpu_devices or cpu_cores())
   if address or count is not None or index is not None:
     if not address or count is None or index is None:
       _fail("--coordinator_address, --num_processes and --process_id go together (all or "
@@ -115,8 +104,6 @@ def _start_jax(flag_values) -> None:
 
 def _launch(family_name: str, argv) -> int | None:
   """Runs the launch the parsed flags ask for."""
-  from absl import flags
-  from absl import logging
   flag_values = flags.FLAGS
   if not flag_values["verbosity"].present:  # orbax logs every checkpoint step at INFO
     logging.set_verbosity(logging.WARNING)
@@ -180,11 +167,6 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
     family_name: 'rnn', 'operators' or 'basis'.
     argv: the command line (default `sys.argv`).
   """
-  from absl import app
-  from absl import flags
-  from ml_collections import config_flags
-
-  from lie_unitary.experiments import fields
   config_flags.DEFINE_config_file(
       "config", None, f"A named config ({', '.join(sorted(fields.named_configs(family_name)))})"
       " or the path of a config file; fields overridable as --config.FIELD=VALUE.",

@@ -51,9 +51,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
 
   Raises:
     Interrupted: after a checkpoint, when `ctx.stop` was requested.
-    ConfigError: a checkpoint beyond the target or of other code (unless
-      `ctx.resume_across_code_change`); records without a checkpoint (unless
-      `ctx.restart_lost_units`).
+    ConfigError: a checkpoint beyond the target or of other code, records without one.
   """
   now, say = clock, lambda text: ctx.printer(f"{ctx.unit.label}: {text}")
   progress = _Progress(task, now)
@@ -76,20 +74,17 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
         continue
       saved = meta.get("code")  # refused if of other code, unless the context allows it
       changes = [] if saved is None else workdir_lib.code_changes(saved, code)
-      listed = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6
-                                         else "")
+      listed = "; ".join(changes[:6]) + f"; and {len(changes) - 6} more" * (len(changes) > 6)
       if saved is None:
-        say(f"the checkpoint at step {at} predates code fingerprints: resumed without "
-            "checking that the code that wrote it is this one.")
+        say(f"the checkpoint at step {at} predates code fingerprints: resumed unchecked.")
       elif changes and ctx.resume_across_code_change:
         say(f"resuming at step {at} across a code change ({listed}).")
       elif changes:
         raise ConfigError(
             f"{ctx.unit.label}: its checkpoint at step {at} was written by other code "
-            f"({listed}), and a unit must not mix two codes' numbers. Resume with the code "
-            "that wrote it (WORKDIR/launches/*.json name its commit), or run it afresh in "
-            "another workdir; --resume_across_code_change resumes anyway, for a change that "
-            "leaves the numbers alone.")
+            f"({listed}): resume with that code (WORKDIR/launches/*.json name its commit), "
+            "afresh in another workdir, or with --resume_across_code_change for a change "
+            "that leaves the numbers alone.")
       if meta["step"] > task.target:
         raise ConfigError(
             f"{ctx.unit.label}: its checkpoint is at step {meta['step']}, beyond "
@@ -246,13 +241,11 @@ class Interrupted(Exception):
 class StopRequest(threading.Event):
   """Set by the first SIGINT/SIGTERM or by `request(why)`; `signal_name` says which."""
   signal_name = ""
+  requested = threading.Event.is_set
 
   def request(self, why: str = "requested") -> None:
     self.signal_name = why
     self.set()
-
-  def requested(self) -> bool:
-    return self.is_set()
 
 
 @contextlib.contextmanager

@@ -7,8 +7,6 @@ from typing import NamedTuple
 
 import optax
 
-__all__ = ["OPTIMIZERS", "SCHEDULES", "TrainState", "make_optimizer", "schedule"]
-
 OPTIMIZERS = ("sgd", "rmsprop")
 SCHEDULES = ("constant", "cosine")  # learning rates over a whole run
 
