@@ -30,7 +30,7 @@ class ConfigError(ValueError):
 
 # A check: a field's value -> None (accepted) or what it expects.
 Check = Callable[[Any], "str | None"]
-_NOTHING = object()  # every check refuses it: `check(_NOTHING)` says what it expects
+_NOTHING = object()  # every check refuses it (`check(_NOTHING)`: what it expects); unset
 
 
 def integer(minimum: int = 1) -> Check:
@@ -82,9 +82,6 @@ def tuple_of(item: Check, nonempty: bool = True, unique: bool = False,
   return check
 
 
-_UNSET = object()
-
-
 @dataclasses.dataclass(frozen=True)
 class Field:
   """A config field: `default` (its type), `help`, `check` (None: the family's), whether it
@@ -94,7 +91,7 @@ class Field:
   help: str
   check: Check | None = None
   identity: bool | Callable[..., bool] = True
-  before: Any = _UNSET
+  before: Any = _NOTHING
 
 
 def defaults(table: Mapping[str, Field]) -> ml_collections.ConfigDict:
@@ -133,13 +130,10 @@ def identity(values, table: Mapping[str, Field], unit=None, config=None) -> dict
   """{name: value} of `table`'s fields in `unit`'s identity (`Field.identity`, `config`
   default `values`), less those at their `before` value."""
   config = values if config is None else config
-  out = {}
-  for name, f in table.items():
-    rule, value = f.identity, values[name]
-    if ((rule is True or (callable(rule) and rule(config, unit)))
-        and (f.before is _UNSET or value != f.before)):
-      out[name] = tuple(value) if isinstance(value, list) else value
-  return out
+  enters = lambda f: f.identity is True or (callable(f.identity) and f.identity(config, unit))
+  return {name: tuple(values[name]) if isinstance(values[name], list) else values[name]
+          for name, f in table.items()
+          if enters(f) and (f.before is _NOTHING or values[name] != f.before)}
 
 
 def named_configs(family: str) -> tuple[str, ...]:

@@ -41,7 +41,7 @@ def _parse_flags(argv):
     _fail(f"{twice[0]} is given more than once; give it once (a tuple as {twice[0]}=a,b).")
   try:
     return flags.FLAGS(argv)
-  except (AttributeError, KeyError) as e:  # an override of a field the config lacks
+  except (AttributeError, KeyError, flags.UnrecognizedFlagError) as e:  # a field it lacks?
     for flag in given:
       config, parts = flags.FLAGS["config"].parser.loaded, flag[len("--config."):].split(".")
       for i, part in enumerate(parts):
@@ -54,24 +54,23 @@ def _parse_flags(argv):
     _fail(e)
 
 
-def _named_configs(family_name: str, inner):
-  """ml_collections' config file parser `inner`, taking a config NAME too."""
+class _NamedConfigs(flags.ArgumentParser):
+  """ml_collections' config file parser `inner`, taking a config NAME of `family` too."""
+  loaded = None
 
-  class Parser(flags.ArgumentParser):
-    loaded = None
+  def __init__(self, family: str, inner):
+    self.family, self.inner = family, inner
 
-    def parse(self, path):
-      if path and not any(s in path for s in (os.sep, "/", ".py", ":")):
-        path = fields.config_path(family_name, path)  # ValueError: an unknown name
-      if not os.path.isfile(path.split(":", 1)[0]):
-        raise ValueError(f"no config file {path.split(':', 1)[0]}.")
-      self.loaded = inner.parse(path)
-      return self.loaded
+  def parse(self, path):
+    if path and not any(s in path for s in (os.sep, "/", ".py", ":")):
+      path = fields.config_path(self.family, path)  # ValueError: an unknown name
+    if not os.path.isfile(path.split(":", 1)[0]):
+      raise ValueError(f"no config file {path.split(':', 1)[0]}.")
+    self.loaded = self.inner.parse(path)
+    return self.loaded
 
-    def flag_type(self):
-      return inner.flag_type()
-
-  return Parser()
+  def flag_type(self):
+    return self.inner.flag_type()
 
 
 def cpu_cores() -> int:
@@ -119,8 +118,7 @@ def _launch(family_name: str, argv) -> int | None:
     if not os.path.isdir(workdir):
       _fail(f"--workdir={workdir}: no such folder.")
     if not any(la.get("family") == family_name for la in workdir_lib.read_launches(workdir)):
-      _fail(f"{workdir} holds no {family_name} results (no WORKDIR/launches/*.json of family "
-            f"{family_name!r}).")
+      _fail(f"{workdir} holds no {family_name} results (no launch file of that family).")
     if not workdir_lib.read(workdir):
       _fail(f"{workdir} holds no records yet (WORKDIR/results.jsonl).")
   else:
@@ -189,6 +187,6 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_integer("process_id", None, "This process's index (with --coordinator_address).")
   flags.mark_flag_as_required("workdir")
   config_flag = flags.FLAGS["config"]
-  config_flag.parser = _named_configs(family_name, config_flag.parser)  # --config=NAME too
+  config_flag.parser = _NamedConfigs(family_name, config_flag.parser)  # --config=NAME too
   app.run(functools.partial(_launch, family_name),
           argv=list(sys.argv if argv is None else argv), flags_parser=_parse_flags)
