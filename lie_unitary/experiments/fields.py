@@ -1,8 +1,7 @@
 """Config fields, config files and units of work.
 
 A family lists its fields once, as `Field`s: their defaults type the config (ml_collections
-refuses other types); `validate` refuses in one line what typing lets through.
-"""
+refuses other types); `validate` refuses in one line what typing lets through."""
 
 from __future__ import annotations
 
@@ -201,9 +200,8 @@ def resolved(settings: Mapping[str, Any] = (), **more) -> ml_collections.FrozenC
 
 @dataclasses.dataclass(frozen=True)
 class Unit:
-  """What is computed, recorded and resumed as a whole: `name` (shared by its seeds),
-  `fields` (every setting that changes the computation, the seed too), `target_step`,
-  `cost` (its weight in the launch's ETA) and `spec` (`resolved`: every setting)."""
+  """What is computed, recorded and resumed as a whole: `fields` (every setting that changes
+  the computation, seed too), `cost` (its weight in the ETA), `spec` (`resolved`)."""
   name: str
   fields: Mapping[str, Any]
   target_step: int

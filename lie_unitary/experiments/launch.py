@@ -88,8 +88,7 @@ def _start_jax(flag_values) -> None:
     jax.config.update("jax_num_cpu_devices", flag_values.cpu_devices or cpu_cores())
   if address or count is not None or index is not None:
     if not address or count is None or index is None:
-      _fail("--coordinator_address, --num_processes and --process_id go together (all or "
-            "none).")
+      _fail("--coordinator_address, --num_processes and --process_id go together.")
     # Collectives across CPU processes need an implementation; accelerators bring theirs.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=address, num_processes=count,
@@ -152,7 +151,8 @@ def interrupted_status(stopped_by: str) -> int:
 
 
 def main(family_name: str, argv: Sequence[str] | None = None) -> None:
-  """Defines the flags and runs the launcher of `family_name` (a family's ``__main__``)::
+  """Defines the flags and runs the launcher of `family_name` ('rnn', 'operators' or 'basis';
+  a family's ``__main__``) on `argv` (default `sys.argv`)::
 
     python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR [--config.FIELD=VALUE]
     python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
@@ -160,10 +160,6 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   NAME: a config file of configs/, or a file's path. A bad flag, config name or field ends
   the program with one line on stderr (exit status 2); the first SIGINT/SIGTERM stops at
   the next checkpoint (exit status 128 + the signal), and the same command resumes.
-
-  Args:
-    family_name: 'rnn', 'operators' or 'basis'.
-    argv: the command line (default `sys.argv`).
   """
   config_flags.DEFINE_config_file(
       "config", None, f"A named config ({', '.join(sorted(fields.named_configs(family_name)))})"

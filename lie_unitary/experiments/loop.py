@@ -1,8 +1,7 @@
 """One unit's training, read top to bottom: `train_unit(task, ctx, replicas)` restores,
 then per call trains, evaluates, records and checkpoints (orbax, without the sharding's
 padding: a unit resumes on any device count; a damaged checkpoint is set aside), with a
-progress line and its ETA; a first SIGINT/SIGTERM (`handle_signals`) stops after the call.
-"""
+progress line and its ETA; a first SIGINT/SIGTERM (`handle_signals`) stops after the call."""
 
 from __future__ import annotations
 
@@ -24,15 +23,11 @@ from lie_unitary.experiments.fields import ConfigError
 
 
 class Task(NamedTuple):
-  """A family's unit as pure functions of the state (a pytree, leading axis the padded
-  replicates, sharded) and the history (JSON-able); both are checkpointed.
-
-  init() -> (state, history); train(state, history, first step, steps) -> (state, history);
-  evaluate(state, history, step) -> (records, history, progress text), at the validation
-  points: 0, `target`, multiples of `every` and of `epoch_steps` (> 0: the line shows the
-  epoch); finish(state, history) -> {file: records}. A call lasts about `call_seconds`
-  (None: to the next validation point); `target_field` names the target in messages.
-  """
+  """A family's unit: pure functions of the state (a pytree, leading axis the padded
+  replicates, sharded) and the history (JSON-able), both checkpointed. `evaluate` runs at
+  the validation points: 0, `target`, multiples of `every` and of `epoch_steps` (> 0: the
+  line shows the epoch). A call lasts about `call_seconds` (None: to the next validation
+  point); `target_field` names the target in messages."""
   init: Callable[[], tuple[Any, dict]]
   train: Callable[[Any, dict, int, int], tuple[Any, dict]]
   evaluate: Callable[[Any, dict, int], tuple[list[dict], dict, str]]
@@ -106,9 +101,8 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
         if jax.process_index() == 0:
           workdir_lib.remove_unit_records(ctx.workdir, ctx.unit.id)
         say(f"no checkpoint: its {records} removed, starting again from step 0.")
-    # (kind, replicate, step) of the unit's records written before: not passed again.
-    written = {(r.get("kind"), r.get("replicate"), r.get("step"))
-               for r in workdir_lib.read(ctx.workdir) if r.get("unit") == ctx.unit.id}
+    key = lambda r: (r.get("kind"), r.get("replicate"), r.get("step"))  # written once
+    written = {key(r) for r in workdir_lib.read(ctx.workdir) if r.get("unit") == ctx.unit.id}
     if owed is None:
       owed = validation_point(task, step) and not any(s == step for _, _, s in written)
     progress.step, start = step, now()
@@ -124,8 +118,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
 
     def write(records, file=workdir_lib.RESULTS) -> None:
       if file == workdir_lib.RESULTS:
-        records = [{**r, "seconds": round(seconds(), 3)} for r in records
-                   if (r.get("kind"), r.get("replicate"), r.get("step")) not in written]
+        records = [{**r, "seconds": round(seconds(), 3)} for r in records if key(r) not in written]
       ctx.write(records, file)
 
     def evaluate() -> None:
@@ -184,13 +177,12 @@ def call_length(task: Task, step: int, seconds_per_step: float | None) -> int:
 
 
 class _Progress:
-  """The progress line (`line`), updated by `train_unit`."""
+  """The progress line (`line`), updated by `train_unit`: `rate` (seconds per step), `call`
+  (first step, steps, start time) in flight, `paced` (time, step) the ETA counts from."""
 
   def __init__(self, task: Task, now: Callable[[], float]):
-    self.task, self.now = task, now
-    self.step, self.rate, self.shown = 0, None, ""  # rate: seconds per step of training
-    self.call = None  # (first step, steps, start time) of the call in flight
-    self.paced = None  # (time, step) from which the ETA's rate is measured
+    self.task, self.now, self.step, self.rate, self.shown = task, now, 0, None, ""
+    self.call = self.paced = None
     self.doing("initialising")
 
   def doing(self, activity: str) -> None:
@@ -254,8 +246,6 @@ def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) ->
   if threading.current_thread() is not threading.main_thread():
     yield
     return
-  previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
   def handler(signum, frame):
     if stop.requested():  # the previous handlers are restored on the way out
       if signum == signal.SIGINT:
@@ -265,8 +255,7 @@ def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) ->
     printer(f"{stop.signal_name}: stopping after the current call (checkpointed); send it "
             "again to abort now.")
 
-  for s in previous:
-    signal.signal(s, handler)
+  previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
   try:
     yield
   finally:

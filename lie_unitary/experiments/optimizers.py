@@ -29,9 +29,8 @@ def schedule(name: str, learning_rate: float, total_steps: int | None = None):
 
 def make_optimizer(name: str, learning_rate, *, clip_value: float = 0.0,
                    clip_norm: float = 0.0, **rmsprop) -> optax.GradientTransformation:
-  """`optax.sgd` or `optax.rmsprop` (no momentum; its arguments as ``rmsprop_decay=`` …)
-  after `optax.clip_by_global_norm(clip_norm)`, then `optax.clip(clip_value)`, where > 0
-  (ValueError: an unknown name, a negative clip)."""
+  """`optax.sgd` or `optax.rmsprop` (``rmsprop_decay=`` …) after `optax.clip_by_global_norm`
+  then `optax.clip` where > 0 (ValueError: an unknown name, a negative clip)."""
   if name not in OPTIMIZERS or not clip_value >= 0 or not clip_norm >= 0:
     raise ValueError(f"unknown optimizer {name!r} or a negative clip ({clip_value=}, "
                      f"{clip_norm=}); expected one of {OPTIMIZERS}, clips ≥ 0.")

@@ -1,7 +1,6 @@
 """A unit's R replicates as one program: a leading axis padded to a multiple of the devices
 (every host's) and sharded over them; the padding computes and is dropped, so replicate r
-gets the same keys whatever the device count.
-"""
+gets the same keys whatever the device count."""
 
 from __future__ import annotations
 
@@ -23,8 +22,8 @@ DATA_AXIS = "data"  # the mesh axis that splits one replicate's batch
 def padded_size(num_replicates: int, num_devices: int) -> int:
   """The smallest multiple of num_devices ≥ num_replicates; ValueError: either is < 1."""
   if num_replicates < 1 or num_devices < 1:
-    raise ValueError(f"need num_replicates ≥ 1 and num_devices ≥ 1; got "
-                     f"{num_replicates=}, {num_devices=}.")
+    raise ValueError(f"need num_replicates, num_devices ≥ 1; got {num_replicates=}, "
+                     f"{num_devices=}.")
   return -(-num_replicates // num_devices) * num_devices
 
 
