@@ -72,7 +72,7 @@ for name in ("permuted_mnist", "pixel_mnist"):
     replicas = replicas_lib.Replicas(spec.num_replicates, replicas_lib.replicate_sharding(
         data_parallel=spec.data_parallel))
     rows = replicas.mesh.shape[replicas_lib.AXIS]  # devices along the replicate axis
-    busy = min(spec.num_replicates, rows) * replicas.data_parallel
+    busy = min(spec.num_replicates, rows) * replicas.mesh.shape.get(replicas_lib.DATA_AXIS, 1)
     print(name, unit.label, jax.device_count(), busy)
 """
 

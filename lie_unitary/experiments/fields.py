@@ -27,8 +27,7 @@ class ConfigError(ValueError):
   """A config field that does not exist or has a bad value; the message names it."""
 
 
-# A check: a field's value -> None (accepted) or what it expects.
-Check = Callable[[Any], "str | None"]
+Check = Callable[[Any], "str | None"]  # a field's value -> None (accepted) or what it expects
 _NOTHING = object()  # every check refuses it (`check(_NOTHING)`: what it expects); unset
 
 
@@ -149,10 +148,9 @@ def config_dir() -> str:
 
 def config_path(family: str, name: str) -> str:
   """The path of `family`'s config file `name` (ValueError: no such name)."""
-  named = named_configs(family)
+  named = sorted(named_configs(family))
   if name not in named:
-    raise ValueError(f"unknown {family} config {name!r}; expected one of {sorted(named)} "
-                     "(or the path of a config file).")
+    raise ValueError(f"unknown {family} config {name!r}; expected one of {named} or a path.")
   return os.path.join(config_dir(), name + ".py")
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from typing import Sequence
@@ -135,8 +134,7 @@ def _launch(family_name: str, argv) -> int | None:
     if summary.interrupted:
       return interrupted_status(summary.stopped_by)
     if summary.elsewhere:
-      print(f"{summary.elsewhere} unit(s) still running in other processes (above); their "
-            "records are written as they go. This launch is done.")
+      print(f"{summary.elsewhere} unit(s) still running in other processes (above): done here.")
     if not workdir_lib.read(workdir):
       return  # nothing recorded yet: no report
   if jax.process_index() == 0:
@@ -184,5 +182,5 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.mark_flag_as_required("workdir")
   config_flag = flags.FLAGS["config"]
   config_flag.parser = _NamedConfigs(family_name, config_flag.parser)  # --config=NAME too
-  app.run(functools.partial(_launch, family_name),
+  app.run(lambda args: _launch(family_name, args),
           argv=list(sys.argv if argv is None else argv), flags_parser=_parse_flags)

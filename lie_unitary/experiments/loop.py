@@ -1,7 +1,6 @@
-"""One unit's training, read top to bottom: `train_unit(task, ctx, replicas)` restores,
-then per call trains, evaluates, records and checkpoints (orbax, without the sharding's
-padding: a unit resumes on any device count; a damaged checkpoint is set aside), with a
-progress line and its ETA; a first SIGINT/SIGTERM (`handle_signals`) stops after the call."""
+"""One unit's training, read top to bottom (`train_unit`): restore, then per call train,
+evaluate, record and checkpoint (without the sharding's padding: any device count resumes
+it), with a progress line and ETA; a first SIGINT/SIGTERM (`handle_signals`) stops it."""
 
 from __future__ import annotations
 
@@ -219,8 +218,7 @@ def save_checkpoint(manager, step: int, state: Any, meta: dict) -> None:
 def restore_checkpoint(manager, step: int, like: Any = None) -> tuple[Any, dict]:
   """(state as numpy, shaped like `like` or as saved; metadata) at `step`."""
   from orbax.checkpoint import args
-  if like is not None:
-    like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), like)
+  like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), like)  # None: None
   out = manager.restore(step, args=args.Composite(state=args.StandardRestore(like),
                                                   meta=args.JsonRestore()))
   return jax.tree.map(np.asarray, out["state"]), dict(out["meta"])

@@ -67,13 +67,12 @@ def map_replicates(fn: Callable, in_axes: Sequence[int | None], sharding: NamedS
 
 class Replicas:
   """R ≥ 1 replicates over `sharding` (default: every device); `ids`: the (padded,) int32
-  replicate indices, sharded; `data_parallel`: the mesh's data axis' size (1: none)."""
+  replicate indices, sharded."""
 
   def __init__(self, num_replicates: int, sharding: NamedSharding | None = None):
     self.num_replicates = num_replicates
     self.sharding = replicate_sharding() if sharding is None else sharding
     self.mesh = self.sharding.mesh
-    self.data_parallel = self.mesh.shape.get(DATA_AXIS, 1)
     self.padded = padded_size(num_replicates, self.mesh.shape[AXIS])
     ids = np.arange(self.padded, dtype=np.int32)
     self.ids = jax.make_array_from_callback((self.padded,), self.sharding, lambda i: ids[i])
