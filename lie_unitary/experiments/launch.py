@@ -40,7 +40,7 @@ def _parse_flags(argv):
     _fail(f"{twice[0]} is given more than once; give it once (a tuple as {twice[0]}=a,b).")
   try:
     return flags.FLAGS(argv)
-  except (AttributeError, KeyError, flags.UnrecognizedFlagError) as e:  # a field it lacks?
+  except (AttributeError, KeyError) as e:  # an override of a field the config lacks
     for flag in given:
       config, parts = flags.FLAGS["config"].parser.loaded, flag[len("--config."):].split(".")
       for i, part in enumerate(parts):
@@ -74,7 +74,7 @@ class _NamedConfigs(flags.ArgumentParser):
 
 def cpu_cores() -> int:
   """The CPU cores this process may run on."""
-  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _start_jax(flag_values) -> None:
