@@ -1,8 +1,5 @@
-"""Experiments: learning unitary operators (paper §3) and unitary RNNs (paper §4).
-
-Every family runs through `runner.train_and_evaluate` (see the experiments guide); this
-package reads what they recorded. Importing it loads no jax.
-"""
+"""Experiments: learning unitary operators (paper §3) and unitary RNNs (paper §4), run by
+`runner.train_and_evaluate`; this package reads their records (and loads no jax)."""
 
 from lie_unitary.experiments.workdir import LoadedUnit
 from lie_unitary.experiments.workdir import load_results

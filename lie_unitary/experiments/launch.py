@@ -1,30 +1,24 @@
-"""The command line of every experiment family: flags → `runner.train_and_evaluate` → report.
-
-    python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR [--config.FIELD=VALUE]
-    python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
-
-NAME: a config file of configs/, or a file's path. A bad flag, config name or field ends
-the program with one line on stderr (exit status 2); the first SIGINT/SIGTERM stops at
-the next checkpoint (exit status 128 + the signal), and the same command resumes.
-OPENBLAS_NUM_THREADS defaults to 1: jaxlib's CPU eigh runs on OpenBLAS, whose threads
-fight XLA's on few cores.
-"""
+"""The command line of every experiment family: flags → `runner.train_and_evaluate` → report."""
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 from typing import Sequence
 
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+from absl import app
+from absl import flags
+from absl import logging
+from ml_collections import config_flags
 
-__all__ = ["cpu_cores", "interrupted_status", "main", "use_cpu_devices"]
+from lie_unitary.experiments import fields
+
+# Before numpy loads (none of the above loads it): jaxlib's eigh's threads fight XLA's.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 
 def _split_comma_lists(config) -> None:
-  """ml_collections parses --config.model=gurnn,lstm as ('gurnn,lstm',) and "(gurnn,)" as
-  ('(gurnn,)',): split such elements, in place, recursively."""
+  """Splits, in place, the ('gurnn,lstm',) and ('(gurnn,)',) that ml_collections parses."""
   pieces = lambda v: [p.strip(" ()[]'\"") for p in v.split(",")] if isinstance(v, str) else [v]
   for key, value in config.items():
     if hasattr(value, "items"):
@@ -40,9 +34,6 @@ def _fail(message) -> None:
 
 
 def _parse_flags(argv):
-  from absl import flags
-
-  from lie_unitary.experiments import fields
   given = [a.split("=", 1)[0] for a in argv[1:] if a.startswith("--config.")]
   twice = sorted({a for a in given if given.count(a) > 1})
   if twice:  # ml_collections would append to a tuple field: one value per field
@@ -53,69 +44,50 @@ def _parse_flags(argv):
     for flag in given:
       config, parts = flags.FLAGS["config"].parser.loaded, flag[len("--config."):].split(".")
       for i, part in enumerate(parts):
-        if not hasattr(config, "keys") or part not in config:
-          _fail(fields.unknown_field(part, config.keys() if hasattr(config, "keys") else (),
-                                     "".join(p + "." for p in parts[:i])))
+        known = config.keys() if hasattr(config, "keys") else ()
+        if part not in known:
+          _fail(fields.unknown_field(part, known, "".join(p + "." for p in parts[:i])))
         config = config[part]
     _fail(e)
   except (flags.Error, TypeError, ValueError) as e:
     _fail(e)
 
 
-def _named_configs(family_name: str, inner):
-  """ml_collections' config file parser `inner`, taking a family's config NAME too."""
-  from absl import flags
+class _NamedConfigs(flags.ArgumentParser):
+  """ml_collections' config file parser `inner`, taking a config NAME of `family` too."""
+  loaded = None
 
-  from lie_unitary.experiments import fields
+  def __init__(self, family: str, inner):
+    self.family, self.inner = family, inner
 
-  class Parser(flags.ArgumentParser):
-    loaded = None
+  def parse(self, path):
+    if path and not any(s in path for s in (os.sep, "/", ".py", ":")):
+      path = fields.config_path(self.family, path)  # ValueError: an unknown name
+    if not os.path.isfile(path.split(":", 1)[0]):
+      raise ValueError(f"no config file {path.split(':', 1)[0]}.")
+    self.loaded = self.inner.parse(path)
+    return self.loaded
 
-    def parse(self, path):
-      if path and not any(s in path for s in (os.sep, "/", ".py", ":")):
-        path = fields.config_path(family_name, path)  # ValueError: an unknown name
-      if not os.path.isfile(path.split(":", 1)[0]):
-        raise ValueError(f"no config file {path.split(':', 1)[0]}.")
-      self.loaded = inner.parse(path)
-      return self.loaded
-
-    def flag_type(self):
-      return inner.flag_type()
-
-  return Parser()
+  def flag_type(self):
+    return self.inner.flag_type()
 
 
 def cpu_cores() -> int:
   """The CPU cores this process may run on."""
-  try:
-    return len(os.sched_getaffinity(0))
-  except AttributeError:  # not on Linux
-    return os.cpu_count() or 1
-
-
-def use_cpu_devices(count: int) -> int:
-  """Asks XLA for `count` CPU devices (0: `cpu_cores()`) in XLA_FLAGS before jax starts,
-  unless XLA_FLAGS sets a count; returns the count asked for (0: XLA_FLAGS decides)."""
-  flags = os.environ.get("XLA_FLAGS", "")
-  if "xla_force_host_platform_device_count" in flags:
-    return 0
-  count = count or cpu_cores()
-  if count > 1:
-    os.environ["XLA_FLAGS"] = f"{flags} --xla_force_host_platform_device_count={count}".strip()
-  return count
+  return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 def _start_jax(flag_values) -> None:
-  """XLA's CPU devices, jax.distributed, and the persistent compilation cache."""
+  """CPU devices (XLA_FLAGS' count wins), jax.distributed and the compilation cache."""
+  import jax
   address, count, index = (flag_values.coordinator_address, flag_values.num_processes,
                            flag_values.process_id)
-  if flag_values["cpu_devices"].present or not address:  # processes of a run keep one each
-    use_cpu_devices(flag_values.cpu_devices)
-  import jax
+  forced = "xla_force_host_platform_device_count" in os.environ.get("XLA_FLAGS", "")
+  if not forced and (flag_values["cpu_devices"].present or not address):  # a run's: one each
+    jax.config.update("jax_num_cpu_devices", flag_values.cpu_devices or cpu_cores())
   if address or count is not None or index is not None:
     if not address or count is None or index is None:
-      _fail("--coordinator_address, --num_processes and --process_id go together (all or "
-            "none).")
+      _fail("--coordinator_address, --num_processes and --process_id go together.")
     # Collectives across CPU processes need an implementation; accelerators bring theirs.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
     jax.distributed.initialize(coordinator_address=address, num_processes=count,
@@ -128,9 +100,7 @@ def _start_jax(flag_values) -> None:
 
 
 def _launch(family_name: str, argv) -> int | None:
-  """Runs the launch the parsed flags ask for; a bad one ends it in one line (`_fail`)."""
-  from absl import flags
-  from absl import logging
+  """Runs the launch the parsed flags ask for."""
   flag_values = flags.FLAGS
   if not flag_values["verbosity"].present:  # orbax logs every checkpoint step at INFO
     logging.set_verbosity(logging.WARNING)
@@ -146,8 +116,7 @@ def _launch(family_name: str, argv) -> int | None:
     if not os.path.isdir(workdir):
       _fail(f"--workdir={workdir}: no such folder.")
     if not any(la.get("family") == family_name for la in workdir_lib.read_launches(workdir)):
-      _fail(f"{workdir} holds no {family_name} results (no WORKDIR/launches/*.json of family "
-            f"{family_name!r}).")
+      _fail(f"{workdir} holds no {family_name} results (no launch file of that family).")
     if not workdir_lib.read(workdir):
       _fail(f"{workdir} holds no records yet (WORKDIR/results.jsonl).")
   else:
@@ -165,8 +134,7 @@ def _launch(family_name: str, argv) -> int | None:
     if summary.stopped_by:
       return interrupted_status(summary.stopped_by)
     if summary.elsewhere:
-      print(f"{summary.elsewhere} unit(s) still running in other processes (above); their "
-            "records are written as they go. This launch is done.")
+      print(f"{summary.elsewhere} unit(s) still running in other processes (above): done here.")
     if not workdir_lib.read(workdir):
       return  # nothing recorded yet: no report
   if jax.process_index() == 0:
@@ -175,26 +143,22 @@ def _launch(family_name: str, argv) -> int | None:
 
 
 def interrupted_status(stopped_by: str) -> int:
-  """The exit status of a run stopped by `stopped_by`: 128 + a signal's number, else 1."""
+  """128 + the number of the signal `stopped_by`, else 1."""
   import signal
-  try:
-    return 128 + int(signal.Signals[stopped_by])
-  except KeyError:
-    return 1
+  return 128 + signal.Signals[stopped_by] if stopped_by in signal.Signals.__members__ else 1
 
 
 def main(family_name: str, argv: Sequence[str] | None = None) -> None:
-  """Defines the flags and runs the launcher of `family_name` (a family's ``__main__``).
+  """Defines the flags and runs the launcher of `family_name` ('rnn', 'operators' or 'basis';
+  a family's ``__main__``) on `argv` (default `sys.argv`)::
 
-  Args:
-    family_name: 'rnn', 'operators' or 'basis'.
-    argv: the command line (default `sys.argv`).
+    python -m lie_unitary.experiments.FAMILY --config=NAME --workdir=DIR [--config.FIELD=VALUE]
+    python -m lie_unitary.experiments.FAMILY --workdir=DIR --report_only
+
+  NAME: a config file of configs/, or a file's path. A bad flag, config name or field ends
+  the program with one line on stderr (exit status 2); the first SIGINT/SIGTERM stops at
+  the next checkpoint (exit status 128 + the signal), and the same command resumes.
   """
-  from absl import app
-  from absl import flags
-  from ml_collections import config_flags
-
-  from lie_unitary.experiments import fields
   config_flags.DEFINE_config_file(
       "config", None, f"A named config ({', '.join(sorted(fields.named_configs(family_name)))})"
       " or the path of a config file; fields overridable as --config.FIELD=VALUE.",
@@ -217,6 +181,6 @@ def main(family_name: str, argv: Sequence[str] | None = None) -> None:
   flags.DEFINE_integer("process_id", None, "This process's index (with --coordinator_address).")
   flags.mark_flag_as_required("workdir")
   config_flag = flags.FLAGS["config"]
-  config_flag.parser = _named_configs(family_name, config_flag.parser)  # --config=NAME too
-  app.run(functools.partial(_launch, family_name),
+  config_flag.parser = _NamedConfigs(family_name, config_flag.parser)  # --config=NAME too
+  app.run(lambda args: _launch(family_name, args),
           argv=list(sys.argv if argv is None else argv), flags_parser=_parse_flags)

@@ -1,14 +1,6 @@
-"""One unit's training, read top to bottom: `train_unit(task, ctx, replicas)`.
-
-A family declares a unit's training as a `Task` of pure functions. `train_unit` restores
-the unit's checkpoint, trains call by call to the target, evaluates and records at each
-validation point, checkpoints, and writes the final records. A call ends at a validation
-point and lasts about `call_seconds` (the first, which compiles, one step), so a stop
-(`handle_signals`: the first SIGINT/SIGTERM) is never more than a call and an evaluation
-away. Checkpoints (orbax, the two latest kept) hold the replicates without the sharding's
-padding, so a unit stopped on 2 devices resumes on 1 or 3; a damaged one is named, set
-aside and the one before it used. A thread prints a progress line with an ETA.
-"""
+"""One unit's training, read top to bottom (`train_unit`): restore, then per call train,
+evaluate, record and checkpoint (without the sharding's padding: any device count resumes
+it), with a progress line and ETA; a first SIGINT/SIGTERM (`handle_signals`) stops it."""
 
 from __future__ import annotations
 
@@ -28,27 +20,13 @@ import numpy as np
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.fields import ConfigError
 
-__all__ = ["Interrupted", "StopRequest", "Task", "call_length", "checkpoints", "eta",
-           "format_seconds", "handle_signals", "median", "nonfinite_note", "restore_checkpoint",
-           "save_checkpoint", "train_unit", "validation_point"]
-
 
 class Task(NamedTuple):
-  """One unit's training: pure functions of the state (a pytree, leading axis the padded
-  replicates, sharded) and the history (JSON-able bookkeeping), both checkpointed.
-
-  Attributes:
-    init: () -> (state, history), fresh.
-    train: (state, history, first step, steps) -> (state, history): one call.
-    evaluate: (state, history, step) -> (records, history, metrics text for the progress
-      line), at a validation point: 0, the target, multiples of `every` and epoch ends.
-    finish: (state, history) -> {file name: records} of the trained unit, written in order.
-    target: the step to train to.
-    every: validation points at its multiples (0: none).
-    epoch_steps: > 0: validation points at each epoch's end too; the line shows the epoch.
-    call_seconds: a call's length once the rate is known (None: to the validation point).
-    target_field: the config field that sets `target` (for messages).
-  """
+  """A family's unit: pure functions of the state (a pytree, leading axis the padded
+  replicates, sharded) and the history (JSON-able), both checkpointed. `evaluate` runs at
+  the validation points: 0, `target`, multiples of `every` and of `epoch_steps` (> 0: the
+  line shows the epoch). A call lasts about `call_seconds` (None: to the next validation
+  point); `target_field` names the target in messages."""
   init: Callable[[], tuple[Any, dict]]
   train: Callable[[Any, dict, int, int], tuple[Any, dict]]
   evaluate: Callable[[Any, dict, int], tuple[list[dict], dict, str]]
@@ -62,16 +40,12 @@ class Task(NamedTuple):
 
 def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.perf_counter,
                checkpoint_seconds: float = 60.0, progress_seconds: float = 15.0) -> None:
-  """Trains one unit (`ctx.unit`, its `replicas.Replicas`) to `task.target` from its
-  checkpoint (module docstring), writing the evaluations' records, then `task.finish`'s,
-  each of results.jsonl with the unit's ``seconds`` so far. `clock`: a test's own;
-  `checkpoint_seconds`: the most a crash may lose, besides the call in flight.
+  """Trains `ctx.unit` (its `replicas.Replicas`) to `task.target` from its checkpoint,
+  writing each record once with the unit's ``seconds``; `clock`: a test's own.
 
   Raises:
     Interrupted: after a checkpoint, when `ctx.stop` was requested.
-    ConfigError: a checkpoint beyond the target or of other code (unless
-      `ctx.resume_across_code_change`: `workdir.code_fingerprint`); records but no
-      checkpoint, a lost unit (unless `ctx.restart_lost_units`).
+    ConfigError: a checkpoint beyond the target or of other code, records without one.
   """
   now, say = clock, lambda text: ctx.printer(f"{ctx.unit.label}: {text}")
   progress = _Progress(task, now)
@@ -94,20 +68,17 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
         continue
       saved = meta.get("code")  # refused if of other code, unless the context allows it
       changes = [] if saved is None else workdir_lib.code_changes(saved, code)
-      listed = "; ".join(changes[:6]) + (f"; and {len(changes) - 6} more" if len(changes) > 6
-                                         else "")
+      listed = "; ".join(changes[:6]) + f"; and {len(changes) - 6} more" * (len(changes) > 6)
       if saved is None:
-        say(f"the checkpoint at step {at} predates code fingerprints: resumed without "
-            "checking that the code that wrote it is this one.")
+        say(f"the checkpoint at step {at} predates code fingerprints: resumed unchecked.")
       elif changes and ctx.resume_across_code_change:
         say(f"resuming at step {at} across a code change ({listed}).")
       elif changes:
         raise ConfigError(
             f"{ctx.unit.label}: its checkpoint at step {at} was written by other code "
-            f"({listed}), and a unit must not mix two codes' numbers. Resume with the code "
-            "that wrote it (WORKDIR/launches/*.json name its commit), or run it afresh in "
-            "another workdir; --resume_across_code_change resumes anyway, for a change that "
-            "leaves the numbers alone.")
+            f"({listed}): resume with that code (WORKDIR/launches/*.json name its commit), "
+            "afresh in another workdir, or with --resume_across_code_change for a change "
+            "that leaves the numbers alone.")
       if meta["step"] > task.target:
         raise ConfigError(
             f"{ctx.unit.label}: its checkpoint is at step {meta['step']}, beyond "
@@ -129,9 +100,8 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
         if jax.process_index() == 0:
           workdir_lib.remove_unit_records(ctx.workdir, ctx.unit.id)
         say(f"no checkpoint: its {records} removed, starting again from step 0.")
-    # (kind, replicate, step) of the unit's records written before: not passed again.
-    written = {(r.get("kind"), r.get("replicate"), r.get("step"))
-               for r in workdir_lib.read(ctx.workdir) if r.get("unit") == ctx.unit.id}
+    key = lambda r: (r.get("kind"), r.get("replicate"), r.get("step"))  # written once
+    written = {key(r) for r in workdir_lib.read(ctx.workdir) if r.get("unit") == ctx.unit.id}
     if owed is None:
       owed = validation_point(task, step) and not any(s == step for _, _, s in written)
     progress.step, start = step, now()
@@ -147,8 +117,7 @@ def train_unit(task: Task, ctx, replicas, *, clock: Callable[[], float] = time.p
 
     def write(records, file=workdir_lib.RESULTS) -> None:
       if file == workdir_lib.RESULTS:
-        records = [{**r, "seconds": round(seconds(), 3)} for r in records
-                   if (r.get("kind"), r.get("replicate"), r.get("step")) not in written]
+        records = [{**r, "seconds": round(seconds(), 3)} for r in records if key(r) not in written]
       ctx.write(records, file)
 
     def evaluate() -> None:
@@ -207,13 +176,12 @@ def call_length(task: Task, step: int, seconds_per_step: float | None) -> int:
 
 
 class _Progress:
-  """The progress line (`line`), updated by `train_unit`."""
+  """The progress line (`line`), updated by `train_unit`: `rate` (seconds per step), `call`
+  (first step, steps, start time) in flight, `paced` (time, step) the ETA counts from."""
 
   def __init__(self, task: Task, now: Callable[[], float]):
-    self.task, self.now = task, now
-    self.step, self.rate, self.shown = 0, None, ""  # rate: seconds per step of training
-    self.call = None  # (first step, steps, start time) of the call in flight
-    self.paced = None  # (time, step) from which the ETA's rate is measured
+    self.task, self.now, self.step, self.rate, self.shown = task, now, 0, None, ""
+    self.call = self.paced = None
     self.doing("initialising")
 
   def doing(self, activity: str) -> None:
@@ -250,8 +218,7 @@ def save_checkpoint(manager, step: int, state: Any, meta: dict) -> None:
 def restore_checkpoint(manager, step: int, like: Any = None) -> tuple[Any, dict]:
   """(state as numpy, shaped like `like` or as saved; metadata) at `step`."""
   from orbax.checkpoint import args
-  if like is not None:
-    like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), like)
+  like = jax.tree.map(lambda x: jax.ShapeDtypeStruct(np.shape(x), x.dtype), like)  # None: None
   out = manager.restore(step, args=args.Composite(state=args.StandardRestore(like),
                                                   meta=args.JsonRestore()))
   return jax.tree.map(np.asarray, out["state"]), dict(out["meta"])
@@ -264,13 +231,11 @@ class Interrupted(Exception):
 class StopRequest(threading.Event):
   """Set by the first SIGINT/SIGTERM or by `request(why)`; `signal_name` says which."""
   signal_name = ""
+  requested = threading.Event.is_set
 
   def request(self, why: str = "requested") -> None:
     self.signal_name = why
     self.set()
-
-  def requested(self) -> bool:
-    return self.is_set()
 
 
 @contextlib.contextmanager
@@ -279,8 +244,6 @@ def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) ->
   if threading.current_thread() is not threading.main_thread():
     yield
     return
-  previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
-
   def handler(signum, frame):
     if stop.requested():  # the previous handlers are restored on the way out
       if signum == signal.SIGINT:
@@ -290,8 +253,7 @@ def handle_signals(stop: StopRequest, printer: Callable[[str], None] = print) ->
     printer(f"{stop.signal_name}: stopping after the current call (checkpointed); send it "
             "again to abort now.")
 
-  for s in previous:
-    signal.signal(s, handler)
+  previous = {s: signal.signal(s, handler) for s in (signal.SIGINT, signal.SIGTERM)}
   try:
     yield
   finally:
