@@ -3,8 +3,6 @@
 A family lists its fields once, as `Field`s: their defaults type the config (ml_collections
 refuses other types); `validate` refuses in one line what typing lets through."""
 
-from __future__ import annotations
-
 import copy
 import dataclasses
 import difflib

@@ -1,7 +1,5 @@
 """The command line of every experiment family: flags → `runner.train_and_evaluate` → report."""
 
-from __future__ import annotations
-
 import os
 import sys
 from typing import Sequence

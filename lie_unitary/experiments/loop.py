@@ -2,8 +2,6 @@
 evaluate, record and checkpoint (without the sharding's padding: any device count resumes
 it), with a progress line and ETA; a first SIGINT/SIGTERM (`handle_signals`) stops it."""
 
-from __future__ import annotations
-
 import contextlib
 import os
 import signal

@@ -1,7 +1,5 @@
 """The optax optimizers and training state the experiment families share."""
 
-from __future__ import annotations
-
 from typing import Any
 from typing import NamedTuple
 

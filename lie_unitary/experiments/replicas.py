@@ -2,8 +2,6 @@
 (every host's) and sharded over them; the padding computes and is dropped, so replicate r
 gets the same keys whatever the device count."""
 
-from __future__ import annotations
-
 from typing import Any
 from typing import Callable
 from typing import Sequence

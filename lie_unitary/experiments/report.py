@@ -1,8 +1,6 @@
 """What every family's report is made of: Markdown tables, mean ± standard error (one `SE`)
 and its bands, figures (no pyplot), the published rows (published.json), the machines note."""
 
-from __future__ import annotations
-
 import importlib.resources
 import json
 import os
@@ -116,8 +114,8 @@ def latest(records: Any, kind: str, keys: Sequence[str] = ("replicate",)) -> lis
 
 
 def write_report(workdir: str, results: Any, figures: Callable[[list], dict],
-                 markdown: Callable[..., str], dpi: int | dict = 120, **markdown_kw) -> list[str]:
-  """Saves name.png per `figures(records)` {name: Figure} (`dpi`: one or {name: dpi}) and
+                 markdown: Callable[..., str], dpi: int = 120, **markdown_kw) -> list[str]:
+  """Saves name.png per `figures(records)` {name: Figure} at `dpi` and
   report.md, `markdown(records, figure_files=, launches=, **markdown_kw)`, in `workdir`, of
   `results` (None: the workdir's; FileNotFoundError, ValueError: none); returns their paths."""
   results = workdir_lib.as_records(
@@ -125,8 +123,7 @@ def write_report(workdir: str, results: Any, figures: Callable[[list], dict],
   files = {}
   for name, fig in figures(results).items():
     files[name] = f"{name}.png"
-    fig.savefig(os.path.join(workdir, files[name]),
-                dpi=dpi.get(name, 120) if isinstance(dpi, dict) else dpi)
+    fig.savefig(os.path.join(workdir, files[name]), dpi=dpi)
   with open(os.path.join(workdir, "report.md"), "w", encoding="utf-8") as f:
     f.write(markdown(results, figure_files=files, launches=workdir_lib.read_launches(workdir),
                      **markdown_kw))

@@ -18,9 +18,6 @@ from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.fields import ConfigError
 from lie_unitary.experiments.fields import Unit
 
-__all__ = ["ConfigError", "FAMILIES", "Family", "RunSummary", "UnitContext", "get_family",
-           "train_and_evaluate"]
-
 FAMILIES = {"basis": "lie_unitary.experiments.basis.experiment",
             "operators": "lie_unitary.experiments.operators.experiment",
             "rnn": "lie_unitary.experiments.rnn.experiment"}
@@ -39,7 +36,7 @@ class Family(Protocol):
     """The units of a validated config, in the order to run them."""
 
   def make_task(self, config, unit: Unit, replicas) -> loop.Task:
-    """A unit's training as pure functions, for `loop.train_unit`."""
+    """A trained unit's training as pure functions, for `loop.train_unit`."""
 
   def run_unit(self, config, unit: Unit, ctx: "UnitContext") -> None:
     """Trains one unit by `loop.train_unit` (loop.Interrupted on a stop), records by `ctx`."""

@@ -2,8 +2,6 @@
 identity: its settings and the fields whose rule holds (training fields when trained,
 refresh fields when refreshing). Importing this module loads ml_collections only."""
 
-from __future__ import annotations
-
 import ml_collections
 
 from lie_unitary.experiments import fields as F

@@ -2,8 +2,6 @@
 memory problems (paper §4); per image task, an accuracy table and figure with the PyTorch
 reference (WORKDIR/torch_reference.jsonl), and the published MNIST table."""
 
-from __future__ import annotations
-
 import collections
 import os
 from typing import Any
