@@ -90,7 +90,8 @@ def validate_config(config) -> None:
 
 
 def budget_hidden_size(model: str, budget: str) -> int:
-  """Image `model`'s hidden size nearest expRNN's orthogonal RNN's `num_params` at `budget`."""
+  """The hidden size of image `model` whose `num_params` is nearest expRNN's orthogonal RNN's
+  at `budget` (ties: the smaller). Raises ValueError: unknown budget or model."""
   if budget not in config_lib.BUDGETS:
     raise ValueError(f"unknown parameter budget {budget!r}; expected one of "
                      f"{tuple(config_lib.BUDGETS)}.")
@@ -103,7 +104,7 @@ def budget_hidden_size(model: str, budget: str) -> int:
 
 def num_params(model: str, hidden_size: int, input_size: int, output_size: int,
                activation: str = "relu") -> int:
-  """Trainable reals of a guRNN, orthogonal or LSTM model (a manifold: its dimension)."""
+  """Trainable reals (a manifold: its dimension) of a guRNN, orthogonal or LSTM; else ValueError."""
   if model in config_lib.LAMBDA_MODELS:
     return lnn.gurnn_num_params(hidden_size, input_size, output_size, activation)
   if model in config_lib.ORTHOGONAL_MODELS:
@@ -276,11 +277,9 @@ def diagnostics(spec, params, initial) -> dict:
   if spec.model not in _DRIFT_MODELS:
     raise ValueError(f"model {spec.model!r} has no recurrent matrix of its own; models "
                      f"with one: {_DRIFT_MODELS}.")
-  out = {}
-  if spec.model in config_lib.LAMBDA_MODELS:
-    out.update(zip(workdir_lib.SPECTRUM_FIELDS, principal_branch.spectrum_stats(
-        params["params"]["cell"]["lam"])))
   unitary = spec.model in config_lib.LAMBDA_MODELS
+  out = dict(zip(workdir_lib.SPECTRUM_FIELDS, principal_branch.spectrum_stats(
+      params["params"]["cell"]["lam"]))) if unitary else {}
   method = lambda m: m.cell.unitary() if unitary else m.cell.orthogonal()
   matrix, initial = (make_model(spec).apply(v, method=method) for v in (params, initial))
   # Unitary M: the root mean square of how far each column moved (0 to 2).
@@ -309,7 +308,8 @@ def init_state(spec, replicate) -> optimizers.TrainState:
 
 
 def refresh_state(spec, state: optimizers.TrainState) -> optimizers.TrainState:
-  """λ recentred (its principal logarithm's) or rebased (U₀ ← U₀ U(λ), λ ← 0), U kept."""
+  """The state with λ recentred (its principal logarithm's) or rebased (U₀ ← U₀ U(λ), λ ← 0),
+  U kept. Raises ValueError: a spec without a λ refresh."""
   if _refresh(spec) == "none":
     raise ValueError(f"model {spec.model!r} with lambda_refresh = "
                      f"{spec.get('lambda_refresh')!r} has no λ refresh to apply.")
@@ -391,8 +391,8 @@ def evaluate(spec, source: data.Source, params, eval_set) -> dict:
 
 @functools.lru_cache(maxsize=16)
 def make_experiment(spec, sharding=None, source=None) -> types.SimpleNamespace:
-  """`init_state`, `train_chunk` (donating the state), `evaluate`, `diagnostics` (or None),
-  (replicate, epoch) -> `epoch_data` and `source` over a unit's replicates, jitted."""
+  """A unit's jitted programs `init`, `train_chunk` (donating), `evaluate`, `diagnostics` (or
+  None), `epoch_data`, and its `source`. Raises ValueError: a data axis not `data_parallel`."""
   source = data.synthetic_source(spec) if source is None else source
   sharding = sharding or replicas_lib.replicate_sharding(data_parallel=spec.data_parallel)
   if sharding.mesh.shape.get(replicas_lib.DATA_AXIS, 1) != spec.data_parallel:
