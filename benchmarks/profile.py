@@ -34,7 +34,7 @@ from benchmarks import ceiling
 from benchmarks import rnn
 from benchmarks import timing
 from lie_unitary.experiments.rnn import data
-from lie_unitary.experiments.rnn import trainer
+from lie_unitary.experiments.rnn import experiment
 from lie_unitary.nn import recurrence
 
 _MODEL = flags.DEFINE_string("model", "gurnn", "A variant of the rnn subject's --models: "
@@ -79,7 +79,7 @@ def main(argv):
     raise app.UsageError(f"--model: a guRNN or the orthogonal RNN; got {spec.model!r}.")
   state = exp.init(replicas.ids)
   params = jax.tree.map(lambda a: a[0], state.params)
-  net, source, task = trainer.make_model(spec), exp.source, data.get_task(spec.task)
+  net, source, task = experiment.make_model(spec), exp.source, data.get_task(spec.task)
   order = exp.epoch_data(replicas.ids, 0)
   x, y = source.train_batch(jax.random.key(0), 0, None if order is None else order[0], sets)
   key, last = jax.random.key(0), task.readout == "last"

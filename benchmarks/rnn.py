@@ -29,7 +29,6 @@ from lie_unitary.experiments import replicas as replicas_lib
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn import experiment as rnn_experiment
-from lie_unitary.experiments.rnn import trainer
 
 _TASK = flags.DEFINE_string("task", "memory", "adding, memory (= copy), permuted or pixel.")
 _T = flags.DEFINE_list("T", ["100"], "Sequence lengths (the image tasks: 784 always).")
@@ -69,12 +68,12 @@ def _unitary_replaced_by(fn):
   """GURNNCell.unitary -> fn while a variant is traced (None: unchanged)."""
   original = lnn.GURNNCell.unitary
   lnn.GURNNCell.unitary = fn or original
-  trainer.make_experiment.cache_clear()  # the compiled step depends on the patch
+  rnn_experiment.make_experiment.cache_clear()  # the compiled step depends on the patch
   try:
     yield
   finally:
     lnn.GURNNCell.unitary = original
-    trainer.make_experiment.cache_clear()
+    rnn_experiment.make_experiment.cache_clear()
 
 
 def _random_images(T: int, eval_size: int = 500) -> data.ImageSets:
@@ -89,7 +88,7 @@ class UnitPrograms(NamedTuple):
   """One unit's programs as the launcher builds them, its replicas and spec, and random
   image sets on its devices (validation and test one evaluation batch each; None for
   the synthetic tasks)."""
-  exp: trainer.Experiment
+  exp: Any  # rnn.experiment.make_experiment's programs
   replicas: replicas_lib.Replicas
   spec: Any
   sets: data.ImageSets | None
@@ -104,7 +103,7 @@ def unit_programs(config, model: str, T: int, data_parallel: int) -> UnitProgram
       jax.devices()[:d * config.num_replicates], data_parallel=d))
   images = spec.task in data.IMAGE_TASKS
   source = data.image_source(spec, _IMAGES) if images else data.synthetic_source(spec)
-  exp = trainer.make_experiment(spec, replicas.sharding, source)
+  exp = rnn_experiment.make_experiment(spec, replicas.sharding, source)
   everywhere = jax.sharding.NamedSharding(replicas.sharding.mesh, jax.sharding.PartitionSpec())
   sets = (jax.device_put(_random_images(spec.T, spec.eval_batch_size), everywhere) if images
           else None)

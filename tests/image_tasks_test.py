@@ -19,7 +19,6 @@ from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import images
-from lie_unitary.experiments.rnn import trainer
 
 import helpers
 from idx_files import HW
@@ -81,25 +80,25 @@ def test_parameter_counts_are_the_models_leaves(model, activation, folder):
   for m in config.models.values():
     m.hidden_size = 7
   spec = rnn.make_unit(config, model, 16, 0).spec
-  exp = trainer.make_experiment(spec, None, data.image_source(spec, 192))
+  exp = rnn.make_experiment(spec, None, data.image_source(spec, 192))
   params = exp.init(jnp.arange(1, dtype=jnp.int32)).params["params"]
   leaves = sum(int(np.prod(a.shape[1:])) for a in jax.tree.leaves(params))
-  assert trainer.num_params(model, 7, 1, 10, activation or "relu") == leaves
+  assert rnn.num_params(model, 7, 1, 10, activation or "relu") == leaves
 
 
 def test_budgets_size_each_model_to_the_orthogonal_rnns_count():
   for budget, sizes in rnn_config.BUDGETS.items():
-    target = trainer.num_params("orthogonal", sizes["orthogonal"], 1, 10)
+    target = rnn.num_params("orthogonal", sizes["orthogonal"], 1, 10)
     for model in ("gurnn", "lstm"):
       h = rnn.budget_hidden_size(model, budget)
-      count = lambda k: trainer.num_params(model, k, 1, 10, "modrelu")
+      count = lambda k: rnn.num_params(model, k, 1, 10, "modrelu")
       assert abs(count(h) - target) <= min(abs(count(h - 1) - target),
                                            abs(count(h + 1) - target)), (budget, model)
 
 
 def test_epoch_orders_are_a_function_of_the_replicates_key_and_epoch(folder):
   spec = rnn.make_unit(_config(folder), "gurnn", 16, 0).spec
-  exp = trainer.make_experiment(spec, None, data.image_source(spec, 192))
+  exp = rnn.make_experiment(spec, None, data.image_source(spec, 192))
   ids = jnp.arange(2, dtype=jnp.int32)
   a, b, c = exp.epoch_data(ids, 0), exp.epoch_data(ids, 0), exp.epoch_data(ids, 1)
   np.testing.assert_array_equal(a, b)
@@ -114,7 +113,7 @@ def test_an_image_gurnn_refreshes_lambda_in_training_like_a_synthetic_one(folder
   # and restarts λ from 0, so one small update later λ is far smaller than at init.
   config = _config(folder, lambda_refresh="rebase", lambda_refresh_every=4)
   spec = rnn.make_unit(config, "gurnn", 16, 0).spec
-  exp = trainer.make_experiment(spec, None, data.image_source(spec, 192))
+  exp = rnn.make_experiment(spec, None, data.image_source(spec, 192))
   sets = data.ImageSets(*map(jnp.asarray, data.load_image_sets(folder, "permuted",
                                                                num_validation=64)))
   ids = jnp.arange(2, dtype=jnp.int32)
@@ -132,11 +131,11 @@ def test_validation_and_test_sets_are_one_compiled_evaluation(folder):
   # 96 validation images, 64 test images: sets of two sizes.
   spec = rnn.make_unit(_config(folder, model=("orthogonal",), num_validation=96),
                        "orthogonal", 16, 0).spec
-  exp = trainer.make_experiment(spec, None, data.image_source(spec, 160))
+  exp = rnn.make_experiment(spec, None, data.image_source(spec, 160))
   sets = data.ImageSets(*map(jnp.asarray, data.load_image_sets(folder, "permuted",
                                                                num_validation=96)))
   params = exp.init(jnp.arange(2, dtype=jnp.int32)).params
-  model = trainer.make_model(spec)
+  model = rnn.make_model(spec)
   got = {name: jax.device_get(exp.evaluate(params, s))
          for name, s in exp.source.val_sets(sets).items()}
   assert exp.evaluate._cache_size() == 1
@@ -184,7 +183,7 @@ def test_a_run_resumed_mid_epoch_equals_an_uninterrupted_run(folder, tmp_path):
     assert parts[key] == value, key
   finals = [r for r in workdir_lib.read(tmp_path / "whole") if r["kind"] == "final"]
   assert len(finals) == 2
-  assert all(r["num_params"] == trainer.num_params("gurnn", 8, 1, 10, "modrelu")
+  assert all(r["num_params"] == rnn.num_params("gurnn", 8, 1, 10, "modrelu")
              for r in finals)
   # The toy set is learnable: the best validation accuracy beats chance (0.1).
   val = [x for x in workdir_lib.read(tmp_path / "whole") if x["kind"] == "val"]
@@ -233,7 +232,7 @@ def test_the_launcher_runs_a_small_idx_set_end_to_end(folder, tmp_path):
   report = (tmp_path / "w" / "report.md").read_text()
   # The image table with the parameter counts of finished units; no synthetic-task text.
   assert f"### permuted {folder} (T = 784)" in report and "unfinished" not in report
-  assert f"{trainer.num_params('orthogonal', 6, 1, 10):,}" in report
+  assert f"{rnn.num_params('orthogonal', 6, 1, 10):,}" in report
   assert "random baseline" not in report
 
 

@@ -30,7 +30,7 @@ def test_importing_the_core_loads_no_experiment_module():
 def test_importing_the_package_loads_no_pallas_module():
   # The recurrences are lax.scan loops: nothing needs Pallas' API or its Triton backend.
   # (flax itself loads some of jax._src.pallas; that is not the package's to avoid.)
-  assert _loaded_after("lie_unitary, lie_unitary.nn, lie_unitary.experiments.rnn.trainer",
+  assert _loaded_after("lie_unitary, lie_unitary.nn, lie_unitary.experiments.rnn.experiment",
                        "jax.experimental.pallas") == "[]"
 
 

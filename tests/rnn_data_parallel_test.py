@@ -19,7 +19,6 @@ from lie_unitary.experiments import runner
 from lie_unitary.experiments.rnn import config as rnn_config
 from lie_unitary.experiments.rnn import data
 from lie_unitary.experiments.rnn import experiment
-from lie_unitary.experiments.rnn import trainer as training
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -27,7 +26,7 @@ _TWO_DEVICES = textwrap.dedent("""
     import jax, numpy as np
     jax.config.update("jax_num_cpu_devices", 2)
     from lie_unitary.experiments import replicas as replicas_lib
-    from lie_unitary.experiments.rnn import config as C, experiment as E, trainer as TR
+    from lie_unitary.experiments.rnn import config as C, experiment as E
 
     def train(model, data_parallel, steps=6, **fields):
       cfg = C.get_config("rnn_smoke")
@@ -41,7 +40,7 @@ _TWO_DEVICES = textwrap.dedent("""
       E.validate_config(cfg)
       spec = E.make_unit(cfg, model, cfg.T[0], 0).spec
       sharding = replicas_lib.replicate_sharding(data_parallel=data_parallel)
-      exp = TR.make_experiment(spec, sharding)
+      exp = E.make_experiment(spec, sharding)
       padded = replicas_lib.padded_size(3, sharding.mesh.shape[replicas_lib.AXIS])
       ids = jax.make_array_from_callback(
           (padded,), sharding, lambda i: np.arange(padded, dtype=np.int32)[i])
@@ -74,7 +73,7 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
     sys.path.insert(0, "tests")
     from idx_files import write_image_folder
     from lie_unitary.experiments import replicas as replicas_lib
-    from lie_unitary.experiments.rnn import config as C, data as D, experiment as E, trainer as TR
+    from lie_unitary.experiments.rnn import config as C, data as D, experiment as E
 
     folder = write_image_folder(sys.argv[1])
 
@@ -89,8 +88,9 @@ _TWO_DEVICES_IMAGES = textwrap.dedent("""
       assert spec.data_parallel == data_parallel  # a unit of its own
       replicas = replicas_lib.Replicas(
           3, replicas_lib.replicate_sharding(data_parallel=data_parallel))
-      sets = E._load_sets(cfg, spec, replicas.sharding.mesh)
-      exp = TR.make_experiment(spec, replicas.sharding, D.image_source(spec, sets.train_y.shape[0]))
+      sets = jax.device_put(D.load_image_sets(folder, spec.task, spec.permutation_seed, 64),
+                            jax.sharding.NamedSharding(replicas.mesh, jax.sharding.PartitionSpec()))
+      exp = E.make_experiment(spec, replicas.sharding, D.image_source(spec, sets.train_y.shape[0]))
       state = exp.init(replicas.ids)
       order = exp.epoch_data(replicas.ids, 0)
       state, train = exp.train_chunk(state, replicas.ids, 0, steps, order, sets)
@@ -155,7 +155,7 @@ def test_an_image_experiment_checks_its_data_axis():
   config.data_parallel = 2
   spec = experiment.make_unit(config, "gurnn", 784, 0).spec
   with pytest.raises(ValueError, match="needs a sharding whose mesh has a 'data' axis"):
-    training.make_experiment(spec, replicas_lib.replicate_sharding(), data.image_source(spec, 64))
+    experiment.make_experiment(spec, replicas_lib.replicate_sharding(), data.image_source(spec, 64))
 
 
 @pytest.mark.slow
@@ -210,4 +210,4 @@ def test_data_parallel_spec_needs_its_mesh():
   config.data_parallel = 2
   spec = experiment.make_unit(config, "gurnn", 10, 0).spec
   with pytest.raises(ValueError, match="needs a sharding whose mesh has a 'data' axis"):
-    training.make_experiment(spec, replicas_lib.replicate_sharding())
+    experiment.make_experiment(spec, replicas_lib.replicate_sharding())

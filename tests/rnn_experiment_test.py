@@ -23,7 +23,6 @@ from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import data as rnn_data
 from lie_unitary.experiments.rnn import experiment as rnn
 from lie_unitary.experiments.rnn import report as rnn_report
-from lie_unitary.experiments.rnn import trainer as rnn_training
 
 import helpers
 from idx_files import write_image_folder
@@ -268,7 +267,7 @@ def test_the_per_model_table_follows_the_paper(tmp_path):
 def test_lambda_optimizer(lambda_optimizer):
   config = rnn_configs.get_config("adding")
   config.lambda_optimizer = lambda_optimizer
-  opt = rnn_training.optimizer_for(rnn.make_unit(config, "gurnn", 100, 0).spec)
+  opt = rnn.optimizer_for(rnn.make_unit(config, "gurnn", 100, 0).spec)
   params = {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}
   grads = {"cell": {"lam": jnp.full(4, 0.5), "v": jnp.full(3, 0.5)}}
   updates, _ = opt.update(grads, opt.init(params), params)
@@ -279,7 +278,7 @@ def test_lambda_optimizer(lambda_optimizer):
   np.testing.assert_allclose(updates["cell"]["lam"], expected, rtol=1e-6)
   # Its own learning rate: λ's step scales with it, the rest's does not.
   config.models.gurnn.lambda_learning_rate = 1e-5
-  opt = rnn_training.optimizer_for(rnn.make_unit(config, "gurnn", 100, 0).spec)
+  opt = rnn.optimizer_for(rnn.make_unit(config, "gurnn", 100, 0).spec)
   updates, _ = opt.update(grads, opt.init(params), params)
   np.testing.assert_allclose(updates["cell"]["v"], ref["cell"]["v"])
   np.testing.assert_allclose(updates["cell"]["lam"], np.asarray(expected) / 100, rtol=1e-5)
@@ -295,7 +294,7 @@ def test_rmsprop_eps_under_or_outside_the_root(eps_in_sqrt):
   config.rmsprop_eps_in_sqrt = eps_in_sqrt
   spec = rnn.make_unit(config, "lstm", 100, 0).spec
   assert spec.rmsprop_eps_in_sqrt == eps_in_sqrt  # part of every unit's identity
-  opt = rnn_training.optimizer_for(spec)
+  opt = rnn.optimizer_for(spec)
   g = np.array([1e-5, -1e-3])
   params = {"w": jnp.zeros(2)}
   state, nu = opt.init(params), np.zeros(2)
@@ -319,7 +318,7 @@ def test_phases_init_draws_its_phases_within_the_range(name, override, phase_ran
   spec = rnn.make_unit(config, "gurnn", 784, 0).spec
   assert spec.lambda_phase_range == phase_range  # part of the guRNN's identity
   n = spec.hidden_size
-  lam = rnn_training.make_model(spec).cell.lambda_init(jax.random.key(3), (n * n,))
+  lam = rnn.make_model(spec).cell.lambda_init(jax.random.key(3), (n * n,))
   theta = np.asarray(lam[:n])
   np.testing.assert_array_equal(np.asarray(lam[n:]), 0.0)  # U = diag(e^{iθ})
   assert np.all(np.abs(theta) < phase_range)
@@ -348,7 +347,7 @@ def test_lr_drops_scale_the_update_with_index_d_and_later():
   def steps(**fields):
     config = _smoke("tanh", **fields)
     rnn.validate_config(config)
-    opt = rnn_training.optimizer_for(rnn.units(config)[0].spec)
+    opt = rnn.optimizer_for(rnn.units(config)[0].spec)
     params = {"w": jnp.zeros(1)}
     state, out = opt.init(params), []
     for _ in range(5):
@@ -372,7 +371,7 @@ def test_lr_drops_scale_every_update_after_them():
   ids = jnp.arange(2, dtype=jnp.int32)
 
   def run(spec, num):
-    exp = rnn_training.make_experiment(spec, replicas_lib.replicate_sharding())  # smoke_run's
+    exp = rnn.make_experiment(spec, replicas_lib.replicate_sharding())  # smoke_run's
     return exp.train_chunk(exp.init(ids), ids, 0, num, None, None)[0].params
 
   one, three, three_dropped = run(plain, 1), run(plain, 3), run(dropped, 3)
@@ -383,7 +382,7 @@ def test_lr_drops_scale_every_update_after_them():
 
 def test_clipping_by_value_for_lstm():
   adding = rnn_configs.get_config("adding")
-  opt = rnn_training.optimizer_for(rnn.make_unit(adding, "lstm", 100, 0).spec)
+  opt = rnn.optimizer_for(rnn.make_unit(adding, "lstm", 100, 0).spec)
   params = {"w": jnp.zeros(2)}
   updates, _ = opt.update({"w": jnp.array([100.0, -0.5])}, opt.init(params), params)
   rms = optax.rmsprop(1e-3, decay=0.9, eps=1e-10, initial_scale=1.0)
@@ -422,7 +421,7 @@ def test_clip_norm_enters_the_identity_only_when_on_and_spares_the_orthogonal_mu
   assert "clip_norm" not in rnn.make_unit(config, "gurnn", 784, 0).fields
   # The orthogonal RNN: the readout's gradient scaled to norm 1, μ's left alone. Two steps
   # of PyTorch's RMSProp (decay 0.99, ν from 0): the second sees the first's scale.
-  opt = rnn_training.optimizer_for(rnn.make_unit(config, "orthogonal", 784, 0).spec)
+  opt = rnn.optimizer_for(rnn.make_unit(config, "orthogonal", 784, 0).spec)
   params = {"mu": jnp.zeros(1), "w": jnp.zeros(2)}
   state = opt.init(params)
   for g_w in ([3.0, 4.0], [0.3, 0.4]):  # norms 5 (scaled to 1) and 0.5 (kept)
@@ -510,7 +509,7 @@ def test_torch_readout_init_draws_within_pytorch_linears_bound(model, fan_in):
   assert config == rnn_configs.get_config("permuted_mnist")
   spec = rnn.make_unit(config, model, 784, 0).spec
   assert spec.readout_init == "torch"
-  params = rnn_training.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
+  params = rnn.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
   kernel, bias = (np.asarray(params["params"]["readout"][k]) for k in ("kernel", "bias"))
   bound = 1 / math.sqrt(fan_in)  # PyTorch's nn.Linear: U(±1/√fan_in), kernel and bias
   assert kernel.shape == (fan_in, 10)
@@ -530,7 +529,7 @@ def test_lstm_forget_bias_sets_the_forget_gates_bias_only():
   spec = rnn.make_unit(config, "lstm", 10, 0).spec
   assert spec.lstm_forget_bias == 1.0
   replicates = jnp.arange(2)
-  base, biased = (rnn_training.make_experiment(s).init(replicates).params["params"]["cell"]
+  base, biased = (rnn.make_experiment(s).init(replicates).params["params"]["cell"]
                   for s in (plain, spec))
   np.testing.assert_array_equal(base["hf"]["bias"], np.zeros((2, 5)))  # flax's zeros
   np.testing.assert_array_equal(biased["hf"]["bias"], np.ones((2, 5)))
@@ -558,7 +557,7 @@ def test_orthogonal_expm_enters_the_identity_only_when_not_eigh():
   assert "orthogonal_expm" not in rnn.make_unit(config, "gurnn", 784, 0).fields
   pade = rnn.make_unit(config, "orthogonal", 784, 0).spec
   assert pade.orthogonal_expm == "pade"
-  models = [rnn_training.make_model(s) for s in (eigh, pade)]
+  models = [rnn.make_model(s) for s in (eigh, pade)]
   assert [m.cell.expm_method for m in models] == ["eigh", "pade"]
   x = jax.random.uniform(jax.random.key(1), (2, 30, 1))
   params = models[0].init(jax.random.key(0), x)
@@ -571,45 +570,45 @@ def test_orthogonal_expm_enters_the_identity_only_when_not_eigh():
 
 
 @pytest.mark.parametrize("model", ["gurnn", "orthogonal"])
-def test_recurrent_matrix_and_its_drift_against_expm(model):
+def test_the_drift_against_expm(model):
   config = rnn_configs.get_config("permuted_mnist")
   config.models[model].hidden_size = 4
   spec = rnn.make_unit(config, model, 784, 0).spec
-  variables = rnn_training.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
-  cell = variables["params"]["cell"]
-  if model == "gurnn":
-    coefficients, to_algebra = cell["lam"], algebra.lambdas_to_skew_hermitian
-  else:
-    coefficients, to_algebra = cell["mu"], algebra.lambdas_to_skew_symmetric
-  expected = jax.scipy.linalg.expm(to_algebra(coefficients))
-  np.testing.assert_allclose(rnn_training.recurrent_matrix(spec, variables), expected,
-                             atol=2e-6)
-  # A moved copy: the drift is ‖M − M₀‖_F / √n of the two exponentials.
-  moved = jax.tree.map(lambda a: a, variables)
+  variables = rnn.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
   key = "lam" if model == "gurnn" else "mu"
+  to_algebra = (algebra.lambdas_to_skew_hermitian if model == "gurnn"
+                else algebra.lambdas_to_skew_symmetric)
+  coefficients = variables["params"]["cell"][key]
+  # Copies at λ (μ) = 0 and moved: the drift is ‖M − M₀‖_F / √n of the two exponentials.
+  zero, moved = jax.tree.map(lambda a: a, variables), jax.tree.map(lambda a: a, variables)
+  zero["params"]["cell"][key] = jnp.zeros_like(coefficients)
   moved["params"]["cell"][key] = coefficients + 0.3 * jnp.arange(coefficients.size) / 10
-  moved_expected = jax.scipy.linalg.expm(to_algebra(
-      moved["params"]["cell"][key]))
-  drift = np.sqrt(np.sum(np.abs(np.asarray(moved_expected - expected)) ** 2) / 4)
-  assert drift > 0.05
-  np.testing.assert_allclose(rnn_training.matrix_drift(
-      rnn_training.recurrent_matrix(spec, moved), rnn_training.recurrent_matrix(spec, variables)),
-      drift, rtol=1e-5)
-  assert rnn_training.matrix_drift(expected, expected) == 0
+  expm = lambda v: np.asarray(jax.scipy.linalg.expm(to_algebra(v["params"]["cell"][key])))
+  for a, b in ((moved, variables), (variables, zero)):
+    drift = np.sqrt(np.sum(np.abs(expm(a) - expm(b)) ** 2) / 4)
+    assert drift > 0.05
+    np.testing.assert_allclose(rnn.diagnostics(spec, a, b)["u_drift"], drift, rtol=1e-5)
+  assert rnn.diagnostics(spec, variables, variables)["u_drift"] == 0
 
 
-def test_matrix_drift_closed_forms():
-  u = jnp.asarray(np.linalg.qr(np.random.RandomState(0).randn(5, 5))[0])
-  np.testing.assert_allclose(rnn_training.matrix_drift(-u, u), 2.0, rtol=1e-6)
-  phase = np.exp(0.7j)  # every column turned by e^{0.7i}: |e^{0.7i} − 1| = 2 sin 0.35
-  np.testing.assert_allclose(rnn_training.matrix_drift(phase * u, u), 2 * np.sin(0.35),
-                             rtol=1e-6)
+def test_the_drift_closed_forms():
+  # The orthogonal RNN at n = 2: expm(A(μ)) turns the plane by μ, so from μ = 0 each
+  # column moves by |e^{iμ} − 1| = 2 |sin(μ/2)|: 2 at μ = π (M = −M₀), 2 sin 0.35 at 0.7.
+  config = rnn_configs.get_config("permuted_mnist")
+  config.models.orthogonal.hidden_size, config.param_budget = 2, ""
+  spec = rnn.make_unit(config, "orthogonal", 784, 0).spec
+  variables = rnn.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
+  at = lambda mu: {**variables, "params": {**variables["params"], "cell": {
+      **variables["params"]["cell"], "mu": jnp.array([mu], jnp.float32)}}}
+  for mu, drift in ((np.pi, 2.0), (0.7, 2 * np.sin(0.35))):
+    np.testing.assert_allclose(rnn.diagnostics(spec, at(mu), at(0.0))["u_drift"], drift,
+                               rtol=1e-5)
 
 
-def test_recurrent_matrix_of_a_model_without_one():
+def test_the_drift_of_a_model_without_a_recurrent_matrix():
   spec = rnn.make_unit(rnn_configs.get_config("permuted_mnist"), "lstm", 784, 0).spec
   with pytest.raises(ValueError, match="'lstm' has no recurrent matrix"):
-    rnn_training.recurrent_matrix(spec, {})
+    rnn.diagnostics(spec, {}, {})
 
 
 def test_image_records_carry_the_drift_and_the_spectrum(tmp_path):
@@ -633,7 +632,7 @@ def test_image_records_carry_the_drift_and_the_spectrum(tmp_path):
     to_algebra = (algebra.lambdas_to_skew_hermitian if model == "gurnn"
                   else algebra.lambdas_to_skew_symmetric)
     source = rnn_data.image_source(spec, 256 - 64)  # the training images less validation
-    initial = rnn_training.make_experiment(spec, replicas_lib.replicate_sharding(),
+    initial = rnn.make_experiment(spec, replicas_lib.replicate_sharding(),
                                            source).init(jnp.arange(1))
     m = [jax.scipy.linalg.expm(to_algebra(jnp.asarray(p["params"]["cell"][key]).reshape(
         -1))) for p in (last, jax.tree.map(lambda a: a[0], initial.params))]

@@ -18,7 +18,6 @@ from lie_unitary.experiments import runner
 from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import config as rnn_configs
 from lie_unitary.experiments.rnn import experiment as rnn
-from lie_unitary.experiments.rnn import trainer as rnn_training
 
 pytestmark = pytest.mark.usefixtures("fast_compiles")
 
@@ -109,7 +108,7 @@ def _unitary(variables):
 def test_rebase_in_training_keeps_u_across_every_refresh():
   spec = rnn.make_unit(_config("rebase", 3, **REBASE), "gurnn", 10, 0).spec
   sharding = replicas_lib.replicate_sharding()
-  exp = rnn_training.make_experiment(spec, sharding)
+  exp = rnn.make_experiment(spec, sharding)
   ids = jax.device_put(jnp.arange(2, dtype=jnp.int32), sharding)  # as the runner's
   start = exp.init(ids)
   u_init = _unitary(start.params)
@@ -122,7 +121,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
   u_before = np.asarray(_unitary(state.params))
   assert np.abs(u_before - base).max() > 1e-3  # three updates moved U
   # Update 3 starts with a refresh: the base moves to U(update 3's start), λ = 0 then.
-  after = jax.vmap(functools.partial(rnn_training.refresh_state, spec))(state)
+  after = jax.vmap(functools.partial(rnn.refresh_state, spec))(state)
   np.testing.assert_allclose(_unitary(after.params), u_before, atol=2e-5)
   np.testing.assert_array_equal(after.params["params"]["cell"]["lam"], 0)
   new_base = np.asarray(after.params[lnn.BASE_COLLECTION]["cell"]["base"])
@@ -141,7 +140,7 @@ def test_rebase_in_training_keeps_u_across_every_refresh():
 @pytest.mark.slow
 def test_recentre_keeps_u_and_wraps_the_spectrum():
   spec = rnn.make_unit(_config("recentre", 4), "gurnn", 10, 0).spec
-  optimizer = rnn_training.optimizer_for(spec)
+  optimizer = rnn.optimizer_for(spec)
   # λ ~ N(0, 1) at n = 8: iL's spectrum spans about ±2√16, beyond ±π.
   lam = jax.random.normal(jax.random.key(3), (2, 64))
   params = {"cell": {"lam": lam}}
@@ -149,7 +148,7 @@ def test_recentre_keeps_u_and_wraps_the_spectrum():
   theta = lambda p: np.linalg.eigvalsh(np.asarray(jax.vmap(algebra.lambdas_to_hermitian)(
       p["params"]["cell"]["lam"]), np.complex128))
   assert np.all(np.abs(theta(state.params)).max(axis=-1) > np.pi)
-  after = jax.vmap(functools.partial(rnn_training.refresh_state, spec))(state)
+  after = jax.vmap(functools.partial(rnn.refresh_state, spec))(state)
   np.testing.assert_allclose(_unitary(after.params), _unitary(state.params), atol=2e-5)
   assert np.all(np.abs(theta(after.params)) <= np.pi + 1e-4)
 
@@ -181,7 +180,7 @@ def test_refresh_fields_enter_only_lambda_units_with_a_refresh():
 
 def test_haar_init_has_every_phase_within_pi():
   spec = rnn.make_unit(_config("none", 1, lambda_init="haar"), "gurnn", 10, 0).spec
-  init = rnn_training.make_model(spec).cell.lambda_init
+  init = rnn.make_model(spec).cell.lambda_init
   lam = jax.jit(init, static_argnums=1)(jax.random.key(0), (64,))
   theta = np.linalg.eigvalsh(np.asarray(algebra.lambdas_to_hermitian(lam), np.complex128))
   # The principal logarithm of a Haar unitary of size 8: phases spread over (−π, π].
@@ -204,11 +203,11 @@ def test_val_records_hold_the_spectrum(tmp_path):
     # Re-based before update 0: after three small steps from λ = 0 all gaps are small.
     assert later["theta_spread"] < 1 and later["wide_share"] == 0 and later["min_sinc"] > 0.9
   lstm = rnn.make_unit(config, "lstm", 10, 0).spec
-  assert rnn_training.make_experiment(lstm, replicas_lib.replicate_sharding()).diagnostics is None
+  assert rnn.make_experiment(lstm, replicas_lib.replicate_sharding()).diagnostics is None
   with pytest.raises(ValueError, match="'lstm' has no recurrent matrix"):
-    rnn_training.diagnostics(lstm, {}, {})
+    rnn.diagnostics(lstm, {}, {})
   with pytest.raises(ValueError, match="'lstm' with lambda_refresh = .* has no λ refresh"):
-    rnn_training.refresh_state(lstm, None)
+    rnn.refresh_state(lstm, None)
 
 
 @pytest.mark.parametrize("lambda_optimizer", ["sgd", "rmsprop"])
@@ -218,7 +217,7 @@ def test_reset_restarts_lambda_statistics_only(lambda_optimizer):
                    lambda_optimizer=lambda_optimizer, lr_drops=(7,))
   config.models.gurnn.lambda_learning_rate = 1e-3
   spec = rnn.make_unit(config, "gurnn", 10, 0).spec
-  optimizer = rnn_training.optimizer_for(spec)
+  optimizer = rnn.optimizer_for(spec)
   params = {"params": {"cell": {"lam": jnp.ones(4), "v": jnp.ones(3)}}}
   _, opt_state = optimizer.update(jax.tree.map(lambda a: 3 * a, params),
                                   optimizer.init(params), params)
