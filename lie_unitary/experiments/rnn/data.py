@@ -114,7 +114,7 @@ def get_task(name: str) -> Task:
 
 
 class Source(NamedTuple):
-  """A task's data for `trainer.make_experiment`: hashable; the arrays (`ImageSets`) are args."""
+  """A task's data for `experiment.make_experiment`: hashable; the arrays (`ImageSets`) are args."""
   updates_per_epoch: int  # 0: no epochs; else no call crosses one
   epoch_data: Callable | None  # (data key, epoch) -> an image order
   train_batch: Callable  # (data key, u, epoch data, arrays) -> (x, targets)
