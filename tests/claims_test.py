@@ -53,6 +53,21 @@ def test_a_claim_without_heartbeat_is_taken_over_only_when_stale(tmp_path):
     assert holder is None
 
 
+def test_a_claim_file_left_empty_or_cut_is_taken_over_once_stale(tmp_path):
+  """A process killed while writing its claim leaves it unreadable: live while fresh (it may
+  be being written), a dead owner's once STALE_SECONDS old."""
+  for text in ("", '{"host": "h'):
+    _leave_claim(tmp_path, {})
+    (tmp_path / "claims" / "u").write_text(text)
+    with workdir_lib.claim(str(tmp_path), "u") as holder:
+      assert holder == "another process"
+    then = time.time() - workdir_lib.STALE_SECONDS - 5
+    os.utime(tmp_path / "claims" / "u", (then, then))
+    with workdir_lib.claim(str(tmp_path), "u") as holder:
+      assert holder is None
+    _leave_claim(tmp_path, {"host": "another-host", "pid": 1})  # ours was released
+
+
 def test_the_heartbeat_keeps_a_held_claim_fresh(tmp_path, monkeypatch):
   monkeypatch.setattr(workdir_lib, "HEARTBEAT_SECONDS", 0.05)
   with workdir_lib.claim(str(tmp_path), "u"):

@@ -311,15 +311,15 @@ def load_unit(workdir, which: str) -> LoadedUnit:
 
 
 def _holder(file: str) -> str | None:
-  """Who holds the claim `file`, "process PID on HOST"; None when no live process does (no
-  file, a dead pid on this host, or no heartbeat for STALE_SECONDS)."""
+  """Who holds claim `file` ("process PID on HOST"); None: no file, a dead pid, stale or unread."""
   try:
+    age = time.time() - os.stat(file).st_mtime
     with open(file, encoding="utf-8") as f:
-      owner, age = json.load(f), time.time() - os.fstat(f.fileno()).st_mtime
+      owner = json.load(f)
   except FileNotFoundError:
     return None
-  except (OSError, ValueError):
-    return "another process"  # being written or just released: not ours to judge
+  except (OSError, ValueError):  # being written, or left half-written by a process killed since
+    return None if age > STALE_SECONDS else "another process"
   if owner.get("host") == socket.gethostname():
     try:
       os.kill(int(owner.get("pid", 0)), 0)
