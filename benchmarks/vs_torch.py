@@ -40,7 +40,8 @@ _DATA_DIR = flags.DEFINE_string("data_dir", "", "Reference: folder of the IDX fi
 _HIDDEN = flags.DEFINE_integer("hidden", 170, "Reference: hidden units (16K budget: 170).")
 _EPOCHS = flags.DEFINE_integer("epochs", 3, "Reference: epochs to train.")
 _SEEDS = flags.DEFINE_list("seeds", ["0"], "Reference: seeds, one model each, in turn.")
-_THREADS = flags.DEFINE_integer("threads", 1, "Reference: torch.set_num_threads.")
+_THREADS = flags.DEFINE_integer("threads", 0, "Reference: torch.set_num_threads; 0: torch's "
+                                "default (one per core).")
 _UPDATES = flags.DEFINE_integer("updates_per_epoch", 0, "Reference: 0 = every batch (429).")
 _LR = flags.DEFINE_float("learning_rate", 1e-3, "Reference: RMSprop's rate (A's a tenth).")
 _OUT = flags.DEFINE_string("out", "runs/torch_reference.jsonl", "Reference: JSON lines.")
@@ -219,7 +220,8 @@ def train_reference(argv):
   torch = _torch()
   if rnn._TASK.value not in data.IMAGE_TASKS:
     raise app.UsageError(f"--task: one of {data.IMAGE_TASKS}.")
-  torch.set_num_threads(_THREADS.value)
+  if _THREADS.value:
+    torch.set_num_threads(_THREADS.value)
   sets = data.load_image_sets(images.resolve_data_dir(_DATASET.value, _DATA_DIR.value),
                               rnn._TASK.value)
   as_inputs = lambda x: torch.from_numpy(x.astype(np.float32) / 255.0).t().unsqueeze(-1)
@@ -269,7 +271,7 @@ def train_reference(argv):
                 "task": rnn._TASK.value, "val_accuracy": accuracy(model, sets.val_x, sets.val_y),
                 "test_accuracy": accuracy(model, sets.test_x, sets.test_y),
                 "seconds": round(time.perf_counter() - start, 1), "learning_rate": _LR.value,
-                "torch": torch.__version__}
+                "torch": torch.__version__, "threads": torch.get_num_threads()}
       # Checkpoint before the record: a crash between them loses a line, never
       # repeats an epoch on the rerun.
       torch.save({"settings": settings, "epoch": epoch, "seconds": record["seconds"],
