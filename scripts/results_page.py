@@ -1,14 +1,15 @@
-r"""Writes docs/results.md, the accuracy tables of every experiment kept in results/, and the
-README's sequential-image tables (between their `<!-- results_page.py: NAME -->` and
-`<!-- end -->` lines), made from the records by the same code as their reports
-(tests/results_page_test.py checks that the page, the README's tables and every
-report.md are what the records give).
+r"""Writes docs/results.md, the accuracy tables of every experiment kept in results/, the
+README's sequential-image tables and docs/learned_basis.md's tables (each between its
+`<!-- results_page.py: NAME -->` and `<!-- end -->` lines), made from the records by the
+same code as their reports (tests/results_page_test.py checks that the page, these
+tables and every report.md are what the records give).
 
-  python scripts/results_page.py            # writes docs/results.md and the README's tables
-  python scripts/results_page.py --check    # exit 1 when either is stale
+  python scripts/results_page.py            # writes the page and the tables
+  python scripts/results_page.py --check    # exit 1 when any is stale
 """
 
 import os
+import re
 import sys
 
 import numpy as np
@@ -16,6 +17,7 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "results.md")
 README = os.path.join(ROOT, "README.md")
+BASIS_DOC = os.path.join(ROOT, "docs", "learned_basis.md")
 # The experiments of results/, in the page's order: (folder, heading).
 SECTIONS = (
     ("psmnist_16k_70ep", "Permuted MNIST (psMNIST), the protocol's 70 epochs"),
@@ -192,28 +194,59 @@ def readme_table(name: str) -> str:
   return "\n".join(lines)
 
 
-def readme(text: str) -> str:
-  """`text` (the README's) with each table between `<!-- results_page.py: NAME -->` and the
-  next `<!-- end -->` made afresh.
+def fill(text: str, tables: dict, where: str, required=()) -> str:
+  """`text` with each table between a `<!-- results_page.py: NAME -->` line and the next
+  `<!-- end -->` made afresh from `tables[NAME]`.
 
   Raises:
-    ValueError: a table of README_TABLES has no such markers in `text`.
+    ValueError: a NAME of `required` has no such markers in `text` (`where` names the
+      file), or a marker names no table of `tables`.
   """
-  for name in README_TABLES:
-    begin = f"<!-- results_page.py: {name} -->\n"
-    start = text.find(begin)
-    end = text.find("<!-- end -->", start)
-    if start < 0 or end < 0:
-      raise ValueError(f"README.md lacks the lines {begin.strip()} and <!-- end --> "
-                       f"around the {name} table")
-    text = text[:start + len(begin)] + readme_table(name) + "\n" + text[end:]
-  return text
+  for name in required:
+    if f"<!-- results_page.py: {name} -->\n" not in text:
+      raise ValueError(f"{where} lacks the lines <!-- results_page.py: {name} --> and "
+                       f"<!-- end --> around the {name} table")
+  out, pos = [], 0
+  for mark in re.finditer(r"<!-- results_page.py: (.+?) -->\n", text):
+    name, end = mark.group(1), text.find("<!-- end -->", mark.end())
+    if name not in tables:
+      raise ValueError(f"{where}: {mark.group(0).strip()} names no table of {sorted(tables)}")
+    if end < 0:
+      raise ValueError(f"{where}: no <!-- end --> after the {name} table")
+    out += [text[pos:mark.end()], tables[name].strip() + "\n"]
+    pos = end
+  return "".join(out) + text[pos:]
+
+
+def readme(text: str) -> str:
+  """`text` (the README's) with its README_TABLES made afresh (`fill`; each is required)."""
+  return fill(text, {name: readme_table(name) for name in README_TABLES}, "README.md",
+              required=README_TABLES)
+
+
+def basis_tables() -> dict[str, str]:
+  """results/learned_basis' tables by name: its report's sections by heading ("Targets
+  (...)", "Against pairs (...)", ...) and "failures", `scripts/detail_tables.py`'s table of
+  the replicates that did not recover the subalgebra."""
+  from lie_unitary.experiments import workdir
+  from lie_unitary.experiments.basis import report
+  from scripts import detail_tables
+  records = workdir.load_results(os.path.join(ROOT, "results", "learned_basis"), as_frame=False)
+  sections = [part.partition("\n") for part in report.markdown(records).split("\n## ")[1:]]
+  return {**{heading: body for heading, _, body in sections},
+          "failures": "\n".join(detail_tables.basis_lines(records)[2:])}
+
+
+def basis_doc(text: str) -> str:
+  """`text` (docs/learned_basis.md's) with its tables made afresh (`fill`)."""
+  return fill(text, basis_tables(), "docs/learned_basis.md")
 
 
 def main(argv) -> int:
-  with open(README, encoding="utf-8") as f:
-    old_readme = f.read()
-  new = {PAGE: page(), README: readme(old_readme)}
+  new = {PAGE: page()}
+  for path, make in ((README, readme), (BASIS_DOC, basis_doc)):
+    with open(path, encoding="utf-8") as f:
+      new[path] = make(f.read())
   if "--check" in argv:
     stale = 0
     for path, text in new.items():

@@ -56,6 +56,22 @@ def test_the_readme_tables_need_their_markers():
     results_page.readme("# A README without the tables' markers\n")
 
 
+def test_the_learned_basis_page_tables_are_what_the_records_give():
+  with open(results_page.BASIS_DOC, encoding="utf-8") as f:
+    text = f.read()
+  assert text.count("<!-- results_page.py: ") == 8
+  assert text == results_page.basis_doc(text), "stale: python scripts/results_page.py"
+
+
+def test_fill_replaces_each_marked_table_and_refuses_an_unknown_name():
+  text = "a\n<!-- results_page.py: t -->\nold\n<!-- end -->\nb\n"
+  assert results_page.fill(text, {"t": "| new |"}, "X") == text.replace("old", "| new |")
+  with pytest.raises(ValueError, match="X: <!-- results_page.py: t --> names no table"):
+    results_page.fill(text, {"u": ""}, "X")
+  with pytest.raises(ValueError, match="no <!-- end --> after the t table"):
+    results_page.fill(text.replace("<!-- end -->", ""), {"t": ""}, "X")
+
+
 def test_a_readme_cell_averages_finished_runs_and_counts_the_running_ones():
   row = dict(best_test=[95.0, 94.0, 90.0], run_finished=[True, True, False],
              run_epoch=[70.0, 70.0, 22.0])
