@@ -75,9 +75,9 @@ def test_a_published_table_numbers_a_note_per_copy_and_other_protocol():
   assert not [line for line in report.published_table("original_runs") if line.startswith("[")]
 
 
-def _launch(units, devices=2, platform="Linux-a", **provenance):
+def _launch(units, devices=2, platform="Linux-a", host="vm", **provenance):
   return {"units": [{"id": u} for u in units],
-          "provenance": dict(host="vm", platform=platform, backend="cpu",
+          "provenance": dict(host=host, platform=platform, backend="cpu",
                              devices=[f"cpu:{i}" for i in range(devices)], **provenance)}
 
 
@@ -93,3 +93,9 @@ def test_the_machines_note_names_what_differs_and_which_units():
   cpus = [_launch(["a"], cpu_model="Xeon"), _launch(["b"], cpu_model="EPYC")]
   line, _ = report.machines_note(cpus, {"a", "b"})
   assert "cpu_model Xeon: a; cpu_model EPYC: b" in line and "names no CPU" not in line
+  # With a CPU model named, another host or kernel build is the same machine.
+  boots = [_launch(["a"], cpu_model="Xeon"), _launch(["b"], cpu_model="Xeon", platform="Linux-b",
+                                                      host="vm2")]
+  assert report.machines_note(boots, {"a", "b"}) == []
+  line, _ = report.machines_note(boots + [_launch(["c"])], {"a", "b", "c"})
+  assert "2 machines" in line and "cpu_model Xeon" in line and "cpu_model ?" in line

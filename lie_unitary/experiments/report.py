@@ -62,9 +62,8 @@ def published(name: str) -> tuple[dict, list[dict]]:
     raise KeyError(f"no published table {name!r}; there are {sorted(data['tables'])}")
   with_source = lambda r: {**r, "source": dict(data["sources"][r["source"]])}
   info = {k: v for k, v in data["tables"][name].items() if k != "rows"}
-  return with_source(info), [with_source({"protocol": info["protocol"],
-                                          "source": info["source"], **r})
-                             for r in data["tables"][name]["rows"]]
+  return with_source(info), [with_source({"protocol": info["protocol"], "source": info["source"],
+                                          **r}) for r in data["tables"][name]["rows"]]
 
 
 def published_table(name: str) -> list[str]:
@@ -82,7 +81,7 @@ def published_table(name: str) -> list[str]:
           + [x for k, n in enumerate(notes) for x in (f"[{k + 1}] {n}", "")])
 
 
-# What tells machines and device layouts apart in a launch's provenance.
+# A launch's machine and device layout (host and platform, a kernel build: only if no cpu_model).
 _MACHINE = ("cpu_model", "cpu", "device_kind", "host", "platform", "backend", "devices",
             "process_count")
 
@@ -94,12 +93,13 @@ def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
   for launch in launches:
     p, mine = launch.get("provenance", {}), {u["id"] for u in launch.get("units", ())} & units
     if mine:
-      by.setdefault(tuple((k, len(p[k]) if k == "devices" else p[k]) for k in _MACHINE
-                          if k in p), set()).update(mine)
+      by.setdefault(tuple((k, len(p[k]) if k == "devices" else p[k]) for k in _MACHINE if k in p
+                          and not (p.get("cpu_model") and k in _MACHINE[3:5])), set()).update(mine)
   if len(by) < 2:
     return []
   differ = [k for k in _MACHINE if len({dict(m).get(k) for m in by}) > 1]
-  groups = "; ".join(", ".join(f"{k} {dict(m).get(k, '?')}" for k in differ)
+  groups = "; ".join(", ".join(f"{k} {dict(m).get(k, '?')}" for k in differ
+                               if k in dict(m) or k not in _MACHINE[3:5])
                      + ": " + ", ".join(sorted(u)) for m, u in by.items())
   return [f"**Launched on {len(by)} machines or device layouts** (wall times may not compare; "
           "told apart by the launches' provenance"
