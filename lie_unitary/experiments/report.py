@@ -81,9 +81,8 @@ def published_table(name: str) -> list[str]:
           + [x for k, n in enumerate(notes) for x in (f"[{k + 1}] {n}", "")])
 
 
-# A launch's machine and device layout (host and platform, a kernel build: only if no cpu_model).
-_MACHINE = ("cpu_model", "cpu", "device_kind", "host", "platform", "backend", "devices",
-            "process_count")
+_HOST = ("host", "platform")  # machines told apart by these only where no cpu_model is named
+_MACHINE = ("cpu_model", "cpu", "device_kind", *_HOST, "backend", "devices", "process_count")
 
 
 def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
@@ -94,12 +93,12 @@ def machines_note(launches: Sequence[dict], units: Iterable[str]) -> list[str]:
     p, mine = launch.get("provenance", {}), {u["id"] for u in launch.get("units", ())} & units
     if mine:
       by.setdefault(tuple((k, len(p[k]) if k == "devices" else p[k]) for k in _MACHINE if k in p
-                          and not (p.get("cpu_model") and k in _MACHINE[3:5])), set()).update(mine)
+                          and not (p.get("cpu_model") and k in _HOST)), set()).update(mine)
   if len(by) < 2:
     return []
   differ = [k for k in _MACHINE if len({dict(m).get(k) for m in by}) > 1]
   groups = "; ".join(", ".join(f"{k} {dict(m).get(k, '?')}" for k in differ
-                               if k in dict(m) or k not in _MACHINE[3:5])
+                               if k in dict(m) or k not in _HOST)
                      + ": " + ", ".join(sorted(u)) for m, u in by.items())
   return [f"**Launched on {len(by)} machines or device layouts** (wall times may not compare; "
           "told apart by the launches' provenance"
