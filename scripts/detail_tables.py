@@ -5,7 +5,8 @@ r"""Tables over a folder's records that answered one question each, beside its r
   over the runs that finished the block); the test accuracy and ‖U − U₀‖_F / √n at every
   validation point (each run on its own: `scripts/run_table.py`);
 - operators: each trained approach's mean test loss over the noise floor's (the true
-  U's), and, for real SO(n) targets, the replicates that ended in the det = −1 component;
+  U's); for real SO(n) targets, the replicates that ended in the det = −1 component; the
+  closed-form baselines (procrustes, lstsq) against the truth, paired by replicate;
 - basis: the cells where the learned basis did not recover span(G*), stuck or fitting
   its training pairs with a wrong span.
 
@@ -125,6 +126,58 @@ def operators_lines(records) -> list[str]:
   return out
 
 
+def procrustes_lines(records) -> list[str]:
+  """The closed-form baselines against the truth, paired by replicate (the same target and
+  data): procrustes − true and lstsq − true, mean ± standard error over replicates, beside
+  the expected excess of a least-squares fit over the noise floor, σ²·d/P (d its real
+  dimensions: n² for U(n), 2n² for every complex matrix; for real targets n(n − 1)/2 for
+  O(n), n² for every real matrix; P training pairs); then the best
+  trained approach's final test loss − procrustes, with how many replicates sit above.
+  One table per task with procrustes records; none without."""
+  from lie_unitary.experiments import report as common
+  from lie_unitary.experiments.operators import report
+  results = common.latest(records, "final", report.IDENTITY)
+  out = []
+  tasks = {report.task_of(r) for r in results}
+  for task in sorted(tasks, key=repr):
+    loss = {(r["n"], r["approach"], r["optimizer"], r["replicate"]): float(r["test_loss"])
+            for r in results if report.task_of(r) == task}
+    fields = dict(task)
+    per_n = sorted({k[0] for k in loss if k[1] == "procrustes"})
+    if not per_n:
+      continue
+    sigma2, pairs = float(fields["noise_std"]) ** 2, int(fields["num_train"])
+    real = fields["field"] == "real"  # x, noise and U real: half the dimensions
+    floor = (lambda n: n * sigma2) if real else (lambda n: 2 * n * sigma2)
+    dims = (lambda n: (n * (n - 1) // 2, n * n)) if real else (lambda n: (n * n, 2 * n * n))
+    rows = []
+    for n in per_n:
+      reps = sorted(k[3] for k in loss if k[:3] == (n, "procrustes", "none"))
+      diff = lambda a, b, opt_a="none", opt_b="none": [
+          loss[(n, a, opt_a, i)] - loss[(n, b, opt_b, i)] for i in reps
+          if (n, a, opt_a, i) in loss and (n, b, opt_b, i) in loss]
+      trained = {(a, opt): np.mean([v for k, v in loss.items() if k[:3] == (n, a, opt)])
+                 for (m, a, opt, _) in loss if m == n and opt != "none"}
+      best = ""
+      if trained:
+        (a, opt), _ = min(trained.items(), key=lambda kv: kv[1])
+        gaps = diff(a, "procrustes", opt)
+        best = (f"{a} ({opt}): {common.pm(gaps, '{:.2e}'.format)}, "
+                f"{sum(g > 0 for g in gaps)} of {len(gaps)} above")
+      d_procrustes, d_lstsq = dims(n)
+      rows.append([str(n), f"{floor(n):.3g}",
+                   f"{common.pm(diff('procrustes', 'true'), '{:.2e}'.format)} "
+                   f"({sigma2 * d_procrustes / pairs:.2e})",
+                   f"{common.pm(diff('lstsq', 'true'), '{:.2e}'.format)} "
+                   f"({sigma2 * d_lstsq / pairs:.2e})", best or "—"])
+    out += [f"Closed-form baselines over the truth, paired by replicate (expected excess "
+            f"σ²·d/P in parentheses){report.differences(task, tasks)}:", ""]
+    out += common.table(["n", f"noise floor {'n' if real else '2n'}σ²", "procrustes − true",
+                         "lstsq − true",
+                         "best trained − procrustes"], rows)
+  return out
+
+
 def basis_lines(records) -> list[str]:
   """Per cell, the learned replicates that did not recover span(G*) (largest angle ≥
   `report.RECOVERED`): stuck (training loss above twice the noise floor, the optimiser's
@@ -160,7 +213,7 @@ def lines(folder: str) -> list[str]:
   if any("angle_max" in r for r in records):
     return basis_lines(records)
   if any("approach" in r for r in records):
-    return operators_lines(records)
+    return operators_lines(records) + procrustes_lines(records)
   return rnn_lines(records, workdir.read(folder, report.REFERENCE))
 
 

@@ -1,5 +1,6 @@
 r"""Writes docs/results.md, the accuracy tables of every experiment kept in results/, the
-README's sequential-image tables and docs/learned_basis.md's tables (each between its
+README's sequential-image tables and the tables of docs/learned_basis.md and
+docs/reproduction.md (each between its
 `<!-- results_page.py: NAME -->` and `<!-- end -->` lines), made from the records by the
 same code as their reports (tests/results_page_test.py checks that the page, these
 tables and every report.md are what the records give).
@@ -18,6 +19,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PAGE = os.path.join(ROOT, "docs", "results.md")
 README = os.path.join(ROOT, "README.md")
 BASIS_DOC = os.path.join(ROOT, "docs", "learned_basis.md")
+REPRODUCTION_DOC = os.path.join(ROOT, "docs", "reproduction.md")
+# The operator-learning folders of results/ (paper §3), whose tables docs/reproduction.md shows.
+OPERATORS = ("operators_table1", "operators_basis_change", "operators_one_epoch",
+             "operators_orthogonal")
 # The experiments of results/, in the page's order: (folder, heading).
 SECTIONS = (
     ("psmnist_16k_70ep", "Permuted MNIST (psMNIST), the protocol's 70 epochs"),
@@ -224,6 +229,25 @@ def readme(text: str) -> str:
               required=README_TABLES)
 
 
+def _sections(text: str) -> dict[str, str]:
+  """A report's sections by heading (every level below the title): {heading: its text up
+  to the next heading}."""
+  parts = re.split(r"^#{2,} (.+)\n", text, flags=re.M)[1:]
+  return dict(zip(parts[::2], parts[1::2]))
+
+
+def _titled(lines: list[str]) -> dict[str, str]:
+  """`scripts/detail_tables.py`'s output by title: {a line that ends with ":", without it:
+  the table or list below it}."""
+  out, title = {}, None
+  for line in lines:
+    if line.endswith(":") and not line.startswith(("|", "- ")):
+      title = line[:-1]
+    elif line and title is not None:
+      out[title] = out.get(title, "") + line + "\n"
+  return out
+
+
 def basis_tables() -> dict[str, str]:
   """results/learned_basis' tables by name: its report's sections by heading ("Targets
   (...)", "Against pairs (...)", ...) and "failures", `scripts/detail_tables.py`'s table of
@@ -232,8 +256,7 @@ def basis_tables() -> dict[str, str]:
   from lie_unitary.experiments.basis import report
   from scripts import detail_tables
   records = workdir.load_results(os.path.join(ROOT, "results", "learned_basis"), as_frame=False)
-  sections = [part.partition("\n") for part in report.markdown(records).split("\n## ")[1:]]
-  return {**{heading: body for heading, _, body in sections},
+  return {**_sections(report.markdown(records)),
           "failures": "\n".join(detail_tables.basis_lines(records)[2:])}
 
 
@@ -242,9 +265,33 @@ def basis_doc(text: str) -> str:
   return fill(text, basis_tables(), "docs/learned_basis.md")
 
 
+def operators_tables() -> dict[str, str]:
+  """The operator-learning folders' tables by name: "FOLDER: HEADING" for each section of
+  its report (`lie_unitary.experiments.operators.report`) and "FOLDER: TITLE" for each of
+  `scripts/detail_tables.py`'s tables (losses over the noise floor, SO(n) replicates in
+  the wrong component, the closed-form baselines paired by replicate)."""
+  from lie_unitary.experiments import workdir
+  from lie_unitary.experiments.operators import report
+  from scripts import detail_tables
+  out = {}
+  for folder in OPERATORS:
+    records = workdir.load_results(os.path.join(ROOT, "results", folder), as_frame=False)
+    out.update({f"{folder}: {heading}": body
+                for heading, body in _sections(report.markdown(records)).items()})
+    detail = detail_tables.operators_lines(records) + detail_tables.procrustes_lines(records)
+    out.update({f"{folder}: {title}": body for title, body in _titled(detail).items()})
+  return out
+
+
+def reproduction_doc(text: str) -> str:
+  """`text` (docs/reproduction.md's) with its tables made afresh (`fill`)."""
+  return fill(text, operators_tables(), "docs/reproduction.md")
+
+
 def main(argv) -> int:
   new = {PAGE: page()}
-  for path, make in ((README, readme), (BASIS_DOC, basis_doc)):
+  for path, make in ((README, readme), (BASIS_DOC, basis_doc),
+                     (REPRODUCTION_DOC, reproduction_doc)):
     with open(path, encoding="utf-8") as f:
       new[path] = make(f.read())
   if "--check" in argv:

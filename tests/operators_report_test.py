@@ -156,6 +156,38 @@ def test_the_script_divides_each_trained_loss_by_the_noise_floor():
   assert table[2:5] == ["| n | lie_algebra |", "|---|---|", "| 3 | 2.5 |"]  # 0.0015 / 0.0006
 
 
+def test_the_script_pairs_the_closed_form_baselines_with_the_truth_by_replicate():
+  base, u = _unit(3, "baselines"), _unit(3, "projection")
+  true = (6.0e-4, 6.4e-4)  # replicates differ by far more than the paired gaps
+  recs = [_final(3, "true", r, t, unit=base, optimizer="none") for r, t in enumerate(true)]
+  recs += [_final(3, "procrustes", r, t + d, unit=base, optimizer="none")
+           for r, (t, d) in enumerate(zip(true, (1e-9, 3e-9)))]
+  recs += [_final(3, "lstsq", r, t + 4e-9, unit=base, optimizer="none")
+           for r, t in enumerate(true)]
+  recs += [_final(3, "projection", r, t + g, unit=u)
+           for r, (t, g) in enumerate(zip(true, (1e-7, -1e-8)))]
+  header, _, head, rule, row, _ = detail_tables.procrustes_lines(recs)
+  assert header.startswith("Closed-form baselines over the truth")
+  # σ² n² / P = 1e-4 · 9 / 500 = 1.8e-06 for procrustes, twice that for lstsq; the noise
+  # floor 2nσ² = 6e-4. Paired: (1e-9, 3e-9) → 2e-9 ± 1e-9; lstsq 4e-9 both, s.e. 0.
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[:2] == ["3", "0.0006"]
+  assert cells[2] == "2.00e-09 ± 1.00e-09 (1.80e-06)"
+  assert cells[3].startswith("4.00e-09 ± ") and cells[3].endswith("(3.60e-06)")
+  assert float(cells[3].split(" ± ")[1].split()[0]) < 1e-15
+  # projection − procrustes: 1e-7 − 1e-9 and −1e-8 − 3e-9; one of the two above.
+  assert cells[4] == "projection (sgd): 4.30e-08 ± 5.60e-08, 1 of 2 above"
+  assert detail_tables.procrustes_lines([r for r in recs if r["approach"] != "procrustes"]) == []
+  # Real targets (SO(n)): floor nσ² = 4e-4 at n = 4; d = n(n − 1)/2 = 6 for O(n) (1.2e-6),
+  # n² = 16 for every real matrix (3.2e-6).
+  real = [dict(r, n=4, field="real") for r in recs if r["optimizer"] == "none"]
+  *_, head, _, row, _ = detail_tables.procrustes_lines(real)
+  assert "noise floor nσ²" in head
+  cells = [c.strip() for c in row.strip("|").split("|")]
+  assert cells[1] == "0.0004" and cells[2].endswith("(1.20e-06)")
+  assert cells[3].endswith("(3.20e-06)") and cells[4] == "—"
+
+
 def test_appendix_b_grid_and_figure():
   recs, curves = [], []
   base = _unit(8, "baselines")
@@ -241,3 +273,39 @@ def test_write_report_leaves_the_backend_alone(tmp_path):
   assert out.returncode == 0, out.stderr
   assert out.stdout.strip() == "2"
   assert os.path.getsize(os.path.join(wd, "figure2.png")) > 1000
+
+
+# The committed runs of the paper's §3 (results/): the configs' own units, each report what
+# its records give.
+_COMMITTED = {"operators_table1": (("table1", {}), ("table2", {})),
+              "operators_basis_change": (("basis_change", {}),),
+              "operators_one_epoch": (("table1", {"num_epochs": ((0, 1),)}),
+                                      ("table1_rmsprop", {})),
+              "operators_orthogonal": (("orthogonal", {}),)}
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("folder", sorted(_COMMITTED))
+def test_the_committed_folders_units_are_their_configs_units(folder):
+  from lie_unitary.experiments import fields
+  from lie_unitary.experiments.operators import experiment
+  want = set()
+  for name, overrides in _COMMITTED[folder]:
+    config = fields.load_config("operators", name)
+    config.update(overrides)
+    experiment.validate_config(config)
+    want |= {u.id for u in experiment.units(config)}
+  assert set(workdir_lib.units(os.path.join(_ROOT, "results", folder))) == want
+
+
+@pytest.mark.parametrize("folder", sorted(_COMMITTED))
+def test_the_committed_report_is_what_its_records_give(folder):
+  path = os.path.join(_ROOT, "results", folder)
+  figures = {os.path.splitext(f)[0]: f for f in os.listdir(path) if f.endswith(".png")}
+  text = report.markdown(workdir_lib.load_results(path, as_frame=False), figure_files=figures,
+                         source=os.path.join("results", folder, "results.jsonl"),
+                         launches=workdir_lib.read_launches(path))
+  with open(os.path.join(path, "report.md"), encoding="utf-8") as f:
+    assert f.read() == text, (f"results/{folder}/report.md is stale: python -m "
+                              f"lie_unitary.experiments.operators --workdir=results/{folder} "
+                              "--report_only")

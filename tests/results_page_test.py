@@ -63,6 +63,18 @@ def test_the_learned_basis_page_tables_are_what_the_records_give():
   assert text == results_page.basis_doc(text), "stale: python scripts/results_page.py"
 
 
+def test_the_reproduction_page_tables_are_what_the_records_give():
+  with open(results_page.REPRODUCTION_DOC, encoding="utf-8") as f:
+    text = f.read()
+  assert text.count("<!-- results_page.py: operators_") == 11
+  assert text == results_page.reproduction_doc(text), "stale: python scripts/results_page.py"
+
+
+def test_a_report_splits_into_its_sections_at_every_heading_level():
+  text = "# Title\n\nintro\n\n## A (x)\n\n| a |\n\n### B\n\nb\n## C\n"
+  assert results_page._sections(text) == {"A (x)": "\n| a |\n\n", "B": "\nb\n", "C": ""}
+
+
 def test_fill_replaces_each_marked_table_and_refuses_an_unknown_name():
   text = "a\n<!-- results_page.py: t -->\nold\n<!-- end -->\nb\n"
   assert results_page.fill(text, {"t": "| new |"}, "X") == text.replace("old", "| new |")
