@@ -1,6 +1,6 @@
 r"""Writes docs/results.md, the accuracy tables of every experiment kept in results/, the
-README's sequential-image tables and the tables of docs/learned_basis.md and
-docs/reproduction.md (each between its
+README's tables of the sequential images and the paper's RNN tasks, and the tables of
+docs/learned_basis.md, docs/reproduction.md and docs/rnn.md (each between its
 `<!-- results_page.py: NAME -->` and `<!-- end -->` lines), made from the records by the
 same code as their reports (tests/results_page_test.py checks that the page, these
 tables and every report.md are what the records give).
@@ -20,6 +20,7 @@ PAGE = os.path.join(ROOT, "docs", "results.md")
 README = os.path.join(ROOT, "README.md")
 BASIS_DOC = os.path.join(ROOT, "docs", "learned_basis.md")
 REPRODUCTION_DOC = os.path.join(ROOT, "docs", "reproduction.md")
+RNN_DOC = os.path.join(ROOT, "docs", "rnn.md")
 # The operator-learning folders of results/ (paper §3), whose tables docs/reproduction.md shows.
 OPERATORS = ("operators_table1", "operators_basis_change", "operators_one_epoch",
              "operators_orthogonal")
@@ -31,6 +32,8 @@ SECTIONS = (
     ("smnist_16k", "Pixel-by-pixel MNIST (sMNIST), 10 epochs"),
     ("sfashion_16k", "Pixel-by-pixel Fashion-MNIST, 10 epochs"),
     ("psfashion_16k", "Permuted Fashion-MNIST, the image configs of 2026-11-27"),
+    ("memory_T100", "The memory problem, T = 100 (paper §4, Figure 3)"),
+    ("adding_T100", "The adding problem, T = 100 (paper §4, Figure 3)"),
     ("ablations/phases", "Ablation: the guRNN's initial phases"),
     ("ablations/lstm", "Ablation: the image LSTM's settings"),
     ("ablations/torch_optimizer", "Ablation: PyTorch's RMSProp and readout"),
@@ -45,16 +48,17 @@ Made by `python scripts/results_page.py` from the records in [results/](../resul
 by the code that writes each folder's `report.md` (where the figures are; the tables over
 epochs: `python scripts/detail_tables.py results/FOLDER`); edit neither by hand. Every "±"
 is the standard error of the mean over the n runs of a row (ddof = 1; a run: one seed's
-replicate; the seeds are listed). All runs: 16K parameters, batches of 128. The two "70
-epochs" sections run the field's whole
+replicate; the seeds are listed). The sequential-image runs: 16K parameters, batches of
+128. The two "70 epochs" sections run the field's whole
 protocol on a 2-core Intel Xeon CPU, each unit's batch split over both cores (an
-"(unfinished)" row shows its epochs so far); every
-other section, 10 of its 70 epochs on a 2-core AMD EPYC CPU. A row's setting names the
+"(unfinished)" row shows its epochs so far); the other image sections, 10 of the 70
+epochs on a 2-core AMD EPYC CPU. The paper's tasks (§4, Figure 3) ran on the Xeon with
+its settings (batch 20, 50,000 updates). A row's setting names the
 fields that tell it from the same model's other rows in its table. What was tried and
 why: [design_decisions.md](design_decisions.md).
 
-The paper's own experiments (§3 Tables 1-2, §4 Figure 3) are measured in
-[reproduction.md](reproduction.md) and [rnn.md](rnn.md).
+The paper's §3 (Tables 1-2, Figure 2, appendix B), from the records in `results/operators_*/`, is on
+[reproduction.md](reproduction.md); the §4 tasks are discussed on [rnn.md](rnn.md).
 """
 
 
@@ -223,10 +227,60 @@ def fill(text: str, tables: dict, where: str, required=()) -> str:
   return "".join(out) + text[pos:]
 
 
+# The README's table of the paper's tasks (§4): (task label, folder, command cell), and
+# its model columns.
+PAPER_TASKS = (("memory (cross-entropy)", "memory_T100",
+                "`python -m lie_unitary.experiments.rnn --config=memory --workdir=runs/memory`"),
+               ("adding (MSE)", "adding_T100", "`--config=adding`"))
+_PAPER_MODELS = ("gurnn_beta", "gurnn", "lstm", "irnn", "tanh")
+
+
+def paper_tasks_table() -> str:
+  """The README's table of the paper's tasks: a line per folder of PAPER_TASKS, a column per
+  model of _PAPER_MODELS: the final validation loss, median over its runs (their count in
+  parentheses), the lowest in bold; the random baseline's and the original code's logged
+  run (the paper's guRNN_β) beside them.
+
+  Raises:
+    ValueError: a folder holds more than one task and T, or several settings of a model.
+  """
+  from lie_unitary.experiments import workdir
+  from lie_unitary.experiments.rnn import data
+  from lie_unitary.experiments.rnn import report
+  head = (["task", "T", "random baseline"] + [report._LABELS[m] for m in _PAPER_MODELS]
+          + ["the original code's run (guRNN_β)", "command"])
+  lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+  for label, folder, command in PAPER_TASKS:
+    tables = report.table_rows(workdir.load_results(os.path.join(ROOT, "results", folder),
+                                                    as_frame=False), images=False)
+    if len(tables) != 1:
+      raise ValueError(f"results/{folder} holds {len(tables)} tasks; the table wants one")
+    ((task, T), rows), = tables.items()
+    median = {}
+    for model in _PAPER_MODELS:
+      runs = [row for row in rows if row["model"] == model]
+      if len(runs) > 1:
+        raise ValueError(f"results/{folder}: several settings of {model}")
+      finals = [float(run["final"]["val_loss"]) for row in runs
+                for run in row["runs"].values() if run["final"]]
+      if finals:
+        median[model] = (float(np.median(finals)), len(finals))
+    low = min(median, key=lambda m: median[m][0], default=None)
+    cells = [("**{:.4g}**" if m == low else "{:.4g}").format(median[m][0])
+             + f" ({median[m][1]})" if m in median else "—" for m in _PAPER_MODELS]
+    original = report._ORIGINAL.get((task, "gurnn_beta"))
+    lines.append("| " + " | ".join(
+        [label, str(T), f"{data.get_task(task).baseline(T):.4g}", *cells,
+         "—" if original is None else f"{original:.4g}", command]) + " |")
+  return "\n".join(lines)
+
+
 def readme(text: str) -> str:
-  """`text` (the README's) with its README_TABLES made afresh (`fill`; each is required)."""
-  return fill(text, {name: readme_table(name) for name in README_TABLES}, "README.md",
-              required=README_TABLES)
+  """`text` (the README's) with its README_TABLES and "paper tasks" table made afresh
+  (`fill`; each is required)."""
+  tables = {name: readme_table(name) for name in README_TABLES}
+  tables["paper tasks"] = paper_tasks_table()
+  return fill(text, tables, "README.md", required=tables)
 
 
 def _sections(text: str) -> dict[str, str]:
@@ -288,10 +342,16 @@ def reproduction_doc(text: str) -> str:
   return fill(text, operators_tables(), "docs/reproduction.md")
 
 
+def rnn_doc(text: str) -> str:
+  """`text` (docs/rnn.md's) with its "paper tasks" table made afresh (`fill`, required)."""
+  return fill(text, {"paper tasks": paper_tasks_table()}, "docs/rnn.md",
+              required=("paper tasks",))
+
+
 def main(argv) -> int:
   new = {PAGE: page()}
   for path, make in ((README, readme), (BASIS_DOC, basis_doc),
-                     (REPRODUCTION_DOC, reproduction_doc)):
+                     (REPRODUCTION_DOC, reproduction_doc), (RNN_DOC, rnn_doc)):
     with open(path, encoding="utf-8") as f:
       new[path] = make(f.read())
   if "--check" in argv:

@@ -70,6 +70,34 @@ def test_the_reproduction_page_tables_are_what_the_records_give():
   assert text == results_page.reproduction_doc(text), "stale: python scripts/results_page.py"
 
 
+def test_the_rnn_page_table_is_what_the_records_give():
+  with open(results_page.RNN_DOC, encoding="utf-8") as f:
+    text = f.read()
+  assert text == results_page.rnn_doc(text), "stale: python scripts/results_page.py"
+
+
+def test_the_paper_tasks_table_gives_each_models_median_and_bolds_the_lowest(
+    tmp_path, monkeypatch):
+  import json
+  folder = tmp_path / "results" / "memory_T100"
+  folder.mkdir(parents=True)
+  finals = {"gurnn_beta": [0.006, 0.002, 0.004], "lstm": [0.1733]}  # medians 0.004, 0.1733
+  with open(folder / "results.jsonl", "w", encoding="utf-8") as f:
+    for model, losses in finals.items():
+      for i, loss in enumerate(losses):
+        f.write(json.dumps(dict(kind="final", task="memory", T=100, model=model, seed=0,
+                                replicate=i, step=50000, unit=f"{model}-u", val_loss=loss,
+                                test_loss=loss)) + "\n")
+  monkeypatch.setattr(results_page, "ROOT", str(tmp_path))
+  monkeypatch.setattr(results_page, "PAPER_TASKS", (("memory", "memory_T100", "cmd"),))
+  head, _, line = results_page.paper_tasks_table().splitlines()
+  assert head.startswith("| task | T | random baseline | guRNN_β | guRNN₁ | LSTM |")
+  cells = [c.strip() for c in line.strip("|").split("|")]
+  # The memory baseline at T = 100: 10 ln 8 / (T + 20) = 0.1733; the original run: 0.0058.
+  assert cells == ["memory", "100", "0.1733", "**0.004** (3)", "—", "0.1733 (1)", "—", "—",
+                   "0.0058", "cmd"]
+
+
 def test_a_report_splits_into_its_sections_at_every_heading_level():
   text = "# Title\n\nintro\n\n## A (x)\n\n| a |\n\n### B\n\nb\n## C\n"
   assert results_page._sections(text) == {"A (x)": "\n| a |\n\n", "B": "\nb\n", "C": ""}

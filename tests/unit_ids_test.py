@@ -82,6 +82,15 @@ def test_the_published_folders_units_are_the_configs_units(variant, folder, devi
   assert len(set(have) & set(got.values())) >= 7
 
 
+@pytest.mark.parametrize("variant", ["memory", "adding"])
+def test_the_paper_task_folders_units_are_the_documented_commands_units(variant, monkeypatch):
+  # The config as it is (guRNN_β, 3 replicates), then Figure 3's models at one replicate.
+  got = set(_rnn_ids(variant, 2, monkeypatch).values()) | set(_rnn_ids(
+      variant, 2, monkeypatch, model=("gurnn", "lstm", "irnn", "tanh"),
+      num_replicates=1).values())
+  assert set(workdir_lib.units(os.path.join(_RESULTS, f"{variant}_T100"))) == got
+
+
 def test_every_recorded_unit_id_is_its_name_and_fields_fingerprint():
   folders = [os.path.dirname(f) for f in glob.glob(os.path.join(_RESULTS, "**", "launches"),
                                                      recursive=True)]
