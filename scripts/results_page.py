@@ -131,12 +131,13 @@ def image_summary(results) -> dict:
 
 
 # The README's tables: name -> (rows: (task label, folder, command cell or None), columns
-# of accuracy: (heading, summary field)). A folder's one row per model is summarised.
+# of accuracy: (heading, summary field), the published row beside ours: (model, params) of
+# `published.json`'s MNIST table, or None). A folder's one row per model is summarised.
 _MODELS = (("gurnn", "guRNN"), ("orthogonal", "orthogonal RNN (expRNN's)"), ("lstm", "LSTM"))
 _PROTOCOLS = (("test at best val", "test_at_best_val"), ("best test over epochs", "best_test"))
 README_TABLES = {
     "70 epochs": ((("permuted MNIST", "psmnist_16k_70ep", None),
-                   ("pixel MNIST", "smnist_16k_70ep", None)), _PROTOCOLS),
+                   ("pixel MNIST", "smnist_16k_70ep", None)), _PROTOCOLS, ("expRNN", "16K")),
     "10 epochs": ((("permuted MNIST", "psmnist_16k",
                     "`python -m lie_unitary.experiments.rnn --config=permuted_mnist "
                     "--config.data_dir=DIR --config.num_updates=4290 --cpu_devices=1 "
@@ -145,10 +146,8 @@ README_TABLES = {
                     "the same with `--config=pixel_mnist`, `--workdir=runs/smnist_16k`"),
                    ("pixel Fashion-MNIST", "sfashion_16k",
                     "the same with `--config=pixel_mnist --config.dataset=fashion_mnist`, "
-                    "`--workdir=runs/sfashion_16k`")), _PROTOCOLS[:1]),
+                    "`--workdir=runs/sfashion_16k`")), _PROTOCOLS[:1], None),
 }
-# The published row beside ours: expRNN's at 16K (`published.json`).
-_PUBLISHED_16K = ("expRNN", "16K")
 
 
 def _cell(row: dict | None, field: str, bold: bool = False) -> str:
@@ -177,11 +176,10 @@ def readme_table(name: str) -> str:
   two or more models have runs and all of them are finished."""
   from lie_unitary.experiments import report as common
   from lie_unitary.experiments import workdir
-  rows, protocols = README_TABLES[name]
+  rows, protocols, published = README_TABLES[name]
   commands = any(command for _, _, command in rows)
-  published = name == "70 epochs"
   head = ["task"] + (["accuracy"] if len(protocols) > 1 else []) + [m for _, m in _MODELS]
-  head += ["expRNN, published (16K)"] if published else []
+  head += [f"{published[0]}, published ({published[1]})"] if published else []
   head += ["command (DIR: the dataset's IDX files)"] if commands else []
   lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
   for task, folder, command in rows:
@@ -196,7 +194,7 @@ def readme_table(name: str) -> str:
       line = [task] + ([heading] if len(protocols) > 1 else []) + cells
       if published:
         anchor, = [r for r in common.published("mnist")[1]
-                   if (r["model"], r["params"]) == _PUBLISHED_16K]
+                   if (r["model"], r["params"]) == published]
         line.append(str(anchor["psmnist" if key[0] == "permuted" else "smnist"])
                     if field == "best_test" else "—")
       lines.append("| " + " | ".join(line + ([command or ""] if commands else [])) + " |")
