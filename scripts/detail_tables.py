@@ -147,7 +147,7 @@ def procrustes_lines(records) -> list[str]:
     if not per_n:
       continue
     sigma2, pairs = float(fields["noise_std"]) ** 2, int(fields["num_train"])
-    real = fields["field"] == "real"  # x, noise and U real: half the dimensions
+    real = fields["field"] == "real"  # x, noise and U real: floor nσ², O(n) and real matrices
     floor = (lambda n: n * sigma2) if real else (lambda n: 2 * n * sigma2)
     dims = (lambda n: (n * (n - 1) // 2, n * n)) if real else (lambda n: (n * n, 2 * n * n))
     rows = []
