@@ -87,8 +87,13 @@ def test_errors_name_the_workdir(tmp_path):
 
 def test_load_unit_by_label_id_or_a_name_one_unit_has(tmp_path):
   wd, a, b = _two_seeds(tmp_path)
-  with pytest.raises(ValueError, match="2 units .* called 'n=3 lie_algebra"):
-    workdir_lib.load_unit(wd, a)
+  with pytest.raises(ValueError, match="2 units .* called 'n=3 lie_algebra.*by id: "):
+    workdir_lib.load_unit(wd, a)  # one label: only the ids tell them apart
+  seeds = str(tmp_path / "seeds")
+  helpers.write_launch(seeds, 1, [(a, "a-0"), (a, "a-1")],
+                       fields={"a-0": {"seed": 0}, "a-1": {"seed": 1}})
+  with pytest.raises(ValueError, match="by label or id: "):
+    workdir_lib.load_unit(seeds, a)
   with pytest.raises(FileNotFoundError, match="no launch .* lists a unit 'nope'"):
     workdir_lib.load_unit(wd, "nope")
   with pytest.raises(FileNotFoundError, match="has no checkpoint"):  # found, by name

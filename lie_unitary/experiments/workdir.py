@@ -293,8 +293,9 @@ def load_unit(workdir, which: str) -> LoadedUnit:
   known = units(workdir)
   found = [uid for uid, u in known.items() if which in (uid, u.name, u.label)]
   if len(found) > 1:
+    by = "id" if len({known[u].label for u in found}) == 1 else "label or id"
     raise ValueError(f"{len(found)} units of {workdir} are called {which!r}: ask for one "
-                     f"by label or id: {found}.")
+                     f"by {by}: {found}.")
   if not found:
     raise FileNotFoundError(f"no launch in {workdir} lists a unit {which!r}; its units: "
                             f"{unit_names(workdir)}.")
