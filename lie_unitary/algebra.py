@@ -35,6 +35,7 @@ __all__ = [
     "basis",
     "change_basis",
     "check_lambdas",
+    "check_positive_int",
     "check_real_dtype",
     "complex_dtype_for",
     "cotangent_to_lambdas",
@@ -85,6 +86,21 @@ def complex_dtype_for(real_dtype) -> jnp.dtype:
 
 
 _REAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def check_positive_int(value, what: str = "n") -> int:
+  """`value` as a Python int, if it is an integer ≥ 1 (a Python or NumPy integer; not a bool).
+
+  Args:
+    value: the size to check.
+    what: its name, for the error message.
+
+  Raises:
+    ValueError: if `value` is not an integer ≥ 1 (a float, a bool, 0 or negative).
+  """
+  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+    raise ValueError(f"{what} must be a positive integer; got {value!r}.")
+  return int(value)
 
 
 def check_real_dtype(dtype, what: str = "dtype") -> np.dtype:
@@ -241,8 +257,7 @@ def entry_positions(n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
   Raises:
     ValueError: if n is not a positive integer.
   """
-  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  n = check_positive_int(n)
   rows, cols = np.triu_indices(n, 1)
   positions = tuple(p.astype(np.int32) for p in (np.arange(n) * (n + 1), rows * n + cols,
                                                   cols * n + rows))
@@ -424,10 +439,14 @@ def basis(n: int, dtype=None) -> jax.Array:
     Complex array (n², n, n); element j is T_{j+1}.
 
   Raises:
-    ValueError: if n is not a positive integer.
+    ValueError: if n is not a positive integer, or `dtype` is not complex64 or
+      complex128 (a real dtype would drop the imaginary entries).
   """
-  if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  n = check_positive_int(n)
+  dtype = jnp.dtype(dtype or jnp.result_type(complex))
+  if dtype not in (np.dtype(np.complex64), np.dtype(np.complex128)):
+    raise ValueError(f"dtype must be complex64 or complex128 (the basis has imaginary "
+                     f"entries); got {dtype}.")
   out = np.zeros((n * n, n, n), np.complex128)
   for a in range(n):
     out[a, a, a] = 1j
@@ -440,7 +459,7 @@ def basis(n: int, dtype=None) -> jax.Array:
     for s in range(r + 1, n):
       out[j, r, s], out[j, s, r] = 1.0, -1.0
       j += 1
-  return jnp.asarray(out, dtype=dtype or jnp.result_type(complex))
+  return jnp.asarray(out, dtype=dtype)
 
 
 @functools.lru_cache(maxsize=None)

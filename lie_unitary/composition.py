@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lie_unitary import algebra
 
@@ -39,6 +40,12 @@ def _check(angles, reflections_re, reflections_im, permutation):
     raise ValueError(
         f"permutation must be an integer array of shape ({n},); got "
         f"{permutation.shape=}, {permutation.dtype=}.")
+  # Values are checked where they are known (not under jit): an index array that is not
+  # a permutation would make U non-unitary, and jnp's indexing clamps or wraps it.
+  if not isinstance(permutation, jax.core.Tracer) and not np.array_equal(
+      np.sort(np.asarray(permutation)), np.arange(n)):
+    raise ValueError(f"permutation must hold each of 0..{n - 1} once; got "
+                     f"{np.asarray(permutation).tolist()}.")
   return angles, reflections_re, reflections_im, permutation
 
 
@@ -55,14 +62,16 @@ def arjovsky_apply(x, angles, reflections_re, reflections_im, permutation) -> ja
   Args:
     x: complex array (..., n) (a real x is promoted to the complex dtype of angles).
     angles: real (3, n), the phases of D1, D2, D3.
-    reflections_re, reflections_im: real (2, n) each, v1 and v2 of R1, R2.
+    reflections_re, reflections_im: real (2, n) each, v1 and v2 of R1, R2 (nonzero:
+      R = I − 2vvᴴ/‖v‖² is undefined at v = 0, and gives NaN there).
     permutation: integer (n,), Π as an index array: (Π x)_i = x_{permutation[i]}.
 
   Returns:
     Complex array (..., n): U x for every vector.
 
   Raises:
-    ValueError: on mismatched shapes or complex angles/reflections.
+    ValueError: on mismatched shapes, complex angles/reflections, or a concrete
+      `permutation` that is not one of 0..n−1 (under jit its values are not checked).
   """
   angles, v_re, v_im, permutation = _check(angles, reflections_re, reflections_im, permutation)
   cdtype = algebra.complex_dtype_for(angles.dtype)
@@ -92,7 +101,8 @@ def arjovsky_unitary(angles, reflections_re, reflections_im, permutation) -> jax
     Complex array (n, n), unitary; complex64 for float32 angles, complex128 for float64.
 
   Raises:
-    ValueError: on mismatched shapes or complex angles/reflections.
+    ValueError: on mismatched shapes, complex angles/reflections, or a concrete
+      `permutation` that is not one of 0..n−1 (under jit its values are not checked).
   """
   angles = jnp.asarray(angles)
   n = angles.shape[-1] if angles.ndim == 2 else 0

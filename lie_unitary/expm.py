@@ -116,9 +116,8 @@ def choose_method(n: int, batch_size: int = 1, backend: str | None = None,
   Raises:
     ValueError: if n or batch_size is not a positive integer.
   """
-  for name, value in (("n", n), ("batch_size", batch_size)):
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-      raise ValueError(f"{name} must be a positive integer; got {value!r}.")
+  n, batch_size = algebra.check_positive_int(n), algebra.check_positive_int(batch_size,
+                                                                          "batch_size")
   backend = jax.default_backend() if backend is None else backend
   if batch_size > 1:
     return "eigh"
@@ -293,7 +292,9 @@ def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
   """U = expm(K) for K = (L - Lᴴ)/2, the skew-Hermitian part of L.
 
   Only the skew-Hermitian part of `skew` is used; for skew-Hermitian L this is exactly
-  expm(L), and U is unitary for every input (to rounding, for "pade"). Both autodiff
+  expm(L), and U is unitary for every finite input (to rounding, for "pade", whose
+  scaling and squaring overflows to NaN when ‖K‖ is beyond about 1e5; "eigh" is not
+  bounded so). Values are not checked: a NaN in L gives a NaN U. Both autodiff
   modes work with either method; derivatives are taken of the skew-Hermitian part.
 
   With method "eigh" the derivative is the O(n³) spectral rule of the module

@@ -18,6 +18,7 @@ import math
 import jax
 import jax.numpy as jnp
 
+from lie_unitary import algebra
 from lie_unitary import composition
 from lie_unitary import expm
 
@@ -38,14 +39,23 @@ def random_arjovsky_params(key, n: int, dtype=jnp.float32, reflection_scale: flo
 
   Args:
     key: PRNG key.
-    n: matrix size ≥ 1.
+    n: matrix size, a positive integer.
     dtype: real dtype of the angles and reflections.
-    reflection_scale: s of U(-s, s); default sqrt(6 / (2 + 2n)) as the original code.
+    reflection_scale: s > 0 of U(-s, s); default sqrt(6 / (2 + 2n)) as the original code.
 
   Returns:
     dict with ``angles`` (3, n) ~ U(-π, π), ``reflections_re``/``reflections_im``
     (2, n) ~ U(-s, s) and ``permutation`` (n,) int32, a uniform random permutation.
+
+  Raises:
+    ValueError: if n is not a positive integer or `reflection_scale` is not a finite
+      float > 0 (a zero reflection vector defines no reflection).
   """
+  n = algebra.check_positive_int(n)
+  if reflection_scale is not None and not (
+      isinstance(reflection_scale, (int, float)) and 0 < reflection_scale < math.inf):
+    raise ValueError(f"reflection_scale must be a finite float > 0 or None; got "
+                     f"{reflection_scale!r}.")
   s = math.sqrt(6.0 / (2.0 + 2.0 * n)) if reflection_scale is None else reflection_scale
   k_ang, k_re, k_im, k_perm = jax.random.split(key, 4)
   return dict(
@@ -73,12 +83,12 @@ def random_unitary(key, n: int, method: str = "haar", dtype=jnp.complex64,
     Complex array (n, n) of `dtype`, unitary.
 
   Raises:
-    ValueError: for an unknown method, a non-complex dtype, or n not a positive integer.
+    ValueError: for an unknown method, a non-complex dtype, n not a positive integer, or
+      a `reflection_scale` that is not a finite float > 0.
   """
   if method not in GENERATORS:
     raise ValueError(f"unknown generator method {method!r}; expected one of {GENERATORS}.")
-  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  n = algebra.check_positive_int(n)
   real = _real_dtype_of(dtype)
   if method == "qr":
     k_re, k_im = jax.random.split(key)

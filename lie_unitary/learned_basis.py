@@ -398,7 +398,8 @@ def principal_angles(a, b, rtol: float | None = None) -> jax.Array:
     rtol: relative rank tolerance (a Python float ≥ 0), or None for the default.
 
   Returns:
-    Real array (min(k_A, k_B),) of the common dtype, ascending, in [0, π/2].
+    Real array (min(k_A, k_B),) of the common dtype, ascending, in [0, π/2]; all NaN
+    when an input has a NaN or infinite entry.
 
   Raises:
     ValueError: if an input is not a non-empty real matrix, their d differ, k > d, an
@@ -423,7 +424,10 @@ def principal_angles(a, b, rtol: float | None = None) -> jax.Array:
   sin = jnp.clip(jnp.linalg.norm(v - cos[:, None] * u, axis=-1), 0.0, 1.0)
   theta = jnp.where(cos * cos >= 0.5, jnp.arcsin(sin), jnp.arccos(cos))
   valid = jnp.arange(cos.shape[0]) < jnp.minimum(rank_a, rank_b)
-  return jnp.sort(jnp.where(valid, theta, jnp.asarray(jnp.pi / 2, dtype)))
+  theta = jnp.sort(jnp.where(valid, theta, jnp.asarray(jnp.pi / 2, dtype)))
+  # A NaN or inf entry would count as rank 0 and read as π/2: NaN says so instead.
+  finite = jnp.all(jnp.isfinite(a)) & jnp.all(jnp.isfinite(b))
+  return jnp.where(finite, theta, jnp.asarray(jnp.nan, dtype))
 
 
 def _float_dtype_of(x, y):

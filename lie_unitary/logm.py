@@ -72,7 +72,9 @@ def log_unitary(u) -> jax.Array:
   """Principal logarithm K of a unitary U: expm(K) = U, eigenvalues of K in i·(-π, π].
 
   Args:
-    u: complex array (..., n, n), unitary (a real orthogonal matrix is promoted).
+    u: complex array (..., n, n), unitary (a real orthogonal matrix is promoted). Not
+      checked (jit-friendly): for a matrix that is not unitary the result is not a
+      logarithm of u (project it first: `lie_unitary.polar_unitary`).
 
   Returns:
     Complex array (..., n, n), skew-Hermitian (up to rounding).

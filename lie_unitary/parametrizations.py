@@ -78,8 +78,7 @@ class Parametrization(NamedTuple):
 
 
 def _check_init_args(n, dtype):
-  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  algebra.check_positive_int(n)
   return algebra.check_real_dtype(dtype, "parameter dtype")
 
 

@@ -166,8 +166,7 @@ def init_lambdas(key, n: int, scheme: str = "normal", std: float = 1.0,
   """
   if scheme not in INIT_SCHEMES:
     raise ValueError(f"unknown init scheme {scheme!r}; expected one of {INIT_SCHEMES}.")
-  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  n = algebra.check_positive_int(n)
   if not std >= 0 or not math.isfinite(std):
     raise ValueError(f"std must be finite and ≥ 0; got {std!r}.")
   dtype = algebra.check_real_dtype(dtype, "dtype")
@@ -216,8 +215,7 @@ def basis_norms(n: int, dtype=jnp.float32) -> jax.Array:
   Raises:
     ValueError: n not a positive integer.
   """
-  if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-    raise ValueError(f"n must be a positive integer; got {n!r}.")
+  n = algebra.check_positive_int(n)
   # The diagonal coefficients come first (`algebra.basis`), the n(n-1) others after.
   return jnp.concatenate([jnp.ones((n,), dtype),
                           jnp.full((n * (n - 1),), math.sqrt(2.0), dtype)])

@@ -234,7 +234,7 @@ def su_basis(n: int, dtype=None) -> jax.Array:
     Complex array (n² - 1, n, n); element j is S_{j+1}.
 
   Raises:
-    ValueError: if n is not an integer ≥ 2.
+    ValueError: if n is not an integer ≥ 2, or `dtype` is not complex64 or complex128.
   """
   if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 2:
     raise ValueError(f"su(n) needs an integer n ≥ 2; got {n!r}.")
@@ -244,6 +244,6 @@ def su_basis(n: int, dtype=None) -> jax.Array:
     for a in range(k):
       diagonal[k - 1, a, a] = 1j * scale
     diagonal[k - 1, k, k] = -1j * k * scale
-  dtype = dtype or jnp.result_type(complex)
   # Blocks 2 and 3 are u(n)'s off-diagonal elements, built entry by entry there.
-  return jnp.concatenate([jnp.asarray(diagonal, dtype), algebra.basis(n, dtype)[n:]])
+  off_diagonal = algebra.basis(n, dtype)[n:]  # checks dtype first
+  return jnp.concatenate([jnp.asarray(diagonal, off_diagonal.dtype), off_diagonal])

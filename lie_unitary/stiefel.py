@@ -121,7 +121,7 @@ def _check_coefficients(lam, num: int, what: str, n: int, k: int) -> jax.Array:
   lam = jnp.asarray(lam)
   if lam.ndim < 1 or lam.shape[-1] != num:
     raise ValueError(
-        f"{what} for {n=}, {k=} must have shape (..., {num}); got {lam.shape=}.")
+        f"{what} for {n=}, {k=} must have shape (..., {num}); got shape {lam.shape}.")
   return algebra.as_real_coefficients(lam, what)
 
 

@@ -119,6 +119,9 @@ def test_bad_arguments_raise():
     draw(3, "haar", jnp.float32)
   with pytest.raises(ValueError, match="positive integer"):
     draw(0, "haar")
+  assert draw(np.int64(3), "haar").shape == (3, 3)  # a NumPy integer is an integer
+  with pytest.raises(ValueError, match="reflection_scale must be a finite float > 0"):
+    draw(3, "composition", jnp.complex64, 0.0)  # v = 0: no reflection, a NaN matrix
   # Parameters of random_arjovsky_params(key, 4)'s shapes and dtypes: the checks need no draw.
   p = {"angles": np.zeros((3, 4), np.float32), "reflections_re": np.ones((2, 4), np.float32),
        "reflections_im": np.ones((2, 4), np.float32), "permutation": np.arange(4, dtype=np.int32)}
@@ -128,3 +131,6 @@ def test_bad_arguments_raise():
   with pytest.raises(ValueError, match="real"):
     jax.eval_shape(lu.arjovsky_unitary, p["angles"].astype(jnp.complex64), p["reflections_re"],
                    p["reflections_im"], p["permutation"])
+  # An index array that is not a permutation is refused where its values are known.
+  with pytest.raises(ValueError, match=r"each of 0..3 once; got \[0, 0, 1, 2\]"):
+    lu.arjovsky_unitary(**{**p, "permutation": np.array([0, 0, 1, 2], np.int32)})

@@ -248,6 +248,9 @@ def test_principal_angles_of_rank_deficient_inputs(x64):
   np.testing.assert_allclose(_angles(deficient, b), [*ref, np.pi / 2], rtol=1e-10)
   np.testing.assert_allclose(_angles(deficient, deficient), [0, 0, np.pi / 2], atol=1e-14)
   np.testing.assert_allclose(_angles(np.zeros((2, 9)), b), np.pi / 2, rtol=1e-15)
+  # A NaN or inf entry is no subspace: NaN angles, not π/2 as for a rank-0 input.
+  for bad in (np.nan, np.inf):
+    assert np.all(np.isnan(_angles(deficient, np.where(np.arange(9) == 3, bad, b))))
 
 
 _procrustes = jax.jit(lu.procrustes_unitary)

@@ -130,6 +130,8 @@ def test_bad_arguments_raise():
   p = lu.get_parametrization("lie_algebra")
   with pytest.raises(ValueError, match="positive integer"):
     p.init(jax.random.key(0), 0)
+  params, _ = jax.eval_shape(lambda k: p.init(k, np.int64(3)), jax.random.key(0))
+  assert params["lam"].shape == (9,)  # a NumPy integer is an integer
   for dtype in (jnp.complex64, jnp.bfloat16, jnp.float16):
     with pytest.raises(ValueError, match="parameter dtype must be float32 or float64"):
       p.init(jax.random.key(0), 3, dtype)

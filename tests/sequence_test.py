@@ -150,5 +150,7 @@ def test_torch_linear_init_bounds_and_errors():
                             readout_bias_init=bias_init)
   readout = model.init(jax.random.key(2), jnp.zeros((1, 2, 1)))["params"]["readout"]
   assert np.all(np.abs(readout["bias"]) > 0) and np.all(np.abs(readout["kernel"]) <= 1 / 8)
-  with pytest.raises(ValueError, match="fan_in"):
-    lnn.torch_linear_init(0)
+  for bad in (0, True, 4.0):
+    with pytest.raises(ValueError, match="fan_in must be a positive integer"):
+      lnn.torch_linear_init(bad)
+  assert lnn.torch_linear_init(np.int64(4))[0](jax.random.key(0), (3,)).shape == (3,)

@@ -100,9 +100,7 @@ class LearnedBasisUnitaries(nn.Module):
   def unitaries(self) -> jax.Array:
     """The m unitaries, complex (m, n, n)."""
     d = learned_basis.basis_dimension(self.n, "u")
-    m = self.num_operators
-    if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-      raise ValueError(f"num_operators must be a positive integer; got {m!r}.")
+    m = algebra.check_positive_int(self.num_operators, "num_operators")
     dtype = algebra.check_real_dtype(self.param_dtype, "param_dtype")
     basis = self.param("basis", self._basis_initializer(), (self.basis_size, d), dtype)
     coefficients = self.variable(

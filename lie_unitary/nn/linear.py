@@ -120,6 +120,10 @@ class OrthogonalLinear(nn.Module):
   Parameters: ``mu`` real (nk − m(m+1)/2,), m = min(n, k) ((n(n−1)/2,) for k = n: W =
   `orthogonal_from_lambdas(mu)` in SO(n)); with ``use_bias``, ``bias`` real (k,). The
   matrix: ``layer.apply(variables, n, method="matrix")``; square: ``method="orthogonal"``.
+  n is read from x at every call, and the count of μ is the same for n = k − 1 and
+  n = k (both k(k−1)/2): variables initialised at one of the two and applied at the
+  other are not detected, and give another W. `lie_unitary.nnx.OrthogonalLinear`
+  stores n.
 
   Attributes:
     features: k, the output size, an integer ≥ 1.

@@ -19,6 +19,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from lie_unitary import algebra
+
 __all__ = ["FastPathCell", "ScanningCell", "SequenceModel", "torch_linear_init"]
 
 Initializer = Callable[..., jax.Array]
@@ -37,8 +39,7 @@ def torch_linear_init(fan_in: int) -> tuple[Initializer, Initializer]:
   Raises:
     ValueError: fan_in is not an integer ≥ 1.
   """
-  if not isinstance(fan_in, int) or fan_in < 1:
-    raise ValueError(f"fan_in must be a positive integer; got {fan_in!r}.")
+  fan_in = algebra.check_positive_int(fan_in, "fan_in")
   bound = 1.0 / math.sqrt(fan_in)
 
   def init(key, shape, dtype=jnp.float32):
