@@ -52,18 +52,21 @@ __all__ = [
 ]
 
 
+def _is_count(num) -> bool:  # a Python or NumPy integer, not a bool
+  return isinstance(num, (int, np.integer)) and not isinstance(num, bool)
+
+
 def n_from_num_lambdas(num: int) -> int:
   """Returns n such that n² == num.
 
   Raises:
     ValueError: if `num` is not the square of a positive integer.
   """
-  n = math.isqrt(num) if num >= 0 else -1
-  if num < 1 or n * n != num:
+  if not _is_count(num) or num < 1 or math.isqrt(num) ** 2 != num:
     raise ValueError(
         f"a u(n) coefficient vector needs n² entries for an integer n ≥ 1; got "
-        f"{num}, which is not a perfect square.")
-  return n
+        f"{num!r}, which is not a perfect square.")
+  return math.isqrt(num)
 
 
 def n_from_num_so_lambdas(num: int) -> int:
@@ -72,11 +75,11 @@ def n_from_num_so_lambdas(num: int) -> int:
   Raises:
     ValueError: if `num` is not a triangular number n(n-1)/2 with n ≥ 2.
   """
-  n = (1 + math.isqrt(1 + 8 * num)) // 2 if num >= 0 else -1
-  if num < 1 or n * (n - 1) // 2 != num:
+  n = (1 + math.isqrt(1 + 8 * num)) // 2 if _is_count(num) and num >= 0 else -1
+  if n < 2 or n * (n - 1) // 2 != num:
     raise ValueError(
         f"an so(n) coefficient vector needs n(n-1)/2 entries for an integer "
-        f"n ≥ 2; got {num}.")
+        f"n ≥ 2; got {num!r}.")
   return n
 
 
@@ -98,7 +101,7 @@ def check_positive_int(value, what: str = "n") -> int:
   Raises:
     ValueError: if `value` is not an integer ≥ 1 (a float, a bool, 0 or negative).
   """
-  if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+  if not _is_count(value) or value < 1:
     raise ValueError(f"{what} must be a positive integer; got {value!r}.")
   return int(value)
 

@@ -137,6 +137,8 @@ def test_diagonal_phases_init_gives_a_diagonal_unitary():
   np.testing.assert_allclose(u, np.diag(np.exp(1j * theta)), atol=1e-5)
   with pytest.raises(ValueError, match="n²"):
     lnn.diagonal_phases_init()(jax.random.key(0), (7,))
+  with pytest.raises(ValueError, match="need minval ≤ maxval; got minval=1.0, maxval=-1.0"):
+    lnn.diagonal_phases_init(1.0, -1.0)
 
 
 @pytest.mark.parametrize("dtype", [jnp.float16, jnp.bfloat16])
@@ -146,3 +148,23 @@ def test_gurnn_half_precision_parameters_raise(dtype):
   h, x = jax.ShapeDtypeStruct((2, 6), dtype), jax.ShapeDtypeStruct((2, 4), dtype)
   with pytest.raises(ValueError, match=rf"float32 or float64; got {jnp.dtype(dtype).name}"):
     jax.eval_shape(cell.init, jax.random.key(0), h, x)
+
+
+@pytest.mark.parametrize("make", [lambda f: lnn.GURNNCell(f), lambda f: lnn.URNNCell(f),
+                                  lambda f: lnn.SimpleRNNCell(f)])
+def test_cells_refuse_bad_sizes_and_complex_inputs(make):
+  init = lambda cell, x: jax.eval_shape(  # noqa: E731  (checks only: nothing compiles)
+      cell.init, jax.random.key(0), jax.ShapeDtypeStruct((2, 8), jnp.float32), x)
+  real = jax.ShapeDtypeStruct((2, 3), jnp.float32)
+  for bad in (0, 2.5, True):
+    with pytest.raises(ValueError, match=f"features must be an integer ≥ 1; got {bad}"):
+      init(make(bad), real)
+  with pytest.raises(ValueError, match="input x must be real; got dtype complex64"):
+    init(make(4), jax.ShapeDtypeStruct((2, 3), jnp.complex64))
+
+
+def test_urnn_half_precision_parameters_raise():
+  cell = lnn.URNNCell(3, param_dtype=jnp.float16)
+  with pytest.raises(ValueError, match="param_dtype must be float32 or float64; got float16"):
+    jax.eval_shape(cell.init, jax.random.key(0), jax.ShapeDtypeStruct((2, 6), jnp.float16),
+                   jax.ShapeDtypeStruct((2, 4), jnp.float16))

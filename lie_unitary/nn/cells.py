@@ -26,6 +26,7 @@ from lie_unitary import composition
 from lie_unitary import expm
 from lie_unitary import principal_branch
 from lie_unitary.nn import recurrence
+from lie_unitary.nn import weights
 from lie_unitary.nn.weights import BASE_COLLECTION
 
 __all__ = ["BASE_COLLECTION", "GURNN_ACTIVATIONS", "GURNNCell", "H0_INITS", "InputProjection",
@@ -64,7 +65,12 @@ def diagonal_phases_init(minval: float = -math.pi, maxval: float = math.pi) -> I
   Returns:
     An initializer `(key, shape, dtype) -> λ`; raises ValueError if `shape` is not
     (n²,) for an integer n.
+
+  Raises:
+    ValueError: if minval > maxval.
   """
+  if not minval <= maxval:
+    raise ValueError(f"need minval ≤ maxval; got {minval=}, {maxval=}.")
 
   def initializer(key, shape, dtype=jnp.float32):
     n = math.isqrt(shape[-1]) if len(shape) == 1 else -1
@@ -104,7 +110,11 @@ class InputProjection(nn.Module):
 
   @nn.compact
   def __call__(self, x, lazy: bool = False):
-    """Real (..., D) -> (..., F); with `lazy`, x (L, B, D) -> a `recurrence.Projection`."""
+    """Real (..., D) -> (..., F); with `lazy`, x (L, B, D) -> a `recurrence.Projection`.
+    Raises ValueError for a complex x (the cells' inputs are real)."""
+    if jnp.iscomplexobj(x):
+      raise ValueError(f"the cell's input x must be real; got dtype {x.dtype} (pass "
+                       f"[Re, Im] as features).")
     kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features),
                         self.param_dtype)
     bias = (self.param("bias", self.bias_init, (self.features,), self.param_dtype)
@@ -182,8 +192,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
       `principal_branch.rebase`. Ignored by an unconstrained cell.
 
   Raises (at `init` / `apply`):
-    ValueError: features < 1, an unknown h0 or activation, or `unitary()` of an
-      unconstrained cell.
+    ValueError: features not an integer ≥ 1, an unknown h0 or activation, a complex
+      input, or `unitary()` of an unconstrained cell.
   """
   features: int
   beta: float = 1.0
@@ -196,8 +206,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   rebased: bool = False
 
   def setup(self):
-    if self.features < 1:
-      raise ValueError(f"features must be ≥ 1; got {self.features}.")
+    weights.check_features(self.features)
     if self.h0 not in H0_INITS:
       raise ValueError(f"h0 must be one of {H0_INITS}; got {self.h0!r}.")
     n = self.features
@@ -272,7 +281,8 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
     param_dtype: float32 or float64.
 
   Raises (at `init` / `apply`):
-    ValueError: an unknown h0.
+    ValueError: features not an integer ≥ 1, an unknown h0, a complex input, or a
+      param_dtype other than float32 and float64.
   """
   features: int
   h0: str = "random"
@@ -281,9 +291,10 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
   param_dtype: Any = jnp.float32
 
   def setup(self):
+    n = weights.check_features(self.features)
+    algebra.check_real_dtype(self.param_dtype, "param_dtype")
     if self.h0 not in H0_INITS:
       raise ValueError(f"h0 must be one of {H0_INITS}; got {self.h0!r}.")
-    n = self.features
     s = math.sqrt(6.0 / (2.0 + 2.0 * n))
     self.angles = self.param("angles", _uniform(-math.pi, math.pi), (3, n), self.param_dtype)
     self.reflections_re = self.param("reflections_re", _uniform(-s, s), (2, n), self.param_dtype)
@@ -332,7 +343,7 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
     param_dtype: float32 or float64.
 
   Raises (at `init` / `apply`):
-    ValueError: an unknown activation.
+    ValueError: features not an integer ≥ 1, an unknown activation, or a complex input.
   """
   features: int
   activation: str = "tanh"
@@ -354,6 +365,7 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
     return cls(features, "tanh", **kwargs)
 
   def setup(self):
+    weights.check_features(self.features)
     recurrence.elementwise_activation(self.activation)
     self.w = self.param("w", self.recurrent_init, (self.features, self.features),
                         self.param_dtype)
