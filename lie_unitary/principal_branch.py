@@ -113,8 +113,20 @@ def spectrum_stats(lam) -> SpectrumStats:
 
 
 def wrap_phases(theta) -> jax.Array:
-  """θ mapped into [−π, π) by adding multiples of 2π (same dtype and shape)."""
+  """θ mapped into [−π, π) by adding multiples of 2π.
+
+  Args:
+    theta: real array of any shape; integers are promoted to the default float dtype.
+
+  Returns:
+    Real array of θ's shape and (floating) dtype.
+
+  Raises:
+    ValueError: for a complex θ.
+  """
   theta = jnp.asarray(theta)
+  if jnp.iscomplexobj(theta):
+    raise ValueError(f"θ must be real; got dtype {theta.dtype}.")
   return theta - (2 * math.pi) * jnp.floor((theta + math.pi) / (2 * math.pi))
 
 

@@ -199,6 +199,8 @@ def test_wrap_phases(x64):
   np.testing.assert_allclose(turns, np.round(turns), atol=1e-12)
   edges = np.asarray(_wrap(np.concatenate([[np.pi, -np.pi], np.zeros(998)])))
   np.testing.assert_array_equal(edges[:2], [-np.pi, -np.pi])
+  with pytest.raises(ValueError, match="θ must be real; got dtype complex128"):
+    pb.wrap_phases(np.ones(2, np.complex128))
 
 
 # principal_lambdas

@@ -159,6 +159,11 @@ def test_rebased_layers_refuse_non_square_and_rebase_needs_a_base():
   v = lu.OrthogonalLinear(3).init(jax.random.key(0), x)
   with pytest.raises(ValueError, match="lie_base"):
     lu.nn.rebase(v)
+  # A base of the other kind beside the coefficients (complex with mu, real with lam).
+  for coeffs, base in (("mu", np.eye(3, dtype=np.complex64)), ("lam", np.eye(3, dtype=np.float32))):
+    with pytest.raises(ValueError, match=f"beside '{coeffs}'"):
+      lu.nn.rebase({"params": {coeffs: np.zeros(3 if coeffs == "mu" else 9, np.float32)},
+                    lu.nn.BASE_COLLECTION: {"base": base}})
   with pytest.raises(ValueError, match="rebased=True"):
     lnnx.OrthogonalLinear(5, 5, rngs=nnx.Rngs(0)).rebase()
 

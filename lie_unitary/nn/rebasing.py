@@ -41,8 +41,9 @@ def rebase(variables: dict[str, Any]) -> dict[str, Any]:
     A new variables dict of the same structure, shapes and dtypes.
 
   Raises:
-    ValueError: if there is no `BASE_COLLECTION`, or a base has no "mu" or "lam" beside
-      it in "params".
+    ValueError: if there is no `BASE_COLLECTION`, a base has no "mu" or "lam" beside
+      it in "params", or its dtype does not match them (complex with "lam", real with
+      "mu").
   """
   if BASE_COLLECTION not in variables:
     raise ValueError(f"rebase: the variables have no {BASE_COLLECTION!r} collection (no "
@@ -58,6 +59,10 @@ def rebase(variables: dict[str, Any]) -> dict[str, Any]:
                            "beside it in 'params'.")
         c = found[0]
         coeffs = param_tree[c]
+        if jnp.iscomplexobj(sub) != (c == "lam"):  # U(n): complex base; SO(n): real
+          raise ValueError(f"rebase: the base at {'/'.join(path) or '/'} is "
+                           f"{jnp.asarray(sub).dtype} beside {c!r}: 'lam' needs a complex "
+                           f"base, 'mu' a real one.")
         if c == "lam":  # U(n): the cells' own rebase
           base_tree["base"], param_tree[c] = principal_branch.rebase(sub, coeffs)
         else:

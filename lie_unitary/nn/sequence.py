@@ -142,12 +142,15 @@ class SequenceModel(nn.Module):
       Real (B, K) for readout 'last', (B, L, K) for 'all'.
 
     Raises:
-      ValueError: on a bad readout or input rank, or a random h0 without a key.
+      ValueError: on a bad readout, an input that is not real (B, L, D) with L ≥ 1, or a
+        random h0 without a key.
     """
     if self.readout not in ("last", "all"):
       raise ValueError(f"readout must be 'last' or 'all'; got {self.readout!r}.")
-    if x_BxLxD.ndim != 3:
-      raise ValueError(f"inputs must be (B, L, D); got {x_BxLxD.shape=}.")
+    if x_BxLxD.ndim != 3 or x_BxLxD.shape[1] < 1:
+      raise ValueError(f"inputs must be (B, L, D) with L ≥ 1; got {x_BxLxD.shape=}.")
+    if jnp.iscomplexobj(x_BxLxD):
+      raise ValueError(f"inputs must be real; got dtype {x_BxLxD.dtype}.")
     if carry_key is None:
       if getattr(self.cell, "h0", "zeros") == "random":
         raise ValueError("this cell draws a random initial state: pass carry_key.")
