@@ -147,7 +147,8 @@ def _resolve_method(method, shape, real=False) -> str:
   """"eigh" or "pade" for an input whose matrices are (..., n, n) with `shape`."""
   check_method(method)
   if method == "auto":
-    return choose_method(shape[-1], math.prod(shape[:-2]), real=real)
+    # An empty batch computes nothing: any method, without blaming a batch_size of 0.
+    return choose_method(shape[-1], max(math.prod(shape[:-2]), 1), real=real)
   return method
 
 

@@ -316,5 +316,5 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto",
     # Not the real square rule: Padé on [[A, −Bᵀ], [B, 0]] (a large norm, many
     # squarings) was slower than eigh for the rectangular maps timed on CPU
     # (docs/benchmarks.md, "Choosing a backend").
-    method = expm.choose_method(n, math.prod(batch) if batch else 1)
+    method = expm.choose_method(n, max(math.prod(batch), 1))  # an empty batch: any
   return expm.expm_skew_symmetric(skew, method=method)[..., :, :k]

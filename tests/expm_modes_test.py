@@ -193,6 +193,11 @@ def test_choose_method_rule():
   for bad in ({"n": 0}, {"n": 4, "batch_size": 0}, {"n": 4.0}, {"n": True}):
     with pytest.raises(ValueError, match="positive integer"):
       expm.choose_method(**bad)
+  # "auto" on an empty batch: an empty result, not an error about a batch_size of 0.
+  for f, width, shape in ((lu.unitary_from_lambdas, 4, (0, 2, 2)),
+                          (lu.orthogonal_from_lambdas, 120, (0, 16, 16)),
+                          (lambda mu: lu.semi_orthogonal_from_lambdas(mu, 4, 2), 5, (0, 4, 2))):
+    assert jax.eval_shape(f, jnp.zeros((0, width))).shape == shape
 
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
