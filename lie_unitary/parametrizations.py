@@ -101,12 +101,14 @@ def polar_unitary(matrix) -> jax.Array:
     matrix: array (..., n, n), real or complex.
 
   Returns:
-    Array of the same shape and dtype.
+    Array of the same shape and dtype (integers: the default float dtype).
 
   Raises:
-    ValueError: if `matrix` is not square.
+    ValueError: if `matrix` is not square, or half precision (no SVD in XLA).
   """
   matrix = algebra.as_square_matrix(matrix, "matrix")
+  if jnp.issubdtype(matrix.dtype, jnp.inexact):
+    algebra.check_real_dtype(jnp.finfo(matrix.dtype).dtype, "matrix's (real) dtype")
   p, _, qh = jnp.linalg.svd(matrix, full_matrices=False)
   return mm(p, qh)
 

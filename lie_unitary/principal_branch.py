@@ -240,12 +240,16 @@ def reunitarize(u) -> jax.Array:
   product of many unitary factors unitary in float32.
 
   Args:
-    u: complex (or real) array (..., n, n), nearly unitary.
+    u: complex (or real) array (..., n, n), nearly unitary (not checked: far from
+      unitary, one step does not bring it closer).
 
   Returns:
-    Array of the same shape and dtype.
+    Array of the same shape and dtype (integers: the default float dtype).
+
+  Raises:
+    ValueError: if `u` is not square.
   """
-  u = jnp.asarray(u)
+  u = algebra.as_square_matrix(u, "u")
   gram = mm(jnp.conj(jnp.matrix_transpose(u)), u)
   # Broadcast explicitly: batch axes must not rely on implicit rank promotion.
   eye = jnp.broadcast_to(jnp.eye(u.shape[-1], dtype=u.dtype), gram.shape)

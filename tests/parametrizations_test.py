@@ -137,6 +137,8 @@ def test_bad_arguments_raise():
       p.init(jax.random.key(0), 3, dtype)
   with pytest.raises(ValueError, match="square"):
     lu.polar_unitary(jnp.zeros((2, 3)))
+  with pytest.raises(ValueError, match="float32 or float64; got float16"):
+    lu.polar_unitary(jnp.eye(2, dtype=jnp.float16))
 
 
 def test_gradient_mask_of_wrong_size_raises():

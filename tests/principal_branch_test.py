@@ -323,6 +323,8 @@ def test_reunitarize_squares_the_error(x64):
   # It approaches the polar factor of the input to second order.
   left, _, right = np.linalg.svd(perturbed)
   assert np.all(np.linalg.norm(out - left @ right, axis=(-2, -1)) <= before ** 2)
+  with pytest.raises(ValueError, match=r"u must be square .*\(3,\)"):
+    pb.reunitarize(np.ones(3))
 
 
 # rebased_unitary and rebase
