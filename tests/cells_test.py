@@ -153,14 +153,19 @@ def test_gurnn_half_precision_parameters_raise(dtype):
 @pytest.mark.parametrize("make", [lambda f: lnn.GURNNCell(f), lambda f: lnn.URNNCell(f),
                                   lambda f: lnn.SimpleRNNCell(f)])
 def test_cells_refuse_bad_sizes_and_complex_inputs(make):
+  size = 8 if isinstance(make(4), (lnn.GURNNCell, lnn.URNNCell)) else 4  # [Re, Im] pairs
   init = lambda cell, x: jax.eval_shape(  # noqa: E731  (checks only: nothing compiles)
-      cell.init, jax.random.key(0), jax.ShapeDtypeStruct((2, 8), jnp.float32), x)
+      cell.init, jax.random.key(0), jax.ShapeDtypeStruct((2, size), jnp.float32), x)
   real = jax.ShapeDtypeStruct((2, 3), jnp.float32)
   for bad in (0, 2.5, True):
     with pytest.raises(ValueError, match=f"features must be an integer ≥ 1; got {bad}"):
       init(make(bad), real)
   with pytest.raises(ValueError, match="input x must be real; got dtype complex64"):
     init(make(4), jax.ShapeDtypeStruct((2, 3), jnp.complex64))
+  for carry in (jax.ShapeDtypeStruct((2, size + 1), jnp.float32),
+                jax.ShapeDtypeStruct((2, size), jnp.complex64)):
+    with pytest.raises(ValueError, match=f"carry must be real \\(..., {size}\\)"):
+      jax.eval_shape(make(4).init, jax.random.key(0), carry, real)
 
 
 def test_urnn_half_precision_parameters_raise():

@@ -143,6 +143,12 @@ class _RealState:
     """1: the state has one feature axis (the last)."""
     return 1
 
+  def _check_carry(self, carry):
+    size = self._state_factor * self.features
+    if carry.shape[-1:] != (size,) or jnp.iscomplexobj(carry):
+      raise ValueError(f"carry must be real (..., {size}) (`initialize_carry`'s); got shape "
+                       f"{carry.shape}, dtype {carry.dtype}.")
+
 
 class _ComplexPairState(_RealState):
   """Carry of [Re h, Im h] (H = 2n reals), U(±sqrt(3/(2n))) at random or zeros (``h0``)."""
@@ -193,7 +199,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
 
   Raises (at `init` / `apply`):
     ValueError: features not an integer ≥ 1, an unknown h0 or activation, a complex
-      input, or `unitary()` of an unconstrained cell.
+      input, a carry that is not real (..., 2n), or `unitary()` of an unconstrained
+      cell.
   """
   features: int
   beta: float = 1.0
@@ -262,7 +269,9 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
 
   def __call__(self, carry_BxH, x_BxD):
     """One step (one eigh). carry (..., 2n), x (..., D) real -> (new carry, output)."""
-    return self.step(carry_BxH, self.project_inputs(x_BxD), self.transition())
+    projected = self.project_inputs(x_BxD)  # first: setup's checks of the sizes
+    self._check_carry(carry_BxH)
+    return self.step(carry_BxH, projected, self.transition())
 
 
 class URNNCell(_ComplexPairState, nn.RNNCellBase):
@@ -281,8 +290,8 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
     param_dtype: float32 or float64.
 
   Raises (at `init` / `apply`):
-    ValueError: features not an integer ≥ 1, an unknown h0, a complex input, or a
-      param_dtype other than float32 and float64.
+    ValueError: features not an integer ≥ 1, an unknown h0, a complex input, a carry
+      that is not real (..., 2n), or a param_dtype other than float32 and float64.
   """
   features: int
   h0: str = "random"
@@ -326,7 +335,9 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
 
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., 2n), x (..., D) real -> (new carry, output = new carry)."""
-    return self.step(carry_BxH, self.project_inputs(x_BxD))
+    projected = self.project_inputs(x_BxD)  # first: setup's checks of the sizes
+    self._check_carry(carry_BxH)
+    return self.step(carry_BxH, projected)
 
 
 class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
@@ -343,7 +354,8 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
     param_dtype: float32 or float64.
 
   Raises (at `init` / `apply`):
-    ValueError: features not an integer ≥ 1, an unknown activation, or a complex input.
+    ValueError: features not an integer ≥ 1, an unknown activation, a complex input, or
+      a carry that is not real (..., n).
   """
   features: int
   activation: str = "tanh"
@@ -383,7 +395,9 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
 
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., n), x (..., D) real -> (new carry, output = new carry)."""
-    return self.step(carry_BxH, self.project_inputs(x_BxD), self.transition())
+    projected = self.project_inputs(x_BxD)  # first: setup's checks of the sizes
+    self._check_carry(carry_BxH)
+    return self.step(carry_BxH, projected, self.transition())
 
 
 def _identity_init(key, shape, dtype=jnp.float32):
