@@ -29,8 +29,13 @@ def _check(angles, reflections_re, reflections_im, permutation):
                     ("reflections_im", reflections_im)):
     if jnp.iscomplexobj(arr):
       raise ValueError(f"{name} must be real; got dtype {arr.dtype}.")
-  if angles.ndim != 2 or angles.shape[0] != 3:
-    raise ValueError(f"angles must have shape (3, n); got {angles.shape=}.")
+  if angles.ndim != 2 or angles.shape[0] != 3 or angles.shape[1] < 1:
+    raise ValueError(f"angles must have shape (3, n), n ≥ 1; got {angles.shape=}.")
+  # Integers are promoted to the default float, as elsewhere in the library.
+  angles, reflections_re, reflections_im = (
+      a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(float)
+      for a in (angles, reflections_re, reflections_im))
+  algebra.check_real_dtype(angles.dtype, "angles' dtype")
   n = angles.shape[1]
   if reflections_re.shape != (2, n) or reflections_im.shape != (2, n):
     raise ValueError(
@@ -70,13 +75,14 @@ def arjovsky_apply(x, angles, reflections_re, reflections_im, permutation) -> ja
     Complex array (..., n): U x for every vector.
 
   Raises:
-    ValueError: on mismatched shapes, complex angles/reflections, or a concrete
-      `permutation` that is not one of 0..n−1 (under jit its values are not checked).
+    ValueError: on mismatched shapes, complex or half-precision angles/reflections, or
+      a concrete `permutation` that is not one of 0..n−1 (under jit its values are not
+      checked).
   """
   angles, v_re, v_im, permutation = _check(angles, reflections_re, reflections_im, permutation)
   cdtype = algebra.complex_dtype_for(angles.dtype)
   x = jnp.asarray(x).astype(jnp.result_type(jnp.asarray(x).dtype, cdtype))
-  if x.shape[-1] != angles.shape[1]:
+  if x.ndim < 1 or x.shape[-1] != angles.shape[1]:
     raise ValueError(f"x must have last axis n={angles.shape[1]}; got {x.shape=}.")
   batch_shape = x.shape[:-1]
   x = x.reshape(-1, x.shape[-1])  # (B, n): explicit broadcasting below

@@ -48,10 +48,12 @@ def random_arjovsky_params(key, n: int, dtype=jnp.float32, reflection_scale: flo
     (2, n) ~ U(-s, s) and ``permutation`` (n,) int32, a uniform random permutation.
 
   Raises:
-    ValueError: if n is not a positive integer or `reflection_scale` is not a finite
-      float > 0 (a zero reflection vector defines no reflection).
+    ValueError: if n is not a positive integer, dtype is not float32 or float64, or
+      `reflection_scale` is not a finite float > 0 (a zero reflection vector defines no
+      reflection).
   """
   n = algebra.check_positive_int(n)
+  dtype = algebra.check_real_dtype(dtype)
   if reflection_scale is not None and not (
       isinstance(reflection_scale, (int, float)) and 0 < reflection_scale < math.inf):
     raise ValueError(f"reflection_scale must be a finite float > 0 or None; got "

@@ -168,8 +168,9 @@ def test_cells_refuse_bad_sizes_and_complex_inputs(make):
       jax.eval_shape(make(4).init, jax.random.key(0), carry, real)
 
 
-def test_urnn_half_precision_parameters_raise():
-  cell = lnn.URNNCell(3, param_dtype=jnp.float16)
+@pytest.mark.parametrize("cell, size", [(lnn.URNNCell, 6), (lnn.SimpleRNNCell, 3)])
+def test_half_precision_parameters_raise(cell, size):
   with pytest.raises(ValueError, match="param_dtype must be float32 or float64; got float16"):
-    jax.eval_shape(cell.init, jax.random.key(0), jax.ShapeDtypeStruct((2, 6), jnp.float16),
+    jax.eval_shape(cell(3, param_dtype=jnp.float16).init, jax.random.key(0),
+                   jax.ShapeDtypeStruct((2, size), jnp.float16),
                    jax.ShapeDtypeStruct((2, 4), jnp.float16))

@@ -131,6 +131,13 @@ def test_bad_arguments_raise():
   with pytest.raises(ValueError, match="real"):
     jax.eval_shape(lu.arjovsky_unitary, p["angles"].astype(jnp.complex64), p["reflections_re"],
                    p["reflections_im"], p["permutation"])
+  with pytest.raises(ValueError, match="float32 or float64; got float16"):
+    lu.random_arjovsky_params(jax.random.key(0), 4, jnp.float16)
+  with pytest.raises(ValueError, match=r"x must have last axis n=4; got x.shape=\(\)"):
+    lu.arjovsky_apply(1.0, **p)
+  # Integer reflections are promoted to the default float, as elsewhere.
+  assert jax.eval_shape(lu.arjovsky_unitary, *{**p, "reflections_re": np.ones((2, 4), np.int32)}
+                        .values()).dtype == jnp.complex64
   # An index array that is not a permutation is refused where its values are known.
   with pytest.raises(ValueError, match=r"each of 0..3 once; got \[0, 0, 1, 2\]"):
     lu.arjovsky_unitary(**{**p, "permutation": np.array([0, 0, 1, 2], np.int32)})

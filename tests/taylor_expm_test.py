@@ -164,6 +164,9 @@ def test_rebased_layers_refuse_non_square_and_rebase_needs_a_base():
     with pytest.raises(ValueError, match=f"beside '{coeffs}'"):
       lu.nn.rebase({"params": {coeffs: np.zeros(3 if coeffs == "mu" else 9, np.float32)},
                     lu.nn.BASE_COLLECTION: {"base": base}})
+  with pytest.raises(ValueError, match=r"makes a 4×4 rotation beside a base of shape \(3, 3\)"):
+    lu.nn.rebase({"params": {"mu": np.zeros(6, np.float32)},
+                  lu.nn.BASE_COLLECTION: {"base": np.eye(3, dtype=np.float32)}})
   with pytest.raises(ValueError, match="rebased=True"):
     lnnx.OrthogonalLinear(5, 5, rngs=nnx.Rngs(0)).rebase()
 

@@ -354,8 +354,8 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
     param_dtype: float32 or float64.
 
   Raises (at `init` / `apply`):
-    ValueError: features not an integer ≥ 1, an unknown activation, a complex input, or
-      a carry that is not real (..., n).
+    ValueError: features not an integer ≥ 1, an unknown activation, a complex input, a
+      carry that is not real (..., n), or a param_dtype other than float32 and float64.
   """
   features: int
   activation: str = "tanh"
@@ -378,6 +378,7 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
 
   def setup(self):
     weights.check_features(self.features)
+    algebra.check_real_dtype(self.param_dtype, "param_dtype")
     recurrence.elementwise_activation(self.activation)
     self.w = self.param("w", self.recurrent_init, (self.features, self.features),
                         self.param_dtype)

@@ -42,8 +42,8 @@ def rebase(variables: dict[str, Any]) -> dict[str, Any]:
 
   Raises:
     ValueError: if there is no `BASE_COLLECTION`, a base has no "mu" or "lam" beside
-      it in "params", or its dtype does not match them (complex with "lam", real with
-      "mu").
+      it in "params", or its dtype or size does not match them (complex with "lam",
+      real with "mu").
   """
   if BASE_COLLECTION not in variables:
     raise ValueError(f"rebase: the variables have no {BASE_COLLECTION!r} collection (no "
@@ -67,6 +67,10 @@ def rebase(variables: dict[str, Any]) -> dict[str, Any]:
           base_tree["base"], param_tree[c] = principal_branch.rebase(sub, coeffs)
         else:
           r = expm.orthogonal_from_lambdas(coeffs)
+          if r.shape[-1] != jnp.shape(sub)[-1]:
+            raise ValueError(f"rebase: 'mu' at {'/'.join(path) or '/'} makes a "
+                             f"{r.shape[-1]}×{r.shape[-1]} rotation beside a base of shape "
+                             f"{jnp.shape(sub)}.")
           base_tree["base"] = principal_branch.reunitarize(mm(jnp.asarray(sub).astype(r.dtype), r))
           param_tree[c] = jnp.zeros_like(coeffs)
       else:
