@@ -122,13 +122,14 @@ def apply_gradient_mask(grads, mask):
 
   Args:
     grads: pytree of arrays.
-    mask: pytree with the same structure and leaf shapes (0/1 entries).
+    mask: pytree with the same structure and leaf shapes, real (0/1 entries; the
+      values are not checked, so other values scale the gradient).
 
   Returns:
     The masked gradients, same structure and dtypes as `grads`.
 
   Raises:
-    ValueError: if the structures or any leaf shapes differ.
+    ValueError: if the structures or any leaf shapes differ, or a mask leaf is complex.
   """
   g_leaves, g_tree = jax.tree.flatten(grads)
   m_leaves, m_tree = jax.tree.flatten(mask)
@@ -140,6 +141,9 @@ def apply_gradient_mask(grads, mask):
       raise ValueError(
           f"gradient mask for {jax.tree_util.keystr(path_g[0])} has shape {jnp.shape(m)}, "
           f"but the gradient has shape {jnp.shape(g)}.")
+    if jnp.iscomplexobj(m):  # astype would keep its real part only
+      raise ValueError(f"gradient mask for {jax.tree_util.keystr(path_g[0])} must be real; "
+                       f"got dtype {jnp.result_type(m)}.")
   return jax.tree.map(lambda g, m: g * m.astype(g.dtype), grads, mask)
 
 

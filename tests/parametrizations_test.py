@@ -139,6 +139,12 @@ def test_bad_arguments_raise():
     lu.polar_unitary(jnp.zeros((2, 3)))
   with pytest.raises(ValueError, match="float32 or float64; got float16"):
     lu.polar_unitary(jnp.eye(2, dtype=jnp.float16))
+  grads = {"lam": np.ones(4, np.float32)}
+  for mask, match in (({"lam": np.ones(3)}, r"mask for \['lam'\] has shape \(3,\)"),
+                      ({"mu": np.ones(4)}, "structure"),
+                      ({"lam": np.ones(4, np.complex64)}, r"\['lam'\] must be real")):
+    with pytest.raises(ValueError, match=match):
+      lu.apply_gradient_mask(grads, mask)
 
 
 def test_gradient_mask_of_wrong_size_raises():
