@@ -107,8 +107,9 @@ def arjovsky_unitary(angles, reflections_re, reflections_im, permutation) -> jax
     Complex array (n, n), unitary; complex64 for float32 angles, complex128 for float64.
 
   Raises:
-    ValueError: on mismatched shapes, complex angles/reflections, or a concrete
-      `permutation` that is not one of 0..n−1 (under jit its values are not checked).
+    ValueError: on mismatched shapes, complex or half-precision angles/reflections, or
+      a concrete `permutation` that is not one of 0..n−1 (under jit its values are not
+      checked).
   """
   angles = jnp.asarray(angles)
   n = angles.shape[-1] if angles.ndim == 2 else 0
