@@ -2,11 +2,13 @@ r"""RNN training throughput: the experiments' jitted training chunk of each mode
 examples/s (all replicates together; the image tasks read random images).
 
 --models, each `NAME[:HIDDEN]`: gurnn, gurnn_beta, gurnn_tanh, gurnn_relu, gurnn_modrelu
-(guRNN₁ with that activation), free (an unconstrained 2n × 2n matrix), no_eigh (U(λ) →
-I + 0.01·iA(λ): all but the eigh), eigh_only (no_eigh plus one eigh), lstm, irnn, tanh,
-urnn, orthogonal, matmuls (the recurrence's products alone at state size 2n; needs
---sizes). --sizes=n gives complex-state models n units, real-state ones 2n. GFLOP/s
-counts the recurrence's products, 3 a step. docs/benchmarks.md, "RNN throughput".
+(guRNN₁ with that activation), gurnn_real, gurnn_gauss (its modReLU products as one real
+2n × 2n or three n × n; gurnn: the faster measured), free (an unconstrained 2n × 2n
+matrix), no_eigh (U(λ) → I + 0.01·iA(λ): all but the eigh), eigh_only (no_eigh plus one
+eigh), lstm, irnn, tanh, urnn, orthogonal, matmuls (the recurrence's products alone at
+state size 2n; needs --sizes). --sizes=n gives complex-state models n units, real-state
+ones 2n. GFLOP/s counts the recurrence's products, 3 a step. docs/benchmarks.md, "RNN
+throughput".
 """
 
 import contextlib
@@ -46,7 +48,8 @@ _MATMUL = flags.DEFINE_integer("matmul_size", 0, "> 0: each row's share of a siz
 # name -> (the config's model, activation ('' = the config's), whether its state is complex).
 _ROWS = {"gurnn": ("gurnn", "", True), "gurnn_beta": ("gurnn_beta", "", True),
          "gurnn_tanh": ("gurnn", "tanh", True), "gurnn_relu": ("gurnn", "relu", True),
-         "gurnn_modrelu": ("gurnn", "modrelu", True), "free": ("free", "", True),
+         "gurnn_modrelu": ("gurnn", "modrelu", True), "gurnn_real": ("gurnn", "", True),
+         "gurnn_gauss": ("gurnn", "", True), "free": ("free", "", True),
          "no_eigh": ("gurnn_beta", "", True), "eigh_only": ("gurnn_beta", "", True),
          "urnn": ("urnn", "", True), "lstm": ("lstm", "", False), "irnn": ("irnn", "", False),
          "tanh": ("tanh", "", False), "orthogonal": ("orthogonal", "", False)}
@@ -163,6 +166,8 @@ def config_for(task: str, n: int, batch: int, token: str):
   if name == "matmuls":
     return config, None
   model, activation, complex_state = _ROWS[name]
+  if name in ("gurnn_real", "gurnn_gauss"):
+    config.complex_product = name.partition("_")[2]
   if activation:
     config.models[model].activation = activation
   if hidden or n:

@@ -150,6 +150,27 @@ def test_gurnn_half_precision_parameters_raise(dtype):
     jax.eval_shape(cell.init, jax.random.key(0), h, x)
 
 
+@pytest.mark.parametrize("kwargs,match", [
+    (dict(complex_product="complex"), "complex_product must be one of"),
+    (dict(complex_product="gauss"), "needs activation='modrelu'"),
+    (dict(complex_product="gauss", activation="modrelu", unconstrained=True), "a free matrix")])
+def test_gurnn_complex_product_refused(kwargs, match):
+  cell = lnn.GURNNCell(3, **kwargs)
+  h, x = jax.ShapeDtypeStruct((2, 6), jnp.float32), jax.ShapeDtypeStruct((2, 4), jnp.float32)
+  with pytest.raises(ValueError, match=match):
+    jax.eval_shape(cell.init, jax.random.key(0), h, x)
+
+
+def test_gurnn_complex_product_resolved():
+  on_cpu = jax.default_backend() == "cpu"
+  assert lnn.GURNNCell(250, activation="modrelu").resolved_complex_product() == (
+      "gauss" if on_cpu else "real")
+  assert lnn.GURNNCell(249, activation="modrelu").resolved_complex_product() == "real"
+  assert lnn.GURNNCell(250, activation="relu").resolved_complex_product() == "real"
+  assert lnn.GURNNCell(250, activation="modrelu", unconstrained=True,
+                       complex_product="auto").resolved_complex_product() == "real"
+
+
 @pytest.mark.parametrize("make", [lambda f: lnn.GURNNCell(f), lambda f: lnn.URNNCell(f),
                                   lambda f: lnn.SimpleRNNCell(f)])
 def test_cells_refuse_bad_sizes_and_complex_inputs(make):

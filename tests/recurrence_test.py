@@ -240,6 +240,32 @@ class ModReLURecurrenceTest(chex.TestCase):
       _assert_float64_cotangents_match(ours, ref)
       assert float(ours[3][0]) == 0.0  # an inactive unit's bias gets no gradient
 
+  @chex.variants(with_jit=True)
+  @parameterized.parameters(False, True)
+  def test_gauss_product_matches_grad_of_plain_scan_in_float64(self, last_only):
+    # product="gauss" (three n×n products from W's complex blocks) against jax.grad
+    # through the plain scan with h @ W: states and all four cotangents.
+    with jax.enable_x64(True):
+      L, B, n = 6, 2, 3
+      re, im, h0, p, weights = _normals(5, np.float64, (n, n), (n, n), (B, 2 * n),
+                                        (L, B, 2 * n), (L, B, 2 * n))
+      w = np.block([[re, im], [-im, re]]) / math.sqrt(2 * n)
+      bias = np.array([-0.4, 0.05, 0.2])
+      last = (lambda hs: hs[-1]) if last_only else (lambda hs: hs)
+      kernel = lambda *a: lnn.modrelu_recurrence(*a, last_only=last_only, product="gauss")
+      (hs, ours), (ref_hs, ref) = _ours_and_reference(
+          self.variant, kernel, lambda *a: last(_modrelu_pairs_scan(*a)), (w, h0, p, bias),
+          last(weights))
+      np.testing.assert_allclose(hs, ref_hs, rtol=1e-12, atol=1e-12)
+      _assert_float64_cotangents_match(ours, ref)
+
+  def test_choose_complex_product(self):
+    assert recurrence.choose_complex_product(250, "cpu") == "gauss"
+    assert recurrence.choose_complex_product(np.int64(249), "cpu") == "real"
+    assert recurrence.choose_complex_product(512, "gpu") == "real"
+    with pytest.raises(ValueError, match="positive integer"):
+      recurrence.choose_complex_product(0)
+
   @chex.variants(with_jit=True, without_jit=True)
   def test_bad_shapes_raise_value_error(self):
     n = 3
@@ -253,6 +279,8 @@ class ModReLURecurrenceTest(chex.TestCase):
         self.variant(lnn.modrelu_recurrence)(*args)
     with pytest.raises(ValueError, match="no steps"):
       self.variant(lnn.modrelu_recurrence)(w, h0, p[:0], bias)
+    with pytest.raises(ValueError, match="product"):
+      self.variant(lambda *a: lnn.modrelu_recurrence(*a, product="complex"))(w, h0, p, bias)
 
 
 class RealModReLURecurrenceTest(chex.TestCase):

@@ -543,6 +543,24 @@ def test_lstm_forget_bias_sets_the_forget_gates_bias_only():
     rnn.validate_config(config)
 
 
+def test_complex_product_enters_a_unit_as_resolved():
+  config = rnn_configs.get_config("permuted_mnist")
+  # 'auto' resolves to 'real' at 16K (116 units): older units keep their identity.
+  assert rnn.make_unit(config, "gurnn", 784, 0).spec.complex_product == "real"
+  assert "complex_product" not in rnn.make_unit(config, "gurnn", 784, 0).fields
+  config.param_budget = "69k"  # 250 units: Gauss's product on CPU, in the id
+  resolved = rnn.make_unit(config, "gurnn", 784, 0)
+  expected = "gauss" if jax.default_backend() == "cpu" else "real"
+  assert resolved.spec.complex_product == expected
+  assert resolved.fields.get("complex_product", "real") == expected
+  config.complex_product = "gauss"
+  assert rnn.make_unit(config, "gurnn", 784, 0).fields["complex_product"] == "gauss"
+  assert "complex_product" not in rnn.make_unit(config, "orthogonal", 784, 0).fields
+  config.complex_product = "complex"
+  with pytest.raises(ValueError, match="complex_product"):
+    rnn.validate_config(config)
+
+
 def test_readout_init_must_be_known():
   config = rnn_configs.get_config("permuted_mnist")
   config.readout_init = "kaiming"

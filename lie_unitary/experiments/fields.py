@@ -65,8 +65,7 @@ def string(v) -> str | None:
   return None if isinstance(v, str) else "a string"
 
 
-def tuple_of(item: Check, nonempty: bool = True, unique: bool = False,
-             example: str = "") -> Check:
+def tuple_of(item: Check, nonempty: bool = True, unique: bool = False, example: str = "") -> Check:
   """A tuple (or list) of values that `item` accepts."""
   def check(v):
     if (isinstance(v, (tuple, list)) and (v or not nonempty) and not any(map(item, v))

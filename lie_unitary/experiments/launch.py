@@ -88,8 +88,7 @@ def _start_jax(flag_values) -> None:
       _fail("--coordinator_address, --num_processes and --process_id go together.")
     # Collectives across CPU processes need an implementation; accelerators bring theirs.
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
-    jax.distributed.initialize(coordinator_address=address, num_processes=count,
-                               process_id=index)
+    jax.distributed.initialize(coordinator_address=address, num_processes=count, process_id=index)
   if flag_values.compilation_cache and not jax.config.jax_compilation_cache_dir:
     jax.config.update("jax_compilation_cache_dir",
                       os.path.expanduser(flag_values.compilation_cache))

@@ -21,6 +21,7 @@ from lie_unitary.nn.orthogonal_cell import gurnn_num_params
 from lie_unitary.nn.orthogonal_cell import orthogonal_labels
 from lie_unitary.nn.orthogonal_cell import orthogonal_rnn_num_params
 from lie_unitary.nn.rebasing import rebase
+from lie_unitary.nn.recurrence import choose_complex_product
 from lie_unitary.nn.recurrence import elementwise_recurrence
 from lie_unitary.nn.recurrence import modrelu
 from lie_unitary.nn.recurrence import modrelu_recurrence
@@ -55,6 +56,7 @@ __all__ = [
     "URNNCell",
     "UnitaryLinear",
     "block_rotation_init",
+    "choose_complex_product",
     "collection_labels",
     "diagonal_phases_init",
     "elementwise_recurrence",

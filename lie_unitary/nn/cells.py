@@ -196,11 +196,16 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     rebased: U = U₀ · U(λ), the base U₀ (n, n) complex in the variable collection
       `BASE_COLLECTION` (identity at init; no gradient), moved by the caller with
       `principal_branch.rebase`. Ignored by an unconstrained cell.
+    complex_product: how `scan` multiplies by U with modReLU: 'real' (one real 2n × 2n
+      product), 'gauss' (three n × n ones; rounds differently) or 'auto'
+      (`recurrence.choose_complex_product`: the faster measured). Elementwise
+      activations and an unconstrained cell use 'real'.
 
   Raises (at `init` / `apply`):
-    ValueError: features not an integer ≥ 1, an unknown h0 or activation, a complex
-      input, a carry that is not real (..., 2n), or `unitary()` of an unconstrained
-      cell.
+    ValueError: features not an integer ≥ 1, an unknown h0, activation or
+      complex_product ('gauss' without modReLU or with an unconstrained cell included),
+      a complex input, a carry that is not real (..., 2n), or `unitary()` of an
+      unconstrained cell.
   """
   features: int
   beta: float = 1.0
@@ -211,11 +216,18 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   kernel_init: Initializer = nn.initializers.glorot_uniform()
   param_dtype: Any = jnp.float32
   rebased: bool = False
+  complex_product: str = "auto"
 
   def setup(self):
     weights.check_features(self.features)
     if self.h0 not in H0_INITS:
       raise ValueError(f"h0 must be one of {H0_INITS}; got {self.h0!r}.")
+    if self.complex_product not in ("auto",) + recurrence.COMPLEX_PRODUCTS:
+      raise ValueError(f"complex_product must be one of {('auto',) + recurrence.COMPLEX_PRODUCTS}"
+                       f"; got {self.complex_product!r}.")
+    if self.complex_product == "gauss" and (self.unconstrained or self.activation != "modrelu"):
+      raise ValueError("complex_product='gauss' needs activation='modrelu' and a constrained "
+                       "cell (a free matrix has no complex blocks).")
     n = self.features
     if self.activation == "modrelu":
       self.modrelu_bias = self.param("modrelu_bias", _uniform(-0.01, 0.01), (n,),
@@ -264,8 +276,17 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     if self.activation != "modrelu":
       return super().scan(carry_BxH, projected_LxBxH, transition, unroll, outputs)
     hs = recurrence.modrelu_recurrence(transition, carry_BxH, projected_LxBxH,
-                                       self.modrelu_bias, unroll, last_only=not outputs)
+                                       self.modrelu_bias, unroll, last_only=not outputs,
+                                       product=self.resolved_complex_product())
     return (hs[-1], hs) if outputs else (hs, None)
+
+  def resolved_complex_product(self) -> str:
+    """'real' or 'gauss': the product `scan` uses (see ``complex_product``)."""
+    if self.unconstrained or self.activation != "modrelu":
+      return "real"
+    if self.complex_product == "auto":
+      return recurrence.choose_complex_product(self.features)
+    return self.complex_product
 
   def __call__(self, carry_BxH, x_BxD):
     """One step (one eigh). carry (..., 2n), x (..., D) real -> (new carry, output)."""

@@ -319,8 +319,7 @@ def make_task(config, unit: F.Unit, replicas) -> loop.Task:
 
   @functools.cache  # one program per number of validation intervals in a call
   def v_chunk(num_intervals):
-    return replicas.map(functools.partial(t.chunk, num=num_intervals),
-                        (0, 0, 0, None, None, None))
+    return replicas.map(functools.partial(t.chunk, num=num_intervals), (0, 0, 0, None, None, None))
 
   def init():
     state, initial = replicas.map(t.init, (0, None))(replicas.ids, key)

@@ -35,8 +35,7 @@ MODEL_FIELDS = {
     "learning_rate": F.Field(1e-3, "RMSProp's rate of all but λ or μ", _RATE),
     "lambda_learning_rate": F.Field(1e-3, "the rate of the guRNN's λ or the orthogonal RNN's μ",
                                     _RATE),
-    "clip_value": F.Field(0.0, "clip every gradient entry to ±clip_value (0: off)",
-                          _NONNEGATIVE),
+    "clip_value": F.Field(0.0, "clip every gradient entry to ±clip_value (0: off)", _NONNEGATIVE),
     "clip_norm": F.Field(0.0, "> 0: scale the gradient of all but λ or μ to this global norm "
                          "first (0: off)", _NONNEGATIVE, before=0.0),
 }
@@ -119,6 +118,10 @@ FIELDS = {
     "orthogonal_expm": F.Field(
         "eigh", "the orthogonal RNN's expm(A(μ)): 'eigh' (faster vmapped) or 'pade' (PyTorch's)",
         F.one_of(("eigh", "pade")), identity=lambda c, m: m in ORTHOGONAL_MODELS, before="eigh"),
+    "complex_product": F.Field("auto", "the guRNN's modReLU products: 'real', 'gauss' (rounds "
+                               "differently) or 'auto' (the faster; recorded resolved)",
+                               F.one_of(("auto", "real", "gauss")), identity=_lambda,
+                               before="real"),
     "lstm_forget_bias": F.Field(0.0, "the LSTM's forget-gate bias at init (1: Jozefowicz et "
                                 "al. 2015's; 0: flax's)", _NONNEGATIVE,
                                 identity=lambda c, m: m == "lstm", before=0.0),
@@ -126,8 +129,7 @@ FIELDS = {
                               "lambda_refresh_every == 0, U kept: 'none', 'recentre' (λ ← the "
                               "principal log's) or 'rebase' (U₀ ← U₀ U(λ), λ ← 0)",
                               F.one_of(("none", "recentre", "rebase")), identity=_refresh),
-    "lambda_refresh_every": F.Field(100, "updates between refreshes", _POSITIVE,
-                                    identity=_refresh),
+    "lambda_refresh_every": F.Field(100, "updates between refreshes", _POSITIVE, identity=_refresh),
     "lambda_refresh_state": F.Field(
         "keep", "λ's optimizer statistics at a refresh: 'keep' or 'reset'",
         F.one_of(F.registry("lie_unitary.principal_branch", "REFRESH_STATES")), identity=_refresh),

@@ -122,6 +122,9 @@ def make_unit(config, model: str, T: int, seed: int) -> F.Unit:
   entry = config.models[model].to_dict()
   if config.task in data.IMAGE_TASKS and config.param_budget:
     entry["hidden_size"] = budget_hidden_size(model, config.param_budget)
+  if config.complex_product == "auto" and model in config_lib.LAMBDA_MODELS:  # as it runs
+    values["complex_product"] = lnn.GURNNCell(
+        entry["hidden_size"], activation=entry["activation"]).resolved_complex_product()
   fields = {"task": task, "model": model, "T": int(T), "seed": int(seed),
             **F.identity(values, table, model, config),
             **F.identity(entry, {k: config_lib.MODEL_FIELDS[k] for k in entry})}
@@ -227,7 +230,7 @@ def make_model(spec) -> lnn.SequenceModel:
         lambda_init = nn.initializers.normal(stddev=spec.lambda_init_std)
     cell = lnn.GURNNCell(n, beta=spec.beta, activation=spec.activation, h0=spec.h0,
                          unconstrained=spec.model == "free", lambda_init=lambda_init,
-                         rebased=_refresh(spec) == "rebase")
+                         rebased=_refresh(spec) == "rebase", complex_product=spec.complex_product)
   else:
     cells = {"orthogonal": lambda: lnn.OrthogonalRNNCell(n, expm_method=spec.orthogonal_expm),
              "lstm": lambda: nn.OptimizedLSTMCell(n), "urnn": lambda: lnn.URNNCell(n, h0=spec.h0),
@@ -380,8 +383,7 @@ def evaluate(spec, source: data.Source, params, eval_set) -> dict:
     (inputs, targets), key = batch(j), carry_key
     if parts > 1:
       (inputs, targets), key = _shard((inputs, targets), key, parts)
-    return jax.tree.map(jnp.add, sums, source.metrics(model.apply(params, inputs, key),
-                                                      targets))
+    return jax.tree.map(jnp.add, sums, source.metrics(model.apply(params, inputs, key), targets))
 
   sums = jax.lax.fori_loop(0, count, one_batch, {k: jnp.float32(0) for k in source.names})
   if parts > 1:

@@ -87,8 +87,7 @@ def reference_records(reference: Sequence[dict], records: Sequence[dict]) -> lis
 
 def best(points: Sequence[dict]) -> tuple[dict, float]:
   """A run's first point of best validation accuracy, and its best test accuracy."""
-  return (max(points, key=lambda r: r["val_accuracy"]),
-          max(r["test_accuracy"] for r in points))
+  return (max(points, key=lambda r: r["val_accuracy"]), max(r["test_accuracy"] for r in points))
 
 
 def _loss(values: list, reduce) -> str:
@@ -165,8 +164,7 @@ def _loss_figure(task: str, T: int, rows: list):
   fig, ax = common.figure((6.5, 4.2))
   for color, name, points, values in _curves(rows, "val_loss"):
     ax.plot([r["step"] for r in points], values, color=color, alpha=0.25, lw=0.7)
-    ax.plot([r["step"] for r in points], np.median(values, axis=1), color=color, lw=1.5,
-            label=name)
+    ax.plot([r["step"] for r in points], np.median(values, axis=1), color=color, lw=1.5, label=name)
   baseline = data.get_task(task).baseline(T)
   ax.axhline(baseline, color="k", ls=":", lw=1, label="random baseline")
   # Log scale, capped: divergent runs (the IRNN on memory reaches 1e15) flatten the others.
