@@ -15,7 +15,8 @@ Each `Parametrization` is a bundle of pure functions:
   leaves' raw gradients through, and works per leaf, not per entry).
 - ``post_update(params, constants) -> params``: identity except for projection, which
   replaces the matrix by its closest unitary (orthogonal) matrix, the polar factor.
-- ``num_trainable(n) -> int``.
+- ``num_trainable(n) -> int``: the number of coefficients that train; ValueError
+  unless n is a positive integer.
 - ``refresh(params, constants) -> (params, constants)`` or None: a change of
   coordinates that keeps U, applied by the trainer every K steps (and before the
   first): re-centring onto the principal branch, or re-basing U = U₀·expm(L(λ)) with
@@ -308,34 +309,40 @@ def _su_to_unitary(params, constants):
   return special_unitary.special_unitary_from_lambdas(params["mu"], method=_METHOD)
 
 
+def _count(formula):
+  """`formula` as a `num_trainable`: n checked first (a negative or float n has no count)."""
+  return lambda n: formula(algebra.check_positive_int(n))
+
+
 PARAMETRIZATIONS: dict[str, Parametrization] = {
     p.name: p for p in (
         Parametrization("lie_algebra", _lie_init, _lie_to_unitary, _ones_like, _identity,
-                        lambda n: n * n),
+                        _count(lambda n: n * n)),
         Parametrization("lie_restricted", _restricted_init, _lie_to_unitary, _restricted_mask,
-                        _identity, lambda n: min(7 * n, n * n)),
+                        _identity, _count(lambda n: min(7 * n, n * n))),
         Parametrization("arjovsky", _arjovsky_init, _arjovsky_to_unitary, _ones_like,
-                        _identity, lambda n: 7 * n),
+                        _identity, _count(lambda n: 7 * n)),
         Parametrization("projection", _projection_init, _projection_to_unitary, _ones_like,
-                        _projection_post_update, lambda n: 2 * n * n),
+                        _projection_post_update, _count(lambda n: 2 * n * n)),
         Parametrization("so_algebra", _so_init, _so_to_orthogonal, _ones_like, _identity,
-                        lambda n: n * (n - 1) // 2, is_orthogonal=True),
+                        _count(lambda n: n * (n - 1) // 2), is_orthogonal=True),
         Parametrization("projection_orthogonal", _projection_orthogonal_init,
                         _projection_orthogonal_to_matrix, _ones_like,
-                        _projection_orthogonal_post_update, lambda n: n * n,
+                        _projection_orthogonal_post_update, _count(lambda n: n * n),
                         is_orthogonal=True),
         Parametrization("special_unitary", _su_init, _su_to_unitary, _ones_like, _identity,
-                        lambda n: n * n - 1),
+                        _count(lambda n: n * n - 1)),
         Parametrization("lie_zero_init", _lie_init_with("zeros"), _lie_to_unitary, _ones_like,
-                        _identity, lambda n: n * n),
+                        _identity, _count(lambda n: n * n)),
         Parametrization("lie_haar_init", _lie_init_with("haar"), _lie_to_unitary, _ones_like,
-                        _identity, lambda n: n * n),
+                        _identity, _count(lambda n: n * n)),
         Parametrization("lie_recentred", _lie_init, _lie_to_unitary, _ones_like, _identity,
-                        lambda n: n * n, refresh=_recentre),
+                        _count(lambda n: n * n), refresh=_recentre),
         Parametrization("lie_rebased", _rebased_init, _rebased_to_unitary, _ones_like,
-                        _identity, lambda n: n * n, refresh=_rebase),
+                        _identity, _count(lambda n: n * n), refresh=_rebase),
         Parametrization("lie_rebased_orthonormal", _orthonormal_init, _orthonormal_to_unitary,
-                        _ones_like, _identity, lambda n: n * n, refresh=_orthonormal_rebase),
+                        _ones_like, _identity, _count(lambda n: n * n),
+                        refresh=_orthonormal_rebase),
     )
 }
 

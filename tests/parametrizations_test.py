@@ -132,6 +132,11 @@ def test_bad_arguments_raise():
     p.init(jax.random.key(0), 0)
   params, _ = jax.eval_shape(lambda k: p.init(k, np.int64(3)), jax.random.key(0))
   assert params["lam"].shape == (9,)  # a NumPy integer is an integer
+  for name in NAMES:  # a count of coefficients for no matrix size is an error, not n²
+    for n in (-3, 0, 2.0, True):
+      with pytest.raises(ValueError, match=f"n must be a positive integer; got {n!r}"):
+        lu.get_parametrization(name).num_trainable(n)
+  assert p.num_trainable(np.int32(4)) == 16
   for dtype in (jnp.complex64, jnp.bfloat16, jnp.float16):
     with pytest.raises(ValueError, match="parameter dtype must be float32 or float64"):
       p.init(jax.random.key(0), 3, dtype)
