@@ -156,6 +156,18 @@ def _params(layout: MatrixLayout, matrices, like):
   return params
 
 
+def _check_updates_like_params(updates, params):
+  """Updates shaped as params: params + updates would broadcast a mismatch silently."""
+  if jax.tree.structure(updates) != jax.tree.structure(params):
+    raise ValueError(f"polar_projection: updates have structure {jax.tree.structure(updates)}, "
+                     f"but params have {jax.tree.structure(params)}.")
+  for (path, p), u in zip(jax.tree_util.tree_flatten_with_path(params)[0],
+                          jax.tree.leaves(updates)):
+    if jnp.shape(p) != jnp.shape(u):
+      raise ValueError(f"polar_projection: the update for {jax.tree_util.keystr(path)} has "
+                       f"shape {jnp.shape(u)}, its parameter {jnp.shape(p)}.")
+
+
 def polar_projection(
     layout: Union[str, MatrixLayout] = "matrices") -> optax.GradientTransformation:
   """Rewrites updates so that the step lands on the polar factor of params + updates.
@@ -186,10 +198,11 @@ def polar_projection(
     Updates keep their dtypes.
 
   Raises:
-    ValueError: for an unknown layout; from ``update`` if params is None; from
-      ``init`` or ``update`` if a matrix is not square or not float/complex, the
-      'real_pair' keys are not exactly 're' and 'im', or ``from_matrices`` does not
-      return the params' structure and shapes.
+    ValueError: for an unknown layout; from ``update`` if params is None or updates
+      differ from params in structure or a leaf's shape; from ``init`` or ``update``
+      if a matrix is not square or not float/complex, the 'real_pair' keys are not
+      exactly 're' and 'im', or ``from_matrices`` does not return the params'
+      structure and shapes.
   """
   layout = _resolve_layout(layout)
 
@@ -201,6 +214,7 @@ def polar_projection(
     if params is None:
       raise ValueError(
           "polar_projection needs the current params: call update(updates, state, params).")
+    _check_updates_like_params(updates, params)
     stepped = optax.apply_updates(params, updates)
     polar = jax.tree.map(parametrizations.polar_unitary, _matrices(layout, stepped))
     projected = _params(layout, polar, params)

@@ -317,8 +317,22 @@ def reset_optimizer_state(optimizer: optax.GradientTransformation, opt_state: An
 
   Returns:
     A state of the same structure.
+
+  Raises:
+    ValueError: if `optimizer.init(params)` differs from `opt_state` in structure or a
+      leaf's shape (params not the ones the state belongs to).
   """
   fresh = optimizer.init(params)
+  if jax.tree.structure(fresh) != jax.tree.structure(opt_state):
+    raise ValueError("reset_optimizer_state: opt_state is not optimizer's state for params "
+                     f"(structures {jax.tree.structure(opt_state)} and "
+                     f"{jax.tree.structure(fresh)}).")
+  for (path, old), new in zip(jax.tree_util.tree_flatten_with_path(opt_state)[0],
+                              jax.tree.leaves(fresh)):
+    if jnp.shape(old) != jnp.shape(new):  # jnp.where below would broadcast them
+      raise ValueError(f"reset_optimizer_state: opt_state{jax.tree_util.keystr(path)} has "
+                       f"shape {jnp.shape(old)}, but optimizer.init(params) gives "
+                       f"{jnp.shape(new)}.")
   if where is None:
     where = jax.tree.map(lambda _: True, params)
   # optax.masked / multi_transform keep MaskedNode (an empty subtree) for the leaves

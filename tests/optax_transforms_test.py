@@ -131,6 +131,11 @@ def test_polar_projection_errors():
   t = lu.polar_projection("real_pair")
   with pytest.raises(ValueError, match="needs the current params"):
     traced(lambda: t.update(params, t.init(params)))
+  for updates, match in (({"re": np.ones(2, np.float32), "im": params["im"]},
+                          r"update for \['re'\] has shape \(2,\), its parameter \(2, 2\)"),
+                         ({"re": params["re"]}, "updates have structure")):
+    with pytest.raises(ValueError, match=match):  # not broadcast into params
+      traced(lambda: t.update(updates, t.init(params), params))
   with pytest.raises(ValueError, match="layout must be one of"):
     lu.polar_projection("polar")
   with pytest.raises(ValueError, match=r"'re': \(..., n, n\)"):

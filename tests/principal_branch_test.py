@@ -420,6 +420,17 @@ def test_reset_rmsprop_all_and_one_leaf():
   assert saw == {"lam", "w"}
 
 
+def test_reset_refuses_a_state_of_other_params():
+  params = _params()
+  optimizer = optax.rmsprop(1e-2, momentum=0.9)
+  state = optimizer.init(params)
+  scalar_lam = {**params, "lam": np.float32(1.0)}  # would broadcast into lam's statistics
+  with pytest.raises(ValueError, match=r"\['lam'\] has shape \(4,\), but optimizer.init"):
+    pb.reset_optimizer_state(optimizer, state, scalar_lam)
+  with pytest.raises(ValueError, match="is not optimizer's state for params"):
+    pb.reset_optimizer_state(optimizer, state, {"lam": params["lam"]})
+
+
 def test_reset_keeps_the_step_count_of_a_schedule():
   params = _params()
   schedule = optax.exponential_decay(1.0, transition_steps=1, decay_rate=0.5)
