@@ -33,13 +33,18 @@ def test_unitary_linear_complex_and_real_pairs():
   def run(key):
     variables = layer.init(key, x)
     lam = variables["params"]["lam"]
-    return lam, lu.unitary_from_lambdas(lam), layer.apply(variables, x), pairs.apply(variables, xr)
+    return (lam, lu.unitary_from_lambdas(lam), layer.apply(variables, x),
+            pairs.apply(variables, xr), pairs.apply(variables, xi))
 
-  lam, u, y, yr = map(np.asarray, run(jax.random.key(1)))
+  xi = np.arange(-n, n, dtype=np.int32)  # integer pairs are promoted, as OrthogonalLinear's
+  lam, u, y, yr, yi = map(np.asarray, run(jax.random.key(1)))
   assert lam.shape == (n * n,) and lam.dtype == np.float32
   np.testing.assert_allclose(y, np.einsum("ij,abj->abi", u, x), atol=1e-5)
   np.testing.assert_allclose(np.linalg.norm(y, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-5)
   np.testing.assert_allclose(yr, np.concatenate([y.real, y.imag], axis=-1), atol=1e-5)
+  ui = u @ (xi[:n] + 1j * xi[n:])
+  assert yi.dtype == np.float32
+  np.testing.assert_allclose(yi, np.concatenate([ui.real, ui.imag]), atol=1e-5)
 
 
 def test_unitary_linear_zero_init_is_identity():

@@ -26,11 +26,12 @@ class UnitaryLinear(nn.Module):
   """y = W(λ) x (+ b) on the last axis: complex n -> k with W (k, n) a (co-)isometry.
 
   Input is complex (..., n), or real (..., 2n) holding [Re x, Im x] with ``real_pairs``
-  (the output is then real (..., 2k)). W is formed once per call (one eigh) and applied
-  at HIGHEST matmul precision. Parameters: ``lam`` real (2nk − min(n, k)²,) ((n²,) for
-  k = n: W = `unitary_from_lambdas(lam)`); with ``use_bias``, ``bias`` real (2k,)
-  [Re b, Im b]. The matrix: ``layer.apply(variables, n, method="matrix")`` (n, the
-  complex input size, is not recorded by the parameters); square: ``method="unitary"``.
+  (integers promoted; the output is then real (..., 2k)). W is formed once per call (one
+  eigh) and applied at HIGHEST matmul precision. Parameters: ``lam`` real (2nk −
+  min(n, k)²,) ((n²,) for k = n: W = `unitary_from_lambdas(lam)`); with ``use_bias``,
+  ``bias`` real (2k,) [Re b, Im b]. The matrix: ``layer.apply(variables, n,
+  method="matrix")`` (n, the complex input size, is not recorded by the parameters);
+  square: ``method="unitary"``.
 
   Attributes:
     features: k, the output size (complex units), an integer ≥ 1.

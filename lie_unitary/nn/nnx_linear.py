@@ -69,8 +69,9 @@ def _linear_from(params: dict, precision) -> nnx.Linear:
 class UnitaryLinear(nnx.Module):
   """y = W(λ) x (+ b): complex n = ``in_features`` -> k = ``out_features``.
 
-  Input is complex (..., n), or real (..., 2n) [Re x, Im x] with ``real_pairs`` (output
-  real (..., 2k)). W (k, n) is formed once per call and applied at HIGHEST precision.
+  Input is complex (..., n), or real (..., 2n) [Re x, Im x] with ``real_pairs``
+  (integers promoted; output real (..., 2k)). W (k, n) is formed once per call and
+  applied at HIGHEST precision.
 
   Attributes:
     lam: `nnx.Param`, real (2nk − min(n, k)²,); (n²,) for k = n.

@@ -204,7 +204,8 @@ def apply_unitary(w, x, bias=None, real_pairs: bool = False) -> jax.Array:
 
   Args:
     w: complex (k, n).
-    x: complex (..., n); or real (..., 2n) holding [Re x, Im x] if ``real_pairs``.
+    x: complex (..., n); or real (..., 2n) holding [Re x, Im x] if ``real_pairs``
+      (integers are promoted to W's real dtype).
     bias: None, or real (2k,) holding [Re b, Im b].
     real_pairs: read and write real [Re, Im] halves.
 
@@ -223,7 +224,8 @@ def apply_unitary(w, x, bias=None, real_pairs: bool = False) -> jax.Array:
     bias = _check_bias(bias, 2 * k)
   x = jnp.asarray(x)
   if real_pairs:
-    x = jax.lax.complex(x[..., :n], x[..., n:]).astype(w.dtype)
+    part = jnp.finfo(w.dtype).dtype  # W's real dtype: integer pairs are promoted
+    x = jax.lax.complex(x[..., :n].astype(part), x[..., n:].astype(part))
   y = mm(x, w.T)
   if real_pairs:
     y = jnp.concatenate([jnp.real(y), jnp.imag(y)], axis=-1)
