@@ -270,12 +270,18 @@ def rebased_unitary(base, lam, method: str = "auto") -> jax.Array:
     Complex array (..., n, n).
 
   Raises:
-    ValueError: as `unitary_from_lambdas`, or if base is not (..., n, n).
+    ValueError: as `unitary_from_lambdas`, if base is not (..., n, n), or if base's
+      batch axes and λ's do not broadcast.
   """
   u = expm.unitary_from_lambdas(lam, method=method)
   if jnp.shape(base)[-2:] != u.shape[-2:]:
     raise ValueError(f"base must be (..., {u.shape[-1]}, {u.shape[-1]}) for λ of length "
                      f"{jnp.shape(lam)[-1]}; got {jnp.shape(base)}.")
+  try:
+    jnp.broadcast_shapes(jnp.shape(base)[:-2], u.shape[:-2])
+  except ValueError:
+    raise ValueError(f"base's batch axes {jnp.shape(base)[:-2]} and λ's {u.shape[:-2]} do not "
+                     "broadcast.") from None
   return mm(jnp.asarray(base).astype(u.dtype), u)
 
 

@@ -345,6 +345,8 @@ def test_rebased_unitary_and_rebase(x64):
     _rebased(np.eye(3, dtype=complex), lam[0], method="eigh")
   with pytest.raises(ValueError, match="base must be"):
     _rebase(np.ones(4, complex), lam[0], method="eigh")
+  with pytest.raises(ValueError, match=r"batch axes \(3,\) and λ's \(2,\) do not broadcast"):
+    _rebased(np.broadcast_to(np.eye(4, dtype=complex), (3, 4, 4)), lam, method="eigh")
 
 
 def test_gradient_at_zero_is_the_riemannian_gradient(x64):
