@@ -11,6 +11,10 @@ r"""Tables over a folder's records that answered one question each, beside its r
   its training pairs with a wrong span.
 
   python scripts/detail_tables.py results/psmnist_16k_70ep [FOLDER ...]
+
+With the guRNN and the orthogonal RNN in a folder (one setting each), a table of their gap
+per block in combined standard errors; given two or more RNN folders of one task (two
+sizes, say), the gaps side by side and the last's minus the first's.
 """
 
 import collections
@@ -30,6 +34,28 @@ _CURVES = {
 }
 
 
+def _records(row: dict, field: str) -> bool:
+  """Whether a row of `rnn.report.table_rows` records `field` at any validation point."""
+  return any(r.get(field) is not None for run in row["runs"].values() for r in run["val"].values())
+
+
+def _column(row: dict, field: str, width: int | None) -> dict:
+  """{epoch (`width` None) or block index: [a value per run]} of `field` for one row: at
+  each validation point, or each run's mean over a block of `width` epochs it finished."""
+  column = collections.defaultdict(list)
+  for run in row["runs"].values():
+    curve = [(float(r.get("epoch", 0)), r.get(field)) for r in run["val"].values()]
+    if width is None:
+      for e, v in curve:
+        column[round(e, 3)].append(v)
+      continue
+    for b in range(int(max((e for e, _ in curve), default=0.0) // width)):
+      values = [v for e, v in curve if b * width < e <= (b + 1) * width and v is not None]
+      if values:
+        column[b].append(float(np.mean(values)))
+  return column
+
+
 def curve_table(rows: list, field: str, width: int | None = None) -> list[str]:
   """`field` over training, a column per row of `rnn.report.table_rows` that records it
   (the PyTorch reference's too), mean ± standard error over the runs:
@@ -39,22 +65,10 @@ def curve_table(rows: list, field: str, width: int | None = None) -> list[str]:
   noise, a block's mean does not). [] when no column records `field`, or for blocks,
   unless some run finished two."""
   from lie_unitary.experiments import report as common
-  curves = [[[(float(r.get("epoch", 0)), r.get(field)) for r in run["val"].values()]
-             for run in row["runs"].values()] for row in rows]
-  labels = [row["name"] for row in rows]
-  kept = [i for i, c in enumerate(curves) if any(v is not None for run in c for _, v in run)]
-  curves, labels = [curves[i] for i in kept], [labels[i] for i in kept]
-  columns = [collections.defaultdict(list) for _ in curves]
-  for column, c in zip(columns, curves):
-    for curve in c:
-      if width is None:
-        for e, v in curve:
-          column[round(e, 3)].append(v)
-        continue
-      for b in range(int(max((e for e, _ in curve), default=0.0) // width)):
-        values = [v for e, v in curve if b * width < e <= (b + 1) * width and v is not None]
-        if values:
-          column[b].append(float(np.mean(values)))
+  kept = [(row["name"], row) for row in rows if _records(row, field)]
+  labels = [label for label, _ in kept]
+  curves = [len(row["runs"]) for _, row in kept]
+  columns = [_column(row, field, width) for _, row in kept]
   if not columns or (width and max(len(c) for c in columns) < 2):
     return []
   what, scale, digits = _CURVES[field]
@@ -67,8 +81,97 @@ def curve_table(rows: list, field: str, width: int | None = None) -> list[str]:
            f"evaluations), {common.SE}; a run counts once it has finished the block:", ""]
   return lines + common.table(
       ["epochs" if width else "epoch"] + labels,
-      [[name(k)] + [cell(c.get(k, []), len(cs)) for c, cs in zip(columns, curves)]
+      [[name(k)] + [cell(c.get(k, []), n) for c, n in zip(columns, curves)]
        for k in sorted(set().union(*columns))])
+
+
+_PAIR = ("gurnn", "orthogonal")  # the gap tables: the first's mean minus the second's
+
+
+def block_gaps(rows: list, field: str) -> dict:
+  """{block index: (d, s, n₁, n₂)}: guRNN − orthogonal RNN in `field` averaged over blocks
+  of 10 epochs, d the difference of their means (each over the runs that finished the
+  block, of each run's block mean) and s = √(s₁² + s₂²) the combined standard error, for
+  blocks where both have two or more runs; {} unless each model has exactly one row."""
+  from lie_unitary.experiments import report as common
+  pair = [[row for row in rows if row["model"] == model] for model in _PAIR]
+  if any(len(p) != 1 for p in pair):
+    return {}
+  a, b = (_column(p[0], field, _BLOCK_EPOCHS) for p in pair)
+  out = {}
+  for k in sorted(set(a) & set(b)):
+    (ma, sa, na), (mb, sb, nb) = common.mean_se(a[k]), common.mean_se(b[k])
+    if na > 1 and nb > 1:
+      out[k] = (ma - mb, float(np.hypot(sa, sb)), na, nb)
+  return out
+
+
+def _signed(d: float, s: float, field: str) -> str:
+  """"+d ± s (z)": the gap, its combined standard error, and z = d / s."""
+  _, scale, digits = _CURVES[field]
+  z = f"{d / s:+.1f}" if s > 0 else "—"
+  return f"{scale * d:+.{digits}f} ± {scale * s:.{digits}f} ({z})"
+
+
+def _block(k: int) -> str:
+  return f"{k * _BLOCK_EPOCHS + 1}-{(k + 1) * _BLOCK_EPOCHS}"
+
+
+_GAP_FIELDS = ("test_accuracy", "train_loss", "val_loss")
+_GAP_WHAT = ("guRNN − orthogonal RNN over blocks of 10 epochs: the difference of the two "
+             "models' block means (each a mean over the runs that finished the block) ± the "
+             "combined standard error √(s₁² + s₂²), and in parentheses the gap in units of "
+             "that error")
+
+
+def gap_table(rows: list) -> list[str]:
+  """Where the guRNN and the orthogonal RNN part and meet: `block_gaps` of the test
+  accuracy (%), training loss and validation loss, a line per block, with each model's
+  number of runs. [] without both models or two runs of each in some block."""
+  from lie_unitary.experiments import report as common
+  gaps = {f: block_gaps(rows, f) for f in _GAP_FIELDS}
+  blocks = sorted(set().union(*gaps.values()))
+  if not blocks:
+    return []
+  cell = lambda f, k: _signed(*gaps[f][k][:2], f) if k in gaps[f] else "—"  # noqa: E731
+  runs = lambda k: next(f"{g[k][2]}, {g[k][3]}" for g in gaps.values() if k in g)  # noqa: E731
+  return [f"{_GAP_WHAT}:", ""] + common.table(
+      ["epochs", "test accuracy (%)", "training loss", "validation loss", "runs"],
+      [[_block(k)] + [cell(f, k) for f in _GAP_FIELDS] + [runs(k)] for k in blocks])
+
+
+def sizes_lines(folders: list) -> list[str]:
+  """The test accuracy gap of `gap_table` per folder side by side, for each image task
+  and dataset that two or more of `folders` hold (a size each, say), and the last
+  folder's gap minus the first's ± √(s_first² + s_last²): whether the gap changed."""
+  from lie_unitary.experiments import report as common
+  from lie_unitary.experiments import workdir
+  from lie_unitary.experiments.rnn import report
+  gaps = collections.defaultdict(dict)
+  for folder in folders:
+    records = workdir.load_results(folder, as_frame=False)
+    if any("approach" in r or "angle_max" in r for r in records):
+      continue
+    for key, rows in report.table_rows(records, images=True).items():
+      found = block_gaps(rows, "test_accuracy")
+      if found:
+        gaps[key][folder] = found
+  out = []
+  for (task, dataset), by_folder in sorted(gaps.items()):
+    if len(by_folder) < 2:
+      continue
+    names = list(by_folder)
+    first, last = by_folder[names[0]], by_folder[names[-1]]
+    out += [f"### {task} {dataset}: the test accuracy gap (%) by folder", "",
+            f"{_GAP_WHAT}; the last column: {names[-1]}'s gap minus {names[0]}'s, ± the "
+            "two gaps' combined standard error:", ""]
+    out += common.table(["epochs"] + names + [f"{names[-1]} − {names[0]}"], [
+        [_block(k)] + [_signed(*g[k][:2], "test_accuracy") if k in g else "—"
+                       for g in by_folder.values()]
+        + [_signed(last[k][0] - first[k][0], float(np.hypot(last[k][1], first[k][1])),
+                   "test_accuracy") if k in first and k in last else "—"]
+        for k in sorted(set().union(*by_folder.values()))])
+  return out
 
 
 def rnn_lines(records, reference=()) -> list[str]:
@@ -80,6 +183,7 @@ def rnn_lines(records, reference=()) -> list[str]:
   for (task, dataset), rows in report.table_rows(records, images=True).items():
     out += [f"### {task} {dataset}", ""]
     out += sum((curve_table(rows, f, _BLOCK_EPOCHS) for f in list(_CURVES)[:3]), [])
+    out += gap_table(rows)
     out += curve_table(rows, "test_accuracy") + curve_table(rows, "u_drift")
   return out
 
@@ -224,6 +328,9 @@ def main(folders) -> int:
   for folder in folders:
     print(f"## {folder}\n")
     print("\n".join(lines(folder)))
+  if len(folders) > 1 and (compared := sizes_lines(folders)):
+    print("## The folders' gaps side by side\n")
+    print("\n".join(compared))
   return 0
 
 

@@ -360,3 +360,49 @@ def test_the_loss_block_tables_average_the_recorded_losses_without_scaling():
                       f"| 11-20 | {2 * h(11, 20) + 0.05:.3f} ± 0.050 |"]
   # Records without losses (the accuracy-only units above): no loss tables.
   assert "Training loss" not in md(helpers.image_records("gurnn", [[0.5] * 21]))
+
+
+def _pair_records(gurnn, orthogonal, epochs=20):
+  """A guRNN and an orthogonal RNN unit, one constant test accuracy per replicate (epochs
+  1-`epochs`; a replicate given as (accuracy, last epoch) stops early)."""
+  recs = []
+  for model, accs in (("gurnn", gurnn), ("orthogonal", orthogonal)):
+    last = [a[1] if isinstance(a, tuple) else epochs for a in accs]
+    accs = [a[0] if isinstance(a, tuple) else a for a in accs]
+    recs += helpers.image_records(model, [[0.1] + [a] * e for a, e in zip(accs, last)])
+  return recs
+
+
+def test_the_gap_table_gives_the_gurnns_lead_in_combined_standard_errors():
+  # guRNN runs 0.90 and 0.88 (mean 0.89, s.e. 0.01), orthogonal 0.86 and 0.86 (s.e. 0):
+  # the gap 3.00 ± 1.00, 3.0 standard errors. The orthogonal RNN's second replicate stops
+  # at epoch 15: block 11-20 has one run of it, so no gap there.
+  recs = _pair_records([0.90, 0.88], [0.86, (0.86, 15)])
+  recs += helpers.image_records("lstm", [[0.1] + [0.5] * 20, [0.1] + [0.6] * 20])
+  for r in recs:  # training loss: guRNN 0.2, 0.2; orthogonal 0.35, 0.25 (0.30 ± 0.05)
+    r["train_loss"] = {"gurnn": 0.2, "orthogonal": 0.35 - 0.1 * r["replicate"]}.get(r["model"])
+  text = "\n".join(detail_tables.rnn_lines(recs))
+  rows = _rows(text[text.index("guRNN − orthogonal RNN over blocks"):])
+  assert rows[0] == "| epochs | test accuracy (%) | training loss | validation loss | runs |"
+  assert rows[1] == "| 1-10 | +3.00 ± 1.00 (+3.0) | -0.100 ± 0.050 (-2.0) | — | 2, 2 |"
+  assert rows[2].startswith("| epoch |")  # the next table: no line for block 11-20
+  # Two settings of one model: which pair is meant is not known, so no table.
+  other = [dict(r, rmsprop_decay=0.99) for r in recs if r["model"] == "orthogonal"]
+  for r in other:
+    r["unit"] += "-b"
+  assert "guRNN − orthogonal RNN over blocks" not in "\n".join(
+      detail_tables.rnn_lines(recs + other))
+
+
+def test_two_folders_gaps_side_by_side_and_their_difference(tmp_path):
+  # 16K: 3.00 ± 1.00 as above; 69K: guRNN 0.87, 0.86, orthogonal 0.855 both: 1.00 ± 0.50.
+  # The difference 1.00 − 3.00 = −2.00 ± √(1.00² + 0.50²) = 1.12, −1.8 standard errors.
+  for name, recs in (("s16k", _pair_records([0.90, 0.88], [0.86, 0.86], epochs=10)),
+                     ("s69k", _pair_records([0.87, 0.86], [0.855, 0.855]))):
+    workdir_lib.append_records(tmp_path / name / "results.jsonl", recs)
+  folders = [str(tmp_path / "s16k"), str(tmp_path / "s69k")]
+  rows = _rows("\n".join(detail_tables.sizes_lines(folders)))
+  assert rows[0] == f"| epochs | {folders[0]} | {folders[1]} | {folders[1]} − {folders[0]} |"
+  assert rows[1] == "| 1-10 | +3.00 ± 1.00 (+3.0) | +1.00 ± 0.50 (+2.0) | -2.00 ± 1.12 (-1.8) |"
+  assert rows[2] == "| 11-20 | — | +1.00 ± 0.50 (+2.0) | — |"
+  assert detail_tables.sizes_lines(folders[:1]) == []  # one folder: nothing to compare
