@@ -632,6 +632,7 @@ def test_the_drift_of_a_model_without_a_recurrent_matrix():
     rnn.diagnostics(spec, {}, {})
 
 
+@pytest.mark.slow  # an end-to-end run; the drift's numbers are the tests above, quick
 def test_image_records_carry_the_drift_and_the_spectrum(tmp_path):
   config = rnn_configs.get_config("permuted_mnist")
   config.dataset = write_image_folder(tmp_path / "idx")
