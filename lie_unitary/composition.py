@@ -35,7 +35,9 @@ def _check(angles, reflections_re, reflections_im, permutation):
   angles, reflections_re, reflections_im = (
       a if jnp.issubdtype(a.dtype, jnp.inexact) else a.astype(float)
       for a in (angles, reflections_re, reflections_im))
-  algebra.check_real_dtype(angles.dtype, "angles' dtype")
+  for name, arr in (("angles", angles), ("reflections_re", reflections_re),
+                    ("reflections_im", reflections_im)):
+    algebra.check_real_dtype(arr.dtype, f"the dtype of {name}")
   n = angles.shape[1]
   if reflections_re.shape != (2, n) or reflections_im.shape != (2, n):
     raise ValueError(

@@ -14,9 +14,11 @@
 from __future__ import annotations
 
 import math
+import numbers
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lie_unitary import algebra
 from lie_unitary import composition
@@ -32,6 +34,14 @@ def _real_dtype_of(dtype):
   if not jnp.issubdtype(dtype, jnp.complexfloating):
     raise ValueError(f"dtype must be complex64 or complex128; got {dtype}.")
   return jnp.finfo(dtype).dtype
+
+
+def _check_reflection_scale(scale) -> None:
+  """None, or a finite real > 0 (a Python or NumPy number; not a bool)."""
+  if scale is not None and not (isinstance(scale, numbers.Real)
+                                and not isinstance(scale, (bool, np.bool_))
+                                and 0 < scale < math.inf):
+    raise ValueError(f"reflection_scale must be a finite float > 0 or None; got {scale!r}.")
 
 
 def random_arjovsky_params(key, n: int, dtype=jnp.float32, reflection_scale: float | None = None):
@@ -54,10 +64,7 @@ def random_arjovsky_params(key, n: int, dtype=jnp.float32, reflection_scale: flo
   """
   n = algebra.check_positive_int(n)
   dtype = algebra.check_real_dtype(dtype)
-  if reflection_scale is not None and not (
-      isinstance(reflection_scale, (int, float)) and 0 < reflection_scale < math.inf):
-    raise ValueError(f"reflection_scale must be a finite float > 0 or None; got "
-                     f"{reflection_scale!r}.")
+  _check_reflection_scale(reflection_scale)
   s = math.sqrt(6.0 / (2.0 + 2.0 * n)) if reflection_scale is None else reflection_scale
   k_ang, k_re, k_im, k_perm = jax.random.split(key, 4)
   return dict(
@@ -86,12 +93,15 @@ def random_unitary(key, n: int, method: str = "haar", dtype=jnp.complex64,
 
   Raises:
     ValueError: for an unknown method, a non-complex dtype, n not a positive integer, or
-      a `reflection_scale` that is not a finite float > 0.
+      a `reflection_scale` that is not a finite float > 0 or is given to another method.
   """
   if method not in GENERATORS:
     raise ValueError(f"unknown generator method {method!r}; expected one of {GENERATORS}.")
   n = algebra.check_positive_int(n)
   real = _real_dtype_of(dtype)
+  _check_reflection_scale(reflection_scale)
+  if reflection_scale is not None and method != "composition":
+    raise ValueError(f"reflection_scale is a parameter of method 'composition', not {method!r}.")
   if method == "qr":
     k_re, k_im = jax.random.split(key)
     a = jax.lax.complex(jax.random.uniform(k_re, (n, n), real),

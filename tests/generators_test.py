@@ -122,6 +122,12 @@ def test_bad_arguments_raise():
   assert draw(np.int64(3), "haar").shape == (3, 3)  # a NumPy integer is an integer
   with pytest.raises(ValueError, match="reflection_scale must be a finite float > 0"):
     draw(3, "composition", jnp.complex64, 0.0)  # v = 0: no reflection, a NaN matrix
+  for scale in (-1.0, float("nan"), True):
+    with pytest.raises(ValueError, match="reflection_scale must be a finite float > 0"):
+      draw(3, "haar", jnp.complex64, scale)  # checked whatever the method
+  with pytest.raises(ValueError, match="reflection_scale is a parameter of method 'composition'"):
+    draw(3, "lie", jnp.complex64, 0.5)  # not ignored
+  assert draw(3, "composition", jnp.complex64, np.float32(0.5)).shape == (3, 3)
   # Parameters of random_arjovsky_params(key, 4)'s shapes and dtypes: the checks need no draw.
   p = {"angles": np.zeros((3, 4), np.float32), "reflections_re": np.ones((2, 4), np.float32),
        "reflections_im": np.ones((2, 4), np.float32), "permutation": np.arange(4, dtype=np.int32)}
@@ -133,6 +139,9 @@ def test_bad_arguments_raise():
                    p["reflections_im"], p["permutation"])
   with pytest.raises(ValueError, match="float32 or float64; got float16"):
     lu.random_arjovsky_params(jax.random.key(0), 4, jnp.float16)
+  with pytest.raises(ValueError, match="the dtype of reflections_re must be float32 or float64"):
+    jax.eval_shape(lu.arjovsky_unitary, p["angles"], p["reflections_re"].astype(jnp.float16),
+                   p["reflections_im"], p["permutation"])
   with pytest.raises(ValueError, match=r"x must have last axis n=4; got x.shape=\(\)"):
     lu.arjovsky_apply(1.0, **p)
   # Integer reflections are promoted to the default float, as elsewhere.
