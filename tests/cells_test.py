@@ -4,6 +4,8 @@ Each test runs its model work as one `jax.jit` program (run eagerly, every primi
 compiles on its own, and compiling is most of the time); the formulas are numpy.
 """
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -187,6 +189,20 @@ def test_cells_refuse_bad_sizes_and_complex_inputs(make):
                 jax.ShapeDtypeStruct((2, size), jnp.complex64)):
     with pytest.raises(ValueError, match=f"carry must be real \\(..., {size}\\)"):
       jax.eval_shape(make(4).init, jax.random.key(0), carry, real)
+  for batch in ((3,), (1,), ()):  # x's batch axes are (2,): a carry is not broadcast
+    with pytest.raises(ValueError, match=re.escape(f"carry's batch axes {batch} must be x's (2,)")):
+      jax.eval_shape(make(4).init, jax.random.key(0),
+                     jax.ShapeDtypeStruct(batch + (size,), jnp.float32), real)
+
+
+def test_the_orthogonal_cell_checks_its_carry_as_the_others():
+  real = jax.ShapeDtypeStruct((2, 3), jnp.float32)
+  for shape, dtype, match in (((2, 4), jnp.complex64, r"carry must be real \(..., 4\)"),
+                       ((2, 5), jnp.float32, r"carry must be real \(..., 4\)"),
+                       ((1, 4), jnp.float32, r"carry's batch axes \(1,\) must be x's")):
+    with pytest.raises(ValueError, match=match):
+      jax.eval_shape(lnn.OrthogonalRNNCell(4).init, jax.random.key(0),
+                     jax.ShapeDtypeStruct(shape, dtype), real)
 
 
 @pytest.mark.parametrize("cell, size", [(lnn.URNNCell, 6), (lnn.SimpleRNNCell, 3)])

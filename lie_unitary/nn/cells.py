@@ -143,11 +143,16 @@ class _RealState:
     """1: the state has one feature axis (the last)."""
     return 1
 
-  def _check_carry(self, carry):
+  def _check_carry(self, carry, projected):
+    """The carry `initialize_carry` gives for x: real (..., H), x's batch axes (not broadcast)."""
     size = self._state_factor * self.features
+    carry = jnp.asarray(carry)
     if carry.shape[-1:] != (size,) or jnp.iscomplexobj(carry):
       raise ValueError(f"carry must be real (..., {size}) (`initialize_carry`'s); got shape "
                        f"{carry.shape}, dtype {carry.dtype}.")
+    if carry.shape[:-1] != projected.shape[:-1]:
+      raise ValueError(f"carry's batch axes {carry.shape[:-1]} must be x's "
+                       f"{projected.shape[:-1]}; got carry {carry.shape}.")
 
 
 class _ComplexPairState(_RealState):
@@ -204,8 +209,8 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   Raises (at `init` / `apply`):
     ValueError: features not an integer ≥ 1, an unknown h0, activation or
       complex_product ('gauss' without modReLU or with an unconstrained cell included),
-      a complex input, a carry that is not real (..., 2n), or `unitary()` of an
-      unconstrained cell.
+      a complex input, a carry that is not real (..., 2n) with x's batch axes, or
+      `unitary()` of an unconstrained cell.
   """
   features: int
   beta: float = 1.0
@@ -291,7 +296,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
   def __call__(self, carry_BxH, x_BxD):
     """One step (one eigh). carry (..., 2n), x (..., D) real -> (new carry, output)."""
     projected = self.project_inputs(x_BxD)  # first: setup's checks of the sizes
-    self._check_carry(carry_BxH)
+    self._check_carry(carry_BxH, projected)
     return self.step(carry_BxH, projected, self.transition())
 
 
@@ -312,7 +317,8 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
 
   Raises (at `init` / `apply`):
     ValueError: features not an integer ≥ 1, an unknown h0, a complex input, a carry
-      that is not real (..., 2n), or a param_dtype other than float32 and float64.
+      that is not real (..., 2n) with x's batch axes, or a param_dtype other than
+      float32 and float64.
   """
   features: int
   h0: str = "random"
@@ -357,7 +363,7 @@ class URNNCell(_ComplexPairState, nn.RNNCellBase):
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., 2n), x (..., D) real -> (new carry, output = new carry)."""
     projected = self.project_inputs(x_BxD)  # first: setup's checks of the sizes
-    self._check_carry(carry_BxH)
+    self._check_carry(carry_BxH, projected)
     return self.step(carry_BxH, projected)
 
 
@@ -376,7 +382,8 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
 
   Raises (at `init` / `apply`):
     ValueError: features not an integer ≥ 1, an unknown activation, a complex input, a
-      carry that is not real (..., n), or a param_dtype other than float32 and float64.
+      carry that is not real (..., n) with x's batch axes, or a param_dtype other than
+      float32 and float64.
   """
   features: int
   activation: str = "tanh"
@@ -418,7 +425,7 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
   def __call__(self, carry_BxH, x_BxD):
     """One step. carry (..., n), x (..., D) real -> (new carry, output = new carry)."""
     projected = self.project_inputs(x_BxD)  # first: setup's checks of the sizes
-    self._check_carry(carry_BxH)
+    self._check_carry(carry_BxH, projected)
     return self.step(carry_BxH, projected, self.transition())
 
 

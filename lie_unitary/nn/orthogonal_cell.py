@@ -91,7 +91,8 @@ class OrthogonalRNNCell(cells._RealState, nn.RNNCellBase):
     expm_method: `orthogonal_from_lambdas`'s method: 'auto', 'eigh' or 'pade'.
 
   Raises (at `init` / `apply`):
-    ValueError: features not an integer ≥ 2, an unknown skew_init or expm_method.
+    ValueError: features not an integer ≥ 2, an unknown skew_init or expm_method, a
+      complex input, or a carry that is not real (..., n) with x's batch axes.
   """
   features: int
   skew_init: str = "cayley"
@@ -138,7 +139,9 @@ class OrthogonalRNNCell(cells._RealState, nn.RNNCellBase):
 
   def __call__(self, carry_BxH, x_BxD):
     """One step (one expm). carry (..., n), x (..., D) real -> (new carry, output)."""
-    return self.step(carry_BxH, self.project_inputs(x_BxD), self.transition())
+    projected = self.project_inputs(x_BxD)  # first: setup's checks of the sizes
+    self._check_carry(carry_BxH, projected)
+    return self.step(carry_BxH, projected, self.transition())
 
 
 def orthogonal_labels(params) -> Any:
