@@ -253,14 +253,23 @@ def _projection_init(key, n, dtype=jnp.float32):
           "im": jax.random.normal(k_im, (n, n), dtype)}, {}
 
 
+def _projection_matrix(params):
+  """re + i·im, the two of one shape (lax.complex would broadcast a unit axis)."""
+  re, im = jnp.asarray(params["re"]), jnp.asarray(params["im"])
+  if re.shape != im.shape:
+    raise ValueError(f"projection's 're' and 'im' must have one shape; got {re.shape} and "
+                     f"{im.shape}.")
+  return jax.lax.complex(re, im)
+
+
 def _projection_to_unitary(params, constants):
   del constants
-  return jax.lax.complex(params["re"], params["im"])
+  return _projection_matrix(params)
 
 
 def _projection_post_update(params, constants):
   del constants
-  u = polar_unitary(jax.lax.complex(params["re"], params["im"]))
+  u = polar_unitary(_projection_matrix(params))
   return {"re": jnp.real(u), "im": jnp.imag(u)}
 
 

@@ -137,6 +137,11 @@ def test_bad_arguments_raise():
       with pytest.raises(ValueError, match=f"n must be a positive integer; got {n!r}"):
         lu.get_parametrization(name).num_trainable(n)
   assert p.num_trainable(np.int32(4)) == 16
+  projection = lu.get_parametrization("projection")
+  bad = {"re": np.ones((2, 2), np.float32), "im": np.ones((1, 2), np.float32)}  # would broadcast
+  for f in (projection.post_update, projection.to_unitary):
+    with pytest.raises(ValueError, match=r"'re' and 'im' must have one shape; got \(2, 2\)"):
+      jax.eval_shape(f, bad, {})
   for dtype in (jnp.complex64, jnp.bfloat16, jnp.float16):
     with pytest.raises(ValueError, match="parameter dtype must be float32 or float64"):
       p.init(jax.random.key(0), 3, dtype)
