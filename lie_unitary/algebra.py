@@ -30,6 +30,7 @@ import numpy as np
 
 __all__ = [
     "as_complex_square",
+    "as_float_square",
     "as_real_coefficients",
     "as_square_matrix",
     "basis",
@@ -194,6 +195,27 @@ def as_square_matrix(mat, what: str) -> jax.Array:
   return mat
 
 
+def as_float_square(mat, what: str) -> jax.Array:
+  """`as_square_matrix`, then integers and bools as the default float; half precision refused.
+
+  Args:
+    mat: array-like (..., n, n), real or complex.
+    what: the argument's name, for the error message.
+
+  Returns:
+    `mat` as a JAX array of float32/float64 or complex64/complex128, its shape unchanged.
+
+  Raises:
+    ValueError: naming `what`, if `mat` is not square or is float16 / bfloat16.
+  """
+  mat = as_square_matrix(mat, what)
+  if not jnp.issubdtype(mat.dtype, jnp.inexact):
+    return mat.astype(jnp.result_type(float))
+  if not jnp.iscomplexobj(mat):
+    check_real_dtype(mat.dtype, f"{what}'s dtype")
+  return mat
+
+
 def as_complex_square(mat, what: str) -> jax.Array:
   """Checks that `mat` is (..., n, n) and promotes it to the complex dtype of its precision.
 
@@ -206,14 +228,11 @@ def as_complex_square(mat, what: str) -> jax.Array:
     float64 or complex128.
 
   Raises:
-    ValueError: naming `what`, if `mat` is not square.
+    ValueError: naming `what`, if `mat` is not square or is half precision (float16,
+      bfloat16: no complex dtype of that precision).
   """
-  mat = as_square_matrix(mat, what)
-  if not jnp.iscomplexobj(mat):
-    if not jnp.issubdtype(mat.dtype, jnp.floating):
-      mat = mat.astype(jnp.result_type(float))
-    mat = mat.astype(complex_dtype_for(mat.dtype))
-  return mat
+  mat = as_float_square(mat, what)
+  return mat if jnp.iscomplexobj(mat) else mat.astype(complex_dtype_for(mat.dtype))
 
 
 @functools.lru_cache(maxsize=None)
@@ -364,9 +383,9 @@ def skew_hermitian_to_lambdas(skew) -> jax.Array:
     Real array (..., n²) of the matching precision (complex64 -> float32).
 
   Raises:
-    ValueError: if `skew` is not square.
+    ValueError: if `skew` is not square, or half precision (float16, bfloat16).
   """
-  skew = as_square_matrix(skew, "skew")
+  skew = as_float_square(skew, "skew")  # integers and bools: the default float
   n = skew.shape[-1]
   _, _, _, rows, cols = _gather_tables(n)
   re, im = jnp.real(skew), jnp.imag(skew)
@@ -415,11 +434,12 @@ def skew_symmetric_to_lambdas(skew) -> jax.Array:
     Real array (..., n(n-1)/2).
 
   Raises:
-    ValueError: if `skew` is not square, is complex, or n < 2.
+    ValueError: if `skew` is not square, is complex or half precision, or n < 2.
   """
   skew = as_square_matrix(skew, "skew")
   if jnp.iscomplexobj(skew):
     raise ValueError(f"skew must be a real matrix for so(n); got dtype {skew.dtype}.")
+  skew = as_float_square(skew, "skew")  # integers and bools: the default float
   n = skew.shape[-1]
   if n < 2:
     raise ValueError(f"so(n) needs n ≥ 2; got {skew.shape=}.")

@@ -317,8 +317,8 @@ def expm_skew_hermitian(skew, method: str = "auto") -> jax.Array:
     Complex array (..., n, n), unitary.
 
   Raises:
-    ValueError: if `skew` is not a square matrix (rank < 2 or unequal last axes), or
-      `method` is not one of `METHODS`.
+    ValueError: if `skew` is not a square matrix (rank < 2 or unequal last axes) or is
+      half precision (float16, bfloat16), or `method` is not one of `METHODS`.
   """
   skew = algebra.as_complex_square(skew, "skew")
   method = _resolve_method(method, skew.shape)

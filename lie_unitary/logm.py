@@ -43,7 +43,7 @@ def unitary_eigendecomposition(u) -> tuple[jax.Array, jax.Array]:
     (..., n, n) unitary W whose columns are the eigenvectors.
 
   Raises:
-    ValueError: if `u` is not square.
+    ValueError: if `u` is not square, or half precision (float16, bfloat16).
   """
   u = algebra.as_complex_square(u, "u")
   phases_a, w_a, off_a = _eigen_with(u, _MIXING[0])
@@ -80,7 +80,7 @@ def log_unitary(u) -> jax.Array:
     Complex array (..., n, n), skew-Hermitian (up to rounding).
 
   Raises:
-    ValueError: if `u` is not square.
+    ValueError: if `u` is not square, or half precision (float16, bfloat16).
 
   The result is only defined up to the branch cut: an eigenvalue at exactly -1 maps
   to ±iπ. Not meant to be differentiated.

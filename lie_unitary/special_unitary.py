@@ -141,7 +141,7 @@ def skew_hermitian_to_su_lambdas(skew) -> jax.Array:
     Real array (..., n² - 1) of the matching precision (complex64 -> float32).
 
   Raises:
-    ValueError: if `skew` is not square or n < 2.
+    ValueError: if `skew` is not square, half precision (float16, bfloat16) or n < 2.
   """
   skew = jnp.asarray(skew)
   if skew.ndim < 2 or skew.shape[-1] != skew.shape[-2] or skew.shape[-1] < 2:
@@ -201,7 +201,7 @@ def su_lambdas_from_special_unitary(u) -> jax.Array:
     Real array (..., n² - 1), float32 for complex64 input, float64 for complex128.
 
   Raises:
-    ValueError: if `u` is not square or n < 2.
+    ValueError: if `u` is not square, half precision (float16, bfloat16) or n < 2.
 
   Not meant to be differentiated; eigenvalues at exactly -1 sit on the branch cut.
   """

@@ -229,6 +229,31 @@ def test_half_precision_coefficients_raise(name, dtype):
     jax.eval_shape(lambda: _COEFFICIENT_MAPS[name](dtype))  # traced only: nothing compiles
 
 
+# Every public map of a matrix to a matrix or coefficients, with a 2×2 input.
+_MATRIX_MAPS = {
+    f.__name__: f for f in (lu.skew_hermitian_to_lambdas, lu.skew_symmetric_to_lambdas,
+                            lu.skew_hermitian_to_su_lambdas, lu.expm_skew_hermitian,
+                            lu.log_unitary, lu.lambdas_from_unitary,
+                            lu.su_lambdas_from_special_unitary)}
+
+
+@pytest.mark.parametrize("dtype", HALF_PRECISION)
+@pytest.mark.parametrize("name", sorted(_MATRIX_MAPS))
+def test_half_precision_matrices_raise(name, dtype):
+  # Not computed in float32 behind the caller's back, as the coefficient maps.
+  expected = rf"dtype must be float32 or float64; got {jnp.dtype(dtype).name}\. Half precision"
+  with pytest.raises(ValueError, match=expected):
+    jax.eval_shape(_MATRIX_MAPS[name], jax.ShapeDtypeStruct((2, 2), dtype))
+
+
+def test_integer_and_bool_matrices_are_promoted_to_the_default_float():
+  rotation = np.array([[0, 1], [-1, 0]])  # (0, 1; −1, 0): λ = e₁₂'s real coefficient 1
+  np.testing.assert_array_equal(lu.skew_hermitian_to_lambdas(rotation), [0, 0, 0, 1])
+  np.testing.assert_array_equal(lu.skew_symmetric_to_lambdas(rotation), [1])
+  lam = lu.skew_hermitian_to_lambdas(np.eye(2, dtype=bool))  # the Hermitian part: discarded
+  assert lam.dtype == np.float32 and not np.any(np.asarray(lam))
+
+
 @pytest.mark.parametrize("name", sorted(_COEFFICIENT_MAPS))
 def test_complex_coefficients_raise(name):
   with pytest.raises(ValueError, match="REAL coefficients; got dtype complex64"):
