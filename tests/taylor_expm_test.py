@@ -167,6 +167,14 @@ def test_rebased_layers_refuse_non_square_and_rebase_needs_a_base():
   with pytest.raises(ValueError, match=r"makes a 4×4 rotation beside a base of shape \(3, 3\)"):
     lu.nn.rebase({"params": {"mu": np.zeros(6, np.float32)},
                   lu.nn.BASE_COLLECTION: {"base": np.eye(3, dtype=np.float32)}})
+  base = lu.nn.BASE_COLLECTION
+  for variables, match in (  # each a ValueError naming the problem, not a KeyError or TypeError
+      ({"params": {"mu": np.zeros(3)}, base: {"base": np.ones((2, 3))}},
+       r"makes a 3×3 rotation beside a base of shape \(2, 3\)"),
+      ({"params": {}, base: {"layer": {"base": np.eye(2)}}}, "layer holds bases but no module"),
+      ({"params": None, base: {"base": np.eye(2)}}, r"variables\['params'\] must be a dict")):
+    with pytest.raises(ValueError, match=match):
+      lu.nn.rebase(variables)
   with pytest.raises(ValueError, match="rebased=True"):
     lnnx.OrthogonalLinear(5, 5, rngs=nnx.Rngs(0)).rebase()
 

@@ -8,6 +8,7 @@ now and then (every few hundred steps, say) keeps μ there without changing W.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import jax.numpy as jnp
@@ -41,13 +42,18 @@ def rebase(variables: dict[str, Any]) -> dict[str, Any]:
     A new variables dict of the same structure, shapes and dtypes.
 
   Raises:
-    ValueError: if there is no `BASE_COLLECTION`, a base has no "mu" or "lam" beside
-      it in "params", or its dtype or size does not match them (complex with "lam",
-      real with "mu").
+    ValueError: if there is no `BASE_COLLECTION` or either collection is not a dict, a
+      module with bases has no counterpart in "params", a base has no "mu" or "lam"
+      beside it, or its dtype or shape does not match them (complex with "lam", real
+      with "mu").
   """
   if BASE_COLLECTION not in variables:
     raise ValueError(f"rebase: the variables have no {BASE_COLLECTION!r} collection (no "
                      f"rebased layer or cell); collections: {sorted(variables)}.")
+  for name in ("params", BASE_COLLECTION):
+    if not isinstance(variables.get(name), Mapping):
+      raise ValueError(f"rebase: variables[{name!r}] must be a dict of the modules' variables; "
+                       f"got {type(variables.get(name)).__name__}.")
   params, bases = dict(variables["params"]), dict(variables[BASE_COLLECTION])
 
   def visit(base_tree, param_tree, path):
@@ -67,13 +73,16 @@ def rebase(variables: dict[str, Any]) -> dict[str, Any]:
           base_tree["base"], param_tree[c] = principal_branch.rebase(sub, coeffs)
         else:
           r = expm.orthogonal_from_lambdas(coeffs)
-          if r.shape[-1] != jnp.shape(sub)[-1]:
+          if r.shape[-2:] != jnp.shape(sub)[-2:]:
             raise ValueError(f"rebase: 'mu' at {'/'.join(path) or '/'} makes a "
                              f"{r.shape[-1]}×{r.shape[-1]} rotation beside a base of shape "
                              f"{jnp.shape(sub)}.")
           base_tree["base"] = principal_branch.reunitarize(mm(jnp.asarray(sub).astype(r.dtype), r))
           param_tree[c] = jnp.zeros_like(coeffs)
       else:
+        if not isinstance(param_tree.get(name), Mapping) or not isinstance(sub, Mapping):
+          raise ValueError(f"rebase: {'/'.join(path + (name,))} holds bases but no module of "
+                           "that name in 'params' (or not a dict of variables).")
         base_tree[name] = dict(sub)
         param_tree[name] = dict(param_tree[name])
         visit(base_tree[name], param_tree[name], path + (name,))
