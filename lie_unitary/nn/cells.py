@@ -233,6 +233,7 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     if self.complex_product == "gauss" and (self.unconstrained or self.activation != "modrelu"):
       raise ValueError("complex_product='gauss' needs activation='modrelu' and a constrained "
                        "cell (a free matrix has no complex blocks).")
+    algebra.check_real_dtype(self.param_dtype, "param_dtype")  # constrained or not
     n = self.features
     if self.activation == "modrelu":
       self.modrelu_bias = self.param("modrelu_bias", _uniform(-0.01, 0.01), (n,),
