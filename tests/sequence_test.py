@@ -63,10 +63,19 @@ def test_lstm_and_bad_arguments():
   assert jax.eval_shape(model.apply, params, x).shape == (2, 1)
   with pytest.raises(ValueError, match="readout"):
     jax.eval_shape(lnn.SequenceModel(nn.OptimizedLSTMCell(4), 1, readout="first").init, key, x)
-  for bad, match in ((jax.ShapeDtypeStruct((2, 0, 2), jnp.float32), r"L ≥ 1; got .*\(2, 0, 2\)"),
+  for bad, match in ((jax.ShapeDtypeStruct((2, 0, 2), jnp.float32), r"L, D ≥ 1; got .*\(2, 0, 2\)"),
+                     (jax.ShapeDtypeStruct((2, 5, 0), jnp.float32), r"L, D ≥ 1; got .*\(2, 5, 0\)"),
                      (jax.ShapeDtypeStruct((2, 5, 2), jnp.complex64), "real; got dtype complex64")):
     with pytest.raises(ValueError, match=match):
       jax.eval_shape(model.init, key, bad)
+  for k in (0, -1, 2.0):  # not a ZeroDivisionError or a shape TypeError
+    with pytest.raises(ValueError, match=f"num_outputs must be a positive integer; got {k}"):
+      jax.eval_shape(lnn.SequenceModel(lnn.SimpleRNNCell(2), k).init, key, x)
+  for features, shape, match in ((0, (2, 2), "features must be a positive integer; got 0"),
+                                 (2, (), r"\(..., D\) with D ≥ 1; got x.shape=\(\)")):
+    x_in = jax.ShapeDtypeStruct(shape, jnp.float32)
+    with pytest.raises(ValueError, match=match):
+      jax.eval_shape(lnn.InputProjection(features).init, key, x_in)
   h, x_t = jax.ShapeDtypeStruct((1, 8), jnp.float32), jax.ShapeDtypeStruct((1, 2), x.dtype)
   with pytest.raises(ValueError, match="h0"):
     jax.eval_shape(lnn.GURNNCell(4, h0="learned").init, key, h, x_t)

@@ -111,10 +111,15 @@ class InputProjection(nn.Module):
   @nn.compact
   def __call__(self, x, lazy: bool = False):
     """Real (..., D) -> (..., F); with `lazy`, x (L, B, D) -> a `recurrence.Projection`.
-    Raises ValueError for a complex x (the cells' inputs are real)."""
+    Raises ValueError for a complex x (the cells' inputs are real), x without a
+    non-empty last axis, or features not a positive integer."""
+    algebra.check_positive_int(self.features, "features")
+    x = jnp.asarray(x)
     if jnp.iscomplexobj(x):
       raise ValueError(f"the cell's input x must be real; got dtype {x.dtype} (pass "
                        f"[Re, Im] as features).")
+    if x.ndim < 1 or x.shape[-1] < 1:
+      raise ValueError(f"the input x must be (..., D) with D ≥ 1; got {x.shape=}.")
     kernel = self.param("kernel", self.kernel_init, (x.shape[-1], self.features),
                         self.param_dtype)
     bias = (self.param("bias", self.bias_init, (self.features,), self.param_dtype)

@@ -142,13 +142,15 @@ class SequenceModel(nn.Module):
       Real (B, K) for readout 'last', (B, L, K) for 'all'.
 
     Raises:
-      ValueError: on a bad readout, an input that is not real (B, L, D) with L ≥ 1, or a
-        random h0 without a key.
+      ValueError: on a bad readout, num_outputs not a positive integer, an input that is
+        not real (B, L, D) with L, D ≥ 1, or a random h0 without a key.
     """
     if self.readout not in ("last", "all"):
       raise ValueError(f"readout must be 'last' or 'all'; got {self.readout!r}.")
-    if x_BxLxD.ndim != 3 or x_BxLxD.shape[1] < 1:
-      raise ValueError(f"inputs must be (B, L, D) with L ≥ 1; got {x_BxLxD.shape=}.")
+    algebra.check_positive_int(self.num_outputs, "num_outputs")
+    x_BxLxD = jnp.asarray(x_BxLxD)
+    if x_BxLxD.ndim != 3 or x_BxLxD.shape[1] < 1 or x_BxLxD.shape[2] < 1:
+      raise ValueError(f"inputs must be (B, L, D) with L, D ≥ 1; got {x_BxLxD.shape=}.")
     if jnp.iscomplexobj(x_BxLxD):
       raise ValueError(f"inputs must be real; got dtype {x_BxLxD.dtype}.")
     if carry_key is None:
