@@ -459,3 +459,28 @@ def test_a_projection_of_the_wrong_shape_raises():
       lnn.elementwise_recurrence(w, h0, projection)
   with pytest.raises(ValueError, match="expected"):  # its batch is not h0's
     lnn.modrelu_recurrence(w, h0, recurrence.Projection(z(3, 5, 1), z(1, 4)), z(2))
+
+
+def test_inputs_that_are_not_real_floats_raise():
+  # Complex inputs failed in the loop's type check; integers ran and returned integers.
+  z = lambda *shape, d=np.float32: np.zeros(shape, d)  # noqa: E731
+  w, h0, p = np.eye(4, dtype=np.float32), z(2, 4), z(3, 2, 4)
+  for name, args in (("transition", (w.astype(np.complex64), h0, p)),
+                     ("transition", (w.astype(np.int32), h0, p)),
+                     ("h0", (w, h0.astype(np.int32), p)),
+                     ("projected", (w, h0, p.astype(np.float16))),
+                     ("kernel", (w, h0, recurrence.Projection(z(3, 2, 1), z(1, 4, d=np.int32))))):
+    with pytest.raises(ValueError, match=name):
+      lnn.elementwise_recurrence(*args)
+  with pytest.raises(ValueError, match="bias_n must be real"):
+    lnn.modrelu_recurrence(w, h0, p, z(2, d=np.complex64))
+  with pytest.raises(ValueError, match="bias_H must be real"):
+    lnn.real_modrelu_recurrence(w, h0, p, z(4, d=np.complex64))
+  # The activations: z of the documented kind, a bias (n,) neither complex nor broadcast.
+  for f, z_ok, z_bad in ((lnn.modrelu, z(2, 3, d=np.complex64), z(2, 3)),
+                         (lnn.real_modrelu, z(2, 3), z(2, 3, d=np.complex64))):
+    with pytest.raises(ValueError, match="takes"):
+      f(z_bad, z(3))
+    for bias in (z(2), z(3, d=np.complex64), z(1, 3)):
+      with pytest.raises(ValueError, match=r"bias must be real \(3,\)"):
+        f(z_ok, bias)

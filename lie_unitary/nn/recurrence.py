@@ -115,6 +115,20 @@ def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH) -> None:
                      f"{h0_BxH.shape=}, projected {shape}.")
   if shape[0] == 0:
     raise ValueError("the sequence has no steps (L = 0): give at least one.")
+  parts = ((("transition", transition_HxH), ("h0", h0_BxH))
+           + (tuple(zip(("x", "kernel", "bias"), projected_LxBxH))
+              if isinstance(projected_LxBxH, Projection) else (("projected", projected_LxBxH),)))
+  for name, a in parts:
+    _check_real_float(a, name)
+
+
+def _check_real_float(a, name: str) -> None:
+  """Raises ValueError unless `a` (None passes) is a float32 or float64 array: the
+  recurrences are real, and their loops keep the inputs' dtype."""
+  if a is not None and not jnp.issubdtype(jnp.result_type(a), jnp.floating):
+    raise ValueError(f"{name} must be real float32 or float64; got dtype {jnp.result_type(a)}.")
+  if a is not None:
+    algebra.check_real_dtype(jnp.result_type(a), f"{name}'s dtype")
 
 
 def _transition_cotangent(h0_BxH, hs_LxBxH, deltas_LxBxH):
@@ -301,12 +315,20 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
     Real (L, B, H), the inputs' dtype: h_1..h_L; (B, H) h_L with `last_only`.
 
   Raises:
-    ValueError: on mismatched shapes, no steps (L = 0) or an unknown activation.
+    ValueError: on mismatched shapes, no steps (L = 0), an unknown activation, or an
+      input that is not real float32 / float64.
   """
   elementwise_activation(activation)
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
   return _recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation, unroll,
                      bool(last_only))
+
+
+def _check_bias(z, bias) -> None:
+  """A modReLU bias: real (n,) for z (..., n) (not broadcast from another shape)."""
+  if jnp.iscomplexobj(bias) or jnp.shape(bias) != jnp.shape(z)[-1:]:
+    raise ValueError(f"the modReLU bias must be real {jnp.shape(z)[-1:]} for z of shape "
+                     f"{jnp.shape(z)}; got shape {jnp.shape(bias)}, dtype {jnp.result_type(bias)}.")
 
 
 def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
@@ -321,7 +343,14 @@ def modrelu(z, bias, eps: float = _MODRELU_EPS) -> jax.Array:
 
   Returns:
     Complex (..., n), z's dtype.
+
+  Raises:
+    ValueError: for a real z, or a bias that is complex or not (n,).
   """
+  if not jnp.iscomplexobj(z):
+    raise ValueError(f"modrelu takes complex z (real_modrelu: real); got dtype "
+                     f"{jnp.result_type(z)}.")
+  _check_bias(z, bias)
   norm = jnp.sqrt(jnp.real(z) ** 2 + jnp.imag(z) ** 2 + eps)
   scale = jnp.where(z != 0, jax.nn.relu(norm + bias) / norm, 0)
   return z * scale.astype(z.dtype)
@@ -509,12 +538,13 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
     `last_only`.
 
   Raises:
-    ValueError: on mismatched shapes (a bias not (H / 2,) included), L = 0, or an
-      unknown `product`.
+    ValueError: on mismatched shapes (a bias not (H / 2,) included), L = 0, an input
+      that is not real float32 / float64, or an unknown `product`.
   """
   if product not in COMPLEX_PRODUCTS:
     raise ValueError(f"product must be one of {COMPLEX_PRODUCTS}; got {product!r}.")
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  _check_real_float(bias_n, "bias_n")
   if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
     raise ValueError(f"expected a bias (H / 2,) for states (B, H); got {bias_n.shape=}, "
                      f"{h0_BxH.shape=}.")
@@ -531,7 +561,14 @@ def real_modrelu(z, bias) -> jax.Array:
 
   Returns:
     Real (..., n), the promoted dtype of z and b.
+
+  Raises:
+    ValueError: for a complex z, or a bias that is complex or not (n,).
   """
+  if jnp.iscomplexobj(z):
+    raise ValueError(f"real_modrelu takes real z (modrelu: complex); got dtype "
+                     f"{jnp.result_type(z)}.")
+  _check_bias(z, bias)
   return jnp.sign(z) * jax.nn.relu(jnp.abs(z) + bias)
 
 
@@ -598,9 +635,11 @@ def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
     Real (L, B, H), the inputs' dtype: h_1..h_L; (B, H) h_L with `last_only`.
 
   Raises:
-    ValueError: on mismatched shapes (a bias not (H,) included) or L = 0.
+    ValueError: on mismatched shapes (a bias not (H,) included), L = 0, or an input
+      that is not real float32 / float64.
   """
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
+  _check_real_float(bias_H, "bias_H")
   if bias_H.shape != h0_BxH.shape[-1:]:
     raise ValueError(f"expected a bias (H,) for states (B, H); got {bias_H.shape=}, "
                      f"{h0_BxH.shape=}.")
