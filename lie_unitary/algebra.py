@@ -38,6 +38,7 @@ __all__ = [
     "check_lambdas",
     "check_positive_int",
     "check_real_dtype",
+    "complex_dtype",
     "complex_dtype_for",
     "cotangent_to_lambdas",
     "entry_positions",
@@ -90,6 +91,22 @@ def complex_dtype_for(real_dtype) -> jnp.dtype:
 
 
 _REAL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def complex_dtype(dtype=None) -> np.dtype:
+  """`dtype` as a NumPy dtype, if complex64 or complex128; None: the default complex
+  (complex128 with x64 enabled, else complex64).
+
+  Raises:
+    ValueError: for any other dtype, or one `jnp.dtype` does not know.
+  """
+  try:
+    dtype = jnp.dtype(dtype or jnp.result_type(complex))
+  except TypeError as error:
+    raise ValueError(f"dtype must be complex64 or complex128; got {dtype!r}.") from error
+  if dtype not in (np.dtype(np.complex64), np.dtype(np.complex128)):
+    raise ValueError(f"dtype must be complex64 or complex128; got {dtype}.")
+  return dtype
 
 
 def check_positive_int(value, what: str = "n") -> int:
@@ -466,10 +483,7 @@ def basis(n: int, dtype=None) -> jax.Array:
       complex128 (a real dtype would drop the imaginary entries).
   """
   n = check_positive_int(n)
-  dtype = jnp.dtype(dtype or jnp.result_type(complex))
-  if dtype not in (np.dtype(np.complex64), np.dtype(np.complex128)):
-    raise ValueError(f"dtype must be complex64 or complex128 (the basis has imaginary "
-                     f"entries); got {dtype}.")
+  dtype = complex_dtype(dtype)
   out = np.zeros((n * n, n, n), np.complex128)
   for a in range(n):
     out[a, a, a] = 1j

@@ -30,10 +30,7 @@ GENERATORS = ("qr", "haar", "lie", "composition")
 
 
 def _real_dtype_of(dtype):
-  dtype = jnp.dtype(dtype)
-  if not jnp.issubdtype(dtype, jnp.complexfloating):
-    raise ValueError(f"dtype must be complex64 or complex128; got {dtype}.")
-  return jnp.finfo(dtype).dtype
+  return jnp.finfo(algebra.complex_dtype(dtype)).dtype
 
 
 def _check_reflection_scale(scale) -> None:

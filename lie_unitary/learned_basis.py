@@ -432,12 +432,11 @@ def principal_angles(a, b, rtol: float | None = None) -> jax.Array:
 
 def _float_dtype_of(x, y):
   """The common dtype of x and y: float/complex 32/64 bits (integers -> default float)."""
+  for name, a in (("x", x), ("y", y)):  # each: float16 with float32 would promote silently
+    if jnp.issubdtype(jnp.result_type(a), jnp.inexact):
+      algebra.check_real_dtype(jnp.finfo(jnp.result_type(a)).dtype, f"{name}'s (real) dtype")
   dtype = jnp.result_type(x, y)
-  if not jnp.issubdtype(dtype, jnp.inexact):
-    return jnp.result_type(float)
-  real = jnp.finfo(dtype).dtype
-  algebra.check_real_dtype(real, "x and y's (real) dtype")
-  return dtype
+  return dtype if jnp.issubdtype(dtype, jnp.inexact) else jnp.result_type(float)
 
 
 def procrustes_unitary(x, y) -> jax.Array:

@@ -51,7 +51,7 @@ def n_from_num_su_lambdas(num: int) -> int:
     ValueError: if `num` is not n² - 1 for an integer n ≥ 2.
   """
   n = math.isqrt(num + 1) if algebra._is_count(num) and num >= 0 else -1
-  if num < 3 or n * n - 1 != num:
+  if n < 2 or n * n - 1 != num:  # n = -1 for a non-count: never compared with num
     raise ValueError(
         f"an su(n) coefficient vector needs n² - 1 entries for an integer n ≥ 2 "
         f"(3, 8, 15, 24, ...); got {num!r}.")

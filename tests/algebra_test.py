@@ -169,8 +169,9 @@ def test_bad_inputs_raise():
     lu.basis(2.0)
   assert lu.basis(np.int64(2)).shape == (4, 2, 2)
   for make in (lu.basis, lu.su_basis):  # a real dtype would drop the imaginary entries
-    with pytest.raises(ValueError, match="complex64 or complex128"):
-      make(2, jnp.float32)
+    for dtype in (jnp.float32, "foo"):  # nor a name jnp.dtype does not know (its TypeError)
+      with pytest.raises(ValueError, match="complex64 or complex128"):
+        make(2, dtype)
   with pytest.raises(ValueError, match=r"n\(n-1\)/2"):
     jax.eval_shape(lambda: lu.lambdas_to_skew_symmetric(jnp.zeros(5)))
   with pytest.raises(ValueError, match="real"):

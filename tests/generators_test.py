@@ -115,8 +115,9 @@ def test_bad_arguments_raise():
   draw = lambda *args: jax.eval_shape(lambda k: lu.random_unitary(k, *args), jax.random.key(0))
   with pytest.raises(ValueError, match="unknown generator method 'gaussian'"):
     draw(3, "gaussian")
-  with pytest.raises(ValueError, match="complex64 or complex128"):
-    draw(3, "haar", jnp.float32)
+  for dtype in (jnp.float32, "foo"):
+    with pytest.raises(ValueError, match="complex64 or complex128"):
+      draw(3, "haar", dtype)
   with pytest.raises(ValueError, match="positive integer"):
     draw(0, "haar")
   assert draw(np.int64(3), "haar").shape == (3, 3)  # a NumPy integer is an integer

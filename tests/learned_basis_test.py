@@ -331,6 +331,8 @@ def test_procrustes_real_and_batched(x64):
     (lambda: lu.procrustes_unitary(np.ones((5, 3)), np.ones((5, 4))), "same shape"),
     (lambda: lu.procrustes_unitary(np.ones(3), np.ones(3)), "same shape"),
     (lambda: lu.procrustes_unitary(*[np.ones((5, 3), np.float16)] * 2), "float16"),
+    (lambda: lu.procrustes_unitary(np.ones((5, 3), np.float16), np.ones((5, 3))),
+     "x's .real. dtype must be float32 or float64; got float16"),  # not promoted
 ])
 def test_bad_input_raises_value_error(call, match):
   with pytest.raises(ValueError, match=match):

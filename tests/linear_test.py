@@ -265,6 +265,11 @@ def test_half_precision_parameters_raise(dtype, features):
   layer = lu.OrthogonalLinear(features, param_dtype=dtype)
   with pytest.raises(ValueError, match=rf"mu's dtype must be float32 or float64; got {name}"):
     _init_shapes(layer, x)
+  for layer in (lu.UnitaryLinear(features, param_dtype=dtype),  # complex: not complex64
+                lu.UnitaryLinear(features, real_pairs=True, param_dtype=dtype),
+                lu.OrthogonalLinear(features, param_dtype=dtype)):
+    with pytest.raises(ValueError, match=rf"param_dtype must be float32 or float64; got {name}"):
+      layer.as_dense()
 
 
 @pytest.mark.parametrize("n,k", [(6, 2), (3, 5), (4, 4)])

@@ -279,9 +279,10 @@ def test_init_lambdas_errors():
   for n in (0, -2, 2.0, True):
     with pytest.raises(ValueError, match="n must be a positive integer"):
       pb.init_lambdas(key, n)
-  for std in (-1.0, float("nan"), float("inf")):
-    with pytest.raises(ValueError, match="std"):
+  for std in (-1.0, float("nan"), float("inf"), "1", True):  # a string: not a TypeError
+    with pytest.raises(ValueError, match="std must be finite and ≥ 0"):
       pb.init_lambdas(key, 3, std=std)
+  assert pb.init_lambdas(key, 3, std=np.float32(0.0)).shape == (9,)  # a NumPy real is one
   for dtype in (jnp.int32, jnp.complex64, jnp.float16, jnp.bfloat16):
     with pytest.raises(ValueError, match="dtype must be float32 or float64"):
       pb.init_lambdas(key, 3, dtype=dtype)
@@ -305,8 +306,9 @@ def test_lambda_initializer(x64):
     init(key, (5,))
   with pytest.raises(ValueError, match="scheme"):
     pb.lambda_initializer("bogus")
-  with pytest.raises(ValueError, match="std"):
-    pb.lambda_initializer("normal", std=-0.1)
+  for std in (-0.1, "1"):
+    with pytest.raises(ValueError, match="std must be finite and ≥ 0"):
+      pb.lambda_initializer("normal", std=std)
 
 
 # reunitarize

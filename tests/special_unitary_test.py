@@ -179,8 +179,8 @@ def test_bad_input_raises():
   with pytest.raises(ValueError, match="method must be one of"):
     traced(lu.special_unitary_from_lambdas, np.zeros(3, np.float32), method="cayley")
   assert lu.n_from_num_su_lambdas(24) == 5
-  for bad in (0, 3.0, True):
-    with pytest.raises(ValueError, match=f"got {bad}"):
+  for bad in (0, 3.0, True, "8", None):
+    with pytest.raises(ValueError, match=f"got {bad!r}"):
       lu.n_from_num_su_lambdas(bad)
   for count in (lu.n_from_num_lambdas, lu.algebra.n_from_num_so_lambdas):
     for bad in (4.0, True):

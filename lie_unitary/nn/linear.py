@@ -100,8 +100,8 @@ class UnitaryLinear(nn.Module):
 
   def as_dense(self) -> nn.Dense:
     """The `flax.linen.Dense` that applies `dense_params` (see there); HIGHEST precision."""
-    dtype = (algebra.check_real_dtype(self.param_dtype, "param_dtype") if self.real_pairs
-             else algebra.complex_dtype_for(self.param_dtype))
+    dtype = algebra.check_real_dtype(self.param_dtype, "param_dtype")
+    dtype = dtype if self.real_pairs else algebra.complex_dtype_for(dtype)
     return nn.Dense(self._dense_features(), use_bias=self.use_bias, dtype=dtype,
                     param_dtype=dtype, precision=jax.lax.Precision.HIGHEST, parent=None)
 
