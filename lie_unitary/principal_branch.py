@@ -233,9 +233,10 @@ def basis_norms(n: int, dtype=jnp.float32) -> jax.Array:
     Real array (n²,) in the order of `algebra.basis(n)`.
 
   Raises:
-    ValueError: n not a positive integer.
+    ValueError: n not a positive integer, or a dtype other than float32 and float64.
   """
   n = algebra.check_positive_int(n)
+  dtype = algebra.check_real_dtype(dtype)  # an integer dtype would truncate √2 to 1
   # The diagonal coefficients come first (`algebra.basis`), the n(n-1) others after.
   return jnp.concatenate([jnp.ones((n,), dtype),
                           jnp.full((n * (n - 1),), math.sqrt(2.0), dtype)])
@@ -255,9 +256,9 @@ def reunitarize(u) -> jax.Array:
     Array of the same shape and dtype (integers: the default float dtype).
 
   Raises:
-    ValueError: if `u` is not square.
+    ValueError: if `u` is not square, or half precision (float16, bfloat16).
   """
-  u = algebra.as_square_matrix(u, "u")
+  u = algebra.as_float_square(u, "u")
   gram = mm(jnp.conj(jnp.matrix_transpose(u)), u)
   # Broadcast explicitly: batch axes must not rely on implicit rank promotion.
   eye = jnp.broadcast_to(jnp.eye(u.shape[-1], dtype=u.dtype), gram.shape)
@@ -270,18 +271,22 @@ def rebased_unitary(base, lam, method: str = "auto") -> jax.Array:
   Gradients flow through λ only if `base` is held constant (pass it as state).
 
   Args:
-    base: complex array (..., n, n), unitary.
+    base: complex array (..., n, n), unitary, of λ's precision (complex64 for float32).
     lam: real array (..., n²), float32 or float64, of the matching precision.
     method: "eigh", "pade", "taylor" or "auto", as `lie_unitary.unitary_from_lambdas`.
 
   Returns:
-    Complex array (..., n, n).
+    Complex array (..., n, n), the batch axes of base and λ broadcast.
 
   Raises:
-    ValueError: as `unitary_from_lambdas`, if base is not (..., n, n), or if base's
-      batch axes and λ's do not broadcast.
+    ValueError: as `unitary_from_lambdas`, if base is not (..., n, n) of λ's precision
+      (half precision included), or if base's batch axes and λ's do not broadcast.
   """
   u = expm.unitary_from_lambdas(lam, method=method)
+  base = algebra.as_float_square(base, "base")
+  if jnp.finfo(base.dtype).dtype != jnp.finfo(u.dtype).dtype:  # not cast in silence
+    raise ValueError(f"base must have λ's precision ({u.dtype}, or real "
+                     f"{jnp.finfo(u.dtype).dtype}); got {base.dtype}.")
   if jnp.shape(base)[-2:] != u.shape[-2:]:
     raise ValueError(f"base must be (..., {u.shape[-1]}, {u.shape[-1]}) for λ of length "
                      f"{jnp.shape(lam)[-1]}; got {jnp.shape(base)}.")
@@ -305,7 +310,7 @@ def rebase(base, lam, method: str = "auto") -> tuple[jax.Array, jax.Array]:
     method: as `rebased_unitary`.
 
   Returns:
-    (new base of base's shape and λ's complex dtype, zeros like λ).
+    (new base: base and λ's batch axes broadcast, λ's complex dtype; zeros like λ).
 
   Raises:
     ValueError: as `rebased_unitary`.

@@ -104,3 +104,15 @@ def test_optax_steps_reduce_the_loss_and_collections_train_apart():
 def test_bad_configuration_or_input_raises_value_error(layer, x, match):
   with pytest.raises(ValueError, match=match):
     jax.eval_shape(lambda key: layer.init(key, x), jax.random.key(0))
+
+
+def test_coefficients_of_another_shape_are_refused_not_broadcast():
+  layer = lu.LearnedBasisUnitaries(2, 2, 3)  # C (2, 3), M (3, 4)
+  for shape in ((3,), (1, 3), (5, 3)):  # one row would give every operator one unitary
+    variables = {"params": {"basis": np.ones((3, 4), np.float32)},
+                 "coefficients": {"coefficients": np.ones(shape, np.float32)}}
+    with pytest.raises(ValueError, match=r"must be \(num_operators, basis_size\) = \(2, 3\)"):
+      jax.eval_shape(layer.apply, variables)
+  wrong_init = lu.LearnedBasisUnitaries(2, 2, 3, coefficient_init=lambda k, s, d: np.ones((5, 3)))
+  with pytest.raises(ValueError, match=r"got \(5, 3\)"):
+    jax.eval_shape(wrong_init.init, jax.random.key(0))

@@ -347,6 +347,8 @@ def test_rebased_unitary_and_rebase(x64):
     _rebased(np.eye(3, dtype=complex), lam[0], method="eigh")
   with pytest.raises(ValueError, match="base must be"):
     _rebase(np.ones(4, complex), lam[0], method="eigh")
+  with pytest.raises(ValueError, match=r"base must have λ's precision \(complex128"):
+    _rebased(np.eye(4, dtype=np.complex64), lam[0], method="eigh")  # not cast up in silence
   with pytest.raises(ValueError, match=r"batch axes \(3,\) and λ's \(2,\) do not broadcast"):
     _rebased(np.broadcast_to(np.eye(4, dtype=complex), (3, 4, 4)), lam, method="eigh")
 
@@ -476,3 +478,13 @@ def test_reset_with_multi_transform():
   everything = pb.reset_optimizer_state(optimizer, state, params)
   assert _leaves_equal(everything.inner_states["sgd"].inner_state,
                        fresh.inner_states["sgd"].inner_state)
+
+
+def test_basis_norms_and_reunitarize_refuse_other_dtypes():
+  np.testing.assert_allclose(pb.basis_norms(2), [1, 1, np.sqrt(2), np.sqrt(2)], rtol=1e-7)
+  for dtype in (jnp.int32, jnp.bool_, jnp.float16, "foo"):  # int32 would truncate √2 to 1
+    with pytest.raises(ValueError, match="dtype must be float32 or float64"):
+      pb.basis_norms(2, dtype)
+  for dtype in (jnp.float16, jnp.bfloat16):
+    with pytest.raises(ValueError, match="u's dtype must be float32 or float64"):
+      pb.reunitarize(jnp.eye(2, dtype=dtype))

@@ -106,6 +106,9 @@ class LearnedBasisUnitaries(nn.Module):
     coefficients = self.variable(
         COEFFICIENTS_COLLECTION, "coefficients",
         lambda: self.coefficient_init(self.make_rng("params"), (m, self.basis_size), dtype))
+    if jnp.shape(coefficients.value) != (m, self.basis_size):  # else broadcast over operators
+      raise ValueError(f"the coefficients must be (num_operators, basis_size) = "
+                       f"{(m, self.basis_size)}; got {jnp.shape(coefficients.value)}.")
     return learned_basis.unitary_from_basis(coefficients.value, basis, self.method)
 
   def __call__(self, x=None):
