@@ -302,3 +302,18 @@ def test_dense_params_apply_the_same_map(n, k):
   for y, dense in ((y_o, d_o), (y_u, d_u), (y_p, d_p)):
     assert dense.dtype == y.dtype
     np.testing.assert_allclose(dense, y, atol=1e-5)
+
+
+def test_input_precision_is_kept_or_refused_not_lowered(x64):
+  # float32 parameters: float64 pairs promote (as complex128 input does), half is refused.
+  layer = lu.UnitaryLinear(2, real_pairs=True)
+  x = np.array([[1 + 1e-10, 0.0, 0.0, 0.0]])  # float64: the 1e-10 lost in float32
+  variables = jax.jit(layer.init)(jax.random.key(0), x.astype(np.float32))
+  y = layer.apply(variables, x)
+  y_complex = lu.UnitaryLinear(2).apply(variables, x[:, :2] + 1j * x[:, 2:])
+  assert y.dtype == np.float64 and y_complex.dtype == np.complex128
+  np.testing.assert_allclose(y, np.concatenate([y_complex.real, y_complex.imag], -1), atol=1e-15)
+  for layer, width in ((lu.UnitaryLinear(2, real_pairs=True), 4), (lu.OrthogonalLinear(2), 2)):
+    for dtype in (jnp.float16, jnp.bfloat16):
+      with pytest.raises(ValueError, match="input dtype must be float32 or float64"):
+        _init_shapes(layer, np.ones((1, width), dtype))

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from lie_unitary import algebra
 from lie_unitary import expm
 from lie_unitary import stiefel
 from lie_unitary.precision import matmul as mm
@@ -151,16 +152,23 @@ def orthogonal_weight(mu, in_features: int, out_features: int) -> jax.Array:
   return jnp.matrix_transpose(stiefel.semi_orthogonal_from_lambdas(mu, n, k))
 
 
+def _check_not_half(x, layer: str) -> None:
+  """Half-precision input is refused, not computed in float32 behind the caller's back."""
+  if jnp.issubdtype(x.dtype, jnp.floating):
+    algebra.check_real_dtype(x.dtype, f"{layer}'s input dtype")
+
+
 def unitary_in_features(x, real_pairs: bool, layer: str = "UnitaryLinear") -> int:
   """n, the complex input size: x's last axis (complex x) or half of it (``real_pairs``).
 
   Raises:
     ValueError: naming `layer`, for real x without ``real_pairs``, complex x with it,
-      an odd last axis with it, or a scalar x.
+      an odd last axis with it, a scalar x, or half-precision x.
   """
   x = jnp.asarray(x)
   if x.ndim < 1:
     raise ValueError(f"{layer} expects input (..., features); got a scalar, {x.shape=}.")
+  _check_not_half(x, layer)
   if real_pairs:
     if jnp.iscomplexobj(x) or x.shape[-1] % 2 or x.shape[-1] == 0:
       raise ValueError(
@@ -180,11 +188,13 @@ def orthogonal_in_features(x, layer: str = "OrthogonalLinear") -> int:
   """n, the real input size (x's last axis).
 
   Raises:
-    ValueError: naming `layer`, for complex x, a scalar or an empty last axis.
+    ValueError: naming `layer`, for complex x, a scalar, an empty last axis, or
+      half-precision x.
   """
   x = jnp.asarray(x)
   if jnp.iscomplexobj(x) or x.ndim < 1 or x.shape[-1] == 0:
     raise ValueError(f"{layer} expects real input (..., n), n ≥ 1; got {x.shape=}, {x.dtype=}.")
+  _check_not_half(x, layer)
   return x.shape[-1]
 
 
@@ -205,7 +215,7 @@ def apply_unitary(w, x, bias=None, real_pairs: bool = False) -> jax.Array:
   Args:
     w: complex (k, n).
     x: complex (..., n); or real (..., 2n) holding [Re x, Im x] if ``real_pairs``
-      (integers are promoted to W's real dtype).
+      (integers are promoted to W's real dtype; float32 / float64 promote with it).
     bias: None, or real (2k,) holding [Re b, Im b].
     real_pairs: read and write real [Re, Im] halves.
 
@@ -224,7 +234,9 @@ def apply_unitary(w, x, bias=None, real_pairs: bool = False) -> jax.Array:
     bias = _check_bias(bias, 2 * k)
   x = jnp.asarray(x)
   if real_pairs:
-    part = jnp.finfo(w.dtype).dtype  # W's real dtype: integer pairs are promoted
+    part = jnp.finfo(w.dtype).dtype  # W's real dtype: integer pairs are promoted to it,
+    if jnp.issubdtype(x.dtype, jnp.floating):  # float ones promote with it, as complex x
+      part = jnp.promote_types(part, x.dtype)
     x = jax.lax.complex(x[..., :n].astype(part), x[..., n:].astype(part))
   y = mm(x, w.T)
   if real_pairs:
