@@ -205,6 +205,8 @@ def _taylor_polynomial(a, m: int) -> jax.Array:
 
 def _taylor(skew) -> jax.Array:
   """expm of a skew-symmetric or skew-Hermitian batch: the degree its ‖·‖₁ allows, or Padé."""
+  if skew.size == 0:  # an empty batch (or n = 0): nothing to bound, as the other methods
+    return skew
   thetas = _taylor_thresholds(np.dtype(jnp.finfo(skew.dtype).dtype).name)
   norm = jax.lax.stop_gradient(jnp.max(jnp.sum(jnp.abs(skew), axis=-2)))
   index = jnp.sum(norm > jnp.asarray(thetas, norm.dtype))

@@ -249,3 +249,11 @@ def test_expm_skew_symmetric_matches_scipy_in_both_methods(x64):
 def test_bad_method_raises(call, bad):
   with pytest.raises(ValueError, match="'auto', 'eigh', 'pade'"):
     jax.eval_shape(lambda: call(bad))  # traced only: nothing compiles
+
+
+@pytest.mark.parametrize("method", ["taylor", "eigh", "pade"])
+def test_an_empty_batch_gives_an_empty_batch_in_every_method(method):
+  # taylor took the max of an empty norm ("zero-size array to reduction operation").
+  u = jax.eval_shape(lambda: lu.unitary_from_lambdas(jnp.zeros((0, 4)), method=method))
+  r = jax.eval_shape(lambda: lu.orthogonal_from_lambdas(jnp.zeros((0, 3)), method=method))
+  assert (u.shape, u.dtype, r.shape) == ((0, 2, 2), jnp.complex64, (0, 3, 3))
