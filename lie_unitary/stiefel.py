@@ -250,7 +250,10 @@ def semi_unitary_from_lambdas(lam, n: int, k: int, method: str = "auto",
     method: "eigh", "pade", "taylor" or "auto", as in `expm_skew_hermitian`, for the n×n
       exponential (the thin path always runs Padé on its 2k×2k matrix).
     thin: None (default) takes the thin O(nk²) path when 2k < n, else the n×n
-      exponential; True or False forces it (True is ignored for k = n).
+      exponential; True or False forces it (True is ignored for k = n). The thin
+      path's scaling stops at 2³² (‖M‖₁ ≤ θ·2³², |λ| up to about 1e9): beyond, its Q is
+      NaN, as Padé's past its bound; values are not checked (under jit they cannot
+      raise).
 
   Returns:
     Complex array (..., n, k) with QᴴQ = I_k: complex64 for float32 λ, complex128 for
@@ -289,7 +292,8 @@ def semi_orthogonal_from_lambdas(mu, n: int, k: int, method: str = "auto",
     method: "eigh", "pade", "taylor" or "auto", as in `expm_skew_hermitian`, for the n×n
       exponential (the thin path always runs Padé on its 2k×2k matrix).
     thin: None (default) takes the thin O(nk²) path when 2k < n, else the n×n
-      exponential; True or False forces it (True is ignored for k = n).
+      exponential; True or False forces it (True is ignored for k = n). As in
+      `semi_unitary_from_lambdas`, the thin path's Q is NaN past ‖M‖₁ = θ·2³².
 
   Returns:
     Real array (..., n, k) of μ's dtype with QᵀQ = I_k.
