@@ -32,6 +32,7 @@ least-squares unitary fit to input/output pairs.
 from __future__ import annotations
 
 import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -395,7 +396,8 @@ def principal_angles(a, b, rtol: float | None = None) -> jax.Array:
   Args:
     a: real array (k_A, d), 1 ≤ k_A ≤ d, float32 or float64 (integers are promoted).
     b: real array (k_B, d), 1 ≤ k_B ≤ d.
-    rtol: relative rank tolerance (a Python float ≥ 0), or None for the default.
+    rtol: relative rank tolerance (a Python or NumPy real ≥ 0, not a bool), or None for
+      the default.
 
   Returns:
     Real array (min(k_A, k_B),) of the common dtype, ascending, in [0, π/2]; all NaN
@@ -413,7 +415,8 @@ def principal_angles(a, b, rtol: float | None = None) -> jax.Array:
     if mat.shape[0] > mat.shape[1]:
       raise ValueError(f"{name} has more rows than dimensions (a subspace of R^d has at most "
                        f"d): need k ≤ d; got {mat.shape=} (pass a basis of its row space).")
-  if rtol is not None and not (isinstance(rtol, (int, float)) and 0 <= rtol < math.inf):
+  if rtol is not None and not (isinstance(rtol, numbers.Real) and not isinstance(rtol, bool)
+                               and 0 <= rtol < math.inf):
     raise ValueError(f"rtol must be a finite float ≥ 0 or None; got {rtol!r}.")
   dtype = jnp.result_type(a.dtype, b.dtype)
   (qa, rank_a), (qb, rank_b) = (_row_space(m.astype(dtype), rtol) for m in (a, b))

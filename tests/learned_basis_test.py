@@ -328,6 +328,7 @@ def test_procrustes_real_and_batched(x64):
     (lambda: lu.principal_angles(np.ones((2, 4)), np.ones((2, 4)) * 1j), "b must be real"),
     (lambda: lu.principal_angles(np.ones((2, 4), np.float16), np.ones((2, 4))), "Half"),
     (lambda: lu.principal_angles(np.ones((2, 4)), np.ones((2, 4)), -1.0), "rtol"),
+    (lambda: lu.principal_angles(np.ones((2, 4)), np.ones((2, 4)), True), "rtol"),
     (lambda: lu.procrustes_unitary(np.ones((5, 3)), np.ones((5, 4))), "same shape"),
     (lambda: lu.procrustes_unitary(np.ones(3), np.ones(3)), "same shape"),
     (lambda: lu.procrustes_unitary(*[np.ones((5, 3), np.float16)] * 2), "float16"),

@@ -214,3 +214,15 @@ def test_as_linear_applies_the_same_map(n, k):
     assert kernel.shape == (inputs.shape[-1], y.shape[-1])
     assert dense.dtype == y.dtype
     np.testing.assert_allclose(dense, y, atol=1e-5)
+
+
+def test_a_bad_rngs_or_real_pairs_is_named():
+  for layer in (lnnx.UnitaryLinear, lnnx.OrthogonalLinear):
+    for rngs in (None, 0):  # an AttributeError ('NoneType' has no 'params') before
+      with pytest.raises(ValueError, match=f"{layer.__name__} draws its parameters from rngs"):
+        layer(2, 2, rngs=rngs)
+  with pytest.raises(ValueError, match="real_pairs must be a bool; got 'no'"):
+    lnnx.UnitaryLinear(2, 2, rngs=nnx.Rngs(0), real_pairs="no")
+  with pytest.raises(ValueError, match="real_pairs must be a bool; got 'no'"):
+    jax.eval_shape(lu.UnitaryLinear(2, real_pairs="no").init, jax.random.key(0),
+                   jax.ShapeDtypeStruct((1, 4), jnp.float32))

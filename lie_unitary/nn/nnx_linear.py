@@ -13,6 +13,7 @@ from typing import Callable
 from flax import nnx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from lie_unitary import algebra
 from lie_unitary import principal_branch
@@ -26,6 +27,12 @@ Initializer = Callable[..., jax.Array]
 class Base(nnx.Variable):
   """The base W₀ of a rebased square layer: state, not a parameter (an optimizer over
   `nnx.Param` leaves it alone; only `rebase` moves it)."""
+
+
+def _check_rngs(rngs, layer: str) -> None:
+  if not isinstance(rngs, nnx.Rngs):
+    raise ValueError(f"{layer} draws its parameters from rngs, an nnx.Rngs (e.g. "
+                     f"nnx.Rngs(0)); got {rngs!r}.")
 
 
 def _rebased_parts(in_features, out_features, rebased, layer, draw, num, param_dtype):
@@ -101,11 +108,15 @@ class UnitaryLinear(nnx.Module):
 
     Raises:
       ValueError: if a size is not an integer ≥ 1, param_dtype is not float32 or
-        float64 (half precision included), or the layer is rebased and not square.
+        float64 (half precision included), rngs is not an `nnx.Rngs`, real_pairs not
+        a bool, or the layer is rebased and not square.
     """
+    _check_rngs(rngs, "UnitaryLinear")
     self.in_features = weights.check_features(in_features, "in_features")
     self.out_features = weights.check_features(out_features, "out_features")
     param_dtype = algebra.check_real_dtype(param_dtype, "param_dtype")
+    if not isinstance(real_pairs, (bool, np.bool_)):  # "no" would read as True
+      raise ValueError(f"real_pairs must be a bool; got {real_pairs!r}.")
     self.real_pairs = bool(real_pairs)
     num = weights.num_unitary_weight_params(self.in_features, self.out_features)
     self.lam, self.base = _rebased_parts(
@@ -198,8 +209,10 @@ class OrthogonalLinear(nnx.Module):
 
     Raises:
       ValueError: if a size is not an integer ≥ 1, param_dtype is not float32 or
-        float64 (half precision included), or the layer is rebased and not square.
+        float64 (half precision included), rngs is not an `nnx.Rngs`, or the layer is
+        rebased and not square.
     """
+    _check_rngs(rngs, "OrthogonalLinear")
     self.in_features = weights.check_features(in_features, "in_features")
     self.out_features = weights.check_features(out_features, "out_features")
     param_dtype = algebra.check_real_dtype(param_dtype, "param_dtype")

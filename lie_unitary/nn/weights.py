@@ -163,8 +163,11 @@ def unitary_in_features(x, real_pairs: bool, layer: str = "UnitaryLinear") -> in
 
   Raises:
     ValueError: naming `layer`, for real x without ``real_pairs``, complex x with it,
-      an odd last axis with it, a scalar x, or half-precision x.
+      an odd last axis with it, a scalar x, half-precision x, or a real_pairs that is
+      not a bool.
   """
+  if not isinstance(real_pairs, (bool, np.bool_)):  # "no" would read as True
+    raise ValueError(f"{layer}'s real_pairs must be a bool; got {real_pairs!r}.")
   x = jnp.asarray(x)
   if x.ndim < 1:
     raise ValueError(f"{layer} expects input (..., features); got a scalar, {x.shape=}.")
