@@ -79,10 +79,12 @@ def fast_compiles():
 
 
 def pytest_collection_modifyitems(config, items):
-  """Files with more end-to-end (slow) tests first: each pytest-xdist worker takes whole
-  files in this order (`--no-loadscope-reorder`), and a long file taken last leaves the
-  other worker idle."""
-  slow = {}
+  """Files with more end-to-end (slow) tests first, then (the quick tier's order) files
+  with more quick tests: each pytest-xdist worker takes whole files in this order
+  (`--no-loadscope-reorder`), and a long file taken last leaves the other worker idle."""
+  slow, quick = {}, {}
   for item in items:
-    slow[item.path] = slow.get(item.path, 0) + bool(item.get_closest_marker("slow"))
-  items.sort(key=lambda item: -slow[item.path])
+    marked = bool(item.get_closest_marker("slow"))
+    slow[item.path] = slow.get(item.path, 0) + marked
+    quick[item.path] = quick.get(item.path, 0) + (not marked)
+  items.sort(key=lambda item: (-slow[item.path], -quick[item.path]))
