@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 
 import jax
 import jax.numpy as jnp
@@ -122,6 +123,31 @@ def check_positive_int(value, what: str = "n") -> int:
   if not _is_count(value) or value < 1:
     raise ValueError(f"{what} must be a positive integer; got {value!r}.")
   return int(value)
+
+
+def check_finite_real(value, what: str, *, positive: bool = False,
+                      allow_none: bool = False) -> float | None:
+  """`value` as a Python float, if it is a finite real ≥ 0 (> 0 with `positive`).
+
+  A Python or NumPy real; not a bool, a string or an array.
+
+  Args:
+    value: the number to check.
+    what: its name, for the error message.
+    positive: refuse 0 as well.
+    allow_none: return None for None.
+
+  Raises:
+    ValueError: if `value` is not such a number (or None where allowed).
+  """
+  if allow_none and value is None:
+    return None
+  if not (isinstance(value, numbers.Real) and not isinstance(value, (bool, np.bool_))
+          and math.isfinite(value) and (value > 0 if positive else value >= 0)):
+    bound = "> 0" if positive else "≥ 0"
+    raise ValueError(f"{what} must be a finite float {bound}{' or None' if allow_none else ''}; "
+                     f"got {value!r}.")
+  return float(value)
 
 
 def check_real_dtype(dtype, what: str = "dtype") -> np.dtype:

@@ -14,11 +14,9 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from lie_unitary import algebra
 from lie_unitary import composition
@@ -31,14 +29,6 @@ GENERATORS = ("qr", "haar", "lie", "composition")
 
 def _real_dtype_of(dtype):
   return jnp.finfo(algebra.complex_dtype(dtype)).dtype
-
-
-def _check_reflection_scale(scale) -> None:
-  """None, or a finite real > 0 (a Python or NumPy number; not a bool)."""
-  if scale is not None and not (isinstance(scale, numbers.Real)
-                                and not isinstance(scale, (bool, np.bool_))
-                                and 0 < scale < math.inf):
-    raise ValueError(f"reflection_scale must be a finite float > 0 or None; got {scale!r}.")
 
 
 def random_arjovsky_params(key, n: int, dtype=jnp.float32, reflection_scale: float | None = None):
@@ -61,8 +51,9 @@ def random_arjovsky_params(key, n: int, dtype=jnp.float32, reflection_scale: flo
   """
   n = algebra.check_positive_int(n)
   dtype = algebra.check_real_dtype(dtype)
-  _check_reflection_scale(reflection_scale)
-  s = math.sqrt(6.0 / (2.0 + 2.0 * n)) if reflection_scale is None else reflection_scale
+  s = algebra.check_finite_real(reflection_scale, "reflection_scale", positive=True,
+                                allow_none=True)
+  s = math.sqrt(6.0 / (2.0 + 2.0 * n)) if s is None else s
   k_ang, k_re, k_im, k_perm = jax.random.split(key, 4)
   return dict(
       angles=jax.random.uniform(k_ang, (3, n), dtype, -jnp.pi, jnp.pi),
@@ -96,7 +87,7 @@ def random_unitary(key, n: int, method: str = "haar", dtype=jnp.complex64,
     raise ValueError(f"unknown generator method {method!r}; expected one of {GENERATORS}.")
   n = algebra.check_positive_int(n)
   real = _real_dtype_of(dtype)
-  _check_reflection_scale(reflection_scale)
+  algebra.check_finite_real(reflection_scale, "reflection_scale", positive=True, allow_none=True)
   if reflection_scale is not None and method != "composition":
     raise ValueError(f"reflection_scale is a parameter of method 'composition', not {method!r}.")
   if method == "qr":

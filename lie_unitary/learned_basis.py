@@ -31,9 +31,6 @@ least-squares unitary fit to input/output pairs.
 
 from __future__ import annotations
 
-import math
-import numbers
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -415,9 +412,7 @@ def principal_angles(a, b, rtol: float | None = None) -> jax.Array:
     if mat.shape[0] > mat.shape[1]:
       raise ValueError(f"{name} has more rows than dimensions (a subspace of R^d has at most "
                        f"d): need k ≤ d; got {mat.shape=} (pass a basis of its row space).")
-  if rtol is not None and not (isinstance(rtol, numbers.Real) and not isinstance(rtol, bool)
-                               and 0 <= rtol < math.inf):
-    raise ValueError(f"rtol must be a finite float ≥ 0 or None; got {rtol!r}.")
+  rtol = algebra.check_finite_real(rtol, "rtol", allow_none=True)
   dtype = jnp.result_type(a.dtype, b.dtype)
   (qa, rank_a), (qb, rank_b) = (_row_space(m.astype(dtype), rtol) for m in (a, b))
   y, cos, zt = jnp.linalg.svd(mm(qa, jnp.matrix_transpose(qb)), full_matrices=False)

@@ -27,14 +27,12 @@ when the coordinates change under it. docs/principal_branch.md has the measureme
 from __future__ import annotations
 
 import math
-import numbers
 from typing import Any
 from typing import Callable
 from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 
 from lie_unitary import algebra
@@ -158,12 +156,6 @@ def principal_lambdas(lam) -> jax.Array:
   return jnp.where(inside, lam, new)
 
 
-def _is_std(std) -> bool:
-  """A finite real ≥ 0 (a Python or NumPy number; not a bool or a string)."""
-  return (isinstance(std, numbers.Real) and not isinstance(std, (bool, np.bool_))
-          and 0 <= std < math.inf)
-
-
 def init_lambdas(key, n: int, scheme: str = "normal", std: float = 1.0,
                  dtype=jnp.float32) -> jax.Array:
   """Initial coefficients λ (n²,) of U(n).
@@ -187,8 +179,7 @@ def init_lambdas(key, n: int, scheme: str = "normal", std: float = 1.0,
   if scheme not in INIT_SCHEMES:
     raise ValueError(f"unknown init scheme {scheme!r}; expected one of {INIT_SCHEMES}.")
   n = algebra.check_positive_int(n)
-  if not _is_std(std):
-    raise ValueError(f"std must be finite and ≥ 0; got {std!r}.")
+  std = algebra.check_finite_real(std, "std")
   dtype = algebra.check_real_dtype(dtype, "dtype")
   if scheme == "normal":
     return std * jax.random.normal(key, (n * n,), dtype)
@@ -207,8 +198,7 @@ def lambda_initializer(scheme: str = "normal", std: float = 1.0) -> Callable[...
   """
   if scheme not in INIT_SCHEMES:
     raise ValueError(f"unknown init scheme {scheme!r}; expected one of {INIT_SCHEMES}.")
-  if not _is_std(std):
-    raise ValueError(f"std must be finite and ≥ 0; got {std!r}.")
+  std = algebra.check_finite_real(std, "std")
 
   def initializer(key, shape, dtype=jnp.float32):
     if len(shape) != 1:

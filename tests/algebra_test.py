@@ -290,6 +290,19 @@ def test_check_real_dtype():
     algebra.check_real_dtype("no such dtype")
 
 
+def test_check_finite_real():
+  assert algebra.check_finite_real(0, "x") == 0.0
+  value = algebra.check_finite_real(np.float32(0.5), "x", positive=True)
+  assert value == 0.5 and type(value) is float
+  assert algebra.check_finite_real(None, "x", allow_none=True) is None
+  bad = (None, True, np.True_, "1", -1e-9, np.inf, np.nan, 1j, np.ones(1))
+  for value in bad:
+    with pytest.raises(ValueError, match=r"^x must be a finite float ≥ 0; got "):
+      algebra.check_finite_real(value, "x")
+  with pytest.raises(ValueError, match=r"^x must be a finite float > 0 or None; got 0\.$"):
+    algebra.check_finite_real(0, "x", positive=True, allow_none=True)
+
+
 @pytest.mark.parametrize("n", [1, 2, 5])
 def test_entry_positions(n):
   diagonal, upper, lower = algebra.entry_positions(n)

@@ -280,7 +280,7 @@ def test_init_lambdas_errors():
     with pytest.raises(ValueError, match="n must be a positive integer"):
       pb.init_lambdas(key, n)
   for std in (-1.0, float("nan"), float("inf"), "1", True):  # a string: not a TypeError
-    with pytest.raises(ValueError, match="std must be finite and ≥ 0"):
+    with pytest.raises(ValueError, match="std must be a finite float ≥ 0"):
       pb.init_lambdas(key, 3, std=std)
   assert pb.init_lambdas(key, 3, std=np.float32(0.0)).shape == (9,)  # a NumPy real is one
   for dtype in (jnp.int32, jnp.complex64, jnp.float16, jnp.bfloat16):
@@ -307,7 +307,7 @@ def test_lambda_initializer(x64):
   with pytest.raises(ValueError, match="scheme"):
     pb.lambda_initializer("bogus")
   for std in (-0.1, "1"):
-    with pytest.raises(ValueError, match="std must be finite and ≥ 0"):
+    with pytest.raises(ValueError, match="std must be a finite float ≥ 0"):
       pb.lambda_initializer("normal", std=std)
 
 
