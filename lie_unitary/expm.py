@@ -147,7 +147,10 @@ def _resolve_method(method, shape, real=False) -> str:
   """"eigh" or "pade" for an input whose matrices are (..., n, n) with `shape`."""
   check_method(method)
   if method == "auto":
-    # An empty batch computes nothing: any method, without blaming a batch_size of 0.
+    # An empty batch or 0 × 0 matrices compute nothing: any method, as an explicit one
+    # returns them, without blaming a batch_size or an n of 0.
+    if shape[-1] == 0:
+      return "eigh"
     return choose_method(shape[-1], max(math.prod(shape[:-2]), 1), real=real)
   return method
 

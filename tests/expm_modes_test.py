@@ -198,6 +198,10 @@ def test_choose_method_rule():
                           (lu.orthogonal_from_lambdas, 120, (0, 16, 16)),
                           (lambda mu: lu.semi_orthogonal_from_lambdas(mu, 4, 2), 5, (0, 4, 2))):
     assert jax.eval_shape(f, jnp.zeros((0, width))).shape == shape
+  # And on 0 × 0 matrices, as every explicit method: an empty result, not an error about n.
+  for method in expm.METHODS:
+    assert lu.expm_skew_hermitian(jnp.zeros((3, 0, 0), jnp.complex64), method).shape == (3, 0, 0)
+    assert lu.expm_skew_symmetric(jnp.zeros((0, 0)), method).shape == (0, 0)
 
 
 @pytest.mark.parametrize("backend", ["cpu", "gpu"])
