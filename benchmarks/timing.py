@@ -69,7 +69,8 @@ def rows(group: dict, samples: dict[str, list[float]], reference: str | None = N
   return out
 
 
-def _cpu_model() -> str:
+def cpu_model() -> str:
+  """The CPU's model name (/proc/cpuinfo's first, else `platform.processor()`)."""
   try:
     with open("/proc/cpuinfo") as f:
       return next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
@@ -77,7 +78,7 @@ def _cpu_model() -> str:
     return platform.processor()
 
 
-def _commit() -> str | None:
+def commit() -> str | None:
   """The checked-out commit, with "+dirty" when tracked files differ from it."""
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   git = lambda *a: subprocess.run(["git", "-C", root, *a], capture_output=True, text=True)
@@ -92,9 +93,9 @@ def machine() -> dict:
   """What the numbers were measured on, and the code's commit."""
   d = jax.devices()[0]
   return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-          "command": " ".join(["python -m benchmarks"] + sys.argv[1:]), "commit": _commit(),
+          "command": " ".join(["python -m benchmarks"] + sys.argv[1:]), "commit": commit(),
           "jax": jax.__version__, "backend": jax.default_backend(), "device": d.device_kind,
-          "devices": jax.device_count(), "cpus": os.cpu_count(), "cpu": _cpu_model(),
+          "devices": jax.device_count(), "cpus": os.cpu_count(), "cpu": cpu_model(),
           "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
           "XLA_FLAGS": os.environ.get("XLA_FLAGS", "")}
 

@@ -8,7 +8,8 @@ r"""Beside PyTorch (not a dependency: `pip install torch geotorch -e .` in a fre
                           beside PyTorch expRNNs of the same state size
   torch_reference --task=permuted --dataset=fashion_mnist --epochs=10 --seeds=0,1,2
       --out=FILE          trains that expRNN on the experiments' data, a JSON line per
-                          seed and epoch; checkpoints in FILE.ckpt/ let a rerun continue
+                          seed and epoch (with the CPU's model and the code's commit);
+                          checkpoints in FILE.ckpt/ let a rerun continue
 
 docs/benchmarks.md says more.
 """
@@ -234,6 +235,8 @@ def train_reference(argv):
                  for i in range(0, len(y), 500))
     return hits / len(y)
 
+  # Where and from which code each epoch ran (a resumed seed may change machine).
+  provenance = {"cpu": timing.cpu_model(), "commit": timing.commit()}
   out_path, ckpt_dir = pathlib.Path(_OUT.value), pathlib.Path(_OUT.value + ".ckpt")
   ckpt_dir.mkdir(parents=True, exist_ok=True)
   written = ({(r["seed"], r["epoch"]) for r in map(json.loads, out_path.read_text().splitlines())}
@@ -271,7 +274,8 @@ def train_reference(argv):
                 "task": rnn._TASK.value, "val_accuracy": accuracy(model, sets.val_x, sets.val_y),
                 "test_accuracy": accuracy(model, sets.test_x, sets.test_y),
                 "seconds": round(time.perf_counter() - start, 1), "learning_rate": _LR.value,
-                "torch": torch.__version__, "threads": torch.get_num_threads()}
+                "torch": torch.__version__, "threads": torch.get_num_threads(),
+                **provenance}
       # Checkpoint before the record: a crash between them loses a line, never
       # repeats an epoch on the rerun.
       torch.save({"settings": settings, "epoch": epoch, "seconds": record["seconds"],
