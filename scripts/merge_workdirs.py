@@ -1,5 +1,6 @@
 r"""Gathers units of several workdirs into one experiment's workdir (records, launches, the
-PyTorch reference's records; not checkpoints), then `--report_only` remakes its report.
+PyTorch reference's records; not checkpoints); then the family's launcher with
+`--report_only` remakes its report.
 
   python scripts/merge_workdirs.py --into=results/psmnist_16k runs/seed0 runs/seed1
   python scripts/merge_workdirs.py --into=results/ablations/phases runs/a \

@@ -4,8 +4,10 @@ Per replicate, from the unit's last checkpoint: the norm of λ (μ), the fractio
 generator's norm off its initial pattern (diagonal under `lambda_init='phases'`, 2×2
 blocks under the Cayley init) and a histogram of U's eigenphases in 8 bins over [-π, π).
 
-  python scripts/recurrent_spectrum.py --workdir=results/psfashion_16k \
+  python scripts/recurrent_spectrum.py --workdir=runs/psfashion \
       --units='permuted T=784 gurnn','permuted T=784 orthogonal'
+
+It needs a workdir that still has its units' checkpoints (results/ keeps none).
 """
 
 from absl import app
