@@ -86,6 +86,7 @@ def random_unitary(key, n: int, method: str = "haar", dtype=jnp.complex64,
   if method not in GENERATORS:
     raise ValueError(f"unknown generator method {method!r}; expected one of {GENERATORS}.")
   n = algebra.check_positive_int(n)
+  dtype = algebra.complex_dtype(dtype)  # None: the default complex
   real = _real_dtype_of(dtype)
   algebra.check_finite_real(reflection_scale, "reflection_scale", positive=True, allow_none=True)
   if reflection_scale is not None and method != "composition":

@@ -60,11 +60,21 @@ def log_from_eigendecomposition(phases, w) -> jax.Array:
 
   Args:
     phases: real array (..., n).
-    w: complex array (..., n, n), unitary.
+    w: complex array (..., n, n), unitary (a real orthogonal matrix is promoted:
+      float32 -> complex64, float64 -> complex128).
 
   Returns:
-    Complex array (..., n, n), skew-Hermitian (up to rounding).
+    Complex array (..., n, n), w's complex dtype, skew-Hermitian (up to rounding).
+
+  Raises:
+    ValueError: if `w` is not a square matrix or is half precision, if `phases` is
+      complex, or if phases' shape is not w's without its last axis.
   """
+  w = algebra.as_complex_square(w, "w")
+  phases = jnp.asarray(phases)
+  if jnp.iscomplexobj(phases) or phases.shape != w.shape[:-1]:
+    raise ValueError(f"phases must be real {w.shape[:-1]} for w of shape {w.shape}; got "
+                     f"shape {phases.shape}, dtype {phases.dtype}.")
   return mm(w * (1j * phases).astype(w.dtype)[..., None, :], jnp.conj(jnp.matrix_transpose(w)))
 
 
@@ -98,6 +108,6 @@ def lambdas_from_unitary(u) -> jax.Array:
     Real array (..., n²), float32 for complex64 input, float64 for complex128.
 
   Raises:
-    ValueError: if `u` is not square.
+    ValueError: if `u` is not square or is half precision.
   """
   return algebra.skew_hermitian_to_lambdas(log_unitary(u))

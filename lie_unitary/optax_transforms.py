@@ -96,10 +96,11 @@ def _check_real_pair(params):
         f"layout 'real_pair' needs params {{'re': (..., n, n), 'im': (..., n, n)}} (the "
         f"`projection` parametrization); got {keys}.")
   re, im = jnp.asarray(params["re"]), jnp.asarray(params["im"])
-  if re.shape != im.shape or jnp.iscomplexobj(re) or jnp.iscomplexobj(im):
+  if (re.shape != im.shape or re.dtype != im.dtype
+      or re.dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64))):
     raise ValueError(
-        f"layout 'real_pair' needs real 're' and 'im' of one shape; got {re.shape} "
-        f"{re.dtype} and {im.shape} {im.dtype}.")
+        f"layout 'real_pair' needs 're' and 'im' of one shape and one dtype, float32 or "
+        f"float64; got {re.shape} {re.dtype} and {im.shape} {im.dtype}.")
   return re, im
 
 
@@ -129,15 +130,18 @@ def _resolve_layout(layout) -> MatrixLayout:
 
 
 def _matrices(layout: MatrixLayout, params):
-  """`layout.to_matrices(params)`, checked to be square float or complex arrays."""
+  """`layout.to_matrices(params)`, checked to be square float or complex arrays of
+  single or double precision."""
   matrices = layout.to_matrices(params)
   for path, m in jax.tree_util.tree_flatten_with_path(matrices)[0]:
+    dtype = jnp.result_type(m)
     if (jnp.ndim(m) < 2 or jnp.shape(m)[-1] != jnp.shape(m)[-2]
-        or not jnp.issubdtype(jnp.result_type(m), jnp.inexact)):
+        or not jnp.issubdtype(dtype, jnp.inexact)
+        or jnp.finfo(dtype).dtype not in (jnp.dtype(jnp.float32), jnp.dtype(jnp.float64))):
       raise ValueError(
           f"polar_projection: matrix {jax.tree_util.keystr(path) or '(root)'} must be a "
-          f"square float or complex array (..., n, n); got shape {jnp.shape(m)}, dtype "
-          f"{jnp.result_type(m)}.")
+          f"square float or complex array (..., n, n) of single or double precision; got "
+          f"shape {jnp.shape(m)}, dtype {dtype}.")
   return matrices
 
 
@@ -200,8 +204,9 @@ def polar_projection(
   Raises:
     ValueError: for an unknown layout; from ``update`` if params is None or updates
       differ from params in structure or a leaf's shape; from ``init`` or ``update``
-      if a matrix is not square or not float/complex, the 'real_pair' keys are not
-      exactly 're' and 'im', or ``from_matrices`` does not return the params'
+      if a matrix is not square or not float/complex of single or double precision,
+      the 'real_pair' keys are not exactly 're' and 'im' or their parts differ in
+      dtype, or ``from_matrices`` does not return the params'
       structure and shapes.
   """
   layout = _resolve_layout(layout)

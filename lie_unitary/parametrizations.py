@@ -16,7 +16,8 @@ Each `Parametrization` is a bundle of pure functions:
 - ``post_update(params, constants) -> params``: identity except for projection, which
   replaces the matrix by its closest unitary (orthogonal) matrix, the polar factor.
 - ``num_trainable(n) -> int``: the number of coefficients that train; ValueError
-  unless n is a positive integer.
+  unless n is a positive integer (n ≥ 2 for so_algebra and special_unitary, as their
+  ``init``).
 - ``refresh(params, constants) -> (params, constants)`` or None: a change of
   coordinates that keeps U, applied by the trainer every K steps (and before the
   first): re-centring onto the principal branch, or re-basing U = U₀·expm(L(λ)) with
@@ -318,9 +319,14 @@ def _su_to_unitary(params, constants):
   return special_unitary.special_unitary_from_lambdas(params["mu"], method=_METHOD)
 
 
-def _count(formula):
-  """`formula` as a `num_trainable`: n checked first (a negative or float n has no count)."""
-  return lambda n: formula(algebra.check_positive_int(n))
+def _count(formula, least: int = 1):
+  """`formula` as a `num_trainable`: n checked first (a negative or float n has no count;
+  nor an n below `least`, which `init` refuses)."""
+  def count(n):
+    if algebra.check_positive_int(n) < least:
+      raise ValueError(f"this parametrization needs n ≥ {least}; got {n}.")
+    return formula(int(n))
+  return count
 
 
 PARAMETRIZATIONS: dict[str, Parametrization] = {
@@ -334,13 +340,13 @@ PARAMETRIZATIONS: dict[str, Parametrization] = {
         Parametrization("projection", _projection_init, _projection_to_unitary, _ones_like,
                         _projection_post_update, _count(lambda n: 2 * n * n)),
         Parametrization("so_algebra", _so_init, _so_to_orthogonal, _ones_like, _identity,
-                        _count(lambda n: n * (n - 1) // 2), is_orthogonal=True),
+                        _count(lambda n: n * (n - 1) // 2, least=2), is_orthogonal=True),
         Parametrization("projection_orthogonal", _projection_orthogonal_init,
                         _projection_orthogonal_to_matrix, _ones_like,
                         _projection_orthogonal_post_update, _count(lambda n: n * n),
                         is_orthogonal=True),
         Parametrization("special_unitary", _su_init, _su_to_unitary, _ones_like, _identity,
-                        _count(lambda n: n * n - 1)),
+                        _count(lambda n: n * n - 1, least=2)),
         Parametrization("lie_zero_init", _lie_init_with("zeros"), _lie_to_unitary, _ones_like,
                         _identity, _count(lambda n: n * n)),
         Parametrization("lie_haar_init", _lie_init_with("haar"), _lie_to_unitary, _ones_like,

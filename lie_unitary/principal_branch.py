@@ -77,7 +77,8 @@ def spectrum(lam) -> jax.Array:
     Real array (..., n) of λ's dtype.
 
   Raises:
-    ValueError: if `lam` is complex or its last axis is not a perfect square.
+    ValueError: if `lam` is complex or half precision, or its last axis is not a
+      perfect square.
   """
   return jnp.linalg.eigvalsh(algebra.lambdas_to_hermitian(algebra.check_lambdas(lam)))
 
@@ -144,7 +145,8 @@ def principal_lambdas(lam) -> jax.Array:
     spread of θ).
 
   Raises:
-    ValueError: if `lam` is complex or its last axis is not a perfect square.
+    ValueError: if `lam` is complex or half precision, or its last axis is not a
+      perfect square.
   """
   lam = algebra.check_lambdas(lam)
   theta, w = jnp.linalg.eigh(algebra.lambdas_to_hermitian(lam))
@@ -305,7 +307,8 @@ def rebase(base, lam, method: str = "auto") -> tuple[jax.Array, jax.Array]:
   Raises:
     ValueError: as `rebased_unitary`.
   """
-  return reunitarize(rebased_unitary(base, lam, method)), jnp.zeros_like(lam)
+  new_base = reunitarize(rebased_unitary(base, lam, method))
+  return new_base, jnp.zeros_like(algebra.check_lambdas(lam))
 
 
 def reset_optimizer_state(optimizer: optax.GradientTransformation, opt_state: Any, params: Any,

@@ -121,6 +121,8 @@ def test_bad_arguments_raise():
   with pytest.raises(ValueError, match="positive integer"):
     draw(0, "haar")
   assert draw(np.int64(3), "haar").shape == (3, 3)  # a NumPy integer is an integer
+  for method in lu.GENERATORS:  # dtype None: the default complex ('haar' was real before)
+    assert draw(3, method, None).dtype == jnp.complex64
   with pytest.raises(ValueError, match="reflection_scale must be a finite float > 0"):
     draw(3, "composition", jnp.complex64, 0.0)  # v = 0: no reflection, a NaN matrix
   for scale in (-1.0, float("nan"), True):

@@ -11,6 +11,7 @@ import pytest
 import scipy.linalg
 
 import lie_unitary as lu
+from lie_unitary import logm
 
 pytestmark = pytest.mark.usefixtures("strict_rank_promotion")
 
@@ -60,6 +61,19 @@ def test_complex64_and_errors():
   np.testing.assert_allclose(u_back, u, atol=2e-5)
   with pytest.raises(ValueError, match="square"):  # traced only: nothing compiles
     jax.eval_shape(lu.log_unitary, jax.ShapeDtypeStruct((2, 3), jnp.complex64))
+
+
+def test_log_from_eigendecomposition_promotes_a_real_basis():
+  # A real orthogonal w took the dtype of iφ cast to it: zeros came back.
+  c, s = np.cos(0.3), np.sin(0.3)
+  w = np.array([[c, -s], [s, c]], np.float32)
+  phases = np.array([0.3, -0.7], np.float32)
+  k = logm.log_from_eigendecomposition(phases, w)
+  assert k.dtype == jnp.complex64
+  np.testing.assert_allclose(k, w @ np.diag(1j * phases) @ w.T, atol=1e-6)
+  for bad in (np.zeros((2, 4), np.float32), phases.astype(np.complex64)):
+    with pytest.raises(ValueError, match="phases must be real"):
+      logm.log_from_eigendecomposition(bad, w)
 
 
 def test_after_keeps_values_and_orders_the_two_eighs():

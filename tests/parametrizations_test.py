@@ -137,6 +137,12 @@ def test_bad_arguments_raise():
       with pytest.raises(ValueError, match=f"n must be a positive integer; got {n!r}"):
         lu.get_parametrization(name).num_trainable(n)
   assert p.num_trainable(np.int32(4)) == 16
+  for name in ("so_algebra", "special_unitary"):  # n = 1 counted 0 where init refuses it
+    q = lu.get_parametrization(name)
+    with pytest.raises(ValueError, match="n ≥ 2"):
+      q.num_trainable(1)
+    with pytest.raises(ValueError, match="n ≥ 2"):
+      q.init(jax.random.key(0), 1)
   projection = lu.get_parametrization("projection")
   bad = {"re": np.ones((2, 2), np.float32), "im": np.ones((1, 2), np.float32)}  # would broadcast
   for f in (projection.post_update, projection.to_unitary):

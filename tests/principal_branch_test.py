@@ -351,6 +351,11 @@ def test_rebased_unitary_and_rebase(x64):
     _rebased(np.eye(4, dtype=np.complex64), lam[0], method="eigh")  # not cast up in silence
   with pytest.raises(ValueError, match=r"batch axes \(3,\) and λ's \(2,\) do not broadcast"):
     _rebased(np.broadcast_to(np.eye(4, dtype=complex), (3, 4, 4)), lam, method="eigh")
+  # λ as a list or of integers: a float λ of zeros (zeros_like(list) raised; int λ
+  # gave int zeros beside a float base).
+  for lam_like in ([0.0] * 16, np.zeros(16, np.int32)):
+    new_base, new_lam = pb.rebase(np.eye(4, dtype=complex), lam_like, method="eigh")
+    assert new_lam.dtype == jnp.float64 and new_lam.shape == (16,)
 
 
 def test_gradient_at_zero_is_the_riemannian_gradient(x64):
