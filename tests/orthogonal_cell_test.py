@@ -297,8 +297,13 @@ def test_bad_arguments_raise():
     lnn.orthogonal_rnn_num_params(1, 2, 3)
   with pytest.raises(ValueError):
     lnn.gurnn_num_params(4, 0, 3)
-  with pytest.raises(ValueError, match="activation"):
-    lnn.gurnn_num_params(4, 2, 3, "sigmoid")
+  with pytest.raises(ValueError, match=r"'sigmoid'; choose from .*'modrelu'"):
+    lnn.gurnn_num_params(4, 2, 3, "sigmoid")  # the list named the elementwise ones only
+  with pytest.raises(ValueError, match=r"'sigmoid'; choose from .*'modrelu'"):
+    jax.eval_shape(lnn.SequenceModel(lnn.GURNNCell(4, activation="sigmoid", h0="zeros"), 1).init, key, x)
+  with pytest.raises(ValueError, match="param_dtype must be float32 or float64"):  # from expm
+    jax.eval_shape(lnn.SequenceModel(lnn.OrthogonalRNNCell(4, param_dtype=jnp.float16),
+                                     1).init, key, x)
 
 
 def test_labels_select_exactly_mu_for_a_tenth_of_the_learning_rate():

@@ -358,6 +358,9 @@ def test_modrelu_pairs_is_modrelu_on_real_pairs():
                                      lnn.modrelu(jax.lax.complex(x, y), bias)))(x, y)
   ref = np.asarray(ref)
   np.testing.assert_allclose(pairs, np.concatenate([ref.real, ref.imag], -1), atol=1e-6)
+  for bad in (bias[:2], bias.astype(np.complex64), bias[None]):  # mul's TypeError or a broadcast
+    with pytest.raises(ValueError, match=r"bias must be real \(n,\)"):
+      recurrence.modrelu_pairs(np.zeros((4, 6), np.float32), bad)
 
 
 def test_elementwise_activation():
@@ -459,6 +462,31 @@ def test_a_projection_of_the_wrong_shape_raises():
       lnn.elementwise_recurrence(w, h0, projection)
   with pytest.raises(ValueError, match="expected"):  # its batch is not h0's
     lnn.modrelu_recurrence(w, h0, recurrence.Projection(z(3, 5, 1), z(1, 4)), z(2))
+
+
+def test_parameters_of_another_dtype_than_h0_raise_and_narrower_data_runs(x64):
+  # A wider input failed in the loop's type check (scan's carry changed dtype); a wider
+  # h0 ran and gave a float32 W a float64 gradient.
+  z = lambda *shape, d=np.float64: np.zeros(shape, d)  # noqa: E731
+  w, h0, p = np.eye(4), z(2, 4), z(3, 2, 4)
+  f32 = lambda a: a.astype(np.float32)  # noqa: E731
+  for name, args in (("projected float64", (f32(w), f32(h0), p)),
+                     ("transition float32", (f32(w), h0, p)),
+                     ("transition float64", (w, f32(h0), f32(p))),
+                     ("kernel float32", (w, h0, recurrence.Projection(z(3, 2, 1), f32(z(1, 4))))),
+                     ("x float64", (f32(w), f32(h0),
+                                    recurrence.Projection(z(3, 2, 1), f32(z(1, 4)))))):
+    with pytest.raises(ValueError, match=f"h0's dtype.*{name}"):
+      lnn.elementwise_recurrence(*args)
+  with pytest.raises(ValueError, match="bias_n float64"):
+    lnn.modrelu_recurrence(f32(w), f32(h0), f32(p), z(2))
+  with pytest.raises(ValueError, match="bias_H float32"):
+    lnn.real_modrelu_recurrence(w, h0, p, z(4, d=np.float32))
+  # Data narrower than h0 (float32 images into a float64 model) runs in h0's dtype.
+  x, kernel = f32(np.ones((3, 2, 1))), np.full((1, 4), 0.5)
+  hs = lnn.elementwise_recurrence(w, h0, recurrence.Projection(x, kernel), activation="identity")
+  assert hs.dtype == np.float64
+  np.testing.assert_allclose(hs[-1], np.full((2, 4), 1.5))  # h_t = h_{t-1} + 0.5
 
 
 def test_inputs_that_are_not_real_floats_raise():

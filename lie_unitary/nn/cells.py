@@ -243,8 +243,9 @@ class GURNNCell(_ComplexPairState, _ElementwiseRecurrence, nn.RNNCellBase):
     if self.activation == "modrelu":
       self.modrelu_bias = self.param("modrelu_bias", _uniform(-0.01, 0.01), (n,),
                                      self.param_dtype)
-    else:
-      recurrence.elementwise_activation(self.activation)
+    elif self.activation not in GURNN_ACTIVATIONS:
+      raise ValueError(f"unknown activation {self.activation!r}; choose from "
+                       f"{GURNN_ACTIVATIONS}.")
     if self.unconstrained:
       self.w = self.param("w", nn.initializers.orthogonal(), (2 * n, 2 * n), self.param_dtype)
     else:
@@ -400,14 +401,16 @@ class SimpleRNNCell(_RealState, _ElementwiseRecurrence, nn.RNNCellBase):
   @nn.nowrap
   @classmethod
   def irnn(cls, features: int, **kwargs) -> "SimpleRNNCell":
-    """The IRNN of size `features`: relu, W = I, V ~ N(0, 0.001²); kwargs as the class."""
+    """The IRNN of size `features`: relu, W = I, V ~ N(0, 0.001²); kwargs: the class's
+    other fields (bias_init, h0, param_dtype)."""
     return cls(features, "relu", _identity_init,
                nn.initializers.normal(stddev=1e-3), **kwargs)
 
   @nn.nowrap
   @classmethod
   def tanh_rnn(cls, features: int, **kwargs) -> "SimpleRNNCell":
-    """The tanh RNN of size `features`: W orthogonal, V Glorot; kwargs as the class."""
+    """The tanh RNN of size `features`: W orthogonal, V Glorot; kwargs: the class's
+    other fields (recurrent_init, kernel_init, ...; not activation)."""
     return cls(features, "tanh", **kwargs)
 
   def setup(self):

@@ -73,7 +73,8 @@ class LearnedBasisUnitaries(nn.Module):
     coefficient_init: flax initializer of C (m, k); default N(0, 1), so that with a
       "random" basis of k = n² every λ_j = C_j @ M is N(0, I), the paper's init.
     param_dtype: float32 (U complex64) or float64 (complex128); half precision raises.
-    method: "eigh" (default: one batch), "pade" or "auto", as in `unitary_from_basis`.
+    method: "eigh" (default: one batch), "pade", "taylor" or "auto", as in
+      `unitary_from_basis`.
   """
   n: int
   num_operators: int
@@ -115,7 +116,7 @@ class LearnedBasisUnitaries(nn.Module):
     """The unitaries (m, n, n) if x is None, else y (m, ..., n) with y[j] = x[j] @ U_jᵀ.
 
     Args:
-      x: None, or an array (m, ..., n), real or complex (promoted to U's dtype).
+      x: None, or an array (m, ..., n), real or complex (cast to U's dtype).
 
     Raises:
       ValueError: if x is not (m, ..., n).

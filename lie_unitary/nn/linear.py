@@ -93,7 +93,8 @@ class UnitaryLinear(nn.Module):
     [[Re Wᵀ, Im Wᵀ], [−Im Wᵀ, Re Wᵀ]] and the real (2k,) bias, for real [Re, Im] halves.
 
     Raises:
-      ValueError: if `in_features` is not an integer ≥ 1.
+      ValueError: if `in_features` is not an integer ≥ 1 (flax's ScopeParamShapeError
+        if the stored parameters do not have the size this n implies).
     """
     w, bias = self._weight_and_bias(weights.check_features(in_features, "in_features"))
     return weights.unitary_dense_params(w, bias, self.real_pairs)
@@ -109,7 +110,9 @@ class UnitaryLinear(nn.Module):
     return weights.check_features(self.features) * (2 if self.real_pairs else 1)
 
   def __call__(self, x):
-    """Applies W (and b). Raises ValueError if x's dtype or last axis does not fit."""
+    """Applies W (and b). Raises ValueError if x's dtype or (at init) its last axis does
+    not fit; after init, a last axis unlike the stored λ's n raises flax's
+    ScopeParamShapeError."""
     n = weights.unitary_in_features(x, self.real_pairs)
     w, bias = self._weight_and_bias(n)
     return weights.apply_unitary(w, x, bias, self.real_pairs)
@@ -179,7 +182,8 @@ class OrthogonalLinear(nn.Module):
     then ``layer.as_dense().apply({"params": p}, x)`` is this layer's y, one matmul.
 
     Raises:
-      ValueError: if `in_features` is not an integer ≥ 1.
+      ValueError: if `in_features` is not an integer ≥ 1 (flax's ScopeParamShapeError
+        if the stored parameters do not have the size this n implies).
     """
     w, bias = self._weight_and_bias(weights.check_features(in_features, "in_features"))
     return weights.orthogonal_dense_params(w, bias)
@@ -192,7 +196,8 @@ class OrthogonalLinear(nn.Module):
                     parent=None)
 
   def __call__(self, x):
-    """Applies W (and b). Raises ValueError if x is complex or not (..., n)."""
+    """Applies W (and b). Raises ValueError if x is complex or not (..., n) (at init);
+    after init, a last axis unlike the stored μ's n raises flax's ScopeParamShapeError."""
     n = weights.orthogonal_in_features(x)
     w, bias = self._weight_and_bias(n)
     return weights.apply_orthogonal(w, x, bias)

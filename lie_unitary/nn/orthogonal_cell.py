@@ -91,8 +91,8 @@ class OrthogonalRNNCell(cells._RealState, nn.RNNCellBase):
     expm_method: `orthogonal_from_lambdas`'s method: 'auto', 'eigh' or 'pade'.
 
   Raises (at `init` / `apply`):
-    ValueError: features not an integer ≥ 2, an unknown skew_init or expm_method, a
-      complex input, or a carry that is not real (..., n) with x's batch axes.
+    ValueError: features not an integer ≥ 2, a param_dtype other than float32 or
+      float64, an unknown skew_init or expm_method, a complex input, or a carry that is not real (..., n) with x's batch axes.
   """
   features: int
   skew_init: str = "cayley"
@@ -104,6 +104,7 @@ class OrthogonalRNNCell(cells._RealState, nn.RNNCellBase):
     n = weights.check_features(self.features)
     if n < 2:
       raise ValueError(f"features must be ≥ 2 (SO(1) has no parameters); got {n}.")
+    algebra.check_real_dtype(self.param_dtype, "param_dtype")
     self.mu = self.param("mu", block_rotation_init(self.skew_init), (n * (n - 1) // 2,),
                          self.param_dtype)
     self.modrelu_bias = self.param("modrelu_bias", cells._uniform(-0.01, 0.01), (n,),
@@ -209,6 +210,7 @@ def gurnn_num_params(features: int, input_size: int, output_size: int,
   n = weights.check_features(features, "features")
   d = weights.check_features(input_size, "input_size")
   k = weights.check_features(output_size, "output_size")
-  if activation != "modrelu":
-    recurrence.elementwise_activation(activation)  # raises on an unknown name
+  if activation not in cells.GURNN_ACTIVATIONS:
+    raise ValueError(f"unknown activation {activation!r}; choose from "
+                     f"{cells.GURNN_ACTIVATIONS}.")
   return n * n + 2 * n * d + 2 * n + (n if activation == "modrelu" else 0) + 2 * n * k + k

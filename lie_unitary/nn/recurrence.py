@@ -120,6 +120,21 @@ def _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH) -> None:
               if isinstance(projected_LxBxH, Projection) else (("projected", projected_LxBxH),)))
   for name, a in parts:
     _check_real_float(a, name)
+  _check_loop_dtype(parts)
+
+
+def _check_loop_dtype(parts) -> None:
+  """Raises ValueError unless the arrays of `parts` (names and arrays, h_0 among them;
+  None passes) are of h_0's dtype, the loop's, or narrower for the data (x, projected):
+  a wider input would change the carry's dtype, a narrower parameter get a wider gradient."""
+  dtypes = {name: jnp.result_type(a) for name, a in parts if a is not None}
+  dtype = dtypes["h0"]
+  if any(d != dtype and not (name in ("x", "projected") and jnp.promote_types(d, dtype) == dtype)
+         for name, d in dtypes.items()):
+    raise ValueError("the recurrence computes in h0's dtype: W, h0, the kernel and the bias "
+                     "must share it, and the data may be narrower, not wider (cast, e.g. x to "
+                     "the cell's param_dtype); got "
+                     + ", ".join(f"{name} {d}" for name, d in dtypes.items()) + ".")
 
 
 def _check_real_float(a, name: str) -> None:
@@ -303,7 +318,7 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
 
   Args:
     transition_HxH: real (H, H) W (row-vector convention: h @ W), float32 or float64.
-    h0_BxH: real (B, H) initial state, the same dtype.
+    h0_BxH: real (B, H) initial state; its dtype is the loop's (the data's or wider).
     projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major), or a
       `Projection` of the inputs, formed a step at a time inside the loop.
     activation: 'relu', 'tanh' or 'identity'.
@@ -312,11 +327,12 @@ def elementwise_recurrence(transition_HxH, h0_BxH, projected_LxBxH, activation: 
       the reverse pass reads no (L, B, H) cotangent of zeros.
 
   Returns:
-    Real (L, B, H), the inputs' dtype: h_1..h_L; (B, H) h_L with `last_only`.
+    Real (L, B, H), h0's dtype: h_1..h_L; (B, H) h_L with `last_only`.
 
   Raises:
-    ValueError: on mismatched shapes, no steps (L = 0), an unknown activation, or an
-      input that is not real float32 / float64.
+    ValueError: on mismatched shapes, no steps (L = 0), an unknown activation, an
+      input that is not real float32 / float64, or a dtype other
+      than h0's (data may be narrower).
   """
   elementwise_activation(activation)
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
@@ -365,8 +381,15 @@ def modrelu_pairs(pre_Bx2n, bias_n, eps: float = _MODRELU_EPS) -> jax.Array:
     eps: added under the square root of |z|², so that the gradient is finite at 0.
 
   Returns:
-    Real (..., 2n), [Re, Im] of modReLU(z), pre_Bx2n's dtype.
+    Real (..., 2n), [Re, Im] of modReLU(z), the promoted dtype of pre_Bx2n and bias_n.
+
+  Raises:
+    ValueError: if `bias_n` is complex or not (n,) for pre_Bx2n (..., 2n).
   """
+  if (jnp.iscomplexobj(bias_n) or jnp.ndim(bias_n) != 1
+      or 2 * jnp.shape(bias_n)[0] != jnp.shape(pre_Bx2n)[-1]):
+    raise ValueError(f"the modReLU bias must be real (n,) for pairs (..., 2n); got pairs "
+                     f"{jnp.shape(pre_Bx2n)}, bias {jnp.shape(bias_n)} {jnp.result_type(bias_n)}.")
   n = bias_n.shape[-1]
   x, y = pre_Bx2n[..., :n], pre_Bx2n[..., n:]
   norm = jnp.sqrt(x ** 2 + y ** 2 + eps)
@@ -522,7 +545,8 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   Args:
     transition_HxH: real (H, H) W, H = 2n (h @ W), float32 or float64; for a unitary U
       acting as h ↦ U h, the block matrix [[Re Uᵀ, Im Uᵀ], [-Im Uᵀ, Re Uᵀ]].
-    h0_BxH: real (B, H) initial state [Re h_0, Im h_0], the same dtype.
+    h0_BxH: real (B, H) initial state [Re h_0, Im h_0]; its dtype is the
+      loop's (the data's or wider).
     projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major), or a
       `Projection` of the inputs, formed a step at a time inside the loop.
     bias_n: real (n,), the modReLU bias of each complex unit.
@@ -534,12 +558,14 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
       differently; `choose_complex_product` picks the faster.
 
   Returns:
-    Real (L, B, H), the inputs' dtype: h_1..h_L as [Re, Im] pairs; (B, H) h_L with
+    Real (L, B, H), h0's dtype: h_1..h_L as [Re, Im] pairs; (B, H) h_L with
     `last_only`.
 
   Raises:
     ValueError: on mismatched shapes (a bias not (H / 2,) included), L = 0, an input
-      that is not real float32 / float64, or an unknown `product`.
+      that is not real float32 / float64, a dtype other than h0's (data may
+      be narrower), or an unknown
+      `product`.
   """
   if product not in COMPLEX_PRODUCTS:
     raise ValueError(f"product must be one of {COMPLEX_PRODUCTS}; got {product!r}.")
@@ -548,6 +574,7 @@ def modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n,
   if bias_n.ndim != 1 or 2 * bias_n.shape[0] != transition_HxH.shape[-1]:
     raise ValueError(f"expected a bias (H / 2,) for states (B, H); got {bias_n.shape=}, "
                      f"{h0_BxH.shape=}.")
+  _check_loop_dtype((("h0", h0_BxH), ("bias_n", bias_n)))
   return _modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_n, unroll,
                              bool(last_only), product)
 
@@ -624,7 +651,7 @@ def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
 
   Args:
     transition_HxH: real (H, H) W (row-vector convention: h @ W), float32 or float64.
-    h0_BxH: real (B, H) initial state, the same dtype.
+    h0_BxH: real (B, H) initial state; its dtype is the loop's (the data's or wider).
     projected_LxBxH: real (L, B, H), the inputs' contributions p_t (time-major), or a
       `Projection` of the inputs, formed a step at a time inside the loop.
     bias_H: real (H,), the modReLU bias b.
@@ -632,16 +659,18 @@ def real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H,
     last_only: return h_L alone (as `elementwise_recurrence`).
 
   Returns:
-    Real (L, B, H), the inputs' dtype: h_1..h_L; (B, H) h_L with `last_only`.
+    Real (L, B, H), h0's dtype: h_1..h_L; (B, H) h_L with `last_only`.
 
   Raises:
-    ValueError: on mismatched shapes (a bias not (H,) included), L = 0, or an input
-      that is not real float32 / float64.
+    ValueError: on mismatched shapes (a bias not (H,) included), L = 0, an input
+      that is not real float32 / float64, or a dtype other than
+      h0's (data may be narrower).
   """
   _check_recurrence_shapes(transition_HxH, h0_BxH, projected_LxBxH)
   _check_real_float(bias_H, "bias_H")
   if bias_H.shape != h0_BxH.shape[-1:]:
     raise ValueError(f"expected a bias (H,) for states (B, H); got {bias_H.shape=}, "
                      f"{h0_BxH.shape=}.")
+  _check_loop_dtype((("h0", h0_BxH), ("bias_H", bias_H)))
   return _real_modrelu_recurrence(transition_HxH, h0_BxH, projected_LxBxH, bias_H, unroll,
                                   bool(last_only))

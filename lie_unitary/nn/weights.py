@@ -114,7 +114,8 @@ def unitary_weight(lam, in_features: int, out_features: int) -> jax.Array:
   """W(λ), the complex (k, n) isometry (k ≥ n) or co-isometry (k < n).
 
   Args:
-    lam: real array (..., `num_unitary_weight_params(n, k)`), float32 or float64.
+    lam: real array (..., `num_unitary_weight_params(n, k)`), float32 or float64
+      (integers promoted to the default float).
     in_features: n.
     out_features: k.
 
@@ -135,12 +136,13 @@ def orthogonal_weight(mu, in_features: int, out_features: int) -> jax.Array:
   """W(μ), the real (k, n) isometry (k ≥ n) or co-isometry (k < n).
 
   Args:
-    mu: real array (..., `num_orthogonal_weight_params(n, k)`), float32 or float64.
+    mu: real array (..., `num_orthogonal_weight_params(n, k)`), float32 or float64
+      (integers promoted to the default float).
     in_features: n.
     out_features: k.
 
   Returns:
-    Real array (..., k, n) of μ's dtype.
+    Real array (..., k, n) of μ's (float) dtype.
 
   Raises:
     ValueError: for a size that is not an integer ≥ 1, complex or half-precision μ
@@ -223,7 +225,8 @@ def apply_unitary(w, x, bias=None, real_pairs: bool = False) -> jax.Array:
     real_pairs: read and write real [Re, Im] halves.
 
   Returns:
-    Complex (..., k) of W's dtype; real (..., 2k) [Re y, Im y] if ``real_pairs``.
+    Complex (..., k), the promoted dtype of W and x; real (..., 2k) [Re y, Im y] if
+    ``real_pairs``.
 
   Raises:
     ValueError: as `unitary_in_features`, if x's size is not W's n, or if the bias is
