@@ -300,7 +300,8 @@ def test_bad_arguments_raise():
   with pytest.raises(ValueError, match=r"'sigmoid'; choose from .*'modrelu'"):
     lnn.gurnn_num_params(4, 2, 3, "sigmoid")  # the list named the elementwise ones only
   with pytest.raises(ValueError, match=r"'sigmoid'; choose from .*'modrelu'"):
-    jax.eval_shape(lnn.SequenceModel(lnn.GURNNCell(4, activation="sigmoid", h0="zeros"), 1).init, key, x)
+    cell = lnn.GURNNCell(4, activation="sigmoid", h0="zeros")
+    jax.eval_shape(lnn.SequenceModel(cell, 1).init, key, x)
   with pytest.raises(ValueError, match="param_dtype must be float32 or float64"):  # from expm
     jax.eval_shape(lnn.SequenceModel(lnn.OrthogonalRNNCell(4, param_dtype=jnp.float16),
                                      1).init, key, x)

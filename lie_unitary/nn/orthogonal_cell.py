@@ -92,7 +92,8 @@ class OrthogonalRNNCell(cells._RealState, nn.RNNCellBase):
 
   Raises (at `init` / `apply`):
     ValueError: features not an integer ≥ 2, a param_dtype other than float32 or
-      float64, an unknown skew_init or expm_method, a complex input, or a carry that is not real (..., n) with x's batch axes.
+      float64, an unknown skew_init or expm_method, a complex input, or a carry that
+      is not real (..., n) with x's batch axes.
   """
   features: int
   skew_init: str = "cayley"
