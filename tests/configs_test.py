@@ -69,6 +69,21 @@ def test_an_unknown_named_config_names_the_choices():
     fields.config_path("operators", "tabel1")
 
 
+def test_a_file_that_is_no_config_is_named_in_one_line(tmp_path):
+  # ml_collections' error held the file's whole traceback.
+  from absl import flags
+  from ml_collections import config_flags
+
+  from lie_unitary.experiments import launch
+  flag_values = flags.FlagValues()
+  config_flags.DEFINE_config_file("config", None, flag_values=flag_values)
+  parser = launch._NamedConfigs("rnn", flag_values["config"].parser)
+  bad = tmp_path / "bad.py"
+  bad.write_text("def get_config(:\n")
+  with pytest.raises(ValueError, match=r"^cannot load config file .*bad\.py: [^\n]*$"):
+    parser.parse(str(bad))
+
+
 def test_the_light_budget_table_is_the_computed_one():
   from lie_unitary.experiments.rnn import config
   from lie_unitary.experiments.rnn import experiment

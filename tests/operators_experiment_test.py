@@ -243,6 +243,8 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
     ("n_values", (0, 3), "config.n_values"),
     ("generators", ("nope",), "config.generators"),
     ("num_epochs", ((6, 1),), "config.num_epochs"),
+    ("num_epochs", ((0, 1), (4, 2), (4, 5)), "one \\(n, epochs\\) per n"),  # the last won
+    ("val_subsample", 10**8, "at most num_val"),  # clamped, and reported as asked
     ("optimizer", "adam", "config.optimizer"),
     ("val_every", 33, "config.val_every"),
     ("basis_scales", (5.0,), "config.basis_scales"),
@@ -253,6 +255,19 @@ def test_bad_config_values_fail_before_the_workdir_exists(field, value, match, t
   with pytest.raises(runner.ConfigError, match=match):
     experiment.train_and_evaluate(config, str(tmp_path / "w"), **_QUIET)
   assert not os.path.exists(tmp_path / "w")
+
+
+def test_a_workdir_of_another_family_or_a_file_is_refused(tmp_path):
+  # Training went into it, and the report failed at the end (KeyError 'approach').
+  other = tmp_path / "rnn"
+  (other / "launches").mkdir(parents=True)
+  (other / "launches" / "0000-x.json").write_text(json.dumps({"family": "rnn", "units": []}))
+  (tmp_path / "file").write_text("")
+  for workdir, match in ((other, r"launches of \['rnn'\]; give a operators workdir"),
+                         (tmp_path / "file", "not a folder"), ("", "not a folder")):
+    with pytest.raises(runner.ConfigError, match=match):
+      experiment.train_and_evaluate(_smoke(), str(workdir), **_QUIET)
+  assert os.listdir(other / "launches") == ["0000-x.json"]
 
 
 def test_an_unknown_field_is_named(tmp_path):

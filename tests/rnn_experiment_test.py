@@ -223,7 +223,8 @@ def test_config_errors_before_the_workdir_exists(tmp_path):
   bad = [("model", ("gru",), "model"), ("model", ("gurnn,lstm",), "--config.model=gurnn"),
          ("T", (1,), "integers ≥ 2"), ("lambda_optimizer", "adam", "'sgd', 'rmsprop'"),
          ("eval_size", 50, "multiple of eval_batch_size"), ("lr_drops", (-1,), "lr_drops"),
-         ("num_replicates", 0, "num_replicates")]
+         ("num_replicates", 0, "num_replicates"),
+         ("param_budget", "16k", "sizes the image tasks' models")]  # ignored before
   for field, value, match in bad:
     config = _smoke("gurnn")
     config[field] = value

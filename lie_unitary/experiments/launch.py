@@ -63,7 +63,10 @@ class _NamedConfigs(flags.ArgumentParser):
       path = fields.config_path(self.family, path)  # ValueError: an unknown name
     if not os.path.isfile(path.split(":", 1)[0]):
       raise ValueError(f"no config file {path.split(':', 1)[0]}.")
-    self.loaded = self.inner.parse(path)
+    try:
+      self.loaded = self.inner.parse(path)
+    except Exception as e:  # ml_collections' message holds the file's whole traceback
+      raise ValueError(f"cannot load config file {path}: {str(e).strip().splitlines()[-1]}")
     return self.loaded
 
   def flag_type(self):

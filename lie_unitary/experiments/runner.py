@@ -108,6 +108,11 @@ def train_and_evaluate(family: Family | str, config, workdir: str, *,
   twice = sorted({u.label for u in units if [v.id for v in units].count(u.id) > 1})
   if twice:
     raise ConfigError(f"the config lists the same unit twice: {twice}.")
+  others = sorted({x["family"] for x in workdir_lib.read_launches(workdir or os.devnull)}
+                  - {family.NAME})
+  if not workdir or os.path.isfile(workdir) or others:  # a report of two families fails
+    what = f"launches of {others}" if others else "not a folder"
+    raise ConfigError(f"workdir {workdir!r}: {what}; give a {family.NAME} workdir.")
   os.makedirs(workdir, exist_ok=True)
   if jax.process_index() == 0:
     workdir_lib.write_launch(workdir, family.NAME, config, units)

@@ -225,8 +225,9 @@ def validate_config(config) -> None:
   gens = config_lib.REAL_GENERATORS if real else tuple(generators.GENERATORS)
   if any(g not in gens for g in config.generators):
     F.fail("generators", config.generators, f"generators for field {config.field!r} from {gens}")
-  if config.batch_size > config.num_train:
-    F.fail("batch_size", config.batch_size, f"at most num_train = {config.num_train}")
+  for small, large in (("batch_size", "num_train"), ("val_subsample", "num_val")):
+    if config[small] > config[large]:
+      F.fail(small, config[small], f"at most {large} = {config[large]}")
   steps = config.num_train // config.batch_size
   if steps % config.val_every:
     F.fail("val_every", config.val_every,
@@ -246,6 +247,8 @@ def units(config) -> list[F.Unit]:
   baselines = tuple(a for a in config_lib.BASELINES if a in config.approaches)
   schedule = "" if config.lr_schedule == "constant" else f" {config.lr_schedule}"
   out, epochs = [], dict(config.num_epochs)
+  if len(epochs) < len(config.num_epochs):  # dict() would keep an n's last entry
+    F.fail("num_epochs", config.num_epochs, "one (n, epochs) per n, (0, e) for the rest")
   for n in config.n_values:
     if n not in epochs and 0 not in epochs:
       F.fail("num_epochs", config.num_epochs, f"an entry for n = {n} or a default (0, e)")

@@ -67,6 +67,8 @@ def validate_config(config) -> None:
     F.fail("data_parallel", config.data_parallel, f"a divisor of the device count, "
            f"{jax.device_count()} (the launcher's --cpu_devices, --num_processes)")
   if not images_task:
+    if config.param_budget:
+      F.fail("param_budget", config.param_budget, "'': a budget sizes the image tasks' models")
     return
   if any(m not in config_lib.IMAGE_MODELS for m in config.model):
     F.fail("model", config.model, f"models of the image tasks, {config_lib.IMAGE_MODELS}")
