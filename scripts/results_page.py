@@ -347,6 +347,10 @@ def rnn_doc(text: str) -> str:
 
 
 def main(argv) -> int:
+  if argv not in ([], ["--check"]):  # a typo of --check would rewrite the files
+    print(f"usage: python scripts/results_page.py [--check]; got {' '.join(argv)}",
+          file=sys.stderr)
+    return 2
   new = {PAGE: page()}
   for path, make in ((README, readme), (BASIS_DOC, basis_doc),
                      (REPRODUCTION_DOC, reproduction_doc), (RNN_DOC, rnn_doc)):

@@ -145,3 +145,8 @@ def test_image_summary_refuses_two_settings_of_a_model():
   recs += [dict(r, hidden_size=62) for r in helpers.image_records("lstm", [[0.1, 0.6]])]
   with pytest.raises(ValueError, match="several settings of one model"):
     results_page.image_summary(recs)
+
+
+def test_an_argument_other_than_check_writes_nothing(capsys):
+  assert results_page.main(["--chek"]) == 2  # a typo of --check rewrote every file
+  assert "usage: python scripts/results_page.py [--check]; got --chek" in capsys.readouterr().err
