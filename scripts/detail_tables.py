@@ -326,8 +326,19 @@ def main(folders) -> int:
     print(__doc__, file=sys.stderr)
     return 2
   for folder in folders:
+    if folder.startswith("-"):
+      print(__doc__, file=sys.stderr)
+      return 2
+    try:
+      text = lines(folder)
+    except (FileNotFoundError, ValueError) as e:  # no workdir, no records
+      print(f"{folder}: {e}", file=sys.stderr)
+      return 2
+    if not text:
+      print(f"{folder}: no records of an RNN image task, operators or basis", file=sys.stderr)
+      return 2
     print(f"## {folder}\n")
-    print("\n".join(lines(folder)))
+    print("\n".join(text))
   if len(folders) > 1 and (compared := sizes_lines(folders)):
     print("## The folders' gaps side by side\n")
     print("\n".join(compared))

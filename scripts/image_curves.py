@@ -49,7 +49,15 @@ def main(folders) -> int:
     print(__doc__, file=sys.stderr)
     return 2
   for folder in folders:
-    records = workdir.load_results(folder, as_frame=False)
+    try:
+      records = [] if folder.startswith("-") else workdir.load_results(folder, as_frame=False)
+    except (FileNotFoundError, ValueError) as e:  # no workdir, no records
+      print(f"{folder}: {e}", file=sys.stderr)
+      return 2
+    if not report.table_rows(records, images=True):
+      print(__doc__ if folder.startswith("-") else f"{folder}: no sequential-image records",
+            file=sys.stderr)
+      return 2
     for (task, dataset), rows in report.table_rows(records, images=True).items():
       path = os.path.join(folder, f"curves_{task}_{dataset.replace('/', '_')}.png")
       curves_figure(rows).savefig(path, dpi=110)

@@ -32,10 +32,15 @@ def merge(destination, source, keep: Callable[[dict], bool] | None = None,
     The number of records added.
 
   Raises:
-    ValueError: an unreadable launch file.
+    ValueError: an unreadable launch file, a source that is no workdir (no launch file)
+      or holds none of the units `keep` takes, a destination that is a file.
   """
   launches = workdir.read_launches(source)
   wanted = {u["id"] for la in launches for u in la["units"] if keep is None or keep(u)}
+  if not launches or not wanted or os.path.isfile(destination):
+    raise ValueError(f"{source}: no workdir (no launch file)" if not launches else
+                     f"{source}: none of its units is taken" if not wanted else
+                     f"{destination}: a file, not a workdir")
   added = 0
   for name in (workdir.RESULTS, workdir.CURVES, workdir.FINISHED):
     have = {json.dumps(r, sort_keys=True) for r in workdir.read(destination, name)}
@@ -70,7 +75,10 @@ def main(argv):
   units = flags.FLAGS.units
   for source in argv[1:]:
     keep = None if units is None else (lambda u: u["id"] in units)
-    print(f"{source}: {merge(flags.FLAGS.into, source, keep)} records")
+    try:
+      print(f"{source}: {merge(flags.FLAGS.into, source, keep)} records")
+    except ValueError as e:
+      raise app.UsageError(str(e)) from None
 
 
 if __name__ == "__main__":

@@ -47,8 +47,17 @@ def main(folders) -> int:
     print(__doc__, file=sys.stderr)
     return 2
   for folder in folders:
+    try:
+      text = [] if folder.startswith("-") else lines(workdir.load_results(folder, as_frame=False))
+    except (FileNotFoundError, ValueError) as e:  # no workdir, no records
+      print(f"{folder}: {e}", file=sys.stderr)
+      return 2
+    if not text:
+      print(__doc__ if folder.startswith("-") else f"{folder}: no sequential-image records",
+            file=sys.stderr)
+      return 2
     print(f"## {folder}\n")
-    print("\n".join(lines(workdir.load_results(folder, as_frame=False))))
+    print("\n".join(text))
   return 0
 
 

@@ -81,3 +81,18 @@ def test_the_image_curves_draw_loss_and_drift_per_epoch(tmp_path):
   workdir.append_records(tmp_path / "results.jsonl", recs)
   assert image_curves.main([str(tmp_path)]) == 0
   assert os.path.getsize(tmp_path / "curves_permuted_fashion_mnist.png") > 0
+
+
+def test_the_table_scripts_name_a_folder_they_cannot_read(tmp_path, capsys):
+  # A traceback before for a missing folder; no output and exit 0 for another kind.
+  from scripts import run_table
+  (tmp_path / "empty").mkdir()
+  for main in (detail_tables.main, run_table.main, image_curves.main):
+    assert main([str(tmp_path / "missing")]) == 2
+    assert "missing: no workdir" in capsys.readouterr().err
+    assert main(["--help"]) == 2 and "python scripts/" in capsys.readouterr().err
+  other = os.path.join(os.path.dirname(os.path.dirname(__file__)), "results", "adding_T100")
+  for main, match in ((detail_tables.main, "no records of an RNN image task"),
+                      (run_table.main, "no sequential-image records"),
+                      (image_curves.main, "no sequential-image records")):
+    assert main([other]) == 2 and match in capsys.readouterr().err

@@ -143,3 +143,11 @@ def test_merge_gathers_chosen_units_of_several_workdirs_once(tmp_path):
   assert list(workdir_lib.units(dest)) == ["u-0", "u-1"]  # v left out of the launch copy
   assert len(workdir_lib.read_launches(dest)) == 2  # each source's launch, once
   assert len(workdir_lib.read(dest, "torch_reference.jsonl")) == 1
+  # No workdir, no unit taken, a file as destination: refused before anything is written
+  # (a traceback or an empty destination before).
+  (tmp_path / "file").write_text("")
+  for args, match in (((dest, str(tmp_path / "missing")), "no workdir"),
+                      ((dest, a, lambda u: False), "none of its units"),
+                      ((str(tmp_path / "file"), a), "a file, not a workdir")):
+    with pytest.raises(ValueError, match=match):
+      merge_workdirs.merge(*args)
