@@ -245,6 +245,7 @@ def test_sharded_over_4_devices_equals_unsharded(smoke_run, tmp_path):
     ("num_epochs", ((6, 1),), "config.num_epochs"),
     ("num_epochs", ((0, 1), (4, 2), (4, 5)), "one \\(n, epochs\\) per n"),  # the last won
     ("val_subsample", 10**8, "at most num_val"),  # clamped, and reported as asked
+    ("lr_divisors", (1.0, 1.0), "config.lr_divisors"),  # named no field before
     ("optimizer", "adam", "config.optimizer"),
     ("val_every", 33, "config.val_every"),
     ("basis_scales", (5.0,), "config.basis_scales"),

@@ -76,9 +76,10 @@ FIELDS = {
     "lie_target_std": F.Field(1.0, "std of the 'lie' generator's λ (1 in §3; 0.01 in app. B)",
                               _NONNEGATIVE),
     "basis_scales": F.Field((0.0,), "app. B: c of the change of basis M ~ U(-c, c) (n² × n²), "
-                            "units each; 0: none", F.tuple_of(_NONNEGATIVE), identity=False),
+                            "units each; 0: none", F.tuple_of(_NONNEGATIVE, unique=True),
+                            identity=False),
     "lr_divisors": F.Field((1.0,), "app. B: a unit per learning rate learning_rate / d",
-                           F.tuple_of(F.number(positive=True)), identity=False),
+                           F.tuple_of(F.number(positive=True), unique=True), identity=False),
     "lr_schedule": F.Field("constant", "'constant' or 'cosine' (decays to 0 over the run)",
                            F.one_of(F.registry(_OPTIMIZERS, "SCHEDULES")), identity=_trained),
     "refresh_every": F.Field(100, "refreshing approaches: before each step s ≡ 0 (mod "
