@@ -160,6 +160,10 @@ def test_missing_files_fail_before_the_workdir_exists(tmp_path):
   config = _config(str(tmp_path), model=("tanh",))
   with pytest.raises(runner.ConfigError, match="models of the image tasks"):
     rnn.validate_config(config)
+  # A budget with sizes given: the budget replaced them in silence.
+  config = _config(str(tmp_path), param_budget="69k")
+  with pytest.raises(runner.ConfigError, match="'' where a model's hidden_size is set"):
+    rnn.validate_config(config)
 
 
 def _losses(workdir):

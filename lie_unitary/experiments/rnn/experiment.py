@@ -74,6 +74,9 @@ def validate_config(config) -> None:
     F.fail("model", config.model, f"models of the image tasks, {config_lib.IMAGE_MODELS}")
   if len(config.T) != 1:
     F.fail("T", config.T, "one T for an image task: its pixel count, e.g. (784,)")
+  if config.param_budget and any(config.models[m].hidden_size != d.hidden_size
+                                 for m, d in expected.items()):  # the budget would win
+    F.fail("param_budget", config.param_budget, "'' where a model's hidden_size is set")
   if config.num_validation % config.eval_batch_size:
     F.fail("eval_batch_size", config.eval_batch_size,
            f"a divisor of num_validation = {config.num_validation}")
