@@ -64,7 +64,8 @@ def test_true_is_the_noise_floor_and_rand_matches_its_expectation(n):
 def test_rand_averages_to_4n_for_haar():
   n = 6
   task = ol_data.TaskSpec(n=n, generators=("haar",), **_SMALL)
-  out = jax.vmap(lambda r: ol_data.make_baselines(task)(jax.random.key(0), r))(jnp.arange(32))
+  out = jax.jit(jax.vmap(lambda r: ol_data.make_baselines(task)(jax.random.key(0), r)))(
+      jnp.arange(32))
   np.testing.assert_allclose(float(jnp.mean(out["rand"]["test_loss"])), 4 * n, rtol=0.08)
 
 
@@ -130,7 +131,8 @@ def test_training_loss_orders_lstsq_procrustes_true_and_test_loss_true_procruste
   assert train[0] <= train[1] <= train[2], train
   task = ol_data.TaskSpec(n=n, generators=("haar",), num_train=num_train, num_val=100,
                           num_test=2_000)
-  out = jax.vmap(lambda r: ol_data.make_baselines(task)(jax.random.key(0), r))(jnp.arange(16))
+  out = jax.jit(jax.vmap(lambda r: ol_data.make_baselines(task)(jax.random.key(0), r)))(
+      jnp.arange(16))
   test = {a: float(jnp.mean(out[a]["test_loss"])) for a in ("true", "procrustes", "lstsq")}
   assert test["true"] < test["procrustes"] < test["lstsq"], test
 

@@ -70,7 +70,7 @@ def test_float64_values_to_double_rounding(x64):
 def test_derivatives_both_modes_at_every_branch(x64):
   """float64 (the branches' float64 thresholds); μ ↦ R(μ) against finite differences."""
   n = 4
-  f = lambda mu: expm.orthogonal_from_lambdas(mu, method="taylor")
+  f = jax.jit(lambda mu: expm.orthogonal_from_lambdas(mu, method="taylor"))
   jvp = jax.jit(lambda mu, v: jax.jvp(f, (mu,), (v,))[1])
   vjp = jax.jit(lambda mu, g: jax.vjp(f, mu)[1](g)[0])
   rng = np.random.default_rng(3)
