@@ -158,7 +158,7 @@ def test_the_launchers_download_field_fetches_a_missing_set_before_anything_else
   src, md5s = _gz_source(tmp_path)
   monkeypatch.setenv(images.DATA_DIR_ENV, str(tmp_path / "data"))
   c = rnn_config.get_config("permuted_mnist")
-  c.dataset, c.T, c.num_validation, c.eval_batch_size = "kmnist", (16,), 8, 8
+  c.dataset, c.T, c.num_validation, c.eval_batch_size, c.batch_size = "kmnist", (16,), 8, 8, 8
   with pytest.raises(fields.ConfigError, match="--config.download=True") as e:
     rnn.validate_config(c)
   assert "\n" not in str(e.value) and str(tmp_path / "data" / "kmnist") in str(e.value)

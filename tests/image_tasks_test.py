@@ -166,6 +166,22 @@ def test_missing_files_fail_before_the_workdir_exists(tmp_path):
     rnn.validate_config(config)
 
 
+@pytest.mark.parametrize("field,value,match", [
+    ("T", (784,), r"config\.T = \(784,\): expected \(16,\), the pixel count"),
+    ("num_validation", 256, r"config\.num_validation = 256: expected 1\.\.255 \(.* holds 256 "),
+    ("batch_size", 200, r"config\.batch_size = 200: expected at most the 192 training images"),
+    ("eval_batch_size", 48, r"config\.eval_batch_size = 48: expected a divisor of the 64 test"),
+], ids=["T", "num_validation", "batch_size", "eval_batch_size"])
+def test_sizes_that_do_not_fit_the_files_fail_before_the_workdir_exists(
+    folder, tmp_path, field, value, match):
+  config = _config(folder, **{field: value})
+  if field == "eval_batch_size":  # it must divide num_validation too
+    config.num_validation = 96
+  with pytest.raises(runner.ConfigError, match=match):
+    rnn.train_and_evaluate(config, str(tmp_path / "w"), printer=lambda *_: None)
+  assert not (tmp_path / "w").exists()
+
+
 def _losses(workdir):
   return {(r["kind"], r["replicate"], r["step"]): (r.get("train_loss"), r.get("val_accuracy"),
                                                    r.get("num_params"))

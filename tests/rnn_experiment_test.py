@@ -255,7 +255,8 @@ def test_the_per_model_table_follows_the_paper(tmp_path):
   for variant in rnn_configs.NAMED_CONFIGS:
     config = rnn_configs.get_config(variant)
     if config.task in ("pixel", "permuted"):  # their files: a small folder written here
-      config.dataset = write_image_folder(tmp_path / "idx")
+      config.dataset = write_image_folder(tmp_path / "idx")  # 256 + 64 images of 4 × 4
+      config.T, config.num_validation, config.batch_size, config.eval_batch_size = (16,), 64, 32, 32
     rnn.validate_config(config)
     assert rnn.units(config)
   copy = rnn.units(rnn_configs.get_config("copy_long"))

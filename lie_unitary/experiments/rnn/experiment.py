@@ -80,18 +80,30 @@ def validate_config(config) -> None:
   if config.num_validation % config.eval_batch_size:
     F.fail("eval_batch_size", config.eval_batch_size,
            f"a divisor of num_validation = {config.num_validation}")
-  try:  # the files must exist before anything is written
+  try:  # the files must exist, and fit the sizes, before anything is written
     try:
-      images.check_dataset_files(images.resolve_data_dir(config.dataset, config.data_dir))
+      folder = images.resolve_data_dir(config.dataset, config.data_dir)
     except FileNotFoundError:
       if not (config.download and config.dataset in images.DATASETS):
         raise
       from lie_unitary.experiments.rnn import download
-      download.download(config.dataset, config.data_dir or None)  # checks the files
+      folder = download.download(config.dataset, config.data_dir or None)  # checks the files
+    num_train, num_test, pixels = images.image_counts(folder)
   except (OSError, ValueError) as e:  # a missing or bad file, a failed download
     field = "data_dir" if config.data_dir else "dataset"
     raise F.ConfigError(f"config.{field} = {config[field]!r}: {' '.join(str(e).split())}"
                         ) from e
+  if config.T[0] != pixels:
+    F.fail("T", config.T, f"({pixels},), the pixel count of the images in {folder}")
+  if not 0 < config.num_validation < num_train:
+    F.fail("num_validation", config.num_validation, f"1..{num_train - 1} ({folder} holds "
+           f"{num_train} training images)")
+  if num_train - config.num_validation < config.batch_size:
+    F.fail("batch_size", config.batch_size, f"at most the {num_train - config.num_validation} "
+           f"training images beside num_validation = {config.num_validation}")
+  if num_test % config.eval_batch_size:
+    F.fail("eval_batch_size", config.eval_batch_size,
+           f"a divisor of the {num_test} test images in {folder}")
 
 
 def budget_hidden_size(model: str, budget: str) -> int:
@@ -155,15 +167,11 @@ def run_unit(config, unit: F.Unit, ctx: runner.UnitContext) -> None:
 
 
 def make_task(config, unit: F.Unit, replicas) -> loop.Task:
-  """A unit's `loop.Task`. Raises ConfigError: image files that do not fit the config."""
+  """A unit's `loop.Task` (its config checked by `validate_config`)."""
   spec, num, arrays = unit.spec, unit.spec.num_replicates, None
   if spec.task in data.IMAGE_TASKS:
     folder = images.resolve_data_dir(spec.dataset, config.data_dir)
     arrays = data.load_image_sets(folder, spec.task, spec.permutation_seed, spec.num_validation)
-    (tests, pixels), size = arrays.test_x.shape, spec.eval_batch_size
-    if tests % size or pixels != spec.T:
-      raise F.ConfigError(f"config.T = ({spec.T},), eval_batch_size = {size}: expected T = "
-                          f"{pixels} and a divisor of the {tests} test images of {folder}.")
     arrays = jax.device_put(arrays, jax.sharding.NamedSharding(
         replicas.mesh, jax.sharding.PartitionSpec()))  # on every device
   source = (data.synthetic_source(spec) if arrays is None

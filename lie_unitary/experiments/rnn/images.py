@@ -108,6 +108,14 @@ def check_dataset_files(folder: str | os.PathLike) -> tuple[str, str, str, str]:
   return tuple(paths)
 
 
+def image_counts(folder: str | os.PathLike) -> tuple[int, int, int]:
+  """(training images, test images, pixels per image) of a folder's IDX files, from their
+  headers. Raises as `check_dataset_files`."""
+  paths = check_dataset_files(folder)
+  (num_train, height, width), (num_test, *_) = (_read(paths[i], whole=False)[0] for i in (0, 2))
+  return num_train, num_test, height * width
+
+
 def load_image_sets(folder: str | os.PathLike, task: str, seed: int = _PERMUTATION_SEED,
                     num_validation: int = 5_000) -> ImageSets:
   """A folder's images as `ImageSets` of 'pixel' (row by row) or 'permuted' (RandomState(seed)
