@@ -159,8 +159,12 @@ def test_a_full_invertible_basis_reaches_every_unitary(x64):
   images = np.asarray(lu.lambdas_to_skew_hermitian(m)).reshape(n * n, -1)
   assert np.linalg.matrix_rank(np.concatenate([images.real, images.imag], axis=1)) == n * n
   # A Haar-random target: c solves c @ M = λ(U) for its logarithm's coefficients.
-  target = np.asarray(lu.random_unitary(jax.random.key(0), n, dtype=jnp.complex128))
-  lam = np.asarray(lu.lambdas_from_unitary(target))
+  @jax.jit
+  def draw(key):
+    u = lu.random_unitary(key, n, dtype=jnp.complex128)
+    return u, lu.lambdas_from_unitary(u)
+
+  target, lam = map(np.asarray, draw(jax.random.key(0)))
   c = np.linalg.solve(m.T, lam)
   np.testing.assert_allclose(jax.jit(lu.unitary_from_basis)(c, m), target, atol=1e-11)
   # The random init with k = n² is orthogonal, so full rank.
@@ -173,7 +177,8 @@ def test_a_full_invertible_basis_reaches_every_unitary(x64):
 def test_initialisers_have_orthonormal_rows(x64, algebra_name, n):
   d = lu.basis_dimension(n, algebra_name)
   for scheme, k in (("random", d - 1), ("standard", 2), ("toroidal", 1)):
-    m = np.asarray(lu.init_basis(jax.random.key(2), n, k, scheme, algebra_name, jnp.float64))
+    m = np.asarray(jax.jit(lu.init_basis, static_argnums=(1, 2, 3, 4, 5))(
+        jax.random.key(2), n, k, scheme, algebra_name, jnp.float64))
     assert m.shape == (k, d) and m.dtype == np.float64, scheme
     np.testing.assert_allclose(m @ m.T, np.eye(k), atol=1e-14, err_msg=scheme)
   np.testing.assert_array_equal(lu.standard_basis(None, n, 2, algebra_name), np.eye(2, d))
@@ -190,19 +195,22 @@ def _commutator_norm(g):
   return np.abs(comm).max()
 
 
+_toroidal = jax.jit(lu.toroidal_basis, static_argnums=(1, 2, 3, 4))
+
+
 def test_toroidal_elements_commute_and_are_skew_hermitian(x64):
   n = 4
-  m = np.asarray(lu.toroidal_basis(jax.random.key(3), n, n, dtype=jnp.float64))
+  m = np.asarray(_toroidal(jax.random.key(3), n, n, "u", jnp.float64))
   g = np.einsum("ad,dij->aij", m, np.asarray(lu.basis(n)))      # dense sums Σ_b M_ab T_b
   assert _commutator_norm(g) < 1e-14
   np.testing.assert_allclose(g, -np.conj(np.swapaxes(g, 1, 2)), atol=0)
   assert np.linalg.matrix_rank(m) == n
   # su(n): traceless; so(n): real skew-symmetric, rotations in orthogonal planes.
-  m_su = np.asarray(lu.toroidal_basis(jax.random.key(4), n, n - 1, "su", jnp.float64))
+  m_su = np.asarray(_toroidal(jax.random.key(4), n, n - 1, "su", jnp.float64))
   g_su = np.einsum("ad,dij->aij", m_su, np.asarray(lu.su_basis(n)))
   assert _commutator_norm(g_su) < 1e-14
   np.testing.assert_allclose(np.trace(g_su, axis1=1, axis2=2), 0, atol=1e-14)
-  m_so = np.asarray(lu.toroidal_basis(jax.random.key(5), 5, 2, "so", jnp.float64))
+  m_so = np.asarray(_toroidal(jax.random.key(5), 5, 2, "so", jnp.float64))
   g_so = np.asarray(lu.lambdas_to_skew_symmetric(m_so))
   assert _commutator_norm(g_so) < 1e-14 and np.linalg.matrix_rank(m_so) == 2
 
