@@ -1,6 +1,7 @@
 r"""Trains RNNs on the adding / memory problems (paper §4) and the sequential image tasks.
 
-  python scripts/train_rnn.py --config=memory --workdir=runs/memory [--report_only]
+  python scripts/train_rnn.py --config=memory --workdir=runs/memory
+  python scripts/train_rnn.py --workdir=runs/memory --report_only
 
 The same as ``python -m lie_unitary.experiments.rnn`` (docs/rnn.md).
 """

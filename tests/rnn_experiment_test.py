@@ -498,7 +498,8 @@ def test_report_and_launcher(smoke_run, tmp_path):
        "no field 'models.gurnn.hiden_size' (did you mean 'models.gurnn.hidden_size'?)"),
       (["--config=rnn_smoke", "--config.model=gurnn", "--config.model=lstm"],
        "--config.model is given more than once"),
-      (["--report_only"], "no such folder")):
+      (["--report_only"], "no such folder"),
+      (["--report_only", "--config=rnn_smoke"], "drop --config")):
     out = helpers.launcher("rnn", *args, f"--workdir={tmp_path / 'w'}", cwd=tmp_path)
     assert out.returncode != 0 and out.stdout == "", out
     assert len(out.stderr.strip().splitlines()) == 1 and match in out.stderr, out.stderr

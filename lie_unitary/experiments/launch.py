@@ -113,6 +113,8 @@ def _launch(family_name: str, argv) -> int | None:
   from lie_unitary.experiments import workdir as workdir_lib
   family, workdir = runner.get_family(family_name), flag_values.workdir
   if flag_values.report_only:
+    if flag_values["config"].present:  # the report reads the workdir alone
+      _fail("--report_only writes the report of WORKDIR's records alone: drop --config.")
     if not os.path.isdir(workdir):
       _fail(f"--workdir={workdir}: no such folder.")
     if not any(la.get("family") == family_name for la in workdir_lib.read_launches(workdir)):
