@@ -182,10 +182,12 @@ def test_initialisers_have_orthonormal_rows(x64, algebra_name, n):
     assert m.shape == (k, d) and m.dtype == np.float64, scheme
     np.testing.assert_allclose(m @ m.T, np.eye(k), atol=1e-14, err_msg=scheme)
   np.testing.assert_array_equal(lu.standard_basis(None, n, 2, algebra_name), np.eye(2, d))
-  assert lu.random_basis(jax.random.key(0), n, 2, algebra_name).dtype == jnp.float32
+  assert jax.eval_shape(lambda key: lu.random_basis(key, n, 2, algebra_name),
+                        jax.random.key(0)).dtype == jnp.float32
   # Pure functions of the key: vmapped over keys, one draw per key.
   keys = jax.random.split(jax.random.key(3), 2)
-  draws = jax.vmap(lambda key: lu.toroidal_basis(key, n, 1, algebra_name, jnp.float64))(keys)
+  draws = jax.jit(jax.vmap(lambda key: lu.toroidal_basis(key, n, 1, algebra_name,
+                                                         jnp.float64)))(keys)
   assert draws.shape == (2, 1, d) and not np.allclose(draws[0], draws[1])
 
 

@@ -14,7 +14,6 @@ import numpy as np
 import optax
 import pytest
 import scipy.linalg
-import scipy.stats
 
 from lie_unitary import nn as lnn
 
@@ -128,6 +127,7 @@ def test_init_is_block_diagonal_with_the_documented_angles(init, n):
 
 @pytest.mark.parametrize("init", ["cayley", "henaff"])
 def test_init_angles_follow_the_documented_distributions(init):
+  import scipy.stats  # here: its import costs every pytest worker seconds at collection
   n = 16
   mus = jax.jit(lambda key: jax.vmap(
       lambda k: lnn.block_rotation_init(init)(k, (n * (n - 1) // 2,)))(

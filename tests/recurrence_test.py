@@ -414,12 +414,15 @@ def test_input_projection_is_dense_with_one_feature_or_many():
   for d in (1, 3):
     x = _normals(5, np.float32, (4, 2, d))[0]
     ours, dense = lnn.InputProjection(5), nn.Dense(5)
-    params = dense.init(jax.random.key(0), x)
-    assert jax.tree.map(jnp.shape, ours.init(jax.random.key(0), x)) == jax.tree.map(
-        jnp.shape, params)
-    np.testing.assert_allclose(ours.apply(params, x), dense.apply(params, x), rtol=1e-6)
-    grad = lambda m: jax.grad(lambda q: jnp.sum(jnp.sin(m.apply(q, x))))(params)
-    chex.assert_trees_all_close(grad(ours), grad(dense), rtol=1e-5)
+    params = jax.jit(dense.init)(jax.random.key(0), x)
+    assert jax.tree.map(jnp.shape, jax.eval_shape(ours.init, jax.random.key(0), x)) == (
+        jax.tree.map(jnp.shape, params))
+    # Values and gradients of both, one compiled program.
+    both = jax.jit(lambda q: [(m.apply(q, x), jax.grad(lambda q: jnp.sum(jnp.sin(
+        m.apply(q, x))))(q)) for m in (ours, dense)])
+    (y_ours, g_ours), (y_dense, g_dense) = both(params)
+    np.testing.assert_allclose(y_ours, y_dense, rtol=1e-6)
+    chex.assert_trees_all_close(g_ours, g_dense, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kernel", ["tanh", "modrelu", "real_modrelu"])

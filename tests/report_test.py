@@ -5,7 +5,6 @@ import importlib.resources
 import json
 import math
 
-from matplotlib.figure import Figure
 import numpy as np
 import pytest
 
@@ -28,6 +27,7 @@ def test_a_table_has_a_header_a_rule_and_a_line_per_row():
 
 
 def test_a_band_is_the_mean_plus_or_minus_one_standard_error():
+  from matplotlib.figure import Figure  # here: matplotlib's import slows every worker
   ax = Figure().subplots()
   values = [[1.0, 3.0], [2.0, 2.0]]  # two points, two runs each
   mean = report.se_band(ax, [0, 1], values, "C0", label="m")

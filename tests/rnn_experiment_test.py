@@ -48,6 +48,14 @@ def _smoke(*models, **fields):
   return config
 
 
+def _init(spec, x_shape=(1, 3, 1)):
+  """The model's variables from key(0), initialised as one compiled program."""
+  return jax.jit(rnn.make_model(spec).init)(jax.random.key(0), jnp.zeros(x_shape))
+
+
+_diagnostics = jax.jit(rnn.diagnostics, static_argnums=0)  # a spec is hashable
+
+
 def _records(workdir):
   return workdir_lib.read(workdir)
 
@@ -515,7 +523,7 @@ def test_torch_readout_init_draws_within_pytorch_linears_bound(model, fan_in):
   assert config == rnn_configs.get_config("permuted_mnist")
   spec = rnn.make_unit(config, model, 784, 0).spec
   assert spec.readout_init == "torch"
-  params = rnn.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
+  params = _init(spec)
   kernel, bias = (np.asarray(params["params"]["readout"][k]) for k in ("kernel", "bias"))
   bound = 1 / math.sqrt(fan_in)  # PyTorch's nn.Linear: U(±1/√fan_in), kernel and bias
   assert kernel.shape == (fan_in, 10)
@@ -584,10 +592,10 @@ def test_orthogonal_expm_enters_the_identity_only_when_not_eigh():
   models = [rnn.make_model(s) for s in (eigh, pade)]
   assert [m.cell.expm_method for m in models] == ["eigh", "pade"]
   x = jax.random.uniform(jax.random.key(1), (2, 30, 1))
-  params = models[0].init(jax.random.key(0), x)
+  params = _init(eigh, x.shape)
   # Two exponentials of the same A(μ): eigh's and jax.scipy.linalg.expm's (Padé).
-  np.testing.assert_allclose(models[1].apply(params, x), models[0].apply(params, x),
-                             atol=1e-5)
+  outputs = jax.jit(lambda p, x: [m.apply(p, x) for m in models])(params, x)
+  np.testing.assert_allclose(outputs[1], outputs[0], atol=1e-5)
   config.orthogonal_expm = "taylor"
   with pytest.raises(ValueError, match="orthogonal_expm"):
     rnn.validate_config(config)
@@ -598,7 +606,7 @@ def test_the_drift_against_expm(model):
   config = rnn_configs.get_config("permuted_mnist")
   config.models[model].hidden_size = 4
   spec = rnn.make_unit(config, model, 784, 0).spec
-  variables = rnn.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
+  variables = _init(spec)
   key = "lam" if model == "gurnn" else "mu"
   to_algebra = (algebra.lambdas_to_skew_hermitian if model == "gurnn"
                 else algebra.lambdas_to_skew_symmetric)
@@ -607,12 +615,13 @@ def test_the_drift_against_expm(model):
   zero, moved = jax.tree.map(lambda a: a, variables), jax.tree.map(lambda a: a, variables)
   zero["params"]["cell"][key] = jnp.zeros_like(coefficients)
   moved["params"]["cell"][key] = coefficients + 0.3 * jnp.arange(coefficients.size) / 10
-  expm = lambda v: np.asarray(jax.scipy.linalg.expm(to_algebra(v["params"]["cell"][key])))
+  exp_of = jax.jit(lambda v: jax.scipy.linalg.expm(to_algebra(v["params"]["cell"][key])))
+  expm = lambda v: np.asarray(exp_of(v))
   for a, b in ((moved, variables), (variables, zero)):
     drift = np.sqrt(np.sum(np.abs(expm(a) - expm(b)) ** 2) / 4)
     assert drift > 0.05
-    np.testing.assert_allclose(rnn.diagnostics(spec, a, b)["u_drift"], drift, rtol=1e-5)
-  assert rnn.diagnostics(spec, variables, variables)["u_drift"] == 0
+    np.testing.assert_allclose(_diagnostics(spec, a, b)["u_drift"], drift, rtol=1e-5)
+  assert _diagnostics(spec, variables, variables)["u_drift"] == 0
 
 
 def test_the_drift_closed_forms():
@@ -621,11 +630,11 @@ def test_the_drift_closed_forms():
   config = rnn_configs.get_config("permuted_mnist")
   config.models.orthogonal.hidden_size, config.param_budget = 2, ""
   spec = rnn.make_unit(config, "orthogonal", 784, 0).spec
-  variables = rnn.make_model(spec).init(jax.random.key(0), jnp.zeros((1, 3, 1)))
+  variables = _init(spec)
   at = lambda mu: {**variables, "params": {**variables["params"], "cell": {
       **variables["params"]["cell"], "mu": jnp.array([mu], jnp.float32)}}}
   for mu, drift in ((np.pi, 2.0), (0.7, 2 * np.sin(0.35))):
-    np.testing.assert_allclose(rnn.diagnostics(spec, at(mu), at(0.0))["u_drift"], drift,
+    np.testing.assert_allclose(_diagnostics(spec, at(mu), at(0.0))["u_drift"], drift,
                                rtol=1e-5)
 
 

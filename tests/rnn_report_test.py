@@ -4,7 +4,6 @@ import os
 import subprocess
 import sys
 
-import matplotlib.figure
 import pytest
 
 from lie_unitary.experiments import workdir as workdir_lib
@@ -112,9 +111,10 @@ def test_a_record_written_twice_counts_once():
 
 def test_figures_per_task_and_T():
   recs = [r for rs, _ in _all_models() for r in rs]
+  from matplotlib.figure import Figure  # here: matplotlib's import slows every worker
   figs = report.figures(recs)
   assert set(figs) == {"figure3_adding_T10", "figure3_memory_T10"}
-  assert all(isinstance(f, matplotlib.figure.Figure) for f in figs.values())
+  assert all(isinstance(f, Figure) for f in figs.values())
   ax = figs["figure3_adding_T10"].axes[0]
   labels = ax.get_legend_handles_labels()[1]
   # The paper's order of the models, then the baseline.
