@@ -274,6 +274,8 @@ def train_reference(argv):
                 "task": rnn._TASK.value, "val_accuracy": accuracy(model, sets.val_x, sets.val_y),
                 "test_accuracy": accuracy(model, sets.test_x, sets.test_y),
                 "seconds": round(time.perf_counter() - start, 1), "learning_rate": _LR.value,
+                # Absent: a full epoch (the report reads a shorter one as a fraction).
+                **({"updates_per_epoch": per_epoch} if _UPDATES.value else {}),
                 "torch": torch.__version__, "threads": torch.get_num_threads(),
                 **provenance}
       # Checkpoint before the record: a crash between them loses a line, never

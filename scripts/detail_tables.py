@@ -318,7 +318,7 @@ def lines(folder: str) -> list[str]:
     return basis_lines(records)
   if any("approach" in r for r in records):
     return operators_lines(records) + procrustes_lines(records)
-  return rnn_lines(records, workdir.read(folder, report.REFERENCE))
+  return rnn_lines(records, report.read_reference(folder))
 
 
 def main(folders) -> int:

@@ -69,7 +69,7 @@ def section(folder: str) -> str:
   from lie_unitary.experiments.rnn import report
   path = os.path.join(ROOT, "results", folder)
   text = report.markdown(workdir.load_results(path, as_frame=False),
-                         anchors=False, reference=workdir.read(path, report.REFERENCE),
+                         anchors=False, reference=report.read_reference(path),
                          launches=workdir.read_launches(path))
   body = text.split("\n", 2)[2]  # after "# RNN results"
   return body.replace("\n### ", "\n#### ").replace("### ", "#### ", 1)

@@ -39,6 +39,19 @@ def test_a_band_is_the_mean_plus_or_minus_one_standard_error():
   assert ys.min() == pytest.approx(1.0) and ys.max() == pytest.approx(3.0)  # 2 ± 1 at x = 0
 
 
+def test_a_single_point_is_a_marker_with_its_standard_error_as_error_bar():
+  from matplotlib.figure import Figure
+  ax = Figure().subplots()
+  mean = report.se_band(ax, [0.7], [[1.0, 3.0, 5.0]], "C0", label="one")
+  np.testing.assert_array_equal(mean, [3.0])
+  (marker, *_), = [c for c in ax.containers]
+  np.testing.assert_allclose(marker.get_xydata(), [[0.7, 3.0]])
+  assert marker.get_marker() == "o" and ax.containers[0].get_label() == "one"
+  bars, = ax.containers[0][2]
+  (_, lo), (_, hi) = bars.get_segments()[0]
+  assert hi - lo == pytest.approx(2 * 2.0 / np.sqrt(3))  # ± the s.e.: std 2 over √3 runs
+
+
 def test_the_published_rows_ship_with_the_package_with_their_sources():
   text = importlib.resources.files("lie_unitary.experiments").joinpath(
       "published.json").read_text("utf-8")

@@ -32,7 +32,7 @@ def test_each_report_is_what_its_records_give(folder):
   path = os.path.join(_RESULTS, folder)
   figures = {os.path.splitext(f)[0]: f for f in os.listdir(path) if f.endswith(".png")}
   text = report.markdown(workdir.load_results(path, as_frame=False), figure_files=figures,
-                         reference=workdir.read(path, report.REFERENCE),
+                         reference=report.read_reference(path),
                          launches=workdir.read_launches(path))
   with open(os.path.join(path, "report.md"), encoding="utf-8") as f:
     assert f.read() == text, (f"results/{folder}/report.md is stale: python -m "

@@ -289,6 +289,25 @@ def test_image_tables_give_every_epoch_and_the_pytorch_reference(tmp_path):
   assert "PyTorch" not in (tmp_path / "report.md").read_text()
 
 
+def test_every_reference_file_is_read_and_a_short_epoch_is_a_fraction_of_ours(tmp_path):
+  recs = helpers.image_records("orthogonal", [[0.1, 0.70, 0.80]])
+  full = dict(seed=0, epoch=1, task="permuted", dataset="fashion_mnist", hidden=170,
+              val_accuracy=0.75, test_accuracy=0.76, seconds=100.0)
+  workdir_lib.append_records(tmp_path / report.REFERENCE, [full])
+  # A run of 300 updates ("epoch" 1 of 300 updates) in a file of its own.
+  workdir_lib.append_records(tmp_path / "torch_first_300.jsonl",
+                             [dict(full, updates_per_epoch=300, test_accuracy=0.60)])
+  workdir_lib.append_records(tmp_path / "not_torch.jsonl", [dict(full, test_accuracy=0.5)])
+  ref = report.read_reference(str(tmp_path))
+  assert [r["test_accuracy"] for r in ref] == [0.6, 0.76]  # torch_* files, in name order
+  rows = _rows(report.markdown(recs, reference=ref))
+  # 300 of the 429 updates of an epoch of 55,000 images in batches of 128: epoch 0.6993.
+  assert "| PyTorch expRNN reference | updates_per_epoch=300 | 170 | — | 0 | 1 | 0.6993 | " \
+         "75.00 | 60.00 | 60.00 | 100 |" in rows
+  assert "| PyTorch expRNN reference | updates_per_epoch=— | 170 | — | 0 | 1 | 1 | 75.00 | " \
+         "76.00 | 76.00 | 100 |" in rows
+
+
 def test_the_block_table_averages_each_runs_epochs_then_the_runs():
   md = lambda recs, **kw: "\n".join(detail_tables.rnn_lines(recs, **kw))  # noqa: E731
   # Replicate 0: test accuracy 0.5 + epoch/100 at epochs 0-20; replicate 1: 0.4 + epoch/100

@@ -44,10 +44,14 @@ def figure(figsize: tuple[float, float], *grid: int, **subplots_kw):
 
 
 def se_band(ax, x, values, color, **plot_kw):
-  """Plots on `ax` the means of `values` (p, runs) against `x` (p,), ± 1 s.e.; the means."""
+  """Plots on `ax` the means of `values` (p, runs) against `x` (p,), ± 1 s.e.; the means.
+  One point (p = 1) is a marker with an error bar, which a line could not show."""
   values = np.asarray(values, np.float64)
   mean, runs = values.mean(axis=1), values.shape[1]
   se = values.std(axis=1, ddof=1) / np.sqrt(runs) if runs > 1 else np.zeros_like(mean)
+  if len(mean) == 1:
+    ax.errorbar(x, mean, yerr=se, fmt="o", color=color, capsize=3, **plot_kw)
+    return mean
   ax.plot(x, mean, color=color, **plot_kw)
   ax.fill_between(x, mean - se, mean + se, color=color, alpha=0.2, lw=0)
   return mean

@@ -1,8 +1,9 @@
 """The RNN family's report: Figure 3 and a loss table per (task, T) of the adding and
 memory problems (paper §4); per image task, an accuracy table and figure with the PyTorch
-reference (WORKDIR/torch_reference.jsonl), and the published MNIST table."""
+reference (WORKDIR/torch_*.jsonl), and the published MNIST table."""
 
 import collections
+import glob
 import os
 from typing import Any
 from typing import Sequence
@@ -14,6 +15,9 @@ from lie_unitary.experiments import workdir as workdir_lib
 from lie_unitary.experiments.rnn import data
 
 REFERENCE = "torch_reference.jsonl"  # the PyTorch reference's records in a workdir
+REFERENCE_FILES = "torch_*.jsonl"  # every file of them, e.g. a run of 300 updates beside it
+# The reference's full epoch: every batch of 128 of the 55,000 training images, as ours.
+_REFERENCE_EPOCH_UPDATES = 55_000 // 128
 REFERENCE_LABEL = "PyTorch expRNN reference"
 # Final validation losses of the original code's logged runs at T = 100.
 _ORIGINAL = {(r["task"], r["model"]): r["final_val_loss"]
@@ -75,13 +79,24 @@ def table_rows(records: Sequence[dict], images: bool) -> dict:
   return dict(sorted(out.items()))
 
 
+def read_reference(workdir: str) -> list[dict]:
+  """Every record of the PyTorch reference's files in `workdir` (`REFERENCE_FILES`, in
+  name order; [] where there are none)."""
+  return [r for path in sorted(glob.glob(os.path.join(workdir, REFERENCE_FILES)))
+          for r in workdir_lib.read(workdir, os.path.basename(path))]
+
+
 def reference_records(reference: Sequence[dict], records: Sequence[dict]) -> list[dict]:
   """The PyTorch reference's records of the image tables of `records` as records of model
-  "torch" (its dataset a folder's last part): a seed's epochs its steps, the last its final."""
+  "torch" (its dataset a folder's last part): a seed's epochs its steps, the last its final.
+  A record's `updates_per_epoch` (absent: a full epoch) makes its epoch ours: 300 updates
+  are epoch 0.6993."""
   name = lambda d: os.path.basename(str(d).rstrip("/"))
   tables = {(r.get("task"), r.get("dataset")) for r in records}
+  epoch = lambda r: round(r["epoch"] * (r.get("updates_per_epoch") or _REFERENCE_EPOCH_UPDATES)
+                          / _REFERENCE_EPOCH_UPDATES, 4)
   return [dict(r, model="torch", dataset=name(r["dataset"]), hidden_size=r.get("hidden"),
-               replicate=0, step=r["epoch"], kind=kind) for r in reference
+               replicate=0, step=r["epoch"], epoch=epoch(r), kind=kind) for r in reference
           if (r.get("task"), name(r.get("dataset", ""))) in tables for kind in ("val", "final")]
 
 
@@ -227,6 +242,6 @@ def markdown(results: Any, *, figure_files: dict | None = None,
 
 def write_report(workdir: str, results: Any = None) -> list[str]:
   """`common.write_report` of `results` (None: the workdir's) and its PyTorch reference."""
-  reference = workdir_lib.read(workdir, REFERENCE)
+  reference = read_reference(workdir)
   return common.write_report(workdir, results, lambda r: figures(r, reference), markdown,
                              reference=reference)
