@@ -276,6 +276,24 @@ def test_the_per_model_table_follows_the_paper(tmp_path):
     rnn_configs.get_config("huge")
 
 
+@pytest.mark.parametrize("name,task,match", [
+    ("adding", "memory", r"'adding': config\.models is `paper_models\('adding'\)`, unchanged; "
+     r"load --config=memory"),
+    ("adding", "copy", r"load --config=memory"),
+    ("memory", "adding", r"`paper_models\('memory'\)`, unchanged; load --config=adding"),
+    ("adding", "permuted", r"'adding' or 'memory': config\.models is the paper's table"),
+    ("permuted_mnist", "adding", r"an image task .*the image tasks' table"),
+])
+def test_a_models_table_made_for_another_task_is_refused(name, task, match):
+  config = rnn_configs.get_config(name)
+  config.task = task  # --config=NAME --config.task=TASK: NAME's β, activation, sizes
+  with pytest.raises(runner.ConfigError, match=match):
+    rnn.validate_config(config)
+  config = rnn_configs.get_config("rnn_smoke")  # a table changed by hand is the user's
+  config.task = "memory"
+  rnn.validate_config(config)
+
+
 @pytest.mark.parametrize("lambda_optimizer", ["rmsprop", "sgd"])
 def test_lambda_optimizer(lambda_optimizer):
   config = rnn_configs.get_config("adding")

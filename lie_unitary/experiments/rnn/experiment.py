@@ -49,6 +49,7 @@ def validate_config(config) -> None:
   expected = config_lib.image_models() if images_task else config_lib.paper_models(config.task)
   if not isinstance(config.models, (ml_collections.ConfigDict, dict)):
     F.fail("models", config.models, "a table like `paper_models(task)`'s")
+  _check_models_made_for_task(config, expected)
   F.validate(config.models, {m: F.Field(None, "") for m in expected}, prefix="models.")
   for m, default in expected.items():
     F.validate(config.models[m], {k: config_lib.MODEL_FIELDS[k] for k in default.keys()},
@@ -104,6 +105,30 @@ def validate_config(config) -> None:
   if num_test % config.eval_batch_size:
     F.fail("eval_batch_size", config.eval_batch_size,
            f"a divisor of the {num_test} test images in {folder}")
+
+
+def _check_models_made_for_task(config, expected) -> None:
+  """Fails a `models` table made for another task (``--config=adding --config.task=memory``
+  would run the memory problem with the adding problem's β and activation)."""
+  task = data.get_task(config.task).name
+  models = dict(config.models.items())
+  images_table = config_lib.image_models()
+  if task in ("adding", "memory"):
+    if set(models) == set(images_table):
+      F.fail("task", config.task, "an image task ('pixel', 'permuted'): config.models is the "
+             "image tasks' table (`image_models`); load --config=adding or --config=memory "
+             "for the paper's")
+    other = {"adding": "memory", "memory": "adding"}[task]
+    made_for_other = config_lib.paper_models(other)
+    if all(m in models and models[m].to_dict() == made_for_other[m].to_dict()
+           for m in made_for_other) and made_for_other.to_dict() != expected.to_dict():
+      F.fail("task", config.task, f"{other!r}: config.models is `paper_models({other!r})`, "
+             f"unchanged; load --config={task} for the {task} problem's models, or set "
+             f"config.models = paper_models({task!r})")
+  elif set(models) == set(config_lib.paper_models("adding")):
+    F.fail("task", config.task, "'adding' or 'memory': config.models is the paper's table "
+           "(`paper_models`); load --config=pixel_mnist or --config=permuted_mnist for the "
+           "image tasks'")
 
 
 def budget_hidden_size(model: str, budget: str) -> int:
