@@ -23,7 +23,6 @@ import itertools
 from absl import flags
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 from benchmarks import rnn
 from benchmarks import timing
@@ -47,57 +46,11 @@ def state_size(spec) -> int:
   return spec.hidden_size * (2 if spec.model in rnn_config.H0_MODELS else 1)
 
 
-def _mesh(d: int) -> jax.sharding.Mesh:
-  return jax.sharding.Mesh(np.array(jax.devices()[:d]), ("data",))
-
-
-def chain_inputs(H: int, G: int, batch: int, length: int):
-  """The chain's W (H, G·H) and its forward and reverse inputs p, g (length, batch, H)."""
-  k1, k2, k3 = jax.random.split(jax.random.key(1), 3)
-  # Orthogonal H × H blocks scaled by 1/G: h stays bounded whatever G.
-  w = jnp.concatenate([jnp.linalg.qr(jax.random.normal(k, (H, H)))[0] / G
-                       for k in jax.random.split(k1, G)], axis=1)
-  p, g = (0.01 * jax.random.normal(k, (length, batch, H), jnp.float32) for k in (k2, k3))
-  return w, p, g
-
-
-def chain_program(H: int, G: int, d: int, train: bool):
-  """The recurrence's products alone (module docstring) on d devices, each its share of
-  the batch: jitted (w, p, g) -> W̄ (H, G·H) in training, else a scalar of the last states."""
-  P = jax.sharding.PartitionSpec
-  fold = lambda y: y if G == 1 else y.reshape(y.shape[0], G, H).sum(axis=1)
-  tile = lambda y: y if G == 1 else jnp.tile(y, (1, G))
-
-  def local(w, p, g):
-    if not train:  # the last state only: evaluation reads no other
-      last, _ = jax.lax.scan(lambda h, pt: (fold(h @ w) + pt, None), jnp.zeros_like(p[0]), p,
-                             unroll=_UNROLL.value)
-      return jax.lax.psum(last.sum(), "data")
-    _, hs = jax.lax.scan(lambda h, pt: (fold(h @ w) + pt,) * 2, jnp.zeros_like(p[0]), p,
-                         unroll=_UNROLL.value)
-    _, ds = jax.lax.scan(lambda e, gt: (tile(e) @ w.T + gt,) * 2, jnp.zeros_like(g[0]), g,
-                         reverse=True, unroll=_UNROLL.value)
-    w_bar = hs.reshape(-1, H).T @ tile(ds.reshape(-1, H))
-    return jax.lax.psum(w_bar, "data")
-
-  return jax.jit(jax.shard_map(local, mesh=_mesh(d), in_specs=(P(), P(None, "data"),
-                                                               P(None, "data")), out_specs=P()))
-
-
-def chain_variant(H: int, G: int, batch: int, length: int, d: int, train: bool):
-  """`chain_program` on `chain_inputs` as a variant counting examples."""
-  P = jax.sharding.PartitionSpec
-  w, p, g = chain_inputs(H, G, batch, length)
-  put = lambda a, spec: jax.device_put(a, jax.sharding.NamedSharding(_mesh(d), spec))
-  return timing.blocking(chain_program(H, G, d, train), put(w, P()), put(p, P(None, "data")),
-                         put(g, P(None, "data")), items=batch)
-
-
 def gemm_variant(size: int, d: int):
   """One size × size float32 matmul on each of d devices; counts FLOPs / 1e9."""
   P = jax.sharding.PartitionSpec
   a = jax.random.normal(jax.random.key(0), (d, size, size), jnp.float32)
-  a = jax.device_put(a, jax.sharding.NamedSharding(_mesh(d), P("data")))
+  a = jax.device_put(a, jax.sharding.NamedSharding(rnn.mesh(d), P("data")))
   program = jax.jit(lambda a: a @ a)
   return timing.blocking(program, a, items=d * 2.0 * size**3 / 1e9)
 
@@ -123,7 +76,8 @@ def layout_rows(tokens: list[str], d: int) -> list[dict]:
     length = data.get_task(spec.task).length(spec.T)
     chain = f"chain train H={H} G={G} B={spec.batch_size}"
     if chain not in variants:
-      variants[chain] = chain_variant(H, G, spec.batch_size, length, devices, True)
+      variants[chain] = rnn.chain_variant(H, G, spec.batch_size, length, devices, True,
+                                          _UNROLL.value)
       counts[chain] = (flops_per_example(G, H, length, True), chain)
     counts[f"{token} train"] = (flops_per_example(G, H, length, True), chain)
     if _EVAL.value and spec.task in data.IMAGE_TASKS:
@@ -131,7 +85,8 @@ def layout_rows(tokens: list[str], d: int) -> list[dict]:
       variants[f"{token} eval"] = eval_variant(rnn.unit_programs(config, model, T, d))
       forward = f"chain forward H={H} G={G} B={spec.eval_batch_size}"
       if forward not in variants:
-        variants[forward] = chain_variant(H, G, spec.eval_batch_size, length, devices, False)
+        variants[forward] = rnn.chain_variant(H, G, spec.eval_batch_size, length, devices,
+                                              False, _UNROLL.value)
         counts[forward] = (flops_per_example(G, H, length, False), forward)
       counts[f"{token} eval"] = (flops_per_example(G, H, length, False), forward)
   variants["GEMM"] = gemm_variant(_GEMM.value, devices)

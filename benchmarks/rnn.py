@@ -6,9 +6,9 @@ examples/s (all replicates together; the image tasks read random images).
 2n × 2n or three n × n; gurnn: the faster measured), free (an unconstrained 2n × 2n
 matrix), no_eigh (U(λ) → I + 0.01·iA(λ): all but the eigh), eigh_only (no_eigh plus one
 eigh), lstm, irnn, tanh, urnn, orthogonal, matmuls (the recurrence's products alone at
-state size 2n; needs --sizes). --sizes=n gives complex-state models n units, real-state
-ones 2n. GFLOP/s counts the recurrence's products, 3 a step. docs/benchmarks.md, "RNN
-throughput".
+state size 2n, on the devices of the row's layout; needs --sizes). --sizes=n gives
+complex-state models n units, real-state ones 2n. GFLOP/s counts the recurrence's
+products, 3 a step. docs/benchmarks.md, "RNN throughput".
 """
 
 import contextlib
@@ -138,19 +138,54 @@ def experiment_variant(config, model: str, T: int, data_parallel: int):
   return call, spec
 
 
-def _matmuls_variant(H: int, batch: int, length: int):
+def mesh(d: int) -> jax.sharding.Mesh:
+  """The first d devices along one axis, "data"."""
+  return jax.sharding.Mesh(np.array(jax.devices()[:d]), ("data",))
+
+
+def chain_inputs(H: int, G: int, batch: int, length: int):
+  """The chain's W (H, G·H) and its forward and reverse inputs p, g (length, batch, H)."""
   k1, k2, k3 = jax.random.split(jax.random.key(1), 3)
-  w = jnp.linalg.qr(jax.random.normal(k1, (H, H), jnp.float32))[0]  # keeps h bounded
+  # Orthogonal H × H blocks scaled by 1/G: h stays bounded whatever G.
+  w = jnp.concatenate([jnp.linalg.qr(jax.random.normal(k, (H, H)))[0] / G
+                       for k in jax.random.split(k1, G)], axis=1)
   p, g = (0.01 * jax.random.normal(k, (length, batch, H), jnp.float32) for k in (k2, k3))
+  return w, p, g
 
-  @jax.jit
-  def products(w, p, g):
-    _, hs = jax.lax.scan(lambda h, pt: (h @ w + pt,) * 2, jnp.zeros_like(p[0]), p)
-    _, ds = jax.lax.scan(lambda d, gt: (d @ w.T + gt,) * 2, jnp.zeros_like(g[0]), g,
-                         reverse=True)
-    return hs.reshape(-1, H).T @ ds.reshape(-1, H)
 
-  return timing.blocking(products, w, p, g, items=batch)
+def chain_program(H: int, G: int, d: int, train: bool, unroll: int = 1):
+  """The recurrence's products alone on d devices, each its share of the batch: a scan
+  h ← fold(h W) + p with W (H, G·H), a reverse scan δ ← tile(δ) Wᵀ + g and one
+  W̄ = Σ hᵀ tile(δ), nothing else. Jitted (w, p, g) -> W̄ (H, G·H) in training, else a
+  scalar of the last states (evaluation reads no other)."""
+  P = jax.sharding.PartitionSpec
+  fold = lambda y: y if G == 1 else y.reshape(y.shape[0], G, H).sum(axis=1)
+  tile = lambda y: y if G == 1 else jnp.tile(y, (1, G))
+
+  def local(w, p, g):
+    if not train:  # the last state only: evaluation reads no other
+      last, _ = jax.lax.scan(lambda h, pt: (fold(h @ w) + pt, None), jnp.zeros_like(p[0]), p,
+                             unroll=unroll)
+      return jax.lax.psum(last.sum(), "data")
+    _, hs = jax.lax.scan(lambda h, pt: (fold(h @ w) + pt,) * 2, jnp.zeros_like(p[0]), p,
+                         unroll=unroll)
+    _, ds = jax.lax.scan(lambda e, gt: (tile(e) @ w.T + gt,) * 2, jnp.zeros_like(g[0]), g,
+                         reverse=True, unroll=unroll)
+    w_bar = hs.reshape(-1, H).T @ tile(ds.reshape(-1, H))
+    return jax.lax.psum(w_bar, "data")
+
+  return jax.jit(jax.shard_map(local, mesh=mesh(d), in_specs=(P(), P(None, "data"),
+                                                               P(None, "data")), out_specs=P()))
+
+
+def chain_variant(H: int, G: int, batch: int, length: int, d: int, train: bool,
+                  unroll: int = 1):
+  """`chain_program` on `chain_inputs` as a variant counting examples."""
+  P = jax.sharding.PartitionSpec
+  w, p, g = chain_inputs(H, G, batch, length)
+  put = lambda a, spec: jax.device_put(a, jax.sharding.NamedSharding(mesh(d), spec))
+  return timing.blocking(chain_program(H, G, d, train, unroll), put(w, P()),
+                         put(p, P(None, "data")), put(g, P(None, "data")), items=batch)
 
 
 def config_for(task: str, n: int, batch: int, token: str):
@@ -232,8 +267,10 @@ def main(argv):
       label = variant_label(token, d, splits)
       config, model = config_for(_TASK.value, n, batch, token)
       length = data.get_task(config.task).length(T)
-      if model is None:
-        variants[label] = _matmuls_variant(2 * n, config.batch_size, length)
+      if model is None:  # on the devices the experiment rows of this layout use
+        config.data_parallel = d
+        variants[label] = chain_variant(2 * n, 1, config.batch_size, length,
+                                        rnn_experiment.data_parallel(config), train=True)
         flops[label] = flops_per_example(1, 2 * n, length, train=True)
         continue
       with _unitary_replaced_by({"no_eigh": _no_eigh, "eigh_only": _eigh_only}.get(token)):

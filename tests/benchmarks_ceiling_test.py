@@ -1,25 +1,13 @@
 """The ceiling benchmark's arithmetic: FLOPs per example, state sizes, and that its chain
-computes the products it counts (no timings are asserted)."""
+computes the products it counts, the rnn benchmark's `matmuls` row too (no timings are
+asserted)."""
 
 import types
 
-from absl import flags
 import numpy as np
 
 from benchmarks import ceiling
-
-_MARKED = []
-
-
-def setup_module():
-  if not flags.FLAGS.is_parsed():  # the chain reads --chain_unroll
-    flags.FLAGS.mark_as_parsed()
-    _MARKED.append(True)
-
-
-def teardown_module():
-  if _MARKED:
-    flags.FLAGS.unparse_flags()
+from benchmarks import rnn
 
 
 def test_flops_per_example_counts_the_recurrent_products():
@@ -36,8 +24,8 @@ def test_flops_per_example_counts_the_recurrent_products():
 def test_chain_counts_examples_and_computes_its_products():
   # W̄ of the training chain against the same sums written out in numpy.
   H, G, B, L = 4, 2, 3, 5
-  assert ceiling.chain_variant(H, G, B, L, 1, train=True)() == B
-  w, p, g = (np.asarray(a, np.float64) for a in ceiling.chain_inputs(H, G, B, L))
+  assert rnn.chain_variant(H, G, B, L, 1, train=True)() == B
+  w, p, g = (np.asarray(a, np.float64) for a in rnn.chain_inputs(H, G, B, L))
   hs, h = [], np.zeros((B, H))
   for t in range(L):
     h = (h @ w).reshape(B, G, H).sum(1) + p[t]
@@ -47,5 +35,5 @@ def test_chain_counts_examples_and_computes_its_products():
     d = np.tile(d, (1, G)) @ w.T + g[t]
     ds[t] = d
   expected = sum(hs[t].T @ np.tile(ds[t], (1, G)) for t in range(L))
-  got = ceiling.chain_program(H, G, 1, train=True)(*ceiling.chain_inputs(H, G, B, L))
+  got = rnn.chain_program(H, G, 1, train=True)(*rnn.chain_inputs(H, G, B, L))
   np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6)
