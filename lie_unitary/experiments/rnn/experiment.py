@@ -49,7 +49,7 @@ def validate_config(config) -> None:
   expected = config_lib.image_models() if images_task else config_lib.paper_models(config.task)
   if not isinstance(config.models, (ml_collections.ConfigDict, dict)):
     F.fail("models", config.models, "a table like `paper_models(task)`'s")
-  _check_models_made_for_task(config, expected)
+  _check_models_made_for_task(config)
   F.validate(config.models, {m: F.Field(None, "") for m in expected}, prefix="models.")
   for m, default in expected.items():
     F.validate(config.models[m], {k: config_lib.MODEL_FIELDS[k] for k in default.keys()},
@@ -107,21 +107,19 @@ def validate_config(config) -> None:
            f"a divisor of the {num_test} test images in {folder}")
 
 
-def _check_models_made_for_task(config, expected) -> None:
+def _check_models_made_for_task(config) -> None:
   """Fails a `models` table made for another task (``--config=adding --config.task=memory``
   would run the memory problem with the adding problem's β and activation)."""
   task = data.get_task(config.task).name
-  models = dict(config.models.items())
-  images_table = config_lib.image_models()
+  models = {m: dict(entry) if isinstance(entry, (dict, ml_collections.ConfigDict)) else entry
+            for m, entry in config.models.items()}
   if task in ("adding", "memory"):
-    if set(models) == set(images_table):
+    if set(models) == set(config_lib.image_models()):
       F.fail("task", config.task, "an image task ('pixel', 'permuted'): config.models is the "
              "image tasks' table (`image_models`); load --config=adding or --config=memory "
              "for the paper's")
     other = {"adding": "memory", "memory": "adding"}[task]
-    made_for_other = config_lib.paper_models(other)
-    if all(m in models and models[m].to_dict() == made_for_other[m].to_dict()
-           for m in made_for_other) and made_for_other.to_dict() != expected.to_dict():
+    if models == config_lib.paper_models(other).to_dict():  # the two tables differ
       F.fail("task", config.task, f"{other!r}: config.models is `paper_models({other!r})`, "
              f"unchanged; load --config={task} for the {task} problem's models, or set "
              f"config.models = paper_models({task!r})")
